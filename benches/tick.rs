@@ -1,0 +1,95 @@
+//! One collection tick on the simulated NVML with 8 GPUs and 64 processes
+//! (real `sleep` processes, so the host side does real /proc work).
+//!
+//! - `tick/wall`: the whole tick, driver calls included.
+//! - `tick/cpu_excluding_nvml`: this thread's CPU time (user + system) for
+//!   the tick, minus the time the simulated library reports having spent
+//!   inside its NVML functions: gpuscope's own cost per tick.
+//!
+//! Run: `cargo bench --bench tick`
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use gpuscope::collect::Collector;
+use gpuscope::sources::host::SysinfoHost;
+use gpuscope::sources::nvml::{LibrarySpec, NvmlSource};
+
+const GPUS: usize = 8;
+const PROCESSES: usize = 64;
+
+fn scenario(pids: &[u32]) -> String {
+    let mut s = String::new();
+    for g in 0..GPUS {
+        s.push_str("[[gpu]]\nname = \"NVIDIA H100 80GB HBM3\"\nutilization_gpu = 90\nthrottle_reasons = 4\nmemory_reserved_mib = 521\n");
+        for pid in pids.iter().skip(g).step_by(GPUS) {
+            s.push_str(&format!("[[gpu.process]]\npid = {pid}\nused_mib = 8000\n"));
+        }
+    }
+    s
+}
+
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid clock id and a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn bench(c: &mut Criterion) {
+    let mut sleepers: Vec<Child> =
+        (0..PROCESSES).map(|_| Command::new("sleep").arg("600").stdin(Stdio::null()).spawn().expect("sleep")).collect();
+    let pids: Vec<u32> = sleepers.iter().map(Child::id).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("libnvidia-ml.so.1");
+    std::fs::copy(env!("GPUSCOPE_SIM_LIB"), &lib).unwrap();
+    let scenario_path = dir.path().join("scenario.toml");
+    std::fs::write(&scenario_path, scenario(&pids)).unwrap();
+    // SAFETY: set before any other thread of this benchmark exists.
+    unsafe { std::env::set_var("GPUSCOPE_SIM_SCENARIO", &scenario_path) };
+
+    let source = NvmlSource::open(LibrarySpec::Path(lib.clone().into_os_string()), Vec::new()).unwrap();
+    let mut collector = Collector {
+        gpu: Box::new(source),
+        host: Box::new(SysinfoHost::new().unwrap()),
+        interval: Duration::from_secs(1),
+        simulated: true,
+    };
+    let first = collector.tick();
+    assert_eq!((first.gpus.len(), first.processes.len()), (GPUS, PROCESSES));
+
+    // The same path gives the same loaded library, so this reads the
+    // counter of the instance the collector uses.
+    // SAFETY: the simulator exports this symbol with this signature.
+    let busy_ns = unsafe {
+        let lib = libloading::Library::new(Path::new(&lib)).unwrap();
+        let f: libloading::Symbol<unsafe extern "C" fn() -> u64> = lib.get(b"gpuscope_sim_busy_ns").unwrap();
+        let f = *f;
+        std::mem::forget(lib);
+        f
+    };
+
+    let mut group = c.benchmark_group("tick");
+    group.bench_function("wall", |b| b.iter(|| collector.tick()));
+    group.bench_function("cpu_excluding_nvml", |b| {
+        b.iter_custom(|iters| {
+            let (cpu0, lib0) = (thread_cpu(), unsafe { busy_ns() });
+            for _ in 0..iters {
+                std::hint::black_box(collector.tick());
+            }
+            let (cpu1, lib1) = (thread_cpu(), unsafe { busy_ns() });
+            (cpu1 - cpu0).saturating_sub(Duration::from_nanos(lib1 - lib0))
+        })
+    });
+    group.finish();
+
+    for s in &mut sleepers {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,42 @@
+//! Framebuffer memory, in both the v1 and the versioned v2 layout.
+
+use nvml_wrapper_sys::bindings::{nvmlDevice_t, nvmlMemory_t, nvmlMemory_v2_t};
+
+use super::out;
+use crate::call;
+use crate::code::{ARGUMENT_VERSION_MISMATCH, INVALID_ARGUMENT, nvmlReturn_t};
+use crate::scenario::Reading;
+
+/// NVML_STRUCT_VERSION(Memory, 2): the struct size tagged with version 2
+/// in the top byte, so a caller built against another layout is caught.
+pub const MEMORY_V2_VERSION: u32 = size_of::<nvmlMemory_v2_t>() as u32 | (2 << 24);
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(device: nvmlDevice_t, memory: *mut nvmlMemory_t) -> nvmlReturn_t {
+    call::device("nvmlDeviceGetMemoryInfo", device, Some(Reading::Memory), |dev| {
+        let m = dev.gpu.memory(dev.t);
+        // v1 has no reserved field; like the real driver it counts the
+        // reserved memory as used, which is why v2 exists.
+        let info = nvmlMemory_t { total: m.total, free: m.free, used: m.total - m.free };
+        unsafe { out::put(memory, info) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
+    device: nvmlDevice_t,
+    memory: *mut nvmlMemory_v2_t,
+) -> nvmlReturn_t {
+    call::device("nvmlDeviceGetMemoryInfo_v2", device, Some(Reading::Memory), |dev| {
+        if memory.is_null() {
+            return Err(INVALID_ARGUMENT);
+        }
+        let version = unsafe { (*memory).version };
+        if version != MEMORY_V2_VERSION {
+            return Err(ARGUMENT_VERSION_MISMATCH);
+        }
+        let m = dev.gpu.memory(dev.t);
+        let info = nvmlMemory_v2_t { version, total: m.total, reserved: m.reserved, free: m.free, used: m.used };
+        unsafe { out::put(memory, info) }
+    })
+}

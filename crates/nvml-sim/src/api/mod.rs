@@ -1,0 +1,83 @@
+//! The exported NVML entry points, grouped by what they report.
+//!
+//! Every function follows NVML's C contract: pointer arguments are null or
+//! valid for the access NVML documents, and device handles come from this
+//! library (they are never dereferenced, so any value is safe to pass).
+
+// The names are NVML's ABI, so they cannot follow Rust conventions, and
+// their safety contract is NVML's documentation rather than a doc section
+// per function.
+#![allow(non_snake_case, clippy::missing_safety_doc)]
+
+mod activity;
+mod clocks;
+mod handles;
+mod identity;
+mod init;
+mod memory;
+mod mig;
+mod out;
+mod pcie;
+mod power;
+mod process_util;
+mod processes;
+mod sim;
+mod system;
+mod thermal;
+
+pub use activity::*;
+pub use clocks::*;
+pub use handles::*;
+pub use identity::*;
+pub use init::*;
+pub use memory::*;
+pub use mig::*;
+pub use pcie::*;
+pub use power::*;
+pub use process_util::*;
+pub use processes::*;
+pub use sim::*;
+pub use system::*;
+pub use thermal::*;
+
+/// Every NVML symbol this library exports; `missing_functions` in a
+/// scenario is checked against it so a typo cannot silently hide nothing.
+pub const EXPORTED: &[&str] = &[
+    "nvmlInit_v2",
+    "nvmlInitWithFlags",
+    "nvmlShutdown",
+    "nvmlErrorString",
+    "nvmlSystemGetDriverVersion",
+    "nvmlSystemGetNVMLVersion",
+    "nvmlSystemGetCudaDriverVersion",
+    "nvmlSystemGetCudaDriverVersion_v2",
+    "nvmlSystemGetProcessName",
+    "nvmlDeviceGetCount_v2",
+    "nvmlDeviceGetHandleByIndex_v2",
+    "nvmlDeviceGetHandleByUUID",
+    "nvmlDeviceGetIndex",
+    "nvmlDeviceGetName",
+    "nvmlDeviceGetUUID",
+    "nvmlDeviceGetPciInfo_v3",
+    "nvmlDeviceGetMemoryInfo",
+    "nvmlDeviceGetMemoryInfo_v2",
+    "nvmlDeviceGetUtilizationRates",
+    "nvmlDeviceGetEncoderUtilization",
+    "nvmlDeviceGetDecoderUtilization",
+    "nvmlDeviceGetTemperature",
+    "nvmlDeviceGetNumFans",
+    "nvmlDeviceGetFanSpeed",
+    "nvmlDeviceGetFanSpeed_v2",
+    "nvmlDeviceGetPowerUsage",
+    "nvmlDeviceGetEnforcedPowerLimit",
+    "nvmlDeviceGetPowerManagementLimit",
+    "nvmlDeviceGetClockInfo",
+    "nvmlDeviceGetPcieThroughput",
+    "nvmlDeviceGetPerformanceState",
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceGetGraphicsRunningProcesses_v3",
+    "nvmlDeviceGetProcessUtilization",
+];

@@ -1,0 +1,56 @@
+//! Temperature and fans.
+
+use std::ffi::c_uint;
+
+use nvml_wrapper_sys::bindings::{
+    nvmlDevice_t, nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU as TEMPERATURE_GPU, nvmlTemperatureSensors_t,
+};
+
+use super::out;
+use crate::call;
+use crate::code::{INVALID_ARGUMENT, nvmlReturn_t};
+use crate::scenario::Reading;
+use crate::value::{percent, uint};
+
+/// Each simulated GPU has a single fan, index 0.
+const FAN_COUNT: c_uint = 1;
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetTemperature(
+    device: nvmlDevice_t,
+    sensor: nvmlTemperatureSensors_t,
+    temp: *mut c_uint,
+) -> nvmlReturn_t {
+    call::device("nvmlDeviceGetTemperature", device, Some(Reading::Temperature), |dev| {
+        if sensor != TEMPERATURE_GPU {
+            return Err(INVALID_ARGUMENT);
+        }
+        unsafe { out::put(temp, uint(dev.gpu.spec.temperature_c.at(dev.t))) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNumFans(device: nvmlDevice_t, count: *mut c_uint) -> nvmlReturn_t {
+    call::device("nvmlDeviceGetNumFans", device, Some(Reading::Fan), |_| unsafe { out::put(count, FAN_COUNT) })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetFanSpeed(device: nvmlDevice_t, speed: *mut c_uint) -> nvmlReturn_t {
+    call::device("nvmlDeviceGetFanSpeed", device, Some(Reading::Fan), |dev| unsafe {
+        out::put(speed, percent(dev.gpu.spec.fan_percent.at(dev.t)))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetFanSpeed_v2(
+    device: nvmlDevice_t,
+    fan: c_uint,
+    speed: *mut c_uint,
+) -> nvmlReturn_t {
+    call::device("nvmlDeviceGetFanSpeed_v2", device, Some(Reading::Fan), |dev| {
+        if fan >= FAN_COUNT {
+            return Err(INVALID_ARGUMENT);
+        }
+        unsafe { out::put(speed, percent(dev.gpu.spec.fan_percent.at(dev.t))) }
+    })
+}

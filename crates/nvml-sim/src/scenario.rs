@@ -1,0 +1,91 @@
+//! A parsed and validated scenario: what the simulated driver reports.
+
+mod gpu;
+mod pci;
+mod spec;
+#[cfg(test)]
+mod tests;
+
+use nvml_wrapper_sys::bindings::NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE;
+
+pub(crate) use gpu::Gpu;
+pub(crate) use spec::{InitError, ProcessSpec, Reading};
+
+/// The built-in scenario used when `GPUSCOPE_SIM_SCENARIO` is unset.
+pub const DEMO_SCENARIO: &str = include_str!("../scenarios/demo.toml");
+
+#[derive(Debug, Clone)]
+pub(crate) struct Scenario {
+    pub driver_version: String,
+    pub cuda_driver_version: i32,
+    pub nvml_version: String,
+    pub call_delay_ms: u64,
+    pub init_error: Option<InitError>,
+    pub missing_functions: Vec<String>,
+    pub gpus: Vec<Gpu>,
+}
+
+impl Scenario {
+    /// Errors are a single line, because they end up as one line on stderr.
+    pub(crate) fn parse(text: &str) -> Result<Scenario, String> {
+        let spec: spec::ScenarioSpec = toml::from_str(text).map_err(|e| describe(text, &e))?;
+        let nvml_version = spec.nvml_version.clone().unwrap_or_else(|| format!("12.{}", spec.driver_version));
+        let max = NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE as usize;
+        check_text("driver_version", &spec.driver_version, max)?;
+        check_text("nvml_version", &nvml_version, max)?;
+        for name in &spec.missing_functions {
+            // nvmlErrorString returns a string, so it has no way to say "missing".
+            if name == "nvmlErrorString" || !crate::api::EXPORTED.contains(&name.as_str()) {
+                return Err(format!("missing_functions: {name:?} is not a function this library can hide"));
+            }
+        }
+        let gpus = spec
+            .gpu
+            .into_iter()
+            .enumerate()
+            .map(|(i, g)| Gpu::resolve(i, g).map_err(|e| format!("gpu[{i}]: {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (i, gpu) in gpus.iter().enumerate() {
+            if gpus[..i].iter().any(|other| other.uuid == gpu.uuid) {
+                return Err(format!("gpu[{i}]: uuid {:?} is used twice", gpu.uuid));
+            }
+        }
+        Ok(Scenario {
+            driver_version: spec.driver_version,
+            cuda_driver_version: spec.cuda_driver_version,
+            nvml_version,
+            call_delay_ms: spec.call_delay_ms,
+            init_error: spec.init_error,
+            missing_functions: spec.missing_functions,
+            gpus,
+        })
+    }
+
+    pub(crate) fn hides(&self, function: &str) -> bool {
+        self.missing_functions.iter().any(|f| f == function)
+    }
+}
+
+/// Strings must survive the trip into a fixed-size C buffer.
+pub(crate) fn check_text(what: &str, text: &str, buffer: usize) -> Result<(), String> {
+    if text.contains('\0') {
+        return Err(format!("{what} must not contain a NUL character"));
+    }
+    if text.len() >= buffer {
+        return Err(format!("{what} is longer than NVML's {buffer}-byte buffer"));
+    }
+    Ok(())
+}
+
+/// toml's own Display spans several lines with a source excerpt; this keeps
+/// the position and the message on one line.
+fn describe(text: &str, err: &toml::de::Error) -> String {
+    let message = err.message().trim().replace('\n', "; ");
+    let Some(span) = err.span() else {
+        return message;
+    };
+    let before = text.get(..span.start).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    format!("line {line}, column {column}: {message}")
+}

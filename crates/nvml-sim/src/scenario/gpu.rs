@@ -1,0 +1,86 @@
+//! One simulated GPU: its spec plus the identifiers derived from its index.
+
+use nvml_wrapper_sys::bindings::{NVML_DEVICE_NAME_V2_BUFFER_SIZE, NVML_DEVICE_UUID_V2_BUFFER_SIZE};
+
+use super::check_text;
+use super::pci::PciAddress;
+use super::spec::{GpuSpec, GpuState, ProcessSpec, Reading};
+use crate::value::mib_to_bytes;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Gpu {
+    pub uuid: String,
+    pub pci: PciAddress,
+    pub spec: GpuSpec,
+}
+
+/// Memory in bytes, split the way `nvmlMemory_v2_t` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Memory {
+    pub total: u64,
+    pub reserved: u64,
+    pub used: u64,
+    pub free: u64,
+}
+
+impl Gpu {
+    pub(super) fn resolve(index: usize, mut spec: GpuSpec) -> Result<Gpu, String> {
+        let uuid = spec.uuid.take().unwrap_or_else(|| format!("GPU-00000000-5c0b-4e5a-9d1e-{index:012x}"));
+        let pci = match &spec.pci_bus_id {
+            Some(text) => PciAddress::parse(text)?,
+            None => PciAddress::default_for(index),
+        };
+        check_text("name", &spec.name, NVML_DEVICE_NAME_V2_BUFFER_SIZE as usize)?;
+        check_text("uuid", &uuid, NVML_DEVICE_UUID_V2_BUFFER_SIZE as usize)?;
+        if uuid.is_empty() {
+            return Err("uuid must not be empty".into());
+        }
+        if spec.memory_reserved_mib > spec.memory_total_mib {
+            return Err("memory_reserved_mib exceeds memory_total_mib".into());
+        }
+        if spec.pstate > 15 {
+            return Err(format!("pstate {} is outside 0..=15", spec.pstate));
+        }
+        if !(spec.power_limit_w.is_finite() && spec.power_limit_w >= 0.0) {
+            return Err("power_limit_w must be a non-negative number".into());
+        }
+        for (i, p) in spec.process.iter().enumerate() {
+            if let Some(name) = &p.name {
+                // Names are cropped to the caller's buffer, so only NULs matter.
+                check_text(&format!("process[{i}].name"), name, usize::MAX)?;
+            }
+        }
+        Ok(Gpu { uuid, pci, spec })
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.spec.state == GpuState::Lost
+    }
+
+    pub(crate) fn supports(&self, reading: Reading) -> bool {
+        !self.spec.unsupported.contains(&reading)
+    }
+
+    /// `None` when the driver cannot attribute memory to the process.
+    pub(crate) fn process_bytes(process: &ProcessSpec, t: f64) -> Option<u64> {
+        let mib = process.used_mib.as_ref()?.at(t).max(0.0);
+        Some(mib_to_bytes(mib))
+    }
+
+    /// Without an explicit `memory_used_mib`, used memory is what the
+    /// processes account for, so the two views agree as on a real GPU
+    /// running only known processes.
+    pub(crate) fn memory(&self, t: f64) -> Memory {
+        let total = mib_to_bytes(self.spec.memory_total_mib as f64);
+        let reserved = mib_to_bytes(self.spec.memory_reserved_mib as f64);
+        let usable = total - reserved;
+        let used = match &self.spec.memory_used_mib {
+            Some(v) => mib_to_bytes(v.at(t).max(0.0)),
+            None => {
+                (self.spec.process.iter()).filter_map(|p| Self::process_bytes(p, t)).fold(0u64, u64::saturating_add)
+            }
+        }
+        .min(usable);
+        Memory { total, reserved, used, free: usable - used }
+    }
+}

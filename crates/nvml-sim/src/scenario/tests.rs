@@ -1,0 +1,126 @@
+use super::spec::{GpuState, ProcessKind};
+use super::*;
+
+fn parse(text: &str) -> Scenario {
+    Scenario::parse(text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn error(text: &str) -> String {
+    Scenario::parse(text).expect_err("scenario should be rejected")
+}
+
+#[test]
+fn empty_file_gets_documented_defaults() {
+    let s = parse("");
+    assert_eq!(s.driver_version, "560.35.03");
+    assert_eq!(s.cuda_driver_version, 12060);
+    assert_eq!(s.nvml_version, "12.560.35.03");
+    assert_eq!(s.call_delay_ms, 0);
+    assert_eq!(s.init_error, None);
+    assert!(s.gpus.is_empty());
+}
+
+#[test]
+fn nvml_version_follows_the_driver_unless_given() {
+    assert_eq!(parse("driver_version = \"550.1\"").nvml_version, "12.550.1");
+    assert_eq!(parse("nvml_version = \"13.0\"").nvml_version, "13.0");
+}
+
+#[test]
+fn bare_gpus_get_defaults_and_derived_identifiers() {
+    let s = parse("[[gpu]]\n[[gpu]]\n");
+    let (a, b) = (&s.gpus[0], &s.gpus[1]);
+    assert_eq!(a.spec.name, "NVIDIA Simulated GPU");
+    assert_eq!(a.uuid, "GPU-00000000-5c0b-4e5a-9d1e-000000000000");
+    assert_eq!(b.uuid, "GPU-00000000-5c0b-4e5a-9d1e-000000000001");
+    assert_eq!(a.pci.bus_id(), "00000000:18:00.0");
+    assert_eq!(b.pci.bus_id(), "00000000:28:00.0");
+    assert_eq!(a.spec.state, GpuState::Ok);
+    assert_eq!(a.spec.memory_total_mib, 81559);
+    assert_eq!(a.spec.temperature_c.at(5.0), 35.0);
+    assert_eq!(a.spec.fan_percent.at(5.0), 30.0);
+    assert_eq!(a.spec.power_draw_w.at(5.0), 70.0);
+    assert_eq!(a.spec.power_limit_w, 700.0);
+    assert_eq!(a.spec.sm_clock_mhz.at(0.0), 1980.0);
+    assert_eq!(a.spec.mem_clock_mhz.at(0.0), 2619.0);
+    assert!(a.supports(Reading::Fan));
+}
+
+#[test]
+fn memory_used_defaults_to_the_known_process_memory() {
+    let s = parse(
+        "[[gpu]]\nmemory_total_mib = 1000\nmemory_reserved_mib = 100\n\
+         [[gpu.process]]\npid = 1\nused_mib = 300\n\
+         [[gpu.process]]\npid = 2\ntype = \"graphics\"\n\
+         [[gpu.process]]\npid = 3\ntype = \"both\"\nused_mib = 2000\n",
+    );
+    let gpu = &s.gpus[0];
+    assert_eq!(gpu.spec.process[1].kind, ProcessKind::Graphics);
+    let m = gpu.memory(0.0);
+    let mib = 1_048_576;
+    // 300 + 2000 MiB is clamped to what the reservation leaves.
+    assert_eq!((m.total, m.reserved, m.used, m.free), (1000 * mib, 100 * mib, 900 * mib, 0));
+    let explicit = parse("[[gpu]]\nmemory_total_mib = 1000\nmemory_used_mib = 250\n");
+    assert_eq!(explicit.gpus[0].memory(0.0).free, 750 * mib);
+}
+
+#[test]
+fn unknown_keys_are_rejected_by_name_with_position() {
+    let e = error("driver_version = \"1\"\nfan_speed = 3\n");
+    assert!(e.contains("fan_speed") && e.contains("line 2"), "{e}");
+    let e = error("[[gpu]]\nname = \"x\"\ntemperature = 50\n");
+    assert!(e.contains("temperature") && e.contains("line 3"), "{e}");
+    let e = error("[[gpu]]\n[[gpu.process]]\npid = 1\ncmd = \"x\"\n");
+    assert!(e.contains("cmd"), "{e}");
+    assert!(!e.contains('\n'), "errors must be one line: {e}");
+}
+
+#[test]
+fn bad_enum_values_and_missing_pids_are_rejected() {
+    assert!(error("[[gpu]]\nunsupported = [\"fans\"]\n").contains("fans"));
+    assert!(error("[[gpu]]\nstate = \"gone\"\n").contains("gone"));
+    assert!(error("init_error = \"nope\"\n").contains("nope"));
+    assert!(error("[[gpu]]\n[[gpu.process]]\ntype = \"compute\"\n").contains("pid"));
+}
+
+#[test]
+fn semantic_errors_name_the_gpu() {
+    let e = error("[[gpu]]\n[[gpu]]\npstate = 16\n");
+    assert!(e.starts_with("gpu[1]") && e.contains("pstate"), "{e}");
+    assert!(error("[[gpu]]\npci_bus_id = \"18:00.0\"\n").contains("pci_bus_id"));
+    assert!(error("[[gpu]]\nmemory_total_mib = 1\nmemory_reserved_mib = 2\n").contains("reserved"));
+    assert!(error("[[gpu]]\nuuid = \"A\"\n[[gpu]]\nuuid = \"A\"\n").contains("twice"));
+    assert!(error(&format!("[[gpu]]\nname = \"{}\"\n", "x".repeat(96))).contains("name"));
+}
+
+#[test]
+fn missing_functions_must_name_exported_functions() {
+    let s = parse("missing_functions = [\"nvmlDeviceGetFanSpeed_v2\"]");
+    assert!(s.hides("nvmlDeviceGetFanSpeed_v2"));
+    assert!(!s.hides("nvmlDeviceGetFanSpeed"));
+    assert!(error("missing_functions = [\"nvmlDeviceGetFanSpeedz\"]").contains("FanSpeedz"));
+    assert!(error("missing_functions = [\"nvmlErrorString\"]").contains("nvmlErrorString"));
+}
+
+#[test]
+fn init_errors_parse_from_snake_case() {
+    let s = parse("init_error = \"lib_rm_version_mismatch\"");
+    assert_eq!(s.init_error, Some(InitError::LibRmVersionMismatch));
+}
+
+#[test]
+fn demo_scenario_describes_the_documented_node() {
+    let s = parse(DEMO_SCENARIO);
+    assert_eq!(s.gpus.len(), 4);
+    let pids: Vec<_> = (s.gpus.iter()).map(|g| g.spec.process.iter().map(|p| p.pid).collect::<Vec<_>>()).collect();
+    assert_eq!(pids, [vec![4123401], vec![4123402], vec![4123510], vec![]]);
+    let gib = 1u64 << 30;
+    for t in [0.0, 200.0, 450.0, 899.0] {
+        for gpu in &s.gpus[..2] {
+            let used = gpu.memory(t).used;
+            assert!((60 * gib..=70 * gib).contains(&used), "t={t}: {used}");
+        }
+    }
+    let idle = &s.gpus[3];
+    assert_eq!((idle.spec.pstate, idle.memory(0.0).used), (8, 0));
+}

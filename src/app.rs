@@ -1,0 +1,123 @@
+//! Start-up, mode dispatch and exit codes.
+
+use std::io;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, DemoMode};
+use crate::collect::Collector;
+use crate::poller::{self, SnapshotRx};
+use crate::settings::{Mode, Settings, SettingsError};
+use crate::sinks::{json, table};
+use crate::sources::host::SysinfoHost;
+use crate::sources::nvml::{InitError, LibrarySpec, NvmlSource};
+
+/// Exit codes, documented in the README.
+pub mod exit {
+    pub const OK: u8 = 0;
+    /// Something failed while running (an output error other than a closed pipe).
+    pub const FAILURE: u8 = 1;
+    /// Bad usage or config, or no usable NVML: nothing was collected.
+    pub const USAGE: u8 = 2;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    #[error(transparent)]
+    Nvml(#[from] InitError),
+    #[error("cannot read host metrics: {0}")]
+    Host(sysinfo::Error),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(io::Error),
+    #[error("writing the output: {0}")]
+    Output(io::Error),
+}
+
+impl AppError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            Self::Settings(_) | Self::Nvml(_) => exit::USAGE,
+            Self::Host(_) | Self::Runtime(_) | Self::Output(_) => exit::FAILURE,
+        }
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(()) => ExitCode::from(exit::OK),
+        Err(e) => {
+            eprintln!("gpuscope: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn run(cli: &Cli) -> Result<(), AppError> {
+    let settings = Settings::resolve(cli)?;
+    let (gpu, simulated) = open_gpus(&settings)?;
+    let collector = Collector {
+        gpu: Box::new(gpu),
+        host: Box::new(SysinfoHost::new().map_err(AppError::Host)?),
+        interval: settings.interval,
+        simulated,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(AppError::Runtime)?;
+    let result = runtime.block_on(async {
+        let (rx, _task) = poller::spawn(collector);
+        match settings.mode {
+            Mode::Json => emit(rx, Some(1), json::write_pretty).await,
+            Mode::JsonStream { count } => emit(rx, count, json::write_line).await,
+            Mode::Table => emit(rx, Some(1), table::write).await,
+        }
+    });
+    // A driver call may still be in flight on the blocking pool: don't wait
+    // for it, the output is complete.
+    runtime.shutdown_background();
+    result
+}
+
+/// The real NVML, or the simulator for `--demo` (and for `--demo=auto`
+/// when no driver can be loaded).
+fn open_gpus(settings: &Settings) -> Result<(NvmlSource, bool), AppError> {
+    let simulated = settings.library == LibrarySpec::Simulated;
+    match NvmlSource::open(settings.library.clone(), settings.selectors.clone()) {
+        Ok(source) => Ok((source, simulated)),
+        Err(InitError::Library { lib, reason }) if settings.demo == Some(DemoMode::Auto) => {
+            eprintln!("gpuscope: no NVIDIA driver found ({lib}: {reason}); showing simulated GPUs");
+            Ok((NvmlSource::open(LibrarySpec::Simulated, settings.selectors.clone())?, true))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Writes snapshots as they come until `count` are written or the
+/// poller stops. A closed pipe (`gpuscope --json --watch | head -n 1`) is
+/// a normal end, not an error.
+async fn emit(
+    mut rx: SnapshotRx,
+    count: Option<u64>,
+    write: fn(&crate::model::Snapshot, &mut io::StdoutLock<'static>) -> io::Result<()>,
+) -> Result<(), AppError> {
+    let mut written = 0u64;
+    while count.is_none_or(|c| written < c) {
+        if rx.changed().await.is_err() {
+            break;
+        }
+        let Some(snap) = rx.borrow_and_update().clone() else { continue };
+        let mut out = io::stdout().lock();
+        match write(&snap, &mut out) {
+            Ok(()) => written += 1,
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => return Err(AppError::Output(e)),
+        }
+    }
+    Ok(())
+}

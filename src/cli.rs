@@ -1,0 +1,78 @@
+//! Command-line flags. Their names are part of the product (DESIGN §2).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+#[derive(Debug, Clone, Parser)]
+#[command(name = "gpuscope", version, about = "Watch NVIDIA GPUs, their processes and the host", long_about = None)]
+pub struct Cli {
+    /// Print one plain-text table, like nvidia-smi, and exit.
+    #[arg(short = '1', long, conflicts_with = "json")]
+    pub once: bool,
+
+    /// Print one JSON snapshot and exit (with --watch: NDJSON, one per interval).
+    #[arg(long)]
+    pub json: bool,
+
+    /// With --json: keep printing one compact snapshot per line.
+    #[arg(long, requires = "json")]
+    pub watch: bool,
+
+    /// With --watch: stop after N snapshots.
+    #[arg(long, value_name = "N", requires = "watch")]
+    pub count: Option<u64>,
+
+    /// Time between snapshots, e.g. 500ms, 2s [default: 1s, or the config's].
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub interval: Option<Duration>,
+
+    /// GPUs to watch: indices or UUID prefixes, comma-separated (0,2 or GPU-5ea1).
+    #[arg(long, value_name = "LIST")]
+    pub gpus: Option<String>,
+
+    /// Config file [default: ~/.config/gpuscope/config.toml].
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// The NVML library to load [default: libnvidia-ml.so.1].
+    #[arg(long, value_name = "PATH", env = "GPUSCOPE_NVML_LIB")]
+    pub nvml_lib: Option<PathBuf>,
+
+    /// Use simulated GPUs. --demo=auto uses the real driver when there is
+    /// one and the simulator only when none can be loaded.
+    #[arg(long, value_name = "WHEN", num_args = 0..=1, require_equals = true, default_missing_value = "always")]
+    pub demo: Option<DemoMode>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DemoMode {
+    Always,
+    Auto,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn flags_parse() {
+        let cli =
+            Cli::try_parse_from(["gpuscope", "--json", "--watch", "--count", "3", "--interval", "250ms"]).unwrap();
+        assert!(cli.json && cli.watch);
+        assert_eq!(cli.count, Some(3));
+        assert_eq!(cli.interval, Some(Duration::from_millis(250)));
+        assert!(Cli::try_parse_from(["gpuscope", "-1"]).unwrap().once);
+        assert_eq!(Cli::try_parse_from(["gpuscope", "--demo"]).unwrap().demo, Some(DemoMode::Always));
+        assert_eq!(Cli::try_parse_from(["gpuscope", "--demo=auto"]).unwrap().demo, Some(DemoMode::Auto));
+        assert!(Cli::try_parse_from(["gpuscope", "--watch"]).is_err(), "--watch needs --json");
+        assert!(Cli::try_parse_from(["gpuscope", "-1", "--json"]).is_err());
+    }
+}

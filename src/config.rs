@@ -1,0 +1,136 @@
+//! The TOML configuration file. Strict: an unknown key or a wrong type is an
+//! error that names the key, the file and the line, never silently ignored.
+//! `config.example.toml` documents every key and must parse to `default()`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Faster than this, collection itself would dominate the machine.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Time between snapshots.
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+    /// GPUs to watch: indices or UUID prefixes. Empty means all.
+    pub gpus: Vec<String>,
+    /// The NVML library to load instead of `libnvidia-ml.so.1`.
+    pub nvml_lib: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self { interval: Duration::from_secs(1), gpus: Vec::new(), nvml_lib: None }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// Where the config lives when `--config` is not given:
+/// `$XDG_CONFIG_HOME/gpuscope/config.toml` (usually `~/.config/...`).
+pub fn default_path() -> Option<PathBuf> {
+    dirs::config_dir().map(|d| d.join("gpuscope").join("config.toml"))
+}
+
+impl Config {
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid { path: path.to_path_buf(), message };
+        // toml's message already carries the line, the column, a caret under
+        // the offending key and the key's name.
+        let config: Self = toml::from_str(text).map_err(|e| invalid(e.to_string().trim_end().to_string()))?;
+        if config.interval < MIN_INTERVAL {
+            return Err(invalid(format!(
+                "interval = {:?} is shorter than the minimum of {:?}",
+                config.interval, MIN_INTERVAL
+            )));
+        }
+        Ok(config)
+    }
+
+    /// Reads `explicit` (which must exist), else the default path if there
+    /// is a file there, else the built-in defaults.
+    pub fn load(explicit: Option<&Path>) -> Result<Self, ConfigError> {
+        let (path, required) = match explicit {
+            Some(p) => (p.to_path_buf(), true),
+            None => match default_path() {
+                Some(p) => (p, false),
+                None => return Ok(Self::default()),
+            },
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Self::parse(&text, &path),
+            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(ConfigError::Read { path, source }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/etc/gpuscope.toml"))
+    }
+
+    #[test]
+    fn example_file_is_the_defaults() {
+        let text = include_str!("../config.example.toml");
+        assert_eq!(parse(text).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn example_file_documents_every_key() {
+        let text = include_str!("../config.example.toml");
+        let table: toml::Table =
+            toml::to_string(&Config { nvml_lib: Some("x".into()), ..Config::default() }).unwrap().parse().unwrap();
+        for key in table.keys() {
+            assert!(text.lines().any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} ="))), "{key}");
+        }
+    }
+
+    #[test]
+    fn values_are_read() {
+        let c = parse("interval = \"250ms\"\ngpus = [\"0\", \"GPU-5ea1\"]\nnvml_lib = \"/opt/nvml.so\"").unwrap();
+        assert_eq!(c.interval, Duration::from_millis(250));
+        assert_eq!(c.gpus, ["0", "GPU-5ea1"]);
+        assert_eq!(c.nvml_lib.as_deref(), Some(Path::new("/opt/nvml.so")));
+    }
+
+    #[test]
+    fn unknown_key_names_key_file_and_line() {
+        let msg = parse("interval = \"1s\"\ncolour = true\n").unwrap_err().to_string();
+        assert!(msg.contains("/etc/gpuscope.toml"), "{msg}");
+        assert!(msg.contains("colour"), "{msg}");
+        assert!(msg.contains("line 2"), "{msg}");
+    }
+
+    #[test]
+    fn wrong_type_names_key_and_line() {
+        let msg = parse("\n\ninterval = 5\n").unwrap_err().to_string();
+        assert!(msg.contains("line 3"), "{msg}");
+        assert!(msg.contains("interval"), "{msg}");
+    }
+
+    #[test]
+    fn too_short_interval_is_refused() {
+        let msg = parse("interval = \"1ms\"").unwrap_err().to_string();
+        assert!(msg.contains("minimum"), "{msg}");
+    }
+
+    #[test]
+    fn missing_explicit_file_is_an_error() {
+        let err = Config::load(Some(Path::new("/nonexistent/gpuscope.toml"))).unwrap_err();
+        assert!(err.to_string().contains("/nonexistent/gpuscope.toml"), "{err}");
+    }
+}

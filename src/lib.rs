@@ -1,0 +1,13 @@
+//! gpuscope: a terminal dashboard for NVIDIA GPUs that tells the truth
+//! about GPU memory. See ARCHITECTURE.md for how the parts fit.
+
+pub mod app;
+pub mod cli;
+pub mod collect;
+pub mod config;
+pub mod model;
+pub mod poller;
+pub mod settings;
+pub mod sinks;
+pub mod sources;
+pub mod units;

@@ -1,0 +1,16 @@
+use serde::{Deserialize, Serialize};
+
+/// The machine the GPUs sit in. Every reading is `None` when it could not be
+/// taken (for CPU usage: on the first sample, which has nothing to compare to).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Host {
+    pub hostname: Option<String>,
+    /// Busy share of all logical CPUs together, 0 to 100.
+    pub cpu_percent: Option<f64>,
+    pub cpu_count: Option<u32>,
+    pub memory_total: Option<u64>,
+    pub memory_used: Option<u64>,
+    pub memory_available: Option<u64>,
+    pub swap_total: Option<u64>,
+    pub swap_used: Option<u64>,
+}

@@ -1,0 +1,15 @@
+//! The one model every sink reads: a `Snapshot` per collection tick.
+
+mod gpu;
+mod host;
+mod process;
+mod select;
+mod snapshot;
+mod time;
+
+pub use gpu::{Clocks, Gpu, GpuMemory, GpuState, MigMode, Pcie, Utilization};
+pub use host::Host;
+pub use process::{Process, ProcessGpu, ProcessType};
+pub use select::{GpuSelector, SelectError, parse_selectors, select_gpus};
+pub use snapshot::{Driver, SCHEMA_VERSION, Snapshot, SourceStatus, Sources};
+pub use time::Timestamp;

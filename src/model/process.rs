@@ -1,0 +1,89 @@
+use serde::{Deserialize, Serialize};
+
+use super::Timestamp;
+
+/// A process that holds at least one GPU, joined with what the host knows
+/// of it. Host fields are `None` when the process is not visible from here
+/// (another PID namespace, or already gone).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Process {
+    pub pid: u32,
+    pub gpus: Vec<ProcessGpu>,
+    /// Sum of the known per-GPU figures; `None` when NVML could give none.
+    pub gpu_memory_total: Option<u64>,
+    pub name: Option<String>,
+    pub user: Option<String>,
+    /// The command line, with control characters and escape sequences
+    /// removed so that it cannot repaint the user's terminal.
+    pub command: Option<String>,
+    #[serde(flatten, with = "start_time")]
+    pub start_time: Option<Timestamp>,
+    pub parent_pid: Option<u32>,
+    /// Percent of one CPU core, as `top` shows it (above 100 with threads).
+    pub cpu_percent: Option<f64>,
+    /// Resident host memory in bytes.
+    pub host_memory: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessGpu {
+    pub index: u32,
+    #[serde(rename = "type")]
+    pub kind: ProcessType,
+    /// Bytes NVML says the process holds on this GPU; `None` where NVML
+    /// cannot say (no privileges, some containers, Windows WDDM).
+    pub used_memory: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessType {
+    Compute,
+    Graphics,
+    /// Listed by NVML as both compute and graphics.
+    ComputeGraphics,
+}
+
+impl ProcessType {
+    pub fn merge(self, other: Self) -> Self {
+        if self == other { self } else { Self::ComputeGraphics }
+    }
+
+    pub fn short(self) -> &'static str {
+        match self {
+            Self::Compute => "C",
+            Self::Graphics => "G",
+            Self::ComputeGraphics => "C+G",
+        }
+    }
+}
+
+/// Keeps the start time as the same pair of fields the snapshot's own time
+/// uses, both `null` when unknown.
+mod start_time {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::Timestamp;
+
+    #[derive(Serialize, Deserialize)]
+    struct Fields {
+        start_time: Option<String>,
+        start_time_unix_ms: Option<u64>,
+    }
+
+    pub fn serialize<S: Serializer>(t: &Option<Timestamp>, s: S) -> Result<S::Ok, S::Error> {
+        Fields {
+            start_time: t.as_ref().map(|t| t.time.clone()),
+            start_time_unix_ms: t.as_ref().map(|t| t.time_unix_ms),
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Timestamp>, D::Error> {
+        let f = Fields::deserialize(d)?;
+        Ok(match (f.start_time, f.start_time_unix_ms) {
+            (Some(time), Some(time_unix_ms)) => Some(Timestamp { time, time_unix_ms }),
+            _ => None,
+        })
+    }
+}

@@ -1,0 +1,60 @@
+use serde::{Deserialize, Serialize};
+
+use super::{Gpu, Host, Process, Timestamp};
+
+/// Bumped whenever a field is renamed, removed or changes meaning; adding a
+/// field is not a break. `assets/snapshot.schema.json` pins the current shape.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub schema_version: u32,
+    #[serde(flatten)]
+    pub time: Timestamp,
+    /// The interval the poller was asked for, so a reader of a recording
+    /// knows how far apart the samples were meant to be.
+    pub interval_ms: u64,
+    /// How long this tick's collection took, driver calls included.
+    pub collection_ms: f64,
+    /// True when the GPUs come from gpuscope's simulated NVML (`--demo`).
+    pub simulated: bool,
+    pub host: Host,
+    pub driver: Driver,
+    pub gpus: Vec<Gpu>,
+    pub processes: Vec<Process>,
+    pub sources: Sources,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Driver {
+    pub driver_version: Option<String>,
+    /// "major.minor" of the CUDA version the driver supports.
+    pub cuda_driver_version: Option<String>,
+    pub nvml_version: Option<String>,
+    /// The NVML library that was loaded (or that gpuscope tried to load).
+    pub library: Option<String>,
+}
+
+/// Health of each source: a failing source is reported here while the
+/// others keep filling the snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sources {
+    pub nvml: SourceStatus,
+    pub host: SourceStatus,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SourceStatus {
+    pub ok: bool,
+    pub error: Option<String>,
+}
+
+impl SourceStatus {
+    pub fn ok() -> Self {
+        Self { ok: true, error: None }
+    }
+
+    pub fn failed(error: impl Into<String>) -> Self {
+        Self { ok: false, error: Some(error.into()) }
+    }
+}

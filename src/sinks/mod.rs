@@ -1,0 +1,4 @@
+//! Everything that turns snapshots into output. Sinks read snapshots only.
+
+pub mod json;
+pub mod table;

@@ -1,0 +1,165 @@
+//! `gpuscope -1`: a plain-text table in the spirit of `nvidia-smi`, ASCII
+//! only and within 80 columns, fit to paste into a ticket.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use crate::model::{Gpu, GpuState, Snapshot};
+use crate::units::{bytes, bytes_pair, opt};
+
+pub const WIDTH: usize = 80;
+
+pub fn write(snap: &Snapshot, out: &mut impl Write) -> io::Result<()> {
+    let text = render(snap);
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+pub fn render(snap: &Snapshot) -> String {
+    let mut lines = Vec::new();
+    header(snap, &mut lines);
+    lines.push("-".repeat(WIDTH));
+    if let Some(err) = &snap.sources.nvml.error {
+        lines.push(format!("NVML: {err}"));
+    }
+    lines.push(format!(
+        "{:>3} {:<24} {:>4} {:>5} {:>11} {:>5} {:>4}  {}",
+        "GPU", "NAME", "TEMP", "FAN", "POWER", "UTIL", "MEM", "MEMORY USED/TOT"
+    ));
+    for gpu in &snap.gpus {
+        gpu_lines(gpu, &mut lines);
+    }
+    if snap.gpus.is_empty() && snap.sources.nvml.ok {
+        lines.push("  No GPUs.".into());
+    }
+    lines.push("-".repeat(WIDTH));
+    process_lines(snap, &mut lines);
+    if let Some(err) = &snap.sources.host.error {
+        lines.push(format!("host: {err}"));
+    }
+    let mut text = String::new();
+    for line in lines {
+        text.push_str(&fit(&line));
+        text.push('\n');
+    }
+    text
+}
+
+fn header(snap: &Snapshot, lines: &mut Vec<String>) {
+    let mut first = format!("gpuscope {}", env!("CARGO_PKG_VERSION"));
+    if snap.simulated {
+        first.push_str(" (simulated GPUs)");
+    }
+    let h = &snap.host;
+    let _ = write!(first, "  {}  {}", h.hostname.as_deref().unwrap_or("n/a"), snap.time.time);
+    lines.push(first);
+    let d = &snap.driver;
+    lines.push(format!(
+        "driver {}  CUDA {}  NVML {}",
+        d.driver_version.as_deref().unwrap_or("n/a"),
+        d.cuda_driver_version.as_deref().unwrap_or("n/a"),
+        d.nvml_version.as_deref().unwrap_or("n/a"),
+    ));
+    lines.push(format!(
+        "CPU {} of {}  RAM {} used, {} available  swap {}",
+        opt(h.cpu_percent, |p| format!("{p:.0}%")),
+        opt(h.cpu_count, |n| n.to_string()),
+        bytes_pair(h.memory_used, h.memory_total),
+        opt(h.memory_available, bytes),
+        bytes_pair(h.swap_used, h.swap_total),
+    ));
+}
+
+fn gpu_lines(gpu: &Gpu, lines: &mut Vec<String>) {
+    let name = gpu.name.as_deref().unwrap_or("n/a");
+    let short_name: String = name.chars().take(24).collect();
+    if gpu.state == GpuState::Lost {
+        lines
+            .push(format!("{:>3} {:<24} LOST: fell off the bus; needs a GPU reset or a reboot", gpu.index, short_name));
+        return;
+    }
+    let pct = |v: Option<u32>| opt(v, |v| format!("{v}%"));
+    let power = match (gpu.power_draw_w, gpu.power_limit_w) {
+        (Some(d), Some(l)) => format!("{d:.0}/{l:.0}W"),
+        (Some(d), None) => format!("{d:.0}W"),
+        _ => "n/a".into(),
+    };
+    lines.push(format!(
+        "{:>3} {:<24} {:>4} {:>5} {:>11} {:>5} {:>4}  {}",
+        gpu.index,
+        short_name,
+        opt(gpu.temperature_c, |t| format!("{t}C")),
+        pct(gpu.fan_percent),
+        power,
+        pct(gpu.utilization.gpu),
+        pct(gpu.utilization.memory),
+        bytes_pair(gpu.memory.used, gpu.memory.total),
+    ));
+    let rate = |v: Option<u64>| opt(v, |b| format!("{}/s", bytes(b)));
+    lines.push(format!(
+        "    {}  SM {}  mem {}  PCIe tx {} rx {}  enc {} dec {}",
+        gpu.performance_state.as_deref().unwrap_or("P?"),
+        opt(gpu.clocks.sm_mhz, |c| format!("{c} MHz")),
+        opt(gpu.clocks.memory_mhz, |c| format!("{c} MHz")),
+        rate(gpu.pcie.tx_bytes_per_s),
+        rate(gpu.pcie.rx_bytes_per_s),
+        pct(gpu.utilization.encoder),
+        pct(gpu.utilization.decoder),
+    ));
+    if let Some(reasons) = gpu.throttle_reasons.as_ref().filter(|r| !r.is_empty()) {
+        lines.push(format!("    clocks held down by: {}", reasons.join(", ")));
+    }
+    if let Some(m) = gpu.mig_mode.filter(|m| m.current || m.pending) {
+        lines.push(format!(
+            "    MIG {}{}",
+            on_off(m.current),
+            if m.pending != m.current { " (change pending)" } else { "" }
+        ));
+    }
+    if let Some(err) = &gpu.error {
+        lines.push(format!("    error: {err}"));
+    }
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b { "on" } else { "off" }
+}
+
+fn process_lines(snap: &Snapshot, lines: &mut Vec<String>) {
+    if snap.processes.is_empty() {
+        lines.push("No GPU processes.".into());
+        return;
+    }
+    lines.push(format!(
+        "{:>7} {:<10} {:>3} {:<4} {:>9} {:>6} {:>9}  {}",
+        "PID", "USER", "GPU", "TYPE", "GPU MEM", "CPU%", "HOST MEM", "COMMAND"
+    ));
+    for p in &snap.processes {
+        let user: String = p.user.as_deref().unwrap_or("n/a").chars().take(10).collect();
+        let command = p.command.as_deref().or(p.name.as_deref()).unwrap_or("n/a");
+        for g in &p.gpus {
+            lines.push(format!(
+                "{:>7} {:<10} {:>3} {:<4} {:>9} {:>6} {:>9}  {}",
+                p.pid,
+                user,
+                g.index,
+                g.kind.short(),
+                opt(g.used_memory, bytes),
+                opt(p.cpu_percent, |c| format!("{c:.1}")),
+                opt(p.host_memory, bytes),
+                command
+            ));
+        }
+    }
+}
+
+/// Cuts a line to the table width, marking the cut.
+fn fit(line: &str) -> String {
+    let line = line.trim_end();
+    if line.chars().count() <= WIDTH {
+        return line.to_string();
+    }
+    let mut cut: String = line.chars().take(WIDTH - 3).collect();
+    cut.push_str("...");
+    cut
+}

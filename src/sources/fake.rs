@@ -1,0 +1,51 @@
+//! Scripted sources for tests: each `sample` returns the next scripted
+//! value, then repeats the last one.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use super::{GpuSample, GpuSource, HostSample, HostSource};
+
+pub struct ScriptedGpu {
+    script: VecDeque<GpuSample>,
+    last: GpuSample,
+}
+
+impl ScriptedGpu {
+    pub fn new(script: impl IntoIterator<Item = GpuSample>) -> Self {
+        Self { script: script.into_iter().collect(), last: GpuSample::default() }
+    }
+}
+
+impl GpuSource for ScriptedGpu {
+    fn sample(&mut self) -> GpuSample {
+        if let Some(next) = self.script.pop_front() {
+            self.last = next;
+        }
+        self.last.clone()
+    }
+}
+
+/// Also records which PIDs it was asked about, so tests can check that the
+/// host is asked only for GPU processes.
+pub struct ScriptedHost {
+    script: VecDeque<HostSample>,
+    last: HostSample,
+    pub asked: Arc<Mutex<Vec<Vec<u32>>>>,
+}
+
+impl ScriptedHost {
+    pub fn new(script: impl IntoIterator<Item = HostSample>) -> Self {
+        Self { script: script.into_iter().collect(), last: HostSample::default(), asked: Arc::default() }
+    }
+}
+
+impl HostSource for ScriptedHost {
+    fn sample(&mut self, pids: &[u32]) -> HostSample {
+        self.asked.lock().expect("test lock").push(pids.to_vec());
+        if let Some(next) = self.script.pop_front() {
+            self.last = next;
+        }
+        self.last.clone()
+    }
+}

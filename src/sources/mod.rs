@@ -1,0 +1,61 @@
+//! Every input gpuscope reads, each behind a trait so that tests can script
+//! it. Implementations block (NVML calls, /proc reads); the poller runs them
+//! off the async workers.
+
+pub mod fake;
+pub mod host;
+pub mod nvml;
+mod sanitize;
+
+use std::collections::HashMap;
+
+use crate::model::{Driver, Gpu, Host, ProcessGpu, SourceStatus, Timestamp};
+
+pub use sanitize::sanitize_command;
+
+/// One GPU process as the driver sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuProcess {
+    pub pid: u32,
+    pub gpus: Vec<ProcessGpu>,
+    /// NVML's name for the process: the only one available when it lives in
+    /// another PID namespace.
+    pub driver_name: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuSample {
+    pub driver: Driver,
+    pub gpus: Vec<Gpu>,
+    pub processes: Vec<GpuProcess>,
+    pub status: SourceStatus,
+}
+
+pub trait GpuSource: Send {
+    fn sample(&mut self) -> GpuSample;
+}
+
+/// What the host knows of one process.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostProcess {
+    pub name: Option<String>,
+    pub user: Option<String>,
+    pub command: Option<String>,
+    pub start_time: Option<Timestamp>,
+    pub parent_pid: Option<u32>,
+    pub cpu_percent: Option<f64>,
+    pub memory: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostSample {
+    pub host: Host,
+    /// Only the processes asked for that the host could see.
+    pub processes: HashMap<u32, HostProcess>,
+    pub status: SourceStatus,
+}
+
+pub trait HostSource: Send {
+    /// Samples the machine and the given PIDs (the GPU processes).
+    fn sample(&mut self, pids: &[u32]) -> HostSample;
+}

@@ -1,0 +1,174 @@
+//! Per-device readings. Each reading is taken on its own: one that the GPU
+//! does not support is `None` and quiet; a lost GPU stops the device's
+//! readings at once; anything else is kept as the device's error.
+
+use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, PerformanceState, TemperatureSensor};
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
+
+use super::InitError;
+use crate::model::GpuSelector;
+use crate::model::{Clocks, Gpu, GpuMemory, GpuState, MigMode, Pcie, Utilization, select_gpus};
+
+/// Facts that do not change while the driver is loaded, read once. A field
+/// that could not be read (say, the GPU was lost at start) is tried again.
+#[derive(Debug, Clone)]
+pub struct DeviceStatic {
+    pub index: u32,
+    uuid: Option<String>,
+    name: Option<String>,
+    pci_bus_id: Option<String>,
+}
+
+impl DeviceStatic {
+    fn read(index: u32, dev: Option<&Device<'_>>) -> Self {
+        let mut st = Self { index, uuid: None, name: None, pci_bus_id: None };
+        if let Some(dev) = dev {
+            st.refresh(dev);
+        }
+        st
+    }
+
+    pub fn refresh(&mut self, dev: &Device<'_>) {
+        if self.uuid.is_none() {
+            self.uuid = dev.uuid().ok();
+        }
+        if self.name.is_none() {
+            self.name = dev.name().ok();
+        }
+        if self.pci_bus_id.is_none() {
+            self.pci_bus_id = dev.pci_info().ok().map(|p| p.bus_id);
+        }
+    }
+
+    /// Stamps the device's identity onto an entry.
+    pub fn apply(&self, mut gpu: Gpu) -> Gpu {
+        gpu.uuid.clone_from(&self.uuid);
+        gpu.name.clone_from(&self.name);
+        gpu.pci_bus_id.clone_from(&self.pci_bus_id);
+        gpu
+    }
+}
+
+pub fn read_statics(nvml: &Nvml, selectors: &[GpuSelector]) -> Result<Vec<DeviceStatic>, InitError> {
+    let count = nvml.device_count().map_err(InitError::Devices)?;
+    let all: Vec<DeviceStatic> =
+        (0..count).map(|i| DeviceStatic::read(i, nvml.device_by_index(i).ok().as_ref())).collect();
+    let ids: Vec<(u32, Option<&str>)> = all.iter().map(|d| (d.index, d.uuid.as_deref())).collect();
+    let chosen = select_gpus(selectors, &ids)?;
+    Ok(chosen.into_iter().map(|pos| all[pos].clone()).collect())
+}
+
+/// Collects the outcome of a device's readings.
+#[derive(Default)]
+struct Reader {
+    lost: bool,
+    error: Option<String>,
+}
+
+impl Reader {
+    fn take<T>(&mut self, what: &str, result: Result<T, NvmlError>) -> Option<T> {
+        match result {
+            Ok(v) => Some(v),
+            Err(NvmlError::GpuLost) => {
+                self.lost = true;
+                None
+            }
+            // Normal on many boards and drivers: consumer cards have no
+            // encoder figures, passive-cooled ones no fan, old drivers lack
+            // newer functions. Unavailable, not wrong.
+            Err(
+                NvmlError::NotSupported
+                | NvmlError::NotFound
+                | NvmlError::NoPermission
+                | NvmlError::FunctionNotFound
+                | NvmlError::FailedToLoadSymbol(_),
+            ) => None,
+            Err(e) => {
+                self.error.get_or_insert_with(|| format!("{what}: {e}"));
+                None
+            }
+        }
+    }
+}
+
+pub fn read_gpu(dev: &Device<'_>, st: &DeviceStatic) -> Gpu {
+    let mut r = Reader::default();
+    let mut gpu = st.apply(Gpu::blank(st.index, GpuState::Ok));
+    // Memory first: if the GPU has fallen off the bus, this says so and the
+    // remaining calls (each of which would fail the same way) are skipped.
+    let mem = r.take("memory", dev.memory_info());
+    if r.lost {
+        gpu.state = GpuState::Lost;
+        return gpu;
+    }
+    gpu.memory = GpuMemory {
+        total: mem.as_ref().map(|m| m.total),
+        used: mem.as_ref().map(|m| m.used),
+        free: mem.as_ref().map(|m| m.free),
+        driver_reserved: mem.as_ref().map(|m| m.reserved),
+    };
+    let util = r.take("utilization", dev.utilization_rates());
+    gpu.utilization = Utilization {
+        gpu: util.as_ref().map(|u| u.gpu),
+        memory: util.as_ref().map(|u| u.memory),
+        encoder: r.take("encoder", dev.encoder_utilization()).map(|u| u.utilization),
+        decoder: r.take("decoder", dev.decoder_utilization()).map(|u| u.utilization),
+    };
+    gpu.temperature_c = r.take("temperature", dev.temperature(TemperatureSensor::Gpu));
+    gpu.fan_percent = r.take("fan", dev.fan_speed(0));
+    gpu.power_draw_w = r.take("power", dev.power_usage()).map(milliwatts);
+    gpu.power_limit_w = r.take("power limit", dev.enforced_power_limit()).map(milliwatts);
+    gpu.clocks = Clocks {
+        sm_mhz: r.take("SM clock", dev.clock_info(Clock::SM)),
+        memory_mhz: r.take("memory clock", dev.clock_info(Clock::Memory)),
+    };
+    // NVML reports PCIe throughput in KB/s (1024 bytes, per nvml.h).
+    gpu.pcie = Pcie {
+        tx_bytes_per_s: r.take("PCIe TX", dev.pcie_throughput(PcieUtilCounter::Send)).map(|k| u64::from(k) * 1024),
+        rx_bytes_per_s: r.take("PCIe RX", dev.pcie_throughput(PcieUtilCounter::Receive)).map(|k| u64::from(k) * 1024),
+    };
+    gpu.performance_state = r.take("performance state", dev.performance_state()).and_then(pstate_name);
+    gpu.throttle_reasons = r.take("throttle reasons", dev.current_throttle_reasons()).map(|reasons| {
+        reasons.iter_names().map(|(name, _)| name.to_ascii_lowercase()).filter(|n| n != "none").collect()
+    });
+    // NVML_DEVICE_MIG_ENABLE is 1 (nvml.h).
+    gpu.mig_mode =
+        r.take("MIG mode", dev.mig_mode()).map(|m| MigMode { current: m.current == 1, pending: m.pending == 1 });
+
+    if r.lost {
+        // Lost part-way through: what was read may be from before the loss,
+        // so none of it is shown.
+        return st.apply(Gpu::blank(st.index, GpuState::Lost));
+    }
+    gpu.error = r.error;
+    gpu
+}
+
+fn milliwatts(mw: u32) -> f64 {
+    f64::from(mw) / 1000.0
+}
+
+fn pstate_name(p: PerformanceState) -> Option<String> {
+    use PerformanceState::*;
+    let n = match p {
+        Zero => 0,
+        One => 1,
+        Two => 2,
+        Three => 3,
+        Four => 4,
+        Five => 5,
+        Six => 6,
+        Seven => 7,
+        Eight => 8,
+        Nine => 9,
+        Ten => 10,
+        Eleven => 11,
+        Twelve => 12,
+        Thirteen => 13,
+        Fourteen => 14,
+        Fifteen => 15,
+        Unknown => return None,
+    };
+    Some(format!("P{n}"))
+}

@@ -1,0 +1,93 @@
+//! Which NVML library to load, and what its failures mean to a user.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Nvml, cuda_driver_version_major, cuda_driver_version_minor};
+
+use crate::model::{Driver, SelectError};
+
+/// The name nvml-wrapper (and every other NVML client) opens by default.
+pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
+
+/// The simulated NVML built from `crates/nvml-sim`, embedded at build time.
+static SIMULATOR: &[u8] = include_bytes!(env!("GPUSCOPE_SIM_LIB"));
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LibrarySpec {
+    /// A library name (searched by the dynamic loader) or a path.
+    Path(OsString),
+    /// gpuscope's own simulator (`--demo`).
+    Simulated,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    #[error(
+        "cannot load the NVML library {lib} ({reason}); is the NVIDIA driver installed? \
+         Point gpuscope at the library with --nvml-lib PATH (or GPUSCOPE_NVML_LIB), \
+         or try it on simulated GPUs with --demo"
+    )]
+    Library { lib: String, reason: String },
+    #[error("NVML ({lib}) could not start: {reason}")]
+    Init { lib: String, reason: String },
+    #[error("cannot write the simulated NVML library to a temporary directory: {0}")]
+    Extract(std::io::Error),
+    #[error(transparent)]
+    Select(#[from] SelectError),
+    #[error("NVML could not list the GPUs: {0}")]
+    Devices(NvmlError),
+}
+
+impl LibrarySpec {
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Path(p) => p.to_string_lossy().into_owned(),
+            Self::Simulated => "gpuscope simulated NVML".into(),
+        }
+    }
+
+    pub fn load(&self) -> Result<Nvml, InitError> {
+        match self {
+            Self::Path(p) => init_at(p, self),
+            Self::Simulated => {
+                // Each load gets its own copy, so its state is its own; the
+                // file can go as soon as the loader has mapped it.
+                let dir = tempfile::Builder::new().prefix("gpuscope-sim-").tempdir().map_err(InitError::Extract)?;
+                let path: PathBuf = dir.path().join("libnvidia-ml-sim.so");
+                std::fs::write(&path, SIMULATOR).map_err(InitError::Extract)?;
+                init_at(path.as_os_str(), self)
+            }
+        }
+    }
+}
+
+fn init_at(path: &std::ffi::OsStr, spec: &LibrarySpec) -> Result<Nvml, InitError> {
+    Nvml::builder().lib_path(path).init().map_err(|e| {
+        let lib = spec.describe();
+        match e {
+            NvmlError::LibloadingError(e) => InitError::Library { lib, reason: e.to_string() },
+            NvmlError::FailedToLoadSymbol(s) => {
+                InitError::Library { lib, reason: format!("it lacks the NVML function {s}") }
+            }
+            NvmlError::DriverNotLoaded => {
+                InitError::Init { lib, reason: "the NVIDIA kernel driver is not loaded".into() }
+            }
+            other => InitError::Init { lib, reason: other.to_string() },
+        }
+    })
+}
+
+/// Versions are static for the life of the driver: read once per init.
+pub fn read_driver(nvml: &Nvml, spec: &LibrarySpec) -> Driver {
+    Driver {
+        driver_version: nvml.sys_driver_version().ok(),
+        cuda_driver_version: nvml
+            .sys_cuda_driver_version()
+            .ok()
+            .map(|v| format!("{}.{}", cuda_driver_version_major(v), cuda_driver_version_minor(v))),
+        nvml_version: nvml.sys_nvml_version().ok(),
+        library: Some(spec.describe()),
+    }
+}

@@ -1,0 +1,71 @@
+//! NVML lists compute and graphics processes separately, per device; one
+//! process can appear in both lists and on several GPUs. This folds them
+//! into one entry per PID.
+
+use std::collections::{BTreeMap, HashMap};
+
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::struct_wrappers::device::ProcessInfo;
+use nvml_wrapper::{Device, Nvml};
+
+use crate::model::{ProcessGpu, ProcessType};
+use crate::sources::GpuProcess;
+
+/// Long enough for any executable path NVML returns.
+const NAME_LEN: usize = 256;
+
+#[derive(Default)]
+pub struct ProcessMerger {
+    by_pid: BTreeMap<u32, Vec<ProcessGpu>>,
+}
+
+impl ProcessMerger {
+    pub fn add_device(&mut self, index: u32, dev: &Device<'_>) {
+        // A failing list (unsupported in some containers, say) leaves the
+        // device's processes out rather than failing the device.
+        let compute = dev.running_compute_processes().unwrap_or_default();
+        let graphics = dev.running_graphics_processes().unwrap_or_default();
+        self.add(index, &compute, ProcessType::Compute);
+        self.add(index, &graphics, ProcessType::Graphics);
+    }
+
+    fn add(&mut self, index: u32, list: &[ProcessInfo], kind: ProcessType) {
+        for p in list {
+            let used = match p.used_gpu_memory {
+                UsedGpuMemory::Used(b) => Some(b),
+                UsedGpuMemory::Unavailable => None,
+            };
+            let gpus = self.by_pid.entry(p.pid).or_default();
+            match gpus.iter_mut().find(|g| g.index == index) {
+                Some(g) => {
+                    g.kind = g.kind.merge(kind);
+                    // The same allocation is listed twice, not two
+                    // allocations: keep one figure.
+                    g.used_memory = g.used_memory.max(used);
+                }
+                None => gpus.push(ProcessGpu { index, kind, used_memory: used }),
+            }
+        }
+    }
+
+    /// The merged list, ordered by PID, with NVML's process names (cached
+    /// per PID; entries for PIDs no longer on any GPU are dropped).
+    pub fn finish(self, nvml: &Nvml, names: &mut HashMap<u32, Option<String>>) -> Vec<GpuProcess> {
+        names.retain(|pid, _| self.by_pid.contains_key(pid));
+        self.by_pid
+            .into_iter()
+            .map(|(pid, gpus)| {
+                let driver_name = names
+                    .entry(pid)
+                    .or_insert_with(|| {
+                        nvml.sys_process_name(pid, NAME_LEN)
+                            .ok()
+                            .map(|n| crate::sources::sanitize_command(&n))
+                            .filter(|n| !n.is_empty())
+                    })
+                    .clone();
+                GpuProcess { pid, gpus, driver_name }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,211 @@
+//! The real binary, on the simulated NVML loaded through nvml-wrapper's
+//! normal path: what the scenario says is what `--json` prints.
+
+mod common;
+
+use common::{MIB, Sim, Sleeper, assert_success, assert_valid};
+use serde_json::{Value, json};
+
+fn scenario(trainer: u32, viewer: u32) -> String {
+    format!(
+        r#"
+driver_version = "560.35.03"
+cuda_driver_version = 12060
+
+[[gpu]]
+name = "NVIDIA H100 80GB HBM3"
+uuid = "GPU-11111111-2222-3333-4444-555555555555"
+pci_bus_id = "00000000:18:00.0"
+memory_total_mib = 81559
+memory_reserved_mib = 521
+memory_used_mib = 40000
+utilization_gpu = 97
+utilization_memory = 64
+encoder = 3
+decoder = 4
+temperature_c = 71
+fan_percent = 45
+power_draw_w = 612.5
+power_limit_w = 700
+sm_clock_mhz = 1980
+mem_clock_mhz = 2619
+pcie_tx_kib_s = 1000
+pcie_rx_kib_s = 2000
+pstate = 0
+throttle_reasons = 4
+mig_current = false
+mig_pending = true
+
+[[gpu.process]]
+pid = {trainer}
+type = "compute"
+used_mib = 30000
+
+[[gpu.process]]
+pid = {viewer}
+type = "both"
+used_mib = 512
+
+[[gpu]]
+name = "NVIDIA A10"
+memory_total_mib = 23028
+unsupported = ["fan", "encoder", "decoder", "mig"]
+
+[[gpu.process]]
+pid = {trainer}
+type = "compute"
+
+[[gpu.process]]
+pid = 4194000
+type = "graphics"
+used_mib = 100
+name = "/usr/bin/Xorg"
+"#
+    )
+}
+
+fn gpu(v: &Value, i: usize) -> &Value {
+    &v["gpus"][i]
+}
+
+#[test]
+fn every_field_comes_from_the_scenario() {
+    let trainer = Sleeper::spawn(&["60"]);
+    let viewer = Sleeper::spawn(&["61"]);
+    let sim = Sim::new(&scenario(trainer.pid(), viewer.pid()));
+    let v = sim.json(&[]);
+    assert_valid(&v);
+
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["simulated"], false, "loaded through --nvml-lib, gpuscope cannot know");
+    assert_eq!(v["driver"]["driver_version"], "560.35.03");
+    assert_eq!(v["driver"]["cuda_driver_version"], "12.6");
+    assert_eq!(v["sources"]["nvml"], json!({"ok": true, "error": null}));
+
+    let g0 = gpu(&v, 0);
+    assert_eq!(g0["index"], 0);
+    assert_eq!(g0["name"], "NVIDIA H100 80GB HBM3");
+    assert_eq!(g0["uuid"], "GPU-11111111-2222-3333-4444-555555555555");
+    assert_eq!(g0["pci_bus_id"], "00000000:18:00.0");
+    assert_eq!(g0["state"], "ok");
+    assert_eq!(g0["error"], Value::Null);
+    assert_eq!(
+        g0["memory"],
+        json!({
+            "total": 81559 * MIB,
+            "used": 40000 * MIB,
+            "free": (81559 - 521 - 40000) * MIB,
+            "driver_reserved": 521 * MIB,
+        })
+    );
+    assert_eq!(g0["utilization"], json!({"gpu": 97, "memory": 64, "encoder": 3, "decoder": 4}));
+    assert_eq!(g0["temperature_c"], 71);
+    assert_eq!(g0["fan_percent"], 45);
+    assert_eq!(g0["power_draw_w"], 612.5);
+    assert_eq!(g0["power_limit_w"], 700.0);
+    assert_eq!(g0["clocks"], json!({"sm_mhz": 1980, "memory_mhz": 2619}));
+    assert_eq!(g0["pcie"], json!({"tx_bytes_per_s": 1000 * 1024, "rx_bytes_per_s": 2000 * 1024}));
+    assert_eq!(g0["performance_state"], "P0");
+    assert_eq!(g0["throttle_reasons"], json!(["sw_power_cap"]));
+    assert_eq!(g0["mig_mode"], json!({"current": false, "pending": true}));
+
+    // Unsupported readings are null, with no error: that is normal hardware.
+    let g1 = gpu(&v, 1);
+    assert_eq!(g1["name"], "NVIDIA A10");
+    assert_eq!(g1["fan_percent"], Value::Null);
+    assert_eq!(g1["utilization"]["encoder"], Value::Null);
+    assert_eq!(g1["utilization"]["decoder"], Value::Null);
+    assert_eq!(g1["mig_mode"], Value::Null);
+    assert_eq!(g1["error"], Value::Null);
+    assert_eq!(g1["memory"]["used"], 100 * MIB, "defaults to the sum of the known process figures");
+}
+
+#[test]
+fn processes_are_merged_by_pid_and_joined_with_the_host() {
+    let trainer = Sleeper::spawn(&["60"]);
+    let viewer = Sleeper::spawn(&["61"]);
+    let sim = Sim::new(&scenario(trainer.pid(), viewer.pid()));
+    let v = sim.json(&[]);
+    let procs = v["processes"].as_array().unwrap();
+    let find = |pid: u32| procs.iter().find(|p| p["pid"] == pid).unwrap_or_else(|| panic!("{pid} in {procs:?}"));
+
+    let t = find(trainer.pid());
+    // One entry across two GPUs; on the second NVML could not say how much.
+    assert_eq!(
+        t["gpus"],
+        json!([
+            {"index": 0, "type": "compute", "used_memory": 30000 * MIB},
+            {"index": 1, "type": "compute", "used_memory": null},
+        ])
+    );
+    assert_eq!(t["gpu_memory_total"], 30000 * MIB);
+    assert_eq!(t["name"], "sleep");
+    assert_eq!(t["command"], "sleep 60");
+    assert_eq!(t["parent_pid"], std::process::id());
+    assert!(t["user"].is_string());
+    assert!(t["host_memory"].as_u64().unwrap() > 0);
+    assert!(t["start_time_unix_ms"].as_u64().unwrap() > 1_600_000_000_000);
+    assert_eq!(t["cpu_percent"], Value::Null, "a single sample has no CPU figure");
+
+    // Listed as compute and graphics: one entry of both kinds.
+    let w = find(viewer.pid());
+    assert_eq!(w["gpus"], json!([{"index": 0, "type": "compute_graphics", "used_memory": 512 * MIB}]));
+
+    // Not visible on this host (another PID namespace): NVML's name, and
+    // null for what only the host could say.
+    let x = find(4194000);
+    assert_eq!(x["name"], "/usr/bin/Xorg");
+    assert_eq!(x["user"], Value::Null);
+    assert_eq!(x["command"], Value::Null);
+    assert_eq!(x["host_memory"], Value::Null);
+}
+
+#[test]
+fn host_figures_are_present() {
+    let sim = Sim::new("[[gpu]]\n");
+    let v = sim.json(&[]);
+    assert_valid(&v);
+    let h = &v["host"];
+    assert!(h["hostname"].is_string());
+    assert!(h["memory_total"].as_u64().unwrap() >= h["memory_available"].as_u64().unwrap());
+    assert!(h["cpu_count"].as_u64().unwrap() >= 1);
+    assert_eq!(v["sources"]["host"]["ok"], true);
+}
+
+#[test]
+fn a_lost_gpu_is_marked_and_the_others_report() {
+    let sim = Sim::new(
+        "[[gpu]]\nname = \"A\"\nutilization_gpu = 50\n\n[[gpu]]\nname = \"B\"\nstate = \"lost\"\n\n[[gpu]]\nname = \"C\"\ntemperature_c = 40\n",
+    );
+    let out = sim.gpuscope().arg("--json").output().unwrap();
+    assert_success(&out);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(&v);
+    assert_eq!(gpu(&v, 0)["utilization"]["gpu"], 50);
+    let lost = gpu(&v, 1);
+    assert_eq!(lost["state"], "lost");
+    // Lost before gpuscope started: NVML refuses even its name.
+    assert_eq!(lost["name"], Value::Null);
+    assert_eq!(lost["memory"]["used"], Value::Null);
+    assert_eq!(lost["temperature_c"], Value::Null);
+    assert_eq!(gpu(&v, 2)["temperature_c"], 40);
+
+    let table = sim.gpuscope().arg("-1").output().unwrap();
+    assert_success(&table);
+    assert!(String::from_utf8_lossy(&table.stdout).contains("LOST"));
+}
+
+#[test]
+fn gpus_flag_selects_by_index_and_uuid_prefix() {
+    let sim = Sim::new(
+        "[[gpu]]\nuuid = \"GPU-aaaa0000\"\n[[gpu]]\nuuid = \"GPU-bbbb0000\"\n[[gpu]]\nuuid = \"GPU-cccc0000\"\n",
+    );
+    let v = sim.json(&["--gpus", "2,GPU-aaaa"]);
+    let indices: Vec<u64> = v["gpus"].as_array().unwrap().iter().map(|g| g["index"].as_u64().unwrap()).collect();
+    assert_eq!(indices, [0, 2]);
+
+    let out = sim.gpuscope().args(["--json", "--gpus", "7"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no GPU matches \"7\""), "{err}");
+}
