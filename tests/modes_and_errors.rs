@@ -223,3 +223,57 @@ fn demo_auto_falls_back_only_without_a_driver() {
     assert_eq!(v["simulated"], false);
     assert_eq!(v["gpus"][0]["name"], "Real enough");
 }
+
+#[test]
+fn a_driver_that_goes_away_is_reported_and_reloaded() {
+    let healthy = "[[gpu]]\nname = \"Steady\"\n";
+    let sim = Sim::new(healthy);
+    let mut child =
+        sim.gpuscope().args(["--json", "--watch", "--interval", "50ms"]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = || serde_json::from_str::<Value>(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(next()["sources"]["nvml"]["ok"], true);
+
+    sim.rewrite(&format!("init_error = \"driver_not_loaded\"\n{healthy}"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let failed = loop {
+        let v = next();
+        if v["sources"]["nvml"]["ok"] == false {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "the failure was never reported");
+    };
+    assert_valid(&failed);
+    let err = failed["sources"]["nvml"]["error"].as_str().unwrap();
+    assert!(err.contains("not loaded"), "{err}");
+    assert_eq!(failed["gpus"], Value::Array(vec![]), "no stale readings pass for current ones");
+    assert!(failed["host"]["memory_total"].is_u64(), "the host source keeps going");
+
+    sim.rewrite(healthy);
+    loop {
+        let v = next();
+        if v["sources"]["nvml"]["ok"] == true {
+            assert_eq!(v["gpus"][0]["name"], "Steady");
+            break;
+        }
+        assert!(Instant::now() < deadline, "NVML was never loaded again");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_slow_driver_still_answers_and_unsupported_readings_are_quiet() {
+    // 20 ms per call, like a driver without persistence mode.
+    let sim = Sim::new("call_delay_ms = 20\n[[gpu]]\nunsupported = [\"fan\", \"power\", \"pcie\", \"encoder\"]\n");
+    let out = sim.gpuscope().arg("--json").output().unwrap();
+    assert_success(&out);
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "no log spam");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(&v);
+    assert_eq!(v["gpus"][0]["fan_percent"], Value::Null);
+    assert_eq!(v["gpus"][0]["power_draw_w"], Value::Null);
+    assert_eq!(v["gpus"][0]["pcie"]["tx_bytes_per_s"], Value::Null);
+    // More than ten calls each delayed 20 ms: a lower bound, not a timing check.
+    assert!(v["collection_ms"].as_f64().unwrap() >= 200.0, "{}", v["collection_ms"]);
+}

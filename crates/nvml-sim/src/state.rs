@@ -50,6 +50,9 @@ impl State {
             if live.scenario.hides(function) {
                 return Err(FUNCTION_NOT_FOUND);
             }
+            if let Some(err) = live.scenario.init_error {
+                return Err(code::init_error(err));
+            }
             live.refcount += 1;
             return Ok(());
         }
@@ -71,11 +74,14 @@ impl State {
         Ok(())
     }
 
+    /// Succeeds even while the scenario fails the driver: a client giving up
+    /// on a broken session must still be able to close it.
     pub(crate) fn shutdown(&mut self, function: &str) -> Outcome {
-        self.ready(function)?;
-        let Some(live) = &mut self.live else {
-            return Err(UNINITIALIZED);
-        };
+        let live = self.live.as_mut().ok_or(UNINITIALIZED)?;
+        live.refresh();
+        if live.scenario.hides(function) {
+            return Err(FUNCTION_NOT_FOUND);
+        }
         live.refcount -= 1;
         if live.refcount == 0 {
             self.live = None;
@@ -84,13 +90,18 @@ impl State {
         Ok(())
     }
 
-    /// The gate every call but init passes: initialised, scenario current,
-    /// and the function not hidden by the scenario.
+    /// The gate every call but init and shutdown passes: initialised,
+    /// scenario current, the function not hidden by the scenario, and the
+    /// driver not failed by it (`init_error` set while running stands for a
+    /// driver unloaded or upgraded under a live client).
     pub(crate) fn ready(&mut self, function: &str) -> Result<Ctx<'_>, nvmlReturn_t> {
         let live = self.live.as_mut().ok_or(UNINITIALIZED)?;
         live.refresh();
         if live.scenario.hides(function) {
             return Err(FUNCTION_NOT_FOUND);
+        }
+        if let Some(err) = live.scenario.init_error {
+            return Err(code::init_error(err));
         }
         Ok(Ctx { scenario: &live.scenario, t: live.started.elapsed().as_secs_f64() })
     }

@@ -66,6 +66,14 @@ impl NvmlSource {
         Ok(())
     }
 
+    /// Gives up a session the driver has turned against (unloaded, or
+    /// upgraded under us): the next samples load NVML again, with backoff.
+    fn drop_session(&mut self, error: &NvmlError) {
+        self.nvml = None;
+        self.last_error = Some(format!("NVML stopped answering ({error}); retrying"));
+        self.backoff.failed();
+    }
+
     fn ensure_open(&mut self) {
         if self.nvml.is_some() || !self.backoff.due() {
             return;
@@ -80,6 +88,13 @@ impl NvmlSource {
 impl GpuSource for NvmlSource {
     fn sample(&mut self) -> GpuSample {
         self.ensure_open();
+        // Cheap, and the one call that fails when the session as a whole
+        // has gone bad, even on a machine with no GPUs to query.
+        if let Some(Err(e)) = self.nvml.as_ref().map(Nvml::device_count)
+            && session_broken(&e)
+        {
+            self.drop_session(&e);
+        }
         let Some(nvml) = &self.nvml else {
             let error = self.last_error.clone().unwrap_or_else(|| "NVML is not initialised".into());
             return GpuSample {
@@ -112,4 +127,9 @@ impl GpuSource for NvmlSource {
         let processes = merger.finish(nvml, &mut self.names);
         GpuSample { driver: self.driver.clone(), gpus, processes, status: SourceStatus::ok() }
     }
+}
+
+/// Errors that mean the NVML session, not one device, is unusable.
+fn session_broken(e: &NvmlError) -> bool {
+    matches!(e, NvmlError::Uninitialized | NvmlError::DriverNotLoaded | NvmlError::LibRmVersionMismatch)
 }

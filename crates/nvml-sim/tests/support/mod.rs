@@ -90,13 +90,15 @@ impl Raw {
     }
 }
 
-/// `libgpuscope_nvml_sim.so` as cargo built it for this test run.
+/// `libgpuscope_nvml_sim.so` as cargo built it for this test run: beside
+/// the test executable in `deps/` (cargo builds the cdylib there for the
+/// package's tests), or one level up where `cargo build` puts it.
 pub fn built_library() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
-    let lib = profile_dir.join("libgpuscope_nvml_sim.so");
-    assert!(lib.exists(), "{} was not built", lib.display());
-    lib
+    let deps = exe.parent().unwrap();
+    let candidates = [deps.join("libgpuscope_nvml_sim.so"), deps.parent().unwrap().join("libgpuscope_nvml_sim.so")];
+    let found = candidates.iter().find(|p| p.exists());
+    found.unwrap_or_else(|| panic!("the simulator library was not built; looked at {candidates:?}")).clone()
 }
 
 /// A private copy of the library, so this test has its own driver state.
