@@ -45,6 +45,7 @@ pub fn assemble(gpu: GpuSample, host: HostSample, time: Timestamp, interval: Dur
                 parent_pid: h.parent_pid,
                 cpu_percent: h.cpu_percent,
                 host_memory: h.memory,
+                allocator: None,
             }
         })
         .collect();
@@ -58,6 +59,7 @@ pub fn assemble(gpu: GpuSample, host: HostSample, time: Timestamp, interval: Dur
         driver: gpu.driver,
         gpus: gpu.gpus,
         processes,
+        alerts: Vec::new(),
         sources: Sources { nvml: gpu.status, host: host.status },
     }
 }

@@ -1,5 +1,7 @@
 use serde::{Deserialize, Serialize};
 
+use super::GpuAllocator;
+
 /// One GPU as NVML reports it. Readings the device does not support, or that
 /// failed, are `None` (`null` in JSON): never 0, which would be a lie.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,6 +28,9 @@ pub struct Gpu {
     /// Why the clocks are held down, in NVML's terms (snake_case).
     pub throttle_reasons: Option<Vec<String>>,
     pub mig_mode: Option<MigMode>,
+    /// Totals of the allocator probes on this GPU; `None` when no process
+    /// on it has a probe.
+    pub allocator: Option<GpuAllocator>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +103,7 @@ impl Gpu {
             performance_state: None,
             throttle_reasons: None,
             mig_mode: None,
+            allocator: None,
         }
     }
 }

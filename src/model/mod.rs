@@ -1,5 +1,7 @@
 //! The one model every sink reads: a `Snapshot` per collection tick.
 
+mod alert;
+mod allocator;
 mod gpu;
 mod host;
 mod process;
@@ -7,6 +9,8 @@ mod select;
 mod snapshot;
 mod time;
 
+pub use alert::{Alert, AlertKind, Severity};
+pub use allocator::{DeviceAllocator, GpuAllocator, ProbeState, ProcessAllocator};
 pub use gpu::{Clocks, Gpu, GpuMemory, GpuState, MigMode, Pcie, Utilization};
 pub use host::Host;
 pub use process::{Process, ProcessGpu, ProcessType};

@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use super::Timestamp;
+use super::{ProcessAllocator, Timestamp};
 
 /// A process that holds at least one GPU, joined with what the host knows
 /// of it. Host fields are `None` when the process is not visible from here
@@ -23,6 +23,8 @@ pub struct Process {
     pub cpu_percent: Option<f64>,
     /// Resident host memory in bytes.
     pub host_memory: Option<u64>,
+    /// The allocator probe's figures; `None` when the process has no probe.
+    pub allocator: Option<ProcessAllocator>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

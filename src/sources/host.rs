@@ -62,7 +62,10 @@ impl HostSource for SysinfoHost {
         };
 
         let sys_pids: Vec<Pid> = pids.iter().map(|&p| Pid::from_u32(p)).collect();
+        // Without `without_tasks`, sysinfo walks /proc/PID/task: every
+        // thread of every training process (dozens each), every tick.
         let kind = ProcessRefreshKind::nothing()
+            .without_tasks()
             .with_cpu()
             .with_memory()
             .with_cmd(UpdateKind::OnlyIfNotSet)

@@ -1,0 +1,62 @@
+use serde::{Deserialize, Serialize};
+
+use super::Timestamp;
+
+/// An active alert, with what to do about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Alert {
+    pub kind: AlertKind,
+    pub severity: Severity,
+    pub gpu: Option<u32>,
+    pub pid: Option<u32>,
+    #[serde(flatten, with = "since")]
+    pub since: Timestamp,
+    /// The measured value that raised it, in the unit of `threshold`.
+    pub value: Option<f64>,
+    pub threshold: Option<f64>,
+    pub message: String,
+    /// A concrete next step.
+    pub hint: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertKind {
+    Fragmentation,
+    AllocRetry,
+    Oom,
+    Leak,
+    MemoryPressure,
+    GpuLost,
+    Starved,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Info,
+    Warning,
+    Critical,
+}
+
+/// `since` as the same pair of fields every other instant uses.
+mod since {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::Timestamp;
+
+    #[derive(Serialize, Deserialize)]
+    struct Fields {
+        since: String,
+        since_unix_ms: u64,
+    }
+
+    pub fn serialize<S: Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+        Fields { since: t.time.clone(), since_unix_ms: t.time_unix_ms }.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
+        let f = Fields::deserialize(d)?;
+        Ok(Timestamp { time: f.since, time_unix_ms: f.since_unix_ms })
+    }
+}
