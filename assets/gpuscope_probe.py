@@ -17,10 +17,10 @@ Transport (gpuscope's reader implements exactly this):
     directory  $GPUSCOPE_PROBE_DIR, else $XDG_RUNTIME_DIR/gpuscope/probes when
                XDG_RUNTIME_DIR is a directory owned by the user, else
                /tmp/gpuscope-<uid>/probes. Missing parts are created 0700.
-               Before each write the probes directory (and, for the two
-               defaults, its gpuscope/gpuscope-<uid> parent) must be a real
-               directory (no symlink), owned by the user, mode & 0o077 == 0;
-               otherwise nothing is written.
+               Before each write the probes directory and its parent (the
+               gpuscope/gpuscope-<uid> directory for the defaults) must each
+               be a real directory (no symlink), owned by the user, with
+               mode & 0o077 == 0; otherwise nothing is written.
     file       <pid>-<start_ticks>.json, start_ticks = field 22 of
                /proc/self/stat (0 off Linux); written to
                .<pid>-<start_ticks>.<hex>.tmp (O_EXCL|O_NOFOLLOW, 0600) and
@@ -40,6 +40,7 @@ No exception ever reaches the host program.
 import atexit
 import json
 import os
+import re
 import stat
 import sys
 import threading
@@ -71,6 +72,8 @@ _CALL_FAILURE_BUDGET = 3
 _ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
 _GPU_PLATFORMS = ("gpu", "cuda", "rocm")
 _DISABLED_VALUES = ("0", "false", "no", "off")
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -153,8 +156,7 @@ def _text(value):
         text = str(value)
     except Exception:
         return None
-    text = text[:_MAX_TEXT]
-    return text.encode("utf-8", "replace").decode("utf-8", "replace")
+    return _SURROGATES.sub("\ufffd", text[:_MAX_TEXT])
 
 
 def _count(value):
@@ -175,9 +177,9 @@ def _env_int(name):
     if raw is None:
         return None
     raw = raw.strip()
-    digits = raw[1:] if raw[:1] in ("+", "-") else raw
-    # int() would also take "1_000" and non-ASCII digits; launchers never do.
-    if not digits or len(digits) > 9 or not all("0" <= c <= "9" for c in digits):
+    # int() would also take signs, "1_000" and non-ASCII digits; ranks and
+    # sizes are small non-negative decimals, and the reader takes them as u32.
+    if not raw or len(raw) > 9 or not all("0" <= c <= "9" for c in raw):
         return None
     return int(raw)
 
@@ -234,7 +236,9 @@ def _directory_plan():
     override = os.environ.get("GPUSCOPE_PROBE_DIR")
     if override:
         path = os.path.abspath(override)
-        return path, (path,)
+        parent = os.path.dirname(path)
+        # Whoever can write the parent can swap the directory itself.
+        return path, ((parent, path) if parent != path else (path,))
     base = None
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg and os.path.isabs(xdg):
@@ -536,7 +540,12 @@ class _JaxReader(object):
         devices = []
         seen = set()
         for name in names:
-            for device in local_devices(backend=name):
+            try:
+                found = list(local_devices(backend=name))
+            except Exception:
+                probe.errors += 1
+                continue
+            for device in found:
                 if len(devices) >= _MAX_DEVICES:
                     break
                 if getattr(device, "platform", None) not in _GPU_PLATFORMS:

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
 bin=target/release/gpuscope
-sim=$(find target/release/build -name libgpuscope_nvml_sim.so -path '*/out/*' -newer Cargo.toml | head -n 1)
+sim=$(ls -t target/release/build/gpuscope-*/out/libgpuscope_nvml_sim.so | head -n 1)
 work=$(mktemp -d)
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"; }

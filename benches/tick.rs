@@ -16,6 +16,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use gpuscope::collect::Collector;
 use gpuscope::sources::host::SysinfoHost;
 use gpuscope::sources::nvml::{LibrarySpec, NvmlSource};
+use gpuscope::sources::probe::FileProbes;
 
 const GPUS: usize = 8;
 const PROCESSES: usize = 64;
@@ -54,6 +55,7 @@ fn bench(c: &mut Criterion) {
     let mut collector = Collector {
         gpu: Box::new(source),
         host: Box::new(SysinfoHost::new().unwrap()),
+        probes: Box::new(FileProbes::new(dir.path().join("probes"))),
         interval: Duration::from_secs(1),
         simulated: true,
     };

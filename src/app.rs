@@ -5,13 +5,15 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, DemoMode};
+use crate::cli::{Cli, Command, DemoMode, ProbeAction};
 use crate::collect::Collector;
+use crate::inject::{self, InjectError};
 use crate::poller::{self, SnapshotRx};
 use crate::settings::{Mode, Settings, SettingsError};
 use crate::sinks::{json, table};
 use crate::sources::host::SysinfoHost;
 use crate::sources::nvml::{InitError, LibrarySpec, NvmlSource};
+use crate::sources::probe::{self, FileProbes};
 
 /// Exit codes, documented in the README.
 pub mod exit {
@@ -34,6 +36,8 @@ pub enum AppError {
     Runtime(io::Error),
     #[error("writing the output: {0}")]
     Output(io::Error),
+    #[error(transparent)]
+    Inject(#[from] InjectError),
 }
 
 impl AppError {
@@ -41,13 +45,27 @@ impl AppError {
         match self {
             Self::Settings(_) | Self::Nvml(_) => exit::USAGE,
             Self::Host(_) | Self::Runtime(_) | Self::Output(_) => exit::FAILURE,
+            Self::Inject(e) => e.exit_code(),
         }
     }
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(&cli) {
+    let result = match &cli.command {
+        None => watch(&cli),
+        Some(Command::Run { command }) => Err(AppError::Inject(inject::run(command))),
+        Some(Command::Probe { action: ProbeAction::Path }) => {
+            inject::materialize(&inject::python_dir()).map(|p| println!("{}", p.display())).map_err(AppError::Inject)
+        }
+        Some(Command::Probe { action: ProbeAction::Install { python } }) => inject::install(python)
+            .map(|p| {
+                println!("installed {}", p.display());
+                println!("start it in your training script with: import gpuscope_probe; gpuscope_probe.start()");
+            })
+            .map_err(AppError::Inject),
+    };
+    match result {
         Ok(()) => ExitCode::from(exit::OK),
         Err(e) => {
             eprintln!("gpuscope: {e}");
@@ -56,12 +74,14 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn run(cli: &Cli) -> Result<(), AppError> {
+/// The snapshot modes: collect, then hand snapshots to the chosen sink.
+fn watch(cli: &Cli) -> Result<(), AppError> {
     let settings = Settings::resolve(cli)?;
     let (gpu, simulated) = open_gpus(&settings)?;
     let collector = Collector {
         gpu: Box::new(gpu),
         host: Box::new(SysinfoHost::new().map_err(AppError::Host)?),
+        probes: Box::new(FileProbes::new(probe::default_dir())),
         interval: settings.interval,
         simulated,
     };

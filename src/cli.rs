@@ -1,13 +1,18 @@
 //! Command-line flags. Their names are part of the product (DESIGN §2).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Clone, Parser)]
 #[command(name = "gpuscope", version, about = "Watch NVIDIA GPUs, their processes and the host", long_about = None)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Print one plain-text table, like nvidia-smi, and exit.
     #[arg(short = '1', long, conflicts_with = "json")]
     pub once: bool,
@@ -46,6 +51,34 @@ pub struct Cli {
     pub demo: Option<DemoMode>,
 }
 
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Run a command with the allocator probe injected into its Python
+    /// processes (and their torchrun ranks and spawned children); no code
+    /// change needed. Example: gpuscope run -- python train.py
+    Run {
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+        command: Vec<OsString>,
+    },
+    /// The Python allocator probe, for `import gpuscope_probe; gpuscope_probe.start()`.
+    Probe {
+        #[command(subcommand)]
+        action: ProbeAction,
+    },
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum ProbeAction {
+    /// Write the probe to gpuscope's private directory and print its path.
+    Path,
+    /// Copy the probe into the Python's user site (or its virtualenv).
+    Install {
+        /// The Python to install for.
+        #[arg(long, default_value = "python3")]
+        python: PathBuf,
+    },
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DemoMode {
     Always,
@@ -74,5 +107,15 @@ mod tests {
         assert_eq!(Cli::try_parse_from(["gpuscope", "--demo=auto"]).unwrap().demo, Some(DemoMode::Auto));
         assert!(Cli::try_parse_from(["gpuscope", "--watch"]).is_err(), "--watch needs --json");
         assert!(Cli::try_parse_from(["gpuscope", "-1", "--json"]).is_err());
+        let run = Cli::try_parse_from(["gpuscope", "run", "--", "python", "-u", "train.py", "--lr", "3"]).unwrap();
+        let Some(Command::Run { command }) = run.command else { panic!("{run:?}") };
+        assert_eq!(command, ["python", "-u", "train.py", "--lr", "3"]);
+        let run = Cli::try_parse_from(["gpuscope", "run", "torchrun", "--nproc-per-node", "8", "t.py"]).unwrap();
+        assert!(matches!(run.command, Some(Command::Run { command }) if command.len() == 4));
+        assert!(Cli::try_parse_from(["gpuscope", "run"]).is_err(), "a command is required");
+        assert!(matches!(
+            Cli::try_parse_from(["gpuscope", "probe", "path"]).unwrap().command,
+            Some(Command::Probe { action: ProbeAction::Path })
+        ));
     }
 }

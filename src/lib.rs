@@ -5,6 +5,7 @@ pub mod app;
 pub mod cli;
 pub mod collect;
 pub mod config;
+pub mod inject;
 pub mod model;
 pub mod poller;
 pub mod settings;

@@ -49,7 +49,7 @@ async fn run(mut collector: Collector, tx: watch::Sender<Option<Arc<Snapshot>>>)
 mod tests {
     use super::*;
     use crate::model::{Driver, Gpu, GpuState, ProcessGpu, ProcessType, SourceStatus};
-    use crate::sources::fake::{ScriptedGpu, ScriptedHost};
+    use crate::sources::fake::{ScriptedGpu, ScriptedHost, ScriptedProbes};
     use crate::sources::{GpuProcess, GpuSample, HostProcess, HostSample};
 
     fn gpu_sample(used: u64) -> GpuSample {
@@ -77,6 +77,7 @@ mod tests {
         let collector = Collector {
             gpu: Box::new(ScriptedGpu::new([gpu_sample(1), gpu_sample(2), gpu_sample(3)])),
             host: Box::new(scripted_host),
+            probes: Box::new(ScriptedProbes::new([])),
             interval: Duration::from_millis(5),
             simulated: false,
         };

@@ -15,5 +15,5 @@ pub use gpu::{Clocks, Gpu, GpuMemory, GpuState, MigMode, Pcie, Utilization};
 pub use host::Host;
 pub use process::{Process, ProcessGpu, ProcessType};
 pub use select::{GpuSelector, SelectError, parse_selectors, select_gpus};
-pub use snapshot::{Driver, SCHEMA_VERSION, Snapshot, SourceStatus, Sources};
+pub use snapshot::{Driver, ProbeStatus, SCHEMA_VERSION, Snapshot, SourceStatus, Sources};
 pub use time::Timestamp;

@@ -45,6 +45,22 @@ pub struct Driver {
 pub struct Sources {
     pub nvml: SourceStatus,
     pub host: SourceStatus,
+    pub probes: ProbeStatus,
+}
+
+/// The allocator probes' directory and what reading it found.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeStatus {
+    pub ok: bool,
+    pub error: Option<String>,
+    pub directory: Option<String>,
+    /// Probe files present this tick.
+    pub files: u32,
+    /// Files refused since gpuscope started (garbage, truncated, too big,
+    /// not this user's, a link): each counted once.
+    pub skipped: u64,
+    /// Which file was refused last, and why.
+    pub last_skipped: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use crate::model::{Gpu, GpuState, Snapshot};
+use crate::model::{Gpu, GpuState, ProbeState, ProcessAllocator, Snapshot};
 use crate::units::{bytes, bytes_pair, opt};
 
 pub const WIDTH: usize = 80;
@@ -116,9 +116,39 @@ fn gpu_lines(gpu: &Gpu, lines: &mut Vec<String>) {
             if m.pending != m.current { " (change pending)" } else { "" }
         ));
     }
+    if let Some(a) = &gpu.allocator {
+        lines.push(format!(
+            "    probed: {} proc  alloc {}  reserved {}  overhead {}  unprobed {}",
+            a.probed_processes,
+            opt(a.allocated, bytes),
+            opt(a.reserved, bytes),
+            opt(a.overhead, bytes),
+            opt(a.unprobed, bytes),
+        ));
+    }
     if let Some(err) = &gpu.error {
         lines.push(format!("    error: {err}"));
     }
+}
+
+/// The allocator's view of one process on one GPU, under its row.
+fn allocator_line(a: &ProcessAllocator, gpu: u32) -> Option<String> {
+    let d = a.devices.iter().find(|d| d.gpu == Some(gpu))?;
+    let state = match a.state {
+        ProbeState::Fresh => String::new(),
+        ProbeState::Stale => format!(" (stale {}s)", a.age_ms / 1000),
+        ProbeState::Gone => " (exited)".into(),
+    };
+    Some(format!(
+        "{:>12}alloc {}  resv {}  frag {}  ovh {}  retries {}  ooms {}{state}",
+        "",
+        opt(d.allocated, bytes),
+        opt(d.reserved, bytes),
+        opt(d.fragmentation, |f| format!("{:.0}%", f * 100.0)),
+        opt(d.overhead, bytes),
+        opt(d.alloc_retries, |n| n.to_string()),
+        opt(d.ooms, |n| n.to_string()),
+    ))
 }
 
 fn on_off(b: bool) -> &'static str {
@@ -149,6 +179,7 @@ fn process_lines(snap: &Snapshot, lines: &mut Vec<String>) {
                 opt(p.host_memory, bytes),
                 command
             ));
+            lines.extend(p.allocator.as_ref().and_then(|a| allocator_line(a, g.index)));
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use super::probe::{ProbeSample, ProbeSource};
 use super::{GpuSample, GpuSource, HostSample, HostSource};
 
 pub struct ScriptedGpu {
@@ -43,6 +44,26 @@ impl ScriptedHost {
 impl HostSource for ScriptedHost {
     fn sample(&mut self, pids: &[u32]) -> HostSample {
         self.asked.lock().expect("test lock").push(pids.to_vec());
+        if let Some(next) = self.script.pop_front() {
+            self.last = next;
+        }
+        self.last.clone()
+    }
+}
+
+pub struct ScriptedProbes {
+    script: VecDeque<ProbeSample>,
+    last: ProbeSample,
+}
+
+impl ScriptedProbes {
+    pub fn new(script: impl IntoIterator<Item = ProbeSample>) -> Self {
+        Self { script: script.into_iter().collect(), last: ProbeSample::default() }
+    }
+}
+
+impl ProbeSource for ScriptedProbes {
+    fn sample(&mut self) -> ProbeSample {
         if let Some(next) = self.script.pop_front() {
             self.last = next;
         }

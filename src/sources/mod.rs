@@ -5,6 +5,7 @@
 pub mod fake;
 pub mod host;
 pub mod nvml;
+pub mod probe;
 mod sanitize;
 
 use std::collections::HashMap;

@@ -25,6 +25,11 @@ impl Sim {
         Self { dir, lib, scenario: scenario_path }
     }
 
+    /// Where this test's probes write: private to the test.
+    pub fn probe_dir(&self) -> PathBuf {
+        self.dir.path().join("gpuscope").join("probes")
+    }
+
     /// Replaces the scenario the way an editor would: write aside, rename.
     pub fn rewrite(&self, scenario: &str) {
         let tmp = self.dir.path().join("scenario.toml.new");
@@ -35,7 +40,10 @@ impl Sim {
     /// `gpuscope` with this library and scenario, and no user config.
     pub fn gpuscope(&self) -> Command {
         let mut cmd = gpuscope();
-        cmd.arg("--nvml-lib").arg(&self.lib).env("GPUSCOPE_SIM_SCENARIO", &self.scenario);
+        cmd.arg("--nvml-lib")
+            .arg(&self.lib)
+            .env("GPUSCOPE_SIM_SCENARIO", &self.scenario)
+            .env("GPUSCOPE_PROBE_DIR", self.probe_dir());
         cmd
     }
 
@@ -53,6 +61,7 @@ pub fn gpuscope() -> Command {
     cmd.env("XDG_CONFIG_HOME", &home)
         .env_remove("GPUSCOPE_NVML_LIB")
         .env_remove("GPUSCOPE_SIM_SCENARIO")
+        .env("GPUSCOPE_PROBE_DIR", home.join("no-probes"))
         .stdin(Stdio::null());
     cmd
 }

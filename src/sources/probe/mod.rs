@@ -1,0 +1,40 @@
+//! Allocator figures published from inside training processes by the
+//! Python probe (`assets/gpuscope_probe.py`): one JSON file per process in a
+//! private per-user directory. See `dir.rs` for where and how it is trusted,
+//! `file.rs` for the format.
+
+mod dir;
+mod file;
+mod identity;
+mod reader;
+
+use std::time::Duration;
+
+pub use dir::{ProbeDir, default_dir};
+pub use file::{PROBE_FORMAT, ProbeDevice, ProbeFile};
+pub use reader::FileProbes;
+
+#[cfg(test)]
+pub(crate) use file::sample_json as sample_json_for_tests;
+
+use crate::model::ProbeStatus;
+
+/// One process's latest probe file, with what gpuscope found out about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeReport {
+    pub file: ProbeFile,
+    /// The process (same PID and start time) still runs.
+    pub alive: bool,
+    /// Time since the probe wrote this.
+    pub age: Duration,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProbeSample {
+    pub reports: Vec<ProbeReport>,
+    pub status: ProbeStatus,
+}
+
+pub trait ProbeSource: Send {
+    fn sample(&mut self) -> ProbeSample;
+}

@@ -1,0 +1,1 @@
+"""Stand-in of jax._src: holds xla_bridge only."""

@@ -1,0 +1,172 @@
+"""A pretend training process for gpuscope's probe tests (Python and Rust).
+
+It imports the stand-in torch next to this file, marks CUDA initialised in
+its own process, then idles until killed; what its "allocator" reports comes
+from the script named by STANDIN_TORCH_SCRIPT (format: torch/_standin.py).
+
+    python3 run_trainer.py [flags]
+
+    --probe             import gpuscope_probe (from --probe-path) and call
+                        start(); without it the probe must come from
+                        gpuscope's sitecustomize on PYTHONPATH
+    --probe-path DIR    where gpuscope_probe.py is (default: <repo>/assets)
+    --interval S        interval passed to start() (default: the probe's own)
+    --script PATH       sets STANDIN_TORCH_SCRIPT for this process and children
+    --no-init           never mark CUDA initialised
+    --init-delay S      mark CUDA initialised after S seconds (default 0)
+    --fork              os.fork() a child, like a DataLoader worker: it calls
+                        start() again when --probe is given, then idles until
+                        the parent is gone (it must never publish)
+    --spawn-rank1       start a multiprocessing 'spawn' child with RANK=1 that
+                        imports the stand-in, marks CUDA initialised, calls
+                        start() when --probe is given (else relies on
+                        sitecustomize), and idles until the parent is gone
+    --seconds S         exit normally after S seconds (default: run until
+                        SIGTERM or SIGINT, which also exit normally, so the
+                        probe's atexit cleanup runs; SIGKILL leaves the file)
+    --pids-file PATH    append one JSON line per process once it is ready:
+                        {"role": "main"|"fork"|"spawn", "pid": N, "rank": R}
+
+Children also exit when their parent disappears, so a killed test leaves no
+stragglers.
+"""
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_PROBE_PATH = os.path.normpath(os.path.join(HERE, "..", "..", "..", "assets"))
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description="pretend trainer for gpuscope probe tests")
+    parser.add_argument("--probe", action="store_true")
+    parser.add_argument("--probe-path", default=DEFAULT_PROBE_PATH)
+    parser.add_argument("--interval", type=float, default=None)
+    parser.add_argument("--script", default=None)
+    parser.add_argument("--no-init", action="store_true")
+    parser.add_argument("--init-delay", type=float, default=0.0)
+    parser.add_argument("--fork", action="store_true")
+    parser.add_argument("--spawn-rank1", action="store_true")
+    parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--pids-file", default=None)
+    return parser.parse_args(argv)
+
+
+def report(pids_file, role):
+    if pids_file:
+        line = json.dumps({"role": role, "pid": os.getpid(), "rank": os.environ.get("RANK")})
+        with open(pids_file, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+
+
+def start_probe(args):
+    if not args.probe:
+        return
+    if args.probe_path not in sys.path:
+        sys.path.insert(0, args.probe_path)
+    import gpuscope_probe
+
+    gpuscope_probe.start(args.interval)
+
+
+def idle_while_parent(parent_pid):
+    while os.getppid() == parent_pid:
+        time.sleep(0.05)
+
+
+def exit_normally(signum, frame):
+    sys.exit(0)
+
+
+def spawn_child(args, parent_pid):
+    # Runs in a fresh interpreter started by multiprocessing's spawn method.
+    signal.signal(signal.SIGTERM, exit_normally)
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)
+    start_probe(args)
+    import torch
+
+    torch.cuda._standin_init()
+    report(args.pids_file, "spawn")
+    idle_while_parent(parent_pid)
+
+
+def fork_child(args, parent_pid):
+    try:
+        if args.probe:
+            import gpuscope_probe
+
+            gpuscope_probe.start(args.interval)
+        report(args.pids_file, "fork")
+        idle_while_parent(parent_pid)
+    finally:
+        # Like multiprocessing's fork workers: no atexit handlers of the parent.
+        os._exit(0)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.script:
+        os.environ["STANDIN_TORCH_SCRIPT"] = os.path.abspath(args.script)
+    signal.signal(signal.SIGTERM, exit_normally)
+    signal.signal(signal.SIGINT, exit_normally)
+
+    start_probe(args)
+    import torch
+
+    if not args.no_init:
+        if args.init_delay > 0:
+            time.sleep(args.init_delay)
+        torch.cuda._standin_init()
+
+    children = []
+    spawned = None
+    if args.fork:
+        with warnings.catch_warnings():
+            # Python 3.12+ warns about fork() with threads running (the probe's
+            # here; a real CUDA process has driver threads anyway).
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:
+            fork_child(args, os.getppid())
+        children.append(pid)
+    if args.spawn_rank1:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        saved = os.environ.get("RANK")
+        os.environ["RANK"] = "1"
+        try:
+            spawned = context.Process(target=spawn_child, args=(args, os.getpid()), daemon=True)
+            spawned.start()
+        finally:
+            if saved is None:
+                del os.environ["RANK"]
+            else:
+                os.environ["RANK"] = saved
+
+    report(args.pids_file, "main")
+    try:
+        deadline = None if args.seconds is None else time.monotonic() + args.seconds
+        while deadline is None or time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGTERM)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+        if spawned is not None:
+            spawned.terminate()
+            spawned.join(5)
+
+
+if __name__ == "__main__":
+    main()

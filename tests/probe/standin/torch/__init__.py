@@ -1,0 +1,32 @@
+"""A stand-in for torch, for gpuscope's allocator-probe tests (no GPU, no torch).
+
+Only what the probe may touch is modelled, driven by the JSON script named by
+STANDIN_TORCH_SCRIPT (see torch/_standin.py for its format). Every call the
+probe must never make raises AssertionError and appends a line to the file
+named by STANDIN_TORCH_VIOLATIONS, so a test sees it even when it happened on
+the probe's own thread.
+
+Put the directory above this package first on sys.path / PYTHONPATH.
+"""
+
+import os as _os
+
+from . import _standin
+from . import cuda
+
+__version__ = str(_standin.raw_script().get("version", "2.5.1"))
+
+
+def _after_fork_in_child():
+    # Real torch marks a child forked after CUDA initialisation as a "bad
+    # fork": is_initialized() is False there and CUDA calls fail.
+    try:
+        current = _standin.script()
+        if _standin.initialized(current) and current.get("model_bad_fork", True):
+            _standin.state["bad_fork"] = True
+    except Exception:
+        pass
+
+
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,176 @@
+"""Stand-in torch.cuda: the calls the probe may make, answered from the script,
+and the calls it must never make, which record a violation and raise."""
+
+import copy
+
+from . import _standin
+
+# Calls that initialise CUDA, synchronise, change allocator state, or act on
+# "the current device" implicitly; the probe must make none of them.
+FORBIDDEN = (
+    "is_available",
+    "init",
+    "_lazy_init",
+    "set_device",
+    "current_device",
+    "device",
+    "synchronize",
+    "mem_get_info",
+    "empty_cache",
+    "ipc_collect",
+    "reset_peak_memory_stats",
+    "reset_accumulated_memory_stats",
+    "reset_max_memory_allocated",
+    "reset_max_memory_cached",
+    "reset_peak_host_memory_stats",
+    "reset_accumulated_host_memory_stats",
+    "memory_snapshot",
+    "_snapshot",
+    "memory_summary",
+    "list_gpu_processes",
+    "set_per_process_memory_fraction",
+    "current_stream",
+    "stream",
+)
+
+
+def _forbidden(name):
+    def call(*args, **kwargs):
+        _standin.violation(name)
+
+    call.__name__ = name
+    return call
+
+
+for _name in FORBIDDEN:
+    globals()[_name] = _forbidden(_name)
+del _name
+
+
+def _standin_init():
+    """What the trainer calls in place of its first CUDA operation."""
+    _standin.state["initialized"] = True
+
+
+def _standin_reset():
+    _standin.reset()
+
+
+def is_initialized():
+    _standin.count("is_initialized")
+    current = _standin.script()
+    _standin.maybe_raise("is_initialized", current)
+    return _standin.initialized(current)
+
+
+def device_count():
+    _standin.count("device_count")
+    current = _standin.script()
+    _standin.maybe_raise("device_count", current)
+    return _standin.device_count(current)
+
+
+def _explicit_index(name, device):
+    # device=None means "the calling thread's current device" in torch: on the
+    # probe's thread that is device 0 whatever the trainer uses.
+    if not isinstance(device, int) or isinstance(device, bool):
+        _standin.violation("%s(device=%r)" % (name, device))
+    return device
+
+
+def memory_stats_as_nested_dict(device=None):
+    _standin.count("memory_stats_as_nested_dict")
+    index = _explicit_index("memory_stats_as_nested_dict", device)
+    current = _standin.script()
+    if not _standin.initialized(current):
+        return {}
+    _standin.maybe_raise("memory_stats_as_nested_dict", current)
+    if not 0 <= index < _standin.device_count(current):
+        raise RuntimeError("Invalid device argument.")
+    entry = _standin.devices_of(current).get(str(index))
+    if entry is None:
+        return _standin.build_stats({}, current.get("layout", "current"))
+    if entry.get("raise"):
+        raise RuntimeError(entry["raise"])
+    if entry.get("empty"):
+        return {}
+    if "stats" in entry:
+        return copy.deepcopy(entry["stats"])
+    return _standin.build_stats(entry.get("alloc") or {}, current.get("layout", "current"))
+
+
+def memory_stats(device=None):
+    _standin.count("memory_stats")
+    index = _explicit_index("memory_stats", device)
+    flat = {}
+
+    def walk(prefix, value):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(prefix + "." + key if prefix else key, item)
+        else:
+            flat[prefix] = value
+
+    walk("", memory_stats_as_nested_dict(index))
+    return dict(sorted(flat.items()))
+
+
+class _Uuid(object):
+    def __init__(self, text):
+        self._text = text
+
+    def __str__(self):
+        return self._text
+
+    def __repr__(self):
+        return "_CUuuid(%r)" % self._text
+
+
+class _Properties(object):
+    def __init__(self, index, entry):
+        self.name = entry.get("name", "Stand-in GPU %d" % index)
+        self.total_memory = int(entry.get("total_memory", 80 * 1024**3))
+        default_uuid = "5ea1c0de-0000-4000-8000-%012d" % index
+        uuid = entry.get("uuid", default_uuid)
+        if uuid is not None:
+            self.uuid = _Uuid(uuid)
+
+
+def get_device_properties(device=None):
+    _standin.count("get_device_properties")
+    index = _explicit_index("get_device_properties", device)
+    current = _standin.script()
+    if not _standin.initialized(current):
+        # Real torch would initialise CUDA here: the probe must not get here.
+        _standin.violation("get_device_properties before CUDA init")
+    _standin.maybe_raise("get_device_properties", current)
+    if not 0 <= index < _standin.device_count(current):
+        raise AssertionError("Invalid device id")
+    return _Properties(index, _standin.devices_of(current).get(str(index)) or {})
+
+
+def _get_allocator_backend():
+    _standin.count("get_allocator_backend")
+    current = _standin.script()
+    _standin.maybe_raise("get_allocator_backend", current)
+    return current.get("backend", "native")
+
+
+def _host_memory_stats():
+    _standin.count("host_memory_stats")
+    current = _standin.script()
+    if not _standin.initialized(current):
+        return {}
+    _standin.maybe_raise("host_memory_stats", current)
+    return copy.deepcopy(current.get("host") or {})
+
+
+def __getattr__(name):
+    # Functions that only exist in some torch releases come and go with the
+    # script, so hasattr() tells the probe what a given release would.
+    current = _standin.script()
+    if name == "get_allocator_backend" and current.get("backend", "native") is not None:
+        return _get_allocator_backend
+    if name == "host_memory_stats" and "host" in current:
+        return _host_memory_stats
+    raise AttributeError("module 'torch.cuda' has no attribute %r" % name)

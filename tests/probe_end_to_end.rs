@@ -1,0 +1,282 @@
+//! The allocator probe end to end: a Python process running the real probe
+//! over a stand-in torch, listed by PID in the simulated NVML, read by the
+//! real gpuscope binary.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{MIB, Sim, Sleeper, assert_success, assert_valid};
+use serde_json::{Value, json};
+
+const GIB: u64 = 1 << 30;
+const UUID: &str = "5ea1c0de-0000-4000-8000-000000000001";
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// The allocator as the stand-in torch will report it.
+fn torch_script(dir: &Path) -> PathBuf {
+    let script = json!({
+        "version": "2.5.1",
+        "backend": "native",
+        "devices": {"0": {"uuid": UUID, "alloc": {
+            "allocated": 4 * GIB, "allocated_peak": 6 * GIB,
+            "reserved": 10 * GIB, "reserved_peak": 11 * GIB,
+            "inactive_split": 3 * GIB, "segments": 40,
+            "alloc_retries": 2, "ooms": 1,
+        }}},
+    });
+    let path = dir.join("torch-script.json");
+    std::fs::write(&path, script.to_string()).unwrap();
+    path
+}
+
+fn scenario(pids: &[(u32, u64)]) -> String {
+    let mut s = format!("[[gpu]]\nuuid = \"GPU-{UUID}\"\nmemory_total_mib = 81559\n");
+    for (pid, mib) in pids {
+        s.push_str(&format!("[[gpu.process]]\npid = {pid}\nused_mib = {mib}\n"));
+    }
+    s
+}
+
+/// A pretend trainer (`cmd` runs run_trainer.py); stopped with SIGTERM on
+/// drop, so its probe cleans up.
+struct Trainer {
+    child: Child,
+    pids_file: PathBuf,
+}
+
+impl Trainer {
+    fn start(sim_dir: &Path, probe_dir: &Path, mut cmd: Command) -> Self {
+        let pids_file = sim_dir.join(format!("pids-{}", rand_suffix()));
+        cmd.arg("--script")
+            .arg(torch_script(sim_dir))
+            .arg("--pids-file")
+            .arg(&pids_file)
+            .env("GPUSCOPE_PROBE_DIR", probe_dir)
+            .env("GPUSCOPE_PROBE_INTERVAL", "0.1")
+            .env("RANK", "0")
+            .env("WORLD_SIZE", "2")
+            .env("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:512")
+            .env_remove("PYTHONPATH")
+            .stdin(Stdio::null());
+        Self { child: cmd.spawn().unwrap(), pids_file }
+    }
+
+    /// `role` → pid, once `n` processes have said they are ready.
+    fn pids(&self, n: usize) -> Vec<(String, u32)> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = std::fs::read_to_string(&self.pids_file).unwrap_or_default();
+            let lines: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+            if lines.len() >= n {
+                return lines
+                    .iter()
+                    .map(|v| (v["role"].as_str().unwrap().to_string(), v["pid"].as_u64().unwrap() as u32))
+                    .collect();
+            }
+            assert!(Instant::now() < deadline, "trainer never became ready: {text:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn pid_of(&self, role: &str, n: usize) -> u32 {
+        self.pids(n).into_iter().find(|(r, _)| r == role).unwrap().1
+    }
+}
+
+impl Drop for Trainer {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+}
+
+fn wait_for_probe_file(dir: &Path, pid: u32) -> PathBuf {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let found = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("{pid}-")));
+        if let Some(p) = found.filter(|p| p.extension().is_some_and(|e| e == "json")) {
+            return p;
+        }
+        assert!(Instant::now() < deadline, "no probe file for {pid} in {}", dir.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn process(v: &Value, pid: u32) -> &Value {
+    v["processes"].as_array().unwrap().iter().find(|p| p["pid"] == pid).unwrap_or_else(|| panic!("{pid}: {v:#}"))
+}
+
+fn check_figures(v: &Value, pid: u32, nvml_mib: u64) {
+    assert_valid(v);
+    let a = &process(v, pid)["allocator"];
+    assert_eq!(a["framework"], "torch");
+    assert_eq!(a["framework_version"], "2.5.1");
+    assert_eq!(a["backend"], "native");
+    assert_eq!(a["alloc_conf"], "max_split_size_mb:512");
+    assert_eq!((a["rank"].clone(), a["world_size"].clone()), (json!(0), json!(2)));
+    assert_eq!(a["state"], "fresh");
+    let d = &a["devices"][0];
+    assert_eq!(d["gpu"], 0, "matched to NVML's GPU by UUID");
+    assert_eq!(d["allocated"], 4 * GIB);
+    assert_eq!(d["allocated_peak"], 6 * GIB);
+    assert_eq!(d["reserved"], 10 * GIB);
+    assert_eq!(d["reserved_peak"], 11 * GIB);
+    assert_eq!(d["inactive_split"], 3 * GIB);
+    assert_eq!(d["cached"], 6 * GIB);
+    assert_eq!(d["overhead"], nvml_mib * MIB - 10 * GIB, "NVML used minus reserved");
+    assert_eq!(d["fragmentation"], 0.3);
+    assert_eq!((d["segments"].clone(), d["alloc_retries"].clone(), d["ooms"].clone()), (json!(40), json!(2), json!(1)));
+    let totals = &v["gpus"][0]["allocator"];
+    assert_eq!(totals["probed_processes"], 1);
+    assert_eq!(totals["allocated"], 4 * GIB);
+    assert_eq!(totals["overhead"], nvml_mib * MIB - 10 * GIB);
+}
+
+#[test]
+fn imported_probe_figures_reach_the_json_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe_dir = dir.path().join("gpuscope").join("probes");
+    let mut cmd = Command::new("python3");
+    cmd.arg(repo("tests/probe/standin/run_trainer.py")).arg("--probe");
+    let trainer = Trainer::start(dir.path(), &probe_dir, cmd);
+    let pid = trainer.pid_of("main", 1);
+    wait_for_probe_file(&probe_dir, pid);
+
+    let sim = Sim::new(&scenario(&[(pid, 12_000)]));
+    let out = sim.gpuscope().arg("--json").env("GPUSCOPE_PROBE_DIR", &probe_dir).output().unwrap();
+    assert_success(&out);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    check_figures(&v, pid, 12_000);
+    assert_eq!(v["sources"]["probes"]["files"], 1);
+    assert_eq!(v["sources"]["probes"]["skipped"], 0);
+
+    let table = sim.gpuscope().arg("-1").env("GPUSCOPE_PROBE_DIR", &probe_dir).output().unwrap();
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert!(text.contains("alloc 4.0 GiB  resv 10.0 GiB  frag 30%"), "{text}");
+}
+
+#[test]
+fn gpuscope_run_injects_the_probe_without_code_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe_dir = dir.path().join("gpuscope").join("probes");
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gpuscope"));
+    cmd.args(["run", "--", "python3"]).arg(repo("tests/probe/standin/run_trainer.py"));
+    let trainer = Trainer::start(dir.path(), &probe_dir, cmd);
+    let pid = trainer.pid_of("main", 1);
+    assert_eq!(pid, trainer.child.id(), "gpuscope run replaces itself with the command");
+    wait_for_probe_file(&probe_dir, pid);
+    assert!(dir.path().join("gpuscope/python/sitecustomize.py").exists());
+
+    let sim = Sim::new(&scenario(&[(pid, 11_000)]));
+    let v = {
+        let out = sim.gpuscope().arg("--json").env("GPUSCOPE_PROBE_DIR", &probe_dir).output().unwrap();
+        assert_success(&out);
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    check_figures(&v, pid, 11_000);
+}
+
+#[test]
+fn forked_workers_stay_silent_and_a_spawned_rank_publishes_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe_dir = dir.path().join("gpuscope").join("probes");
+    let mut cmd = Command::new("python3");
+    cmd.arg(repo("tests/probe/standin/run_trainer.py")).args(["--probe", "--fork", "--spawn-rank1"]);
+    let trainer = Trainer::start(dir.path(), &probe_dir, cmd);
+    let (main, fork, spawn) = (trainer.pid_of("main", 3), trainer.pid_of("fork", 3), trainer.pid_of("spawn", 3));
+    wait_for_probe_file(&probe_dir, main);
+    wait_for_probe_file(&probe_dir, spawn);
+    // Many probe intervals: a forked worker that were going to publish would have.
+    std::thread::sleep(Duration::from_millis(600));
+
+    let sim = Sim::new(&scenario(&[(main, 12_000), (fork, 600), (spawn, 12_000)]));
+    let out = sim.gpuscope().arg("--json").env("GPUSCOPE_PROBE_DIR", &probe_dir).output().unwrap();
+    assert_success(&out);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(&v);
+    assert_eq!(process(&v, main)["allocator"]["rank"], 0);
+    assert_eq!(process(&v, spawn)["allocator"]["rank"], 1);
+    assert_eq!(process(&v, fork)["allocator"], Value::Null);
+    assert_eq!(v["gpus"][0]["allocator"]["probed_processes"], 2);
+    assert_eq!(v["gpus"][0]["allocator"]["unprobed"], 600 * MIB);
+}
+
+#[test]
+fn a_killed_process_disappears_and_a_recycled_pid_inherits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe_dir = dir.path().join("gpuscope").join("probes");
+    let mut cmd = Command::new("python3");
+    cmd.arg(repo("tests/probe/standin/run_trainer.py")).arg("--probe");
+    let mut trainer = Trainer::start(dir.path(), &probe_dir, cmd);
+    let pid = trainer.pid_of("main", 1);
+    let file = wait_for_probe_file(&probe_dir, pid);
+    let good: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+
+    // A live process whose PID once belonged to a probed process.
+    let sleeper = Sleeper::spawn(&["60"]);
+    let mut forged = good.clone();
+    forged["pid"] = sleeper.pid().into();
+    forged["start_ticks"] = 1.into();
+    let forged_path = probe_dir.join(format!("{}-1.json", sleeper.pid()));
+    std::fs::write(&forged_path, forged.to_string()).unwrap();
+
+    trainer.child.kill().unwrap();
+    trainer.child.wait().unwrap();
+    assert!(file.exists(), "SIGKILL leaves the file behind");
+
+    // NVML still lists both PIDs (the driver can lag a process's exit).
+    let sim = Sim::new(&scenario(&[(pid, 12_000), (sleeper.pid(), 100)]));
+    let json = || {
+        let out = sim.gpuscope().arg("--json").env("GPUSCOPE_PROBE_DIR", &probe_dir).output().unwrap();
+        assert_success(&out);
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let first = json();
+    let state = &process(&first, pid)["allocator"]["state"];
+    assert!(state == "gone" || state.is_null(), "{state}");
+    assert_eq!(process(&first, sleeper.pid())["allocator"], Value::Null);
+    let second = json();
+    assert_eq!(process(&second, pid)["allocator"], Value::Null);
+    assert!(!file.exists() && !forged_path.exists(), "stale files are cleaned up");
+}
+
+#[test]
+fn garbage_probe_files_are_counted_not_fatal() {
+    let sim = Sim::new("[[gpu]]\n");
+    let dir = sim.probe_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    for d in [dir.parent().unwrap(), dir.as_path()] {
+        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    }
+    let me = std::process::id();
+    std::fs::write(dir.join(format!("{me}-1.json")), "{\"format\": \"gpuscope-probe\", \"vers").unwrap();
+    std::fs::write(dir.join("7-7.json"), vec![b'x'; 1 << 20]).unwrap();
+    std::fs::write(dir.join("8-8.json"), "\u{1b}[2J\u{7}\0\0\0").unwrap();
+    std::os::unix::fs::symlink("/etc/shadow", dir.join("9-9.json")).unwrap();
+    let out = sim.gpuscope().args(["--json", "--watch", "--count", "2", "--interval", "50ms"]).output().unwrap();
+    assert_success(&out);
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        assert_valid(&v);
+        let probes = &v["sources"]["probes"];
+        assert_eq!(probes["ok"], true);
+        assert_eq!(probes["skipped"], 4, "each bad file counted once: {probes}");
+        assert!(probes["last_skipped"].is_string());
+    }
+}
