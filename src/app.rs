@@ -91,7 +91,7 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
         .build()
         .map_err(AppError::Runtime)?;
     let result = runtime.block_on(async {
-        let (rx, _task) = poller::spawn(collector);
+        let (rx, _control, _task) = poller::spawn(collector);
         match settings.mode {
             Mode::Json => emit(rx, Some(1), json::write_pretty).await,
             Mode::JsonStream { count } => emit(rx, count, json::write_line).await,

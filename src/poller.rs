@@ -10,24 +10,63 @@ use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 
 use crate::collect::Collector;
+use crate::config::MIN_INTERVAL;
 use crate::model::Snapshot;
 
 pub type SnapshotRx = watch::Receiver<Option<Arc<Snapshot>>>;
 
-/// Starts polling; the task ends when every receiver is gone.
-pub fn spawn(collector: Collector) -> (SnapshotRx, tokio::task::JoinHandle<()>) {
-    let (tx, rx) = watch::channel(None);
-    let handle = tokio::spawn(run(collector, tx));
-    (rx, handle)
+/// Steers a running poller.
+#[derive(Debug, Clone)]
+pub struct PollerControl {
+    interval: watch::Sender<Duration>,
 }
 
-async fn run(mut collector: Collector, tx: watch::Sender<Option<Arc<Snapshot>>>) {
-    let mut ticker = tokio::time::interval(collector.interval.max(Duration::from_millis(1)));
+impl PollerControl {
+    pub fn interval(&self) -> Duration {
+        *self.interval.borrow()
+    }
+
+    /// Takes effect from the next tick.
+    pub fn set_interval(&self, interval: Duration) {
+        self.interval.send_replace(interval.max(MIN_INTERVAL));
+    }
+}
+
+/// Starts polling; the task ends when every receiver is gone.
+pub fn spawn(collector: Collector) -> (SnapshotRx, PollerControl, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = watch::channel(None);
+    let (interval_tx, interval_rx) = watch::channel(collector.interval);
+    let handle = tokio::spawn(run(collector, tx, interval_rx));
+    (rx, PollerControl { interval: interval_tx }, handle)
+}
+
+fn new_ticker(every: Duration) -> tokio::time::Interval {
+    let mut t = tokio::time::interval(every.max(Duration::from_millis(1)));
     // A slow driver call delays the next tick instead of causing a burst
     // of catch-up ticks.
-    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    t.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    t
+}
+
+async fn run(
+    mut collector: Collector,
+    tx: watch::Sender<Option<Arc<Snapshot>>>,
+    mut interval: watch::Receiver<Duration>,
+) {
+    let mut ticker = new_ticker(collector.interval);
     loop {
-        ticker.tick().await;
+        tokio::select! {
+            _ = ticker.tick() => {}
+            Ok(()) = interval.changed() => {
+                collector.interval = *interval.borrow_and_update();
+                let mut next = new_ticker(collector.interval);
+                // A new Interval ticks at once; resetting it puts the next
+                // snapshot one new period from now instead of adding one.
+                next.reset();
+                ticker = next;
+                continue;
+            }
+        }
         let joined = tokio::task::spawn_blocking(move || {
             let snap = collector.tick();
             (collector, snap)
@@ -81,7 +120,9 @@ mod tests {
             interval: Duration::from_millis(5),
             simulated: false,
         };
-        let (mut rx, handle) = spawn(collector);
+        let (mut rx, control, handle) = spawn(collector);
+        control.set_interval(Duration::from_millis(7));
+        assert_eq!(control.interval(), Duration::from_millis(10), "clamped to the minimum");
         let snap = loop {
             rx.changed().await.unwrap();
             let snap = rx.borrow_and_update().clone().unwrap();
