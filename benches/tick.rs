@@ -13,6 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use gpuscope::analysis::Analyzer;
+use gpuscope::analysis::config::{AlertsConfig, HistoryConfig};
 use gpuscope::collect::Collector;
 use gpuscope::sources::host::SysinfoHost;
 use gpuscope::sources::nvml::{LibrarySpec, NvmlSource};
@@ -56,6 +58,7 @@ fn bench(c: &mut Criterion) {
         gpu: Box::new(source),
         host: Box::new(SysinfoHost::new().unwrap()),
         probes: Box::new(FileProbes::new(dir.path().join("probes"))),
+        analyzer: Analyzer::new(&HistoryConfig::default(), AlertsConfig::default()),
         interval: Duration::from_secs(1),
         simulated: true,
     };

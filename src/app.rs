@@ -5,9 +5,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, DemoMode, ProbeAction};
+use crate::analysis::Analyzer;
+use crate::check;
+use crate::cli::{AlertKindArg, Cli, Command, DemoMode, ProbeAction};
 use crate::collect::Collector;
 use crate::inject::{self, InjectError};
+use crate::model::AlertKind;
 use crate::poller::{self, SnapshotRx};
 use crate::settings::{Mode, Settings, SettingsError};
 use crate::sinks::{json, table};
@@ -53,20 +56,23 @@ impl AppError {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        None => watch(&cli),
+        None => watch(&cli).map(|()| exit::OK),
+        Some(Command::Check { window, fail_on }) => check(&cli, *window, fail_on),
         Some(Command::Run { command }) => Err(AppError::Inject(inject::run(command))),
-        Some(Command::Probe { action: ProbeAction::Path }) => {
-            inject::materialize(&inject::python_dir()).map(|p| println!("{}", p.display())).map_err(AppError::Inject)
-        }
+        Some(Command::Probe { action: ProbeAction::Path }) => inject::materialize(&inject::python_dir())
+            .map(|p| println!("{}", p.display()))
+            .map(|()| exit::OK)
+            .map_err(AppError::Inject),
         Some(Command::Probe { action: ProbeAction::Install { python } }) => inject::install(python)
             .map(|p| {
                 println!("installed {}", p.display());
                 println!("start it in your training script with: import gpuscope_probe; gpuscope_probe.start()");
             })
+            .map(|()| exit::OK)
             .map_err(AppError::Inject),
     };
     match result {
-        Ok(()) => ExitCode::from(exit::OK),
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("gpuscope: {e}");
             ExitCode::from(e.exit_code())
@@ -77,31 +83,62 @@ pub fn main() -> ExitCode {
 /// The snapshot modes: collect, then hand snapshots to the chosen sink.
 fn watch(cli: &Cli) -> Result<(), AppError> {
     let settings = Settings::resolve(cli)?;
-    let (gpu, simulated) = open_gpus(&settings)?;
-    let collector = Collector {
-        gpu: Box::new(gpu),
-        host: Box::new(SysinfoHost::new().map_err(AppError::Host)?),
-        probes: Box::new(FileProbes::new(probe::default_dir())),
-        interval: settings.interval,
-        simulated,
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(AppError::Runtime)?;
+    let collector = collector(&settings)?;
+    let runtime = runtime()?;
     let result = runtime.block_on(async {
         let (rx, _control, _task) = poller::spawn(collector);
         match settings.mode {
             Mode::Json => emit(rx, Some(1), json::write_pretty).await,
             Mode::JsonStream { count } => emit(rx, count, json::write_line).await,
             Mode::Table => emit(rx, Some(1), table::write).await,
+            // The dashboard's entry point replaces this arm when it lands.
+            Mode::Tui => emit(rx, Some(1), table::write).await,
         }
     });
     // A driver call may still be in flight on the blocking pool: don't wait
     // for it, the output is complete.
     runtime.shutdown_background();
     result
+}
+
+/// `gpuscope check`: the exit code says how bad the alerts are.
+fn check(cli: &Cli, window: std::time::Duration, fail_on: &[AlertKindArg]) -> Result<u8, AppError> {
+    let settings = Settings::resolve(cli)?;
+    let collector = collector(&settings)?;
+    let runtime = runtime()?;
+    let last = runtime.block_on(async {
+        let (rx, _control, _task) = poller::spawn(collector);
+        check::watch_for(rx, window).await
+    });
+    runtime.shutdown_background();
+    let Some(snap) = last else { return Ok(exit::FAILURE) };
+    print!("{}", check::report(&snap, window));
+    let kinds: Vec<AlertKind> = fail_on.iter().map(|&k| k.into()).collect();
+    Ok(check::exit_code(&snap.alerts, &kinds))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, AppError> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(AppError::Runtime)
+}
+
+fn collector(settings: &Settings) -> Result<Collector, AppError> {
+    let (gpu, simulated) = match settings.mode {
+        // The dashboard starts without a driver and shows NVML's error
+        // while the source retries, instead of exiting.
+        Mode::Tui => open_gpus(settings).unwrap_or_else(|_| {
+            let simulated = settings.library == LibrarySpec::Simulated;
+            (NvmlSource::unopened(settings.library.clone(), settings.selectors.clone()), simulated)
+        }),
+        _ => open_gpus(settings)?,
+    };
+    Ok(Collector {
+        gpu: Box::new(gpu),
+        host: Box::new(SysinfoHost::new().map_err(AppError::Host)?),
+        probes: Box::new(FileProbes::new(probe::default_dir())),
+        analyzer: Analyzer::new(&settings.history, settings.alerts.clone()),
+        interval: settings.interval,
+        simulated,
+    })
 }
 
 /// The real NVML, or the simulator for `--demo` (and for `--demo=auto`

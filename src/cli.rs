@@ -8,7 +8,6 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Clone, Parser)]
 #[command(name = "gpuscope", version, about = "Watch NVIDIA GPUs, their processes and the host", long_about = None)]
-#[command(args_conflicts_with_subcommands = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -30,25 +29,37 @@ pub struct Cli {
     pub count: Option<u64>,
 
     /// Time between snapshots, e.g. 500ms, 2s [default: 1s, or the config's].
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, global = true, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub interval: Option<Duration>,
 
     /// GPUs to watch: indices or UUID prefixes, comma-separated (0,2 or GPU-5ea1).
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, global = true, value_name = "LIST")]
     pub gpus: Option<String>,
 
     /// Config file [default: ~/.config/gpuscope/config.toml].
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH")]
     pub config: Option<PathBuf>,
 
     /// The NVML library to load [default: libnvidia-ml.so.1].
-    #[arg(long, value_name = "PATH", env = "GPUSCOPE_NVML_LIB")]
+    #[arg(long, global = true, value_name = "PATH", env = "GPUSCOPE_NVML_LIB")]
     pub nvml_lib: Option<PathBuf>,
 
     /// Use simulated GPUs. --demo=auto uses the real driver when there is
     /// one and the simulator only when none can be loaded.
-    #[arg(long, value_name = "WHEN", num_args = 0..=1, require_equals = true, default_missing_value = "always")]
+    #[arg(long, global = true, value_name = "WHEN", num_args = 0..=1, require_equals = true, default_missing_value = "always")]
     pub demo: Option<DemoMode>,
+
+    /// Dashboard: no colours (also when NO_COLOR is set and not empty).
+    #[arg(long)]
+    pub no_color: bool,
+
+    /// Dashboard: draw with ASCII only (automatic when the locale is not UTF-8).
+    #[arg(long)]
+    pub ascii: bool,
+
+    /// Dashboard: never send signals to processes.
+    #[arg(long)]
+    pub read_only: bool,
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -59,6 +70,16 @@ pub enum Command {
     Run {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
         command: Vec<OsString>,
+    },
+    /// Watch for a while and report the active alerts, for scripts and cron:
+    /// exit 0 when there are none (or only info), 1 for warnings, 2 for critical ones.
+    Check {
+        /// How long to watch.
+        #[arg(long = "for", value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+        window: Duration,
+        /// Only these kinds count for the exit code (comma-separated).
+        #[arg(long, value_name = "KINDS", value_delimiter = ',', value_enum)]
+        fail_on: Vec<AlertKindArg>,
     },
     /// The Python allocator probe, for `import gpuscope_probe; gpuscope_probe.start()`.
     Probe {
@@ -77,6 +98,33 @@ pub enum ProbeAction {
         #[arg(long, default_value = "python3")]
         python: PathBuf,
     },
+}
+
+/// Alert kinds as written on the command line (snake_case, as in JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub enum AlertKindArg {
+    Fragmentation,
+    AllocRetry,
+    Oom,
+    Leak,
+    MemoryPressure,
+    GpuLost,
+    Starved,
+}
+
+impl From<AlertKindArg> for crate::model::AlertKind {
+    fn from(k: AlertKindArg) -> Self {
+        match k {
+            AlertKindArg::Fragmentation => Self::Fragmentation,
+            AlertKindArg::AllocRetry => Self::AllocRetry,
+            AlertKindArg::Oom => Self::Oom,
+            AlertKindArg::Leak => Self::Leak,
+            AlertKindArg::MemoryPressure => Self::MemoryPressure,
+            AlertKindArg::GpuLost => Self::GpuLost,
+            AlertKindArg::Starved => Self::Starved,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -107,12 +155,19 @@ mod tests {
         assert_eq!(Cli::try_parse_from(["gpuscope", "--demo=auto"]).unwrap().demo, Some(DemoMode::Auto));
         assert!(Cli::try_parse_from(["gpuscope", "--watch"]).is_err(), "--watch needs --json");
         assert!(Cli::try_parse_from(["gpuscope", "-1", "--json"]).is_err());
+        let tui = Cli::try_parse_from(["gpuscope", "--no-color", "--ascii", "--read-only"]).unwrap();
+        assert!(tui.no_color && tui.ascii && tui.read_only);
         let run = Cli::try_parse_from(["gpuscope", "run", "--", "python", "-u", "train.py", "--lr", "3"]).unwrap();
         let Some(Command::Run { command }) = run.command else { panic!("{run:?}") };
         assert_eq!(command, ["python", "-u", "train.py", "--lr", "3"]);
         let run = Cli::try_parse_from(["gpuscope", "run", "torchrun", "--nproc-per-node", "8", "t.py"]).unwrap();
         assert!(matches!(run.command, Some(Command::Run { command }) if command.len() == 4));
         assert!(Cli::try_parse_from(["gpuscope", "run"]).is_err(), "a command is required");
+        let check = Cli::try_parse_from(["gpuscope", "check", "--for", "3s", "--fail-on", "oom,alloc_retry", "--demo"]);
+        let check = check.unwrap();
+        assert_eq!(check.demo, Some(DemoMode::Always), "common flags work after the subcommand");
+        let Some(Command::Check { window, fail_on }) = check.command else { panic!() };
+        assert_eq!((window, fail_on), (Duration::from_secs(3), vec![AlertKindArg::Oom, AlertKindArg::AllocRetry]));
         assert!(matches!(
             Cli::try_parse_from(["gpuscope", "probe", "path"]).unwrap().command,
             Some(Command::Probe { action: ProbeAction::Path })

@@ -7,6 +7,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::config::{AlertsConfig, HistoryConfig};
+use crate::analysis::findable;
+
 /// Faster than this, collection itself would dominate the machine.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
 
@@ -20,11 +23,19 @@ pub struct Config {
     pub gpus: Vec<String>,
     /// The NVML library to load instead of `libnvidia-ml.so.1`.
     pub nvml_lib: Option<PathBuf>,
+    pub history: HistoryConfig,
+    pub alerts: AlertsConfig,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { interval: Duration::from_secs(1), gpus: Vec::new(), nvml_lib: None }
+        Self {
+            interval: Duration::from_secs(1),
+            gpus: Vec::new(),
+            nvml_lib: None,
+            history: HistoryConfig::default(),
+            alerts: AlertsConfig::default(),
+        }
     }
 }
 
@@ -53,6 +64,12 @@ impl Config {
                 "interval = {:?} is shorter than the minimum of {:?}",
                 config.interval, MIN_INTERVAL
             )));
+        }
+        config.alerts.validate().map_err(invalid)?;
+        if let Some(program) = config.alerts.exec.first()
+            && !findable(program)
+        {
+            return Err(invalid(format!("alerts.exec: cannot find the program {program:?}")));
         }
         Ok(config)
     }
@@ -89,14 +106,42 @@ mod tests {
         assert_eq!(parse(text).unwrap(), Config::default());
     }
 
+    /// Every key of every table appears in the example, in its table,
+    /// set or commented out.
     #[test]
     fn example_file_documents_every_key() {
-        let text = include_str!("../config.example.toml");
-        let table: toml::Table =
-            toml::to_string(&Config { nvml_lib: Some("x".into()), ..Config::default() }).unwrap().parse().unwrap();
-        for key in table.keys() {
-            assert!(text.lines().any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} ="))), "{key}");
+        fn walk(table: &toml::Table, path: &str, text: &str) {
+            let section = match path {
+                "" => text.split("\n[").next().map(str::to_string),
+                p => text.split(&format!("\n[{p}]\n")).nth(1).map(|s| s.split("\n[").next().unwrap_or("").to_string()),
+            };
+            let section = section.unwrap_or_else(|| panic!("no [{path}] section"));
+            for (key, value) in table {
+                match value {
+                    toml::Value::Table(t) => {
+                        walk(t, &if path.is_empty() { key.clone() } else { format!("{path}.{key}") }, text)
+                    }
+                    _ => assert!(
+                        section.lines().any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} ="))),
+                        "{path}.{key} is not documented"
+                    ),
+                }
+            }
         }
+        let text = include_str!("../config.example.toml");
+        let full = Config { nvml_lib: Some("x".into()), ..Config::default() };
+        let table: toml::Table = toml::to_string(&full).unwrap().parse().unwrap();
+        walk(&table, "", text);
+    }
+
+    #[test]
+    fn contradictory_thresholds_and_missing_programs_are_refused() {
+        let msg = parse("[alerts.fragmentation]\nenter = 0.1\nexit = 0.2\n").unwrap_err().to_string();
+        assert!(msg.contains("alerts.fragmentation"), "{msg}");
+        let msg = parse("[alerts]\nexec = [\"/nonexistent/notify\"]\n").unwrap_err().to_string();
+        assert!(msg.contains("/nonexistent/notify"), "{msg}");
+        let msg = parse("[alerts.leak]\nwindow = \"5m\"\nslope = 3\n").unwrap_err().to_string();
+        assert!(msg.contains("slope") && msg.contains("line 3"), "{msg}");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! gpuscope: a terminal dashboard for NVIDIA GPUs that tells the truth
 //! about GPU memory. See ARCHITECTURE.md for how the parts fit.
 
+pub mod analysis;
 pub mod app;
+pub mod check;
 pub mod cli;
 pub mod collect;
 pub mod config;

@@ -87,6 +87,8 @@ async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::Analyzer;
+    use crate::analysis::config::{AlertsConfig, HistoryConfig};
     use crate::model::{Driver, Gpu, GpuState, ProcessGpu, ProcessType, SourceStatus};
     use crate::sources::fake::{ScriptedGpu, ScriptedHost, ScriptedProbes};
     use crate::sources::{GpuProcess, GpuSample, HostProcess, HostSample};
@@ -117,6 +119,7 @@ mod tests {
             gpu: Box::new(ScriptedGpu::new([gpu_sample(1), gpu_sample(2), gpu_sample(3)])),
             host: Box::new(scripted_host),
             probes: Box::new(ScriptedProbes::new([])),
+            analyzer: Analyzer::new(&HistoryConfig::default(), AlertsConfig::default()),
             interval: Duration::from_millis(5),
             simulated: false,
         };

@@ -1,7 +1,9 @@
 //! Flags over config over defaults: what this run will do.
 
+use std::io::IsTerminal;
 use std::time::Duration;
 
+use crate::analysis::config::{AlertsConfig, HistoryConfig};
 use crate::cli::{Cli, DemoMode};
 use crate::config::{Config, ConfigError, MIN_INTERVAL};
 use crate::model::{GpuSelector, SelectError, parse_selectors};
@@ -15,6 +17,8 @@ pub enum Mode {
     JsonStream { count: Option<u64> },
     /// One plain-text table.
     Table,
+    /// The interactive dashboard.
+    Tui,
 }
 
 #[derive(Debug, Clone)]
@@ -24,6 +28,18 @@ pub struct Settings {
     pub selectors: Vec<GpuSelector>,
     pub library: LibrarySpec,
     pub demo: Option<DemoMode>,
+    /// How the dashboard draws and what it may do: `--no-color`,
+    /// `--ascii`, `--read-only`.
+    pub dashboard: DashboardFlags,
+    pub history: HistoryConfig,
+    pub alerts: AlertsConfig,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DashboardFlags {
+    pub no_color: bool,
+    pub ascii: bool,
+    pub read_only: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -56,10 +72,19 @@ impl Settings {
         let mode = match (cli.json, cli.watch, cli.once) {
             (true, true, _) => Mode::JsonStream { count: cli.count },
             (true, false, _) => Mode::Json,
-            // The interactive dashboard is its own piece of work; until it
-            // lands, a terminal gets the same table a pipe does.
+            (false, _, false) if std::io::stdout().is_terminal() => Mode::Tui,
             (false, _, _) => Mode::Table,
         };
-        Ok(Self { mode, interval, selectors, library, demo: cli.demo })
+        let dashboard = DashboardFlags { no_color: cli.no_color, ascii: cli.ascii, read_only: cli.read_only };
+        Ok(Self {
+            mode,
+            interval,
+            selectors,
+            library,
+            demo: cli.demo,
+            dashboard,
+            history: config.history,
+            alerts: config.alerts,
+        })
     }
 }

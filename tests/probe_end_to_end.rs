@@ -5,18 +5,16 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
+use std::process::Command;
+use std::time::Duration;
+
+use common::trainer::{Trainer, python_trainer, repo, wait_for_probe_file};
 use common::{MIB, Sim, Sleeper, assert_success, assert_valid};
 use serde_json::{Value, json};
 
 const GIB: u64 = 1 << 30;
 const UUID: &str = "5ea1c0de-0000-4000-8000-000000000001";
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
 
 /// The allocator as the stand-in torch will report it.
 fn torch_script(dir: &Path) -> PathBuf {
@@ -41,81 +39,6 @@ fn scenario(pids: &[(u32, u64)]) -> String {
         s.push_str(&format!("[[gpu.process]]\npid = {pid}\nused_mib = {mib}\n"));
     }
     s
-}
-
-/// A pretend trainer (`cmd` runs run_trainer.py); stopped with SIGTERM on
-/// drop, so its probe cleans up.
-struct Trainer {
-    child: Child,
-    pids_file: PathBuf,
-}
-
-impl Trainer {
-    fn start(sim_dir: &Path, probe_dir: &Path, mut cmd: Command) -> Self {
-        let pids_file = sim_dir.join(format!("pids-{}", rand_suffix()));
-        cmd.arg("--script")
-            .arg(torch_script(sim_dir))
-            .arg("--pids-file")
-            .arg(&pids_file)
-            .env("GPUSCOPE_PROBE_DIR", probe_dir)
-            .env("GPUSCOPE_PROBE_INTERVAL", "0.1")
-            .env("RANK", "0")
-            .env("WORLD_SIZE", "2")
-            .env("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:512")
-            .env_remove("PYTHONPATH")
-            .stdin(Stdio::null());
-        Self { child: cmd.spawn().unwrap(), pids_file }
-    }
-
-    /// `role` → pid, once `n` processes have said they are ready.
-    fn pids(&self, n: usize) -> Vec<(String, u32)> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let text = std::fs::read_to_string(&self.pids_file).unwrap_or_default();
-            let lines: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
-            if lines.len() >= n {
-                return lines
-                    .iter()
-                    .map(|v| (v["role"].as_str().unwrap().to_string(), v["pid"].as_u64().unwrap() as u32))
-                    .collect();
-            }
-            assert!(Instant::now() < deadline, "trainer never became ready: {text:?}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn pid_of(&self, role: &str, n: usize) -> u32 {
-        self.pids(n).into_iter().find(|(r, _)| r == role).unwrap().1
-    }
-}
-
-impl Drop for Trainer {
-    fn drop(&mut self) {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
-    }
-}
-
-fn rand_suffix() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
-}
-
-fn wait_for_probe_file(dir: &Path, pid: u32) -> PathBuf {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let found = std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("{pid}-")));
-        if let Some(p) = found.filter(|p| p.extension().is_some_and(|e| e == "json")) {
-            return p;
-        }
-        assert!(Instant::now() < deadline, "no probe file for {pid} in {}", dir.display());
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn process(v: &Value, pid: u32) -> &Value {
@@ -152,9 +75,8 @@ fn check_figures(v: &Value, pid: u32, nvml_mib: u64) {
 fn imported_probe_figures_reach_the_json_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let probe_dir = dir.path().join("gpuscope").join("probes");
-    let mut cmd = Command::new("python3");
-    cmd.arg(repo("tests/probe/standin/run_trainer.py")).arg("--probe");
-    let trainer = Trainer::start(dir.path(), &probe_dir, cmd);
+    let cmd = python_trainer(&["--probe"]);
+    let trainer = Trainer::start(&torch_script(dir.path()), &probe_dir, cmd);
     let pid = trainer.pid_of("main", 1);
     wait_for_probe_file(&probe_dir, pid);
 
@@ -177,7 +99,7 @@ fn gpuscope_run_injects_the_probe_without_code_change() {
     let probe_dir = dir.path().join("gpuscope").join("probes");
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gpuscope"));
     cmd.args(["run", "--", "python3"]).arg(repo("tests/probe/standin/run_trainer.py"));
-    let trainer = Trainer::start(dir.path(), &probe_dir, cmd);
+    let trainer = Trainer::start(&torch_script(dir.path()), &probe_dir, cmd);
     let pid = trainer.pid_of("main", 1);
     assert_eq!(pid, trainer.child.id(), "gpuscope run replaces itself with the command");
     wait_for_probe_file(&probe_dir, pid);
@@ -196,9 +118,8 @@ fn gpuscope_run_injects_the_probe_without_code_change() {
 fn forked_workers_stay_silent_and_a_spawned_rank_publishes_its_own() {
     let dir = tempfile::tempdir().unwrap();
     let probe_dir = dir.path().join("gpuscope").join("probes");
-    let mut cmd = Command::new("python3");
-    cmd.arg(repo("tests/probe/standin/run_trainer.py")).args(["--probe", "--fork", "--spawn-rank1"]);
-    let trainer = Trainer::start(dir.path(), &probe_dir, cmd);
+    let cmd = python_trainer(&["--probe", "--fork", "--spawn-rank1"]);
+    let trainer = Trainer::start(&torch_script(dir.path()), &probe_dir, cmd);
     let (main, fork, spawn) = (trainer.pid_of("main", 3), trainer.pid_of("fork", 3), trainer.pid_of("spawn", 3));
     wait_for_probe_file(&probe_dir, main);
     wait_for_probe_file(&probe_dir, spawn);
@@ -221,9 +142,8 @@ fn forked_workers_stay_silent_and_a_spawned_rank_publishes_its_own() {
 fn a_killed_process_disappears_and_a_recycled_pid_inherits_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let probe_dir = dir.path().join("gpuscope").join("probes");
-    let mut cmd = Command::new("python3");
-    cmd.arg(repo("tests/probe/standin/run_trainer.py")).arg("--probe");
-    let mut trainer = Trainer::start(dir.path(), &probe_dir, cmd);
+    let cmd = python_trainer(&["--probe"]);
+    let mut trainer = Trainer::start(&torch_script(dir.path()), &probe_dir, cmd);
     let pid = trainer.pid_of("main", 1);
     let file = wait_for_probe_file(&probe_dir, pid);
     let good: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();

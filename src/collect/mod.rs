@@ -1,10 +1,12 @@
 //! One collection tick: ask every source, join what they say into a
-//! `Snapshot`. Blocking; the poller runs it off the async workers.
+//! `Snapshot`, and let the analyzer add its alerts. Blocking; the poller
+//! runs it off the async workers.
 
 mod allocator;
 
 use std::time::{Duration, Instant};
 
+use crate::analysis::Analyzer;
 use crate::model::{Process, SCHEMA_VERSION, Snapshot, Sources, Timestamp};
 use crate::sources::probe::{ProbeSample, ProbeSource};
 use crate::sources::{GpuProcess, GpuSample, GpuSource, HostProcess, HostSample, HostSource};
@@ -13,6 +15,8 @@ pub struct Collector {
     pub gpu: Box<dyn GpuSource>,
     pub host: Box<dyn HostSource>,
     pub probes: Box<dyn ProbeSource>,
+    /// Sees every snapshot once it is assembled, and adds the alerts.
+    pub analyzer: Analyzer,
     pub interval: Duration,
     pub simulated: bool,
 }
@@ -30,6 +34,7 @@ impl Collector {
         let host = self.host.sample(&pids);
         let mut snap = assemble(gpu, host, probes, time, self.interval, self.simulated);
         snap.collection_ms = started.elapsed().as_secs_f64() * 1000.0;
+        self.analyzer.observe(&mut snap);
         snap
     }
 }
@@ -62,6 +67,7 @@ pub fn assemble(
         gpus,
         processes,
         alerts: Vec::new(),
+        events: Vec::new(),
         sources: Sources { nvml: gpu.status, host: host.status, probes: probes.status },
     }
 }

@@ -39,6 +39,28 @@ pub enum Severity {
     Critical,
 }
 
+/// An entry of the alert timeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlertEvent {
+    #[serde(flatten)]
+    pub time: Timestamp,
+    pub change: Change,
+    pub kind: AlertKind,
+    pub severity: Severity,
+    pub gpu: Option<u32>,
+    pub pid: Option<u32>,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    Raised,
+    /// Still active, at another severity.
+    Changed,
+    Cleared,
+}
+
 /// `since` as the same pair of fields every other instant uses.
 mod since {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};

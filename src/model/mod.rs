@@ -9,7 +9,7 @@ mod select;
 mod snapshot;
 mod time;
 
-pub use alert::{Alert, AlertKind, Severity};
+pub use alert::{Alert, AlertEvent, AlertKind, Change, Severity};
 pub use allocator::{DeviceAllocator, GpuAllocator, ProbeState, ProcessAllocator};
 pub use gpu::{Clocks, Gpu, GpuMemory, GpuState, MigMode, Pcie, Utilization};
 pub use host::Host;

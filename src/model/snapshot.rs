@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use super::{Alert, Gpu, Host, Process, Timestamp};
+use super::{Alert, AlertEvent, Gpu, Host, Process, Timestamp};
 
 /// Bumped whenever a field is renamed, removed or changes meaning; adding a
 /// field is not a break. `assets/snapshot.schema.json` pins the current shape.
@@ -22,10 +22,12 @@ pub struct Snapshot {
     pub driver: Driver,
     pub gpus: Vec<Gpu>,
     pub processes: Vec<Process>,
-    /// Active alerts. Left out of the output while the alert engine is not
-    /// part of this build, so no one reads "none" into an absent check.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Active alerts, most severe first.
     pub alerts: Vec<Alert>,
+    /// Alerts raised, changed or cleared at this tick: the timeline, one
+    /// tick at a time.
+    #[serde(default)]
+    pub events: Vec<AlertEvent>,
     pub sources: Sources,
 }
 

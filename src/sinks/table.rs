@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use crate::model::{Gpu, GpuState, ProbeState, ProcessAllocator, Snapshot};
+use crate::model::{Alert, Gpu, GpuState, ProbeState, ProcessAllocator, Severity, Snapshot};
 use crate::units::{bytes, bytes_pair, opt};
 
 pub const WIDTH: usize = 80;
@@ -18,6 +18,9 @@ pub fn write(snap: &Snapshot, out: &mut impl Write) -> io::Result<()> {
 pub fn render(snap: &Snapshot) -> String {
     let mut lines = Vec::new();
     header(snap, &mut lines);
+    for a in &snap.alerts {
+        lines.extend(alert_text(a, WIDTH).lines().map(str::to_string));
+    }
     lines.push("-".repeat(WIDTH));
     if let Some(err) = &snap.sources.nvml.error {
         lines.push(format!("NVML: {err}"));
@@ -149,6 +152,31 @@ fn allocator_line(a: &ProcessAllocator, gpu: u32) -> Option<String> {
         opt(d.alloc_retries, |n| n.to_string()),
         opt(d.ooms, |n| n.to_string()),
     ))
+}
+
+/// An alert and its hint, wrapped (not cut) to `width`: the hint is the
+/// part people act on.
+pub fn alert_text(a: &Alert, width: usize) -> String {
+    let severity = match a.severity {
+        Severity::Critical => "CRITICAL",
+        Severity::Warning => "WARNING",
+        Severity::Info => "INFO",
+    };
+    let kind = serde_json::to_value(a.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+    let head = format!("{severity} {kind}: {}", a.message);
+    let mut out = String::new();
+    for line in textwrap::wrap(&head, textwrap::Options::new(width).subsequent_indent("    ")) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    let hint = format!("hint: {}", a.hint);
+    for line in
+        textwrap::wrap(&hint, textwrap::Options::new(width).initial_indent("    ").subsequent_indent("          "))
+    {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
 }
 
 fn on_off(b: bool) -> &'static str {

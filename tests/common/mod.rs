@@ -3,6 +3,8 @@
 //! and the real `gpuscope` binary.
 #![allow(dead_code)]
 
+pub mod trainer;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 

@@ -1,0 +1,129 @@
+//! Analysis: bounded history turned into alerts. The analyzer sees every
+//! snapshot after collection, keeps its own history, and fills in the
+//! snapshot's `alerts` (and this tick's `events`).
+
+pub mod config;
+pub mod engine;
+mod exec;
+pub mod history;
+mod rules;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+
+use config::{AlertsConfig, HistoryConfig};
+use engine::Engine;
+use history::Table;
+use rules::{CounterState, GpuPoint, Inputs, ProcKey, ProcPoint, process_gpus};
+
+use crate::model::{AlertEvent, AlertKind, Change, Snapshot};
+
+pub use exec::{ExecHook, findable};
+
+pub struct Analyzer {
+    config: AlertsConfig,
+    gpus: Table<u32, GpuPoint>,
+    procs: Table<ProcKey, ProcPoint>,
+    counters: HashMap<ProcKey, CounterState>,
+    /// Each PID's start time at the last tick, to tell a recycled PID.
+    starts: HashMap<u32, Option<u64>>,
+    engine: Engine,
+    hook: Option<ExecHook>,
+}
+
+impl Analyzer {
+    pub fn new(history: &HistoryConfig, config: AlertsConfig) -> Self {
+        // Rules look back up to their own windows, whatever the history
+        // setting; keep enough for the longest of them.
+        let longest = [history.window, config.fragmentation.window, config.leak.window, config.starved.window]
+            .into_iter()
+            .max()
+            .unwrap_or_default();
+        let window_ms = u64::try_from(longest.as_millis()).unwrap_or(u64::MAX);
+        let hook = ExecHook::new(&config.exec, config.exec_min_interval);
+        Self {
+            gpus: Table::new(window_ms),
+            procs: Table::new(window_ms),
+            counters: HashMap::new(),
+            starts: HashMap::new(),
+            engine: Engine::default(),
+            hook,
+            config,
+        }
+    }
+
+    pub fn observe(&mut self, snap: &mut Snapshot) {
+        let now_ms = snap.time.time_unix_ms;
+        self.record(snap, now_ms);
+        let inputs = Inputs { snap, now_ms, gpus: &self.gpus, procs: &self.procs, config: &self.config };
+        let mut verdicts = rules::judge(&inputs, &mut self.counters);
+        // A PID now owned by another process: the old process's alerts end
+        // here, whatever the new one's (short) history says.
+        let starts: HashMap<u32, Option<u64>> =
+            snap.processes.iter().map(|p| (p.pid, p.start_time.as_ref().map(|t| t.time_unix_ms))).collect();
+        for (key, verdict) in &mut verdicts {
+            let recycled = key.pid.is_some_and(
+                |pid| matches!((self.starts.get(&pid), starts.get(&pid)), (Some(old), Some(new)) if old != new),
+            );
+            if recycled {
+                *verdict = engine::Verdict::Clear;
+            }
+        }
+        self.starts = starts;
+        let pressure_ms = u64::try_from(self.config.memory_pressure.duration.as_millis()).unwrap_or(u64::MAX);
+        let min_duration = |kind| if kind == AlertKind::MemoryPressure { pressure_ms } else { 0 };
+        // Three missed ticks (or 10 s) without data is a gap, not a trend.
+        let max_gap = (snap.interval_ms * 3).max(10_000);
+        let events = self.engine.apply(&snap.time, verdicts, min_duration, max_gap);
+        snap.alerts = self.engine.active();
+        if let Some(hook) = &mut self.hook {
+            for alert in snap.alerts.iter().filter(|a| events.iter().any(|e| raised(e, a))) {
+                hook.fire(alert);
+            }
+        }
+        snap.events = events;
+    }
+
+    fn record(&mut self, snap: &Snapshot, now_ms: u64) {
+        for gpu in &snap.gpus {
+            let point = GpuPoint {
+                used: gpu.memory.used,
+                total: gpu.memory.total,
+                free: gpu.memory.free,
+                util: gpu.utilization.gpu,
+            };
+            self.gpus.push(gpu.index, now_ms, point);
+        }
+        let mut present = Vec::new();
+        for (pk, p, gpu) in process_gpus(snap) {
+            let device = p.allocator.as_ref().and_then(|a| a.devices.iter().find(|d| d.gpu == Some(gpu)));
+            let nvml = p.gpus.iter().find(|g| g.index == gpu).and_then(|g| g.used_memory);
+            let point = ProcPoint {
+                memory: device.and_then(|d| d.allocated).or(nvml),
+                probed: device.is_some(),
+                reserved: device.and_then(|d| d.reserved),
+                inactive_split: device.and_then(|d| d.inactive_split),
+                fragmentation: device.and_then(|d| d.fragmentation),
+            };
+            self.procs.push(pk, now_ms, point);
+            present.push(pk);
+        }
+        self.procs.retain_keys(|k| present.contains(k));
+        let gpus: Vec<u32> = snap.gpus.iter().map(|g| g.index).collect();
+        self.gpus.retain_keys(|k| gpus.contains(k));
+    }
+
+    /// Points held across all series: bounded by design, checked by tests.
+    pub fn history_points(&self) -> usize {
+        self.gpus.total_points() + self.procs.total_points()
+    }
+
+    pub fn timeline(&self) -> impl Iterator<Item = &AlertEvent> {
+        self.engine.timeline()
+    }
+}
+
+fn raised(e: &AlertEvent, a: &crate::model::Alert) -> bool {
+    e.change == Change::Raised && e.kind == a.kind && e.gpu == a.gpu && e.pid == a.pid
+}

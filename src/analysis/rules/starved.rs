@@ -1,0 +1,63 @@
+//! A GPU mostly idle while a training process holds it: the classic sign of
+//! an input pipeline that cannot keep up.
+
+use super::{Inputs, Verdicts, human_duration, key};
+use crate::analysis::engine::{Raise, Verdict};
+use crate::model::{AlertKind, ProbeState, Severity};
+use crate::units::bytes;
+
+pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
+    let c = &i.config.starved;
+    let window_ms = u64::try_from(c.window.as_millis()).unwrap_or(u64::MAX);
+    let min_mem = c.min_process_memory_mib << 20;
+    for gpu in &i.snap.gpus {
+        // The biggest live probed process on this GPU: probes run only in
+        // processes that initialised CUDA, i.e. training or serving code.
+        let holder = i
+            .snap
+            .processes
+            .iter()
+            .filter(|p| p.allocator.as_ref().is_some_and(|a| a.state == ProbeState::Fresh))
+            .filter_map(|p| {
+                let nvml = p.gpus.iter().find(|g| g.index == gpu.index)?.used_memory;
+                let reserved = p.allocator.as_ref()?.devices.iter().find(|d| d.gpu == Some(gpu.index))?.reserved;
+                Some((p.pid, nvml.or(reserved)?))
+            })
+            .filter(|(_, held)| *held >= min_mem)
+            .max_by_key(|(_, held)| *held);
+        let k = key(AlertKind::Starved, gpu.index, None);
+        let Some((pid, held)) = holder else {
+            v.insert(k, Verdict::Clear);
+            continue;
+        };
+        let Some(series) = i.gpus.get(&gpu.index) else { continue };
+        let utils: Vec<f64> = series.recent(window_ms).filter_map(|(_, pt)| pt.util.map(f64::from)).collect();
+        // The average must cover the whole window, not a few samples.
+        if utils.len() < 3 || series.span_ms() + window_ms / 10 < window_ms {
+            v.insert(k, Verdict::Hold);
+            continue;
+        }
+        let avg = utils.iter().sum::<f64>() / utils.len() as f64;
+        let verdict = if avg < c.max_utilization {
+            Verdict::Raise(Raise {
+                severity: Severity::Info,
+                value: Some(avg),
+                threshold: Some(c.max_utilization),
+                message: format!(
+                    "GPU {}: utilisation averaged {avg:.0}% over {} while PID {pid} holds {}",
+                    gpu.index,
+                    human_duration(window_ms),
+                    bytes(held)
+                ),
+                hint: "The GPU waits for data: raise the DataLoader's num_workers, set pin_memory=True and \
+                       persistent_workers=True, prefetch, and profile the input pipeline."
+                    .into(),
+            })
+        } else if avg >= c.clear_utilization {
+            Verdict::Clear
+        } else {
+            Verdict::Hold
+        };
+        v.insert(k, verdict);
+    }
+}

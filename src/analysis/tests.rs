@@ -1,0 +1,394 @@
+//! Each alert kind on synthetic series, with the edge cases: flapping
+//! around a threshold, counter resets, PID reuse, gaps, and backends where
+//! fragmentation means nothing.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use super::Analyzer;
+use super::config::{AlertsConfig, HistoryConfig};
+use crate::model::*;
+
+const GIB: u64 = 1 << 30;
+
+/// One GPU, one optional process; everything else at rest.
+#[derive(Clone)]
+struct World {
+    t_ms: u64,
+    free_pct: f64,
+    util: u32,
+    lost: bool,
+    proc: Option<Proc>,
+}
+
+#[derive(Clone)]
+struct Proc {
+    pid: u32,
+    start_ms: u64,
+    allocated: u64,
+    reserved: u64,
+    split: u64,
+    backend: &'static str,
+    retries: u64,
+    ooms: u64,
+    probed: bool,
+}
+
+impl Default for Proc {
+    fn default() -> Self {
+        Self {
+            pid: 100,
+            start_ms: 1_000,
+            allocated: 4 * GIB,
+            reserved: 10 * GIB,
+            split: GIB,
+            backend: "native",
+            retries: 0,
+            ooms: 0,
+            probed: true,
+        }
+    }
+}
+
+impl World {
+    fn new() -> Self {
+        Self { t_ms: 1_700_000_000_000, free_pct: 50.0, util: 90, lost: false, proc: None }
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        let total = 80 * GIB;
+        let mut gpu = Gpu::blank(0, if self.lost { GpuState::Lost } else { GpuState::Ok });
+        gpu.uuid = Some("GPU-0".into());
+        if !self.lost {
+            let free = (total as f64 * self.free_pct / 100.0) as u64;
+            gpu.memory = GpuMemory { total: Some(total), free: Some(free), used: Some(total - free), driver_reserved: None };
+            gpu.utilization.gpu = Some(self.util);
+        }
+        let processes = self.proc.iter().map(process).collect();
+        Snapshot {
+            schema_version: SCHEMA_VERSION,
+            time: Timestamp::from_system(UNIX_EPOCH + Duration::from_millis(self.t_ms)),
+            interval_ms: 1_000,
+            collection_ms: 0.0,
+            simulated: true,
+            host: Host::default(),
+            driver: Driver::default(),
+            gpus: vec![gpu],
+            processes,
+            alerts: Vec::new(),
+            events: Vec::new(),
+            sources: Sources::default(),
+        }
+    }
+}
+
+fn process(p: &Proc) -> Process {
+    let frag = (p.backend == "native" && p.reserved > 0).then(|| p.split as f64 / p.reserved as f64);
+    let device = DeviceAllocator {
+        gpu: Some(0),
+        allocated: Some(p.allocated),
+        allocated_peak: None,
+        reserved: Some(p.reserved),
+        reserved_peak: None,
+        active: None,
+        inactive_split: Some(p.split),
+        requested: None,
+        cached: Some(p.reserved - p.allocated.min(p.reserved)),
+        overhead: Some(GIB / 2),
+        segments: None,
+        alloc_retries: Some(p.retries),
+        ooms: Some(p.ooms),
+        fragmentation: frag,
+    };
+    let allocator = p.probed.then(|| ProcessAllocator {
+        framework: "torch".into(),
+        framework_version: None,
+        backend: Some(p.backend.into()),
+        alloc_conf: None,
+        rank: None,
+        local_rank: None,
+        world_size: None,
+        pinned_host: None,
+        pinned_host_peak: None,
+        state: ProbeState::Fresh,
+        age_ms: 100,
+        devices: vec![device],
+    });
+    Process {
+        pid: p.pid,
+        gpus: vec![ProcessGpu { index: 0, kind: ProcessType::Compute, used_memory: Some(p.reserved + GIB / 2) }],
+        gpu_memory_total: Some(p.reserved + GIB / 2),
+        name: Some("python3".into()),
+        user: None,
+        command: None,
+        start_time: Some(Timestamp::from_system(UNIX_EPOCH + Duration::from_millis(p.start_ms))),
+        parent_pid: None,
+        cpu_percent: None,
+        host_memory: None,
+        allocator,
+    }
+}
+
+fn analyzer() -> Analyzer {
+    Analyzer::new(&HistoryConfig::default(), AlertsConfig::default())
+}
+
+/// Steps the world `n` times by `dt_ms`, changing it with `f`; returns the
+/// kinds active after each step.
+fn run(a: &mut Analyzer, w: &mut World, n: usize, dt_ms: u64, mut f: impl FnMut(usize, &mut World)) -> Vec<Vec<AlertKind>> {
+    (0..n)
+        .map(|i| {
+            w.t_ms += dt_ms;
+            f(i, w);
+            let mut snap = w.snapshot();
+            a.observe(&mut snap);
+            snap.alerts.iter().map(|a| a.kind).collect()
+        })
+        .collect()
+}
+
+fn has(kinds: &[AlertKind], k: AlertKind) -> bool {
+    kinds.contains(&k)
+}
+
+#[test]
+fn fragmentation_raises_on_the_median_clears_below_exit_and_never_flaps() {
+    let mut a = analyzer();
+    let mut w = World::new();
+    w.proc = Some(Proc { split: 4 * GIB, ..Proc::default() });
+    let steps = run(&mut a, &mut w, 12, 1_000, |_, _| {});
+    assert!(!has(&steps[7], AlertKind::Fragmentation), "fewer than 10 samples");
+    assert!(has(&steps[11], AlertKind::Fragmentation));
+    let mut snap = w.snapshot();
+    a.observe(&mut snap);
+    let alert = snap.alerts.iter().find(|x| x.kind == AlertKind::Fragmentation).unwrap();
+    assert!(alert.hint.contains("expandable_segments:True"), "{}", alert.hint);
+    assert_eq!((alert.gpu, alert.pid, alert.severity), (Some(0), Some(100), Severity::Warning));
+
+    // Hovering between exit and enter keeps it; dropping under exit clears.
+    let steps = run(&mut a, &mut w, 120, 1_000, |i, w| {
+        w.proc.as_mut().unwrap().split = if i < 60 { GIB * 25 / 10 } else { GIB };
+    });
+    assert!(has(&steps[59], AlertKind::Fragmentation), "0.25 is between 0.20 and 0.30");
+    assert!(!has(&steps[119], AlertKind::Fragmentation));
+    let changes: usize = a.timeline().filter(|e| e.kind == AlertKind::Fragmentation).count();
+    assert_eq!(changes, 2, "raised once, cleared once");
+}
+
+#[test]
+fn noisy_fragmentation_around_the_threshold_does_not_flap() {
+    let mut a = analyzer();
+    let mut w = World::new();
+    w.proc = Some(Proc::default());
+    run(&mut a, &mut w, 600, 1_000, |i, w| {
+        // 0.25 / 0.35 alternating: the median sits on the line; spikes
+        // alone must not toggle the alert.
+        w.proc.as_mut().unwrap().split = if i % 2 == 0 { GIB * 25 / 10 } else { GIB * 35 / 10 };
+    });
+    let changes = a.timeline().filter(|e| e.kind == AlertKind::Fragmentation).count();
+    assert!(changes <= 1, "{changes} changes");
+}
+
+#[test]
+fn fragmentation_is_silent_where_the_backend_makes_it_meaningless_or_the_process_is_small() {
+    for p in [
+        Proc { split: 6 * GIB, backend: "cudaMallocAsync", ..Proc::default() },
+        Proc { split: 300 << 20, reserved: GIB, allocated: GIB / 2, ..Proc::default() },
+    ] {
+        let mut a = analyzer();
+        let mut w = World::new();
+        w.proc = Some(p);
+        let steps = run(&mut a, &mut w, 30, 1_000, |_, _| {});
+        assert!(steps.iter().all(|s| !has(s, AlertKind::Fragmentation)));
+    }
+}
+
+#[test]
+fn pid_reuse_starts_a_new_history() {
+    let mut a = analyzer();
+    let mut w = World::new();
+    w.proc = Some(Proc { split: 4 * GIB, ..Proc::default() });
+    let steps = run(&mut a, &mut w, 12, 1_000, |_, _| {});
+    assert!(has(&steps[11], AlertKind::Fragmentation));
+    // Same PID, a new process: it has no history yet.
+    let steps = run(&mut a, &mut w, 5, 1_000, |_, w| w.proc.as_mut().unwrap().start_ms = 99_000);
+    assert!(!has(&steps[0], AlertKind::Fragmentation), "the old process's alert does not pass to the new one");
+    assert!(!has(&steps[4], AlertKind::Fragmentation));
+}
+
+#[test]
+fn a_retry_rise_is_critical_at_once_and_a_counter_reset_is_not() {
+    let mut a = analyzer();
+    let mut w = World::new();
+    w.proc = Some(Proc { retries: 5, ..Proc::default() });
+    let steps = run(&mut a, &mut w, 3, 1_000, |i, w| {
+        if i == 2 {
+            w.proc.as_mut().unwrap().retries = 0;
+        }
+    });
+    assert!(steps.iter().all(|s| !has(s, AlertKind::AllocRetry)), "first sight and reset only set a baseline");
+    let steps = run(&mut a, &mut w, 1, 1_000, |_, w| w.proc.as_mut().unwrap().retries = 1);
+    assert!(has(&steps[0], AlertKind::AllocRetry), "the very next tick");
+    let steps = run(&mut a, &mut w, 301, 1_000, |_, _| {});
+    assert!(has(&steps[298], AlertKind::AllocRetry), "held for five minutes");
+    assert!(!has(&steps[300], AlertKind::AllocRetry), "then cleared");
+}
+
+#[test]
+fn an_oom_is_an_event() {
+    let mut a = analyzer();
+    let mut w = World::new();
+    w.proc = Some(Proc::default());
+    let steps = run(&mut a, &mut w, 2, 1_000, |i, w| w.proc.as_mut().unwrap().ooms = i as u64);
+    assert!(has(&steps[1], AlertKind::Oom));
+    let mut snap = w.snapshot();
+    a.observe(&mut snap);
+    assert_eq!(snap.alerts.iter().find(|x| x.kind == AlertKind::Oom).unwrap().severity, Severity::Critical);
+}
+
+#[test]
+fn memory_pressure_needs_30_seconds_escalates_and_clears_with_hysteresis() {
+    let mut a = analyzer();
+    let mut w = World::new();
+    w.free_pct = 3.0;
+    let steps = run(&mut a, &mut w, 31, 1_000, |_, _| {});
+    assert!(!has(&steps[28], AlertKind::MemoryPressure));
+    assert!(has(&steps[30], AlertKind::MemoryPressure));
+    run(&mut a, &mut w, 1, 1_000, |_, w| w.free_pct = 1.0);
+    let mut snap = w.snapshot();
+    a.observe(&mut snap);
+    assert_eq!(snap.alerts[0].severity, Severity::Critical);
+    let steps = run(&mut a, &mut w, 2, 1_000, |i, w| w.free_pct = if i == 0 { 5.5 } else { 7.0 });
+    assert!(has(&steps[0], AlertKind::MemoryPressure), "5.5% is between warn and clear");
+    assert!(!has(&steps[1], AlertKind::MemoryPressure));
+}
+
+#[test]
+fn memory_pressure_flickering_across_the_line_never_raises() {
+    let mut a = analyzer();
+    let mut w = World::new();
+    let steps = run(&mut a, &mut w, 120, 1_000, |i, w| w.free_pct = if i % 2 == 0 { 4.9 } else { 5.1 });
+    assert!(steps.iter().all(|s| !has(s, AlertKind::MemoryPressure)));
+}
+
+#[test]
+fn a_gap_in_the_data_restarts_the_wait() {
+    let mut a = analyzer();
+    let mut w = World::new();
+    w.free_pct = 3.0;
+    run(&mut a, &mut w, 20, 1_000, |_, _| {});
+    // Nothing for a minute (a hung driver), then low again.
+    let steps = run(&mut a, &mut w, 20, 1_000, |i, w| {
+        if i == 0 {
+            w.t_ms += 60_000;
+        }
+    });
+    assert!(steps.iter().all(|s| !has(s, AlertKind::MemoryPressure)), "30 s must pass after the gap");
+}
+
+#[test]
+fn a_lost_gpu_is_critical_at_once_and_clears_when_back() {
+    let mut a = analyzer();
+    let mut w = World::new();
+    let steps = run(&mut a, &mut w, 2, 1_000, |i, w| w.lost = i == 0);
+    assert!(has(&steps[0], AlertKind::GpuLost));
+    assert!(!has(&steps[1], AlertKind::GpuLost));
+}
+
+#[test]
+fn a_slow_leak_under_the_sawtooth_is_found_with_its_rate() {
+    let mut a = analyzer();
+    let mut w = World::new();
+    w.proc = Some(Proc::default());
+    let steps = run(&mut a, &mut w, 330, 1_000, |i, w| {
+        let in_step = (i % 10) as u64;
+        // +2 MiB/s under a 10 s, 2 GiB saw-tooth.
+        w.proc.as_mut().unwrap().allocated = 4 * GIB + (i as u64) * (2 << 20) + in_step * (GIB / 5);
+        w.proc.as_mut().unwrap().reserved = 12 * GIB;
+    });
+    assert!(!has(&steps[200], AlertKind::Leak), "not before five minutes of data");
+    assert!(has(&steps[329], AlertKind::Leak));
+    let mut snap = w.snapshot();
+    a.observe(&mut snap);
+    let leak = snap.alerts.iter().find(|x| x.kind == AlertKind::Leak).unwrap();
+    assert!(leak.message.contains("/min"), "{}", leak.message);
+    let rate = leak.value.unwrap();
+    assert!((100.0..140.0).contains(&rate), "about 120 MiB/min: {rate}");
+}
+
+#[test]
+fn a_big_steady_sawtooth_is_not_a_leak() {
+    let mut a = analyzer();
+    let mut w = World::new();
+    w.proc = Some(Proc { reserved: 12 * GIB, ..Proc::default() });
+    let steps = run(&mut a, &mut w, 400, 1_000, |i, w| {
+        w.proc.as_mut().unwrap().allocated = 4 * GIB + (i % 10) as u64 * (GIB / 2);
+    });
+    assert!(steps.iter().all(|s| !has(s, AlertKind::Leak)));
+}
+
+#[test]
+fn an_idle_gpu_under_a_training_process_is_starved() {
+    let mut a = analyzer();
+    let mut w = World::new();
+    w.util = 10;
+    w.proc = Some(Proc::default());
+    let steps = run(&mut a, &mut w, 125, 1_000, |_, _| {});
+    assert!(!has(&steps[60], AlertKind::Starved));
+    assert!(has(&steps[124], AlertKind::Starved));
+    let steps = run(&mut a, &mut w, 125, 1_000, |_, w| w.util = 95);
+    assert!(!has(&steps[124], AlertKind::Starved));
+
+    // No probed process: an idle GPU is just idle.
+    let mut a = analyzer();
+    let mut w = World::new();
+    w.util = 5;
+    w.proc = Some(Proc { probed: false, ..Proc::default() });
+    assert!(run(&mut a, &mut w, 200, 1_000, |_, _| {}).iter().all(|s| !has(s, AlertKind::Starved)));
+}
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::analysis::history::MAX_POINTS;
+
+    fn step() -> impl Strategy<Value = (u64, f64, u32, bool, u64, u64, u64, u64)> {
+        (
+            prop_oneof![Just(0u64), 1u64..5_000, 60_000u64..120_000],
+            0.0f64..100.0,
+            0u32..=100,
+            any::<bool>(),
+            0u64..(100 * GIB),
+            0u64..(100 * GIB),
+            0u64..20,
+            0u64..5,
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// Any finite input: no panic, history within its bound, and no
+        /// alert raised and cleared on the same sample.
+        #[test]
+        fn the_engine_is_total_and_bounded(steps in prop::collection::vec(step(), 1..200)) {
+            let mut a = analyzer();
+            let mut w = World::new();
+            for (dt, free, util, lost, alloc, reserved, retries, ooms) in steps {
+                w.t_ms += dt;
+                w.free_pct = free;
+                w.util = util;
+                w.lost = lost;
+                w.proc = Some(Proc { allocated: alloc, reserved, split: reserved / 3, retries, ooms, ..Proc::default() });
+                let mut snap = w.snapshot();
+                a.observe(&mut snap);
+                let mut keys: Vec<_> = snap.events.iter().map(|e| (e.kind, e.gpu, e.pid)).collect();
+                let n = keys.len();
+                keys.sort();
+                keys.dedup();
+                prop_assert_eq!(keys.len(), n, "one change per alert per sample");
+                prop_assert!(a.history_points() <= 2 * MAX_POINTS);
+            }
+        }
+    }
+}
