@@ -60,7 +60,8 @@ impl World {
         gpu.uuid = Some("GPU-0".into());
         if !self.lost {
             let free = (total as f64 * self.free_pct / 100.0) as u64;
-            gpu.memory = GpuMemory { total: Some(total), free: Some(free), used: Some(total - free), driver_reserved: None };
+            gpu.memory =
+                GpuMemory { total: Some(total), free: Some(free), used: Some(total - free), driver_reserved: None };
             gpu.utilization.gpu = Some(self.util);
         }
         let processes = self.proc.iter().map(process).collect();
@@ -134,7 +135,13 @@ fn analyzer() -> Analyzer {
 
 /// Steps the world `n` times by `dt_ms`, changing it with `f`; returns the
 /// kinds active after each step.
-fn run(a: &mut Analyzer, w: &mut World, n: usize, dt_ms: u64, mut f: impl FnMut(usize, &mut World)) -> Vec<Vec<AlertKind>> {
+fn run(
+    a: &mut Analyzer,
+    w: &mut World,
+    n: usize,
+    dt_ms: u64,
+    mut f: impl FnMut(usize, &mut World),
+) -> Vec<Vec<AlertKind>> {
     (0..n)
         .map(|i| {
             w.t_ms += dt_ms;
