@@ -6,6 +6,10 @@
 //!   the tick, minus the time the simulated library reports having spent
 //!   inside its NVML functions: gpuscope's own cost per tick.
 //!
+//! - `probes/read_64`: reading and checking 64 probe files (one per
+//!   process), the dashboard's per-tick cost of 64 probed ranks; the tick
+//!   benchmarks then include those files too.
+//!
 //! Run: `cargo bench --bench tick`
 
 use std::path::Path;
@@ -18,7 +22,7 @@ use gpuscope::analysis::config::{AlertsConfig, HistoryConfig};
 use gpuscope::collect::Collector;
 use gpuscope::sources::host::SysinfoHost;
 use gpuscope::sources::nvml::{LibrarySpec, NvmlSource};
-use gpuscope::sources::probe::FileProbes;
+use gpuscope::sources::probe::{FileProbes, ProbeSource, start_ticks};
 
 const GPUS: usize = 8;
 const PROCESSES: usize = 64;
@@ -32,6 +36,23 @@ fn scenario(pids: &[u32]) -> String {
         }
     }
     s
+}
+
+fn probe_file(pid: u32, ticks: u64) -> String {
+    let g = 1u64 << 30;
+    serde_json::json!({
+        "format": "gpuscope-probe", "version": 1, "pid": pid, "start_ticks": ticks, "seq": 1,
+        "written_unix_ms": 1_795_289_400_123u64, "interval_s": 1.0, "errors": 0, "framework": "torch",
+        "framework_version": "2.5.1", "backend": "native", "alloc_conf": "expandable_segments:False",
+        "alloc_conf_var": "PYTORCH_CUDA_ALLOC_CONF", "expandable_segments": false, "rank": 0, "local_rank": 0,
+        "world_size": 64, "pinned_host": {"current": g, "peak": g},
+        "devices": [{"index": 0, "uuid": null, "allocated": 20 * g, "allocated_peak": 24 * g, "reserved": 30 * g,
+            "reserved_peak": 32 * g, "active": 20 * g, "active_peak": 24 * g, "inactive_split": 2 * g,
+            "inactive_split_peak": 3 * g, "requested": 20 * g, "requested_peak": 24 * g, "segments": 400,
+            "alloc_retries": 0, "ooms": 0, "device_allocs": 1500, "device_frees": 1100,
+            "largest_free_block": null, "bytes_limit": null}]
+    })
+    .to_string()
 }
 
 fn thread_cpu() -> Duration {
@@ -75,6 +96,21 @@ fn bench(c: &mut Criterion) {
         std::mem::forget(lib);
         f
     };
+
+    // 64 probe files, one per live process, as 64 probed ranks would write.
+    let probe_dir = dir.path().join("gpuscope").join("probes");
+    std::fs::create_dir_all(&probe_dir).unwrap();
+    for d in [probe_dir.parent().unwrap(), probe_dir.as_path()] {
+        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    }
+    for &pid in &pids {
+        let ticks = start_ticks(Path::new("/proc"), pid).unwrap();
+        std::fs::write(probe_dir.join(format!("{pid}-{ticks}.json")), probe_file(pid, ticks)).unwrap();
+    }
+    let mut probes = FileProbes::new(probe_dir.clone());
+    assert_eq!(probes.sample().reports.len(), PROCESSES);
+    c.bench_function("probes/read_64", |b| b.iter(|| probes.sample()));
+    collector.probes = Box::new(FileProbes::new(probe_dir));
 
     let mut group = c.benchmark_group("tick");
     group.bench_function("wall", |b| b.iter(|| collector.tick()));

@@ -177,7 +177,7 @@ fn a_killed_process_disappears_and_a_recycled_pid_inherits_nothing() {
 }
 
 #[test]
-fn garbage_probe_files_are_counted_not_fatal() {
+fn hostile_probe_files_are_counted_not_fatal() {
     let sim = Sim::new("[[gpu]]\n");
     let dir = sim.probe_dir();
     std::fs::create_dir_all(&dir).unwrap();
@@ -185,10 +185,41 @@ fn garbage_probe_files_are_counted_not_fatal() {
         std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     }
     let me = std::process::id();
-    std::fs::write(dir.join(format!("{me}-1.json")), "{\"format\": \"gpuscope-probe\", \"vers").unwrap();
-    std::fs::write(dir.join("7-7.json"), vec![b'x'; 1 << 20]).unwrap();
-    std::fs::write(dir.join("8-8.json"), "\u{1b}[2J\u{7}\0\0\0").unwrap();
-    std::os::unix::fs::symlink("/etc/shadow", dir.join("9-9.json")).unwrap();
+    let ticks = std::fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
+    let ticks: u64 = ticks[ticks.rfind(')').unwrap() + 1..].split_whitespace().nth(19).unwrap().parse().unwrap();
+    let valid = good_file(me, ticks);
+    let with = |f: &dyn Fn(&mut Value)| {
+        let mut v = valid.clone();
+        f(&mut v);
+        v.to_string()
+    };
+    let mut bad: Vec<(String, Vec<u8>)> = vec![
+        ("garbage".into(), b"\x00\xff{{{ not json".to_vec()),
+        ("truncated".into(), valid.to_string()[..40].as_bytes().to_vec()),
+        ("ten megabytes".into(), vec![b' '; 10 << 20]),
+        ("NaN".into(), valid.to_string().replace("\"interval_s\":1.0", "\"interval_s\":NaN").into_bytes()),
+        ("negative".into(), with(&|v| v["devices"][0]["reserved"] = json!(-1)).into_bytes()),
+        ("wrong type".into(), with(&|v| v["devices"] = json!("all of them")).into_bytes()),
+        ("escape codes".into(), b"\x1b[2J\x07\x1b]0;owned\x07".to_vec()),
+    ];
+    // Named for this process but claiming another's PID.
+    bad.push(("claims another PID".into(), with(&|v| v["pid"] = json!(1)).into_bytes()));
+    for (i, (_, bytes)) in bad.iter().enumerate() {
+        let name =
+            if i == bad.len() - 1 { format!("{me}-{ticks}.json") } else { format!("{}-{}.json", 4_000_000 + i, i) };
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+    std::os::unix::fs::symlink("/etc/passwd", dir.join("9-9.json")).unwrap();
+    let mut expected = bad.len() + 1;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        // Root can make a file that belongs to someone else: it must be
+        // refused even though it is well formed.
+        let foreign = dir.join("10-10.json");
+        std::fs::write(&foreign, good_file(10, 10).to_string()).unwrap();
+        std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+        expected += 1;
+    }
     let out = sim.gpuscope().args(["--json", "--watch", "--count", "2", "--interval", "50ms"]).output().unwrap();
     assert_success(&out);
     for line in String::from_utf8(out.stdout).unwrap().lines() {
@@ -196,7 +227,22 @@ fn garbage_probe_files_are_counted_not_fatal() {
         assert_valid(&v);
         let probes = &v["sources"]["probes"];
         assert_eq!(probes["ok"], true);
-        assert_eq!(probes["skipped"], 4, "each bad file counted once: {probes}");
+        assert_eq!(probes["skipped"], expected, "each bad file counted once: {probes}");
         assert!(probes["last_skipped"].is_string());
+        assert!(v["processes"].as_array().unwrap().is_empty(), "nothing hostile becomes a process");
     }
+}
+
+/// A well-formed probe file for `pid`, as the probe writes them.
+fn good_file(pid: u32, ticks: u64) -> Value {
+    json!({
+        "format": "gpuscope-probe", "version": 1, "pid": pid, "start_ticks": ticks, "seq": 1,
+        "written_unix_ms": 1_795_289_400_123u64, "interval_s": 1.0, "errors": 0, "framework": "torch",
+        "framework_version": "2.5.1", "backend": "native", "alloc_conf": null, "alloc_conf_var": null,
+        "expandable_segments": false, "rank": null, "local_rank": null, "world_size": null, "pinned_host": null,
+        "devices": [{"index": 0, "uuid": null, "allocated": 1, "allocated_peak": 1, "reserved": 2,
+            "reserved_peak": 2, "active": 1, "active_peak": 1, "inactive_split": 0, "inactive_split_peak": 0,
+            "requested": 1, "requested_peak": 1, "segments": 1, "alloc_retries": 0, "ooms": 0,
+            "device_allocs": 1, "device_frees": 0, "largest_free_block": null, "bytes_limit": null}]
+    })
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 pub use dir::{ProbeDir, default_dir};
 pub use file::{PROBE_FORMAT, ProbeDevice, ProbeFile};
+pub use identity::start_ticks;
 pub use reader::FileProbes;
 
 #[cfg(test)]

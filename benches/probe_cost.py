@@ -1,0 +1,101 @@
+"""What one sample of the allocator probe costs inside a training process.
+
+The probe's thread holds the GIL while it turns the allocator's counters
+into a document (it lets go only inside the file write's system calls), so
+the time it spends is time the training loop's Python could not run.
+
+Two figures, median over many samples, per number of devices:
+- collect: reading and converting the counters (all under the GIL);
+- sample: collect + writing the file atomically (what each interval costs).
+
+The torch here is a minimal module whose memory_stats_as_nested_dict
+returns a realistic nested dict built once (the layout the stand-in in
+tests/probe/standin produces, which follows PyTorch's), so the figures are
+the probe's own work, not a stand-in's script parsing. Real torch builds
+that dict in C++ on each call; its cost comes on top.
+
+Run: python3 benches/probe_cost.py
+"""
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "assets"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "probe", "standin"))
+
+GIB = 1 << 30
+
+
+def nested_stats(standin, devices):
+    """The stand-in's full nested layout for `devices` busy devices."""
+    script = {
+        "backend": "native",
+        "devices": {
+            str(i): {
+                "uuid": "5ea1c0de-0000-4000-8000-%012d" % i,
+                "alloc": {"allocated": 20 * GIB, "reserved": 30 * GIB, "inactive_split": 2 * GIB, "segments": 400},
+            }
+            for i in range(devices)
+        },
+    }
+    path = os.path.join(tempfile.mkdtemp(), "script.json")
+    with open(path, "w") as f:
+        json.dump(script, f)
+    os.environ["STANDIN_TORCH_SCRIPT"] = path
+    standin.cuda._standin_init()
+    return [standin.cuda.memory_stats_as_nested_dict(i) for i in range(devices)]
+
+
+def fake_torch(stats):
+    torch = types.ModuleType("torch")
+    torch.__version__ = "2.5.1"
+    cuda = types.SimpleNamespace(
+        is_initialized=lambda: True,
+        device_count=lambda: len(stats),
+        memory_stats_as_nested_dict=lambda i: stats[i],
+        get_allocator_backend=lambda: "native",
+        get_device_properties=lambda i: types.SimpleNamespace(uuid="5ea1c0de-0000-4000-8000-%012d" % i),
+        host_memory_stats=lambda: {"allocated_bytes.all.current": GIB, "allocated_bytes.all.peak": GIB},
+    )
+    torch.cuda = cuda
+    return torch
+
+
+def measure(standin, devices, rounds=2000):
+    stats = nested_stats(standin, devices)
+    sys.modules["torch"] = fake_torch(stats)
+    os.environ["GPUSCOPE_PROBE_DIR"] = os.path.join(tempfile.mkdtemp(), "gpuscope", "probes")
+    import gpuscope_probe
+
+    probe = gpuscope_probe._Probe(1.0)
+    probe.cycle()  # warm: the directory, the uuid cache
+    collect, sample = [], []
+    for _ in range(rounds):
+        t = time.perf_counter_ns()
+        probe._collect()
+        collect.append(time.perf_counter_ns() - t)
+        t = time.perf_counter_ns()
+        probe.cycle()
+        sample.append(time.perf_counter_ns() - t)
+    probe.close()
+    return statistics.median(collect) / 1000, statistics.median(sample) / 1000
+
+
+def main():
+    import torch as standin  # the stand-in, kept only to build layouts
+
+    print("python %s" % sys.version.split()[0])
+    for devices in (1, 8):
+        collect, sample = measure(standin, devices)
+        print("%d device(s): collect %.0f us (GIL held), sample with file write %.0f us" % (devices, collect, sample))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""Real-GPU acceptance check of gpuscope's allocator figures. Not part of CI.
+
+Needs an NVIDIA GPU, PyTorch with CUDA, and a gpuscope binary (a release
+build: `cargo build --release`). It starts a PyTorch job through
+`gpuscope run` (so the probe arrives the way users get it), walks the job
+through phases with a known memory pattern, and after each phase compares
+what `gpuscope --json` reports for the job with what the job reads from
+`torch.cuda.memory_stats()` itself:
+
+- allocated, reserved and inactive split must be equal (the job is idle
+  while gpuscope looks, and the probe has had time to write);
+- NVML's figure for the process minus reserved (gpuscope's `overhead`) must
+  look like a CUDA context: between 100 MiB and 2 GiB.
+
+Phases: a first tensor; interleaved large and small tensors with every
+other large one freed (split blocks appear); `empty_cache()`; one large
+allocation after that.
+
+Usage: python3 tests/gpu/real_torch_check.py [path/to/gpuscope] [--device N]
+Exit status 0 when every check passes.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+MIB = 1 << 20
+PROBE_INTERVAL = "0.2"
+
+
+def job(workdir, device):
+    """The PyTorch side, run under `gpuscope run`."""
+    import torch
+
+    torch.cuda.set_device(device)
+    keep = []
+
+    def phase(name):
+        torch.cuda.synchronize()
+        s = torch.cuda.memory_stats(device)
+        mine = {
+            "phase": name,
+            "allocated": s["allocated_bytes.all.current"],
+            "reserved": s["reserved_bytes.all.current"],
+            "inactive_split": s["inactive_split_bytes.all.current"],
+            "backend": torch.cuda.get_allocator_backend(),
+        }
+        with open(os.path.join(workdir, "phase.json.tmp"), "w") as f:
+            json.dump(mine, f)
+        os.replace(os.path.join(workdir, "phase.json.tmp"), os.path.join(workdir, "phase.json"))
+        go = os.path.join(workdir, "go-" + name)
+        while not os.path.exists(go):
+            time.sleep(0.05)
+
+    keep.append(torch.empty(64 * MIB, dtype=torch.uint8, device="cuda"))
+    phase("first-tensor")
+    big = []
+    for i in range(16):
+        big.append(torch.empty(96 * MIB + i * MIB, dtype=torch.uint8, device="cuda"))
+        keep.append(torch.empty(3 * MIB + 512 * 1024, dtype=torch.uint8, device="cuda"))
+    del big[::2]
+    phase("interleaved-then-freed")
+    torch.cuda.empty_cache()
+    phase("after-empty-cache")
+    keep.append(torch.empty(1024 * MIB, dtype=torch.uint8, device="cuda"))
+    phase("large-allocation")
+
+
+def gpuscope_view(gpuscope, pid, env):
+    out = subprocess.run([gpuscope, "--json"], capture_output=True, text=True, env=env, check=True).stdout
+    snap = json.loads(out)
+    proc = next((p for p in snap["processes"] if p["pid"] == pid), None)
+    return snap, proc
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("gpuscope", nargs="?", default="target/release/gpuscope")
+    ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--job", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.job:
+        job(args.job, args.device)
+        return 0
+
+    workdir = tempfile.mkdtemp(prefix="gpuscope-gpu-check-")
+    env = dict(os.environ, GPUSCOPE_PROBE_INTERVAL=PROBE_INTERVAL)
+    child = subprocess.Popen(
+        [args.gpuscope, "run", "--", sys.executable, os.path.abspath(__file__), "--job", workdir, "--device", str(args.device)],
+        env=env,
+    )
+    failures = 0
+    try:
+        for name in ("first-tensor", "interleaved-then-freed", "after-empty-cache", "large-allocation"):
+            path = os.path.join(workdir, "phase.json")
+            deadline = time.time() + 120
+            while True:
+                try:
+                    with open(path) as f:
+                        mine = json.load(f)
+                    if mine["phase"] == name:
+                        break
+                except (OSError, ValueError):
+                    pass
+                if child.poll() is not None or time.time() > deadline:
+                    print("the job stopped before phase %s" % name)
+                    return 1
+                time.sleep(0.05)
+            time.sleep(5 * float(PROBE_INTERVAL) + 0.5)
+            snap, proc = gpuscope_view(args.gpuscope, child.pid, env)
+            failures += report(name, mine, snap, proc)
+            open(os.path.join(workdir, "go-" + name), "w").close()
+    finally:
+        child.terminate()
+        child.wait(30)
+    print("FAILED: %d check(s)" % failures if failures else "all checks passed")
+    return 1 if failures else 0
+
+
+def report(name, mine, snap, proc):
+    print("\n== %s (backend %s)" % (name, mine["backend"]))
+    if proc is None or proc.get("allocator") is None:
+        print("  gpuscope shows no allocator data for the job: %s" % json.dumps(proc))
+        return 1
+    alloc = proc["allocator"]
+    dev = next((d for d in alloc["devices"] if d["gpu"] is not None), alloc["devices"][0])
+    nvml = next((g["used_memory"] for g in proc["gpus"] if g["index"] == dev["gpu"]), None)
+    failures = 0
+    print("  %-16s %16s %16s" % ("", "job's own", "gpuscope"))
+    for key in ("allocated", "reserved", "inactive_split"):
+        ok = mine[key] == dev[key]
+        failures += 0 if ok else 1
+        print("  %-16s %16d %16s %s" % (key, mine[key], dev[key], "ok" if ok else "MISMATCH"))
+    overhead = dev["overhead"]
+    print("  NVML used %s, reserved %s, overhead %s (%s MiB)" % (nvml, dev["reserved"], overhead, None if overhead is None else overhead // MIB))
+    sane = overhead is not None and 100 * MIB <= overhead <= 2048 * MIB
+    failures += 0 if sane else 1
+    print("  overhead looks like a CUDA context: %s" % ("ok" if sane else "NO"))
+    print("  fragmentation %s, state %s, age %s ms" % (dev["fragmentation"], alloc["state"], alloc["age_ms"]))
+    return failures
+
+
+if __name__ == "__main__":
+    sys.exit(main())
