@@ -195,7 +195,7 @@ fn hostile_probe_files_are_counted_not_fatal() {
     };
     let mut bad: Vec<(String, Vec<u8>)> = vec![
         ("garbage".into(), b"\x00\xff{{{ not json".to_vec()),
-        ("truncated".into(), valid.to_string()[..40].as_bytes().to_vec()),
+        ("truncated".into(), valid.to_string().as_bytes()[..40].to_vec()),
         ("ten megabytes".into(), vec![b' '; 10 << 20]),
         ("NaN".into(), valid.to_string().replace("\"interval_s\":1.0", "\"interval_s\":NaN").into_bytes()),
         ("negative".into(), with(&|v| v["devices"][0]["reserved"] = json!(-1)).into_bytes()),
