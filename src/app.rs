@@ -17,6 +17,7 @@ use crate::sinks::{json, table};
 use crate::sources::host::SysinfoHost;
 use crate::sources::nvml::{InitError, LibrarySpec, NvmlSource};
 use crate::sources::probe::{self, FileProbes};
+use crate::tui;
 
 /// Exit codes, documented in the README.
 pub mod exit {
@@ -86,13 +87,12 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
     let collector = collector(&settings)?;
     let runtime = runtime()?;
     let result = runtime.block_on(async {
-        let (rx, _control, _task) = poller::spawn(collector);
+        let (rx, control, _task) = poller::spawn(collector);
         match settings.mode {
             Mode::Json => emit(rx, Some(1), json::write_pretty).await,
             Mode::JsonStream { count } => emit(rx, count, json::write_line).await,
             Mode::Table => emit(rx, Some(1), table::write).await,
-            // The dashboard's entry point replaces this arm when it lands.
-            Mode::Tui => emit(rx, Some(1), table::write).await,
+            Mode::Tui => tui::run(rx, control, tui::TuiOptions::from_env(&settings)).await.map_err(AppError::Output),
         }
     });
     // A driver call may still be in flight on the blocking pool: don't wait
@@ -122,13 +122,16 @@ fn runtime() -> Result<tokio::runtime::Runtime, AppError> {
 }
 
 fn collector(settings: &Settings) -> Result<Collector, AppError> {
-    let (gpu, simulated) = match settings.mode {
-        // The dashboard starts without a driver and shows NVML's error
-        // while the source retries, instead of exiting.
-        Mode::Tui => open_gpus(settings).unwrap_or_else(|_| {
-            let simulated = settings.library == LibrarySpec::Simulated;
-            (NvmlSource::unopened(settings.library.clone(), settings.selectors.clone()), simulated)
-        }),
+    let unopened = || {
+        let simulated = settings.library == LibrarySpec::Simulated;
+        (NvmlSource::unopened(settings.library.clone(), settings.selectors.clone()), simulated)
+    };
+    let (gpu, simulated) = match (&settings.mode, settings.demo) {
+        // The dashboard opens at once and loads NVML on its first tick: a
+        // slow or missing driver shows as the data's age or NVML's error
+        // (retried with backoff), never as a blank terminal or an exit.
+        (Mode::Tui, Some(DemoMode::Auto)) => open_gpus(settings).unwrap_or_else(|_| unopened()),
+        (Mode::Tui, _) => unopened(),
         _ => open_gpus(settings)?,
     };
     Ok(Collector {

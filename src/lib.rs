@@ -13,4 +13,5 @@ pub mod poller;
 pub mod settings;
 pub mod sinks;
 pub mod sources;
+pub mod tui;
 pub mod units;

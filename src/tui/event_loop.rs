@@ -1,0 +1,120 @@
+//! The dashboard's one loop, generic over the terminal backend and the
+//! event source so that tests drive it exactly as `run` does: key and
+//! resize events, new snapshots and a one-second tick (only while the data
+//! is stale, so the age on screen keeps counting) mark the screen dirty;
+//! a dirty screen is drawn at most once per frame period, so a burst of
+//! input or data costs one frame.
+
+use std::io;
+use std::time::Duration;
+
+use crossterm::event::Event;
+use futures_util::{Stream, StreamExt};
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::poller::{PollerControl, SnapshotRx};
+use crate::tui::options::{Clock, TuiOptions};
+use crate::tui::state::State;
+use crate::tui::update::{self, Effect};
+use crate::tui::{keys, kill, render};
+
+/// About ten frames a second at most.
+pub const FRAME: Duration = Duration::from_millis(100);
+const TICK: Duration = Duration::from_secs(1);
+
+enum Flow {
+    Quit,
+    Redraw,
+    Same,
+}
+
+pub async fn run_loop<B, E>(
+    terminal: &mut Terminal<B>,
+    mut events: E,
+    mut snapshots: SnapshotRx,
+    control: Option<PollerControl>,
+    options: TuiOptions,
+) -> io::Result<()>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+    E: Stream<Item = io::Result<Event>> + Unpin,
+{
+    let clock = options.clock.clone();
+    let mut state = State::new(&options);
+    if let Some(snap) = snapshots.borrow_and_update().clone() {
+        state.on_snapshot(snap);
+    }
+    let mut ticker = tokio::time::interval(TICK);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    let mut dirty = true;
+    let mut last_draw: Option<Instant> = None;
+    let mut snapshots_open = true;
+    loop {
+        if dirty && last_draw.is_none_or(|t| t.elapsed() >= FRAME) {
+            let mut page = state.page;
+            terminal.draw(|frame| page = render::draw(frame, &state, &clock)).map_err(io::Error::other)?;
+            state.page = page;
+            last_draw = Some(Instant::now());
+            dirty = false;
+        }
+        let next_frame = last_draw.map_or_else(Instant::now, |t| t + FRAME);
+        tokio::select! {
+            event = events.next() => match event {
+                None => return Ok(()),
+                Some(Err(e)) => return Err(e),
+                Some(Ok(event)) => match on_event(&mut state, event, control.as_ref(), &clock) {
+                    Flow::Quit => return Ok(()),
+                    Flow::Redraw => dirty = true,
+                    Flow::Same => {}
+                },
+            },
+            changed = snapshots.changed(), if snapshots_open => {
+                match changed {
+                    Ok(()) => {
+                        if let Some(snap) = snapshots.borrow_and_update().clone() {
+                            state.on_snapshot(snap);
+                        }
+                    }
+                    Err(_) => {
+                        snapshots_open = false;
+                        state.collection_stopped = true;
+                    }
+                }
+                dirty = true;
+            },
+            _ = ticker.tick() => {
+                if state.ticking(clock.now_ms()) {
+                    dirty = true;
+                }
+            },
+            () = tokio::time::sleep_until(next_frame), if dirty => {},
+        }
+    }
+}
+
+fn on_event(state: &mut State, event: Event, control: Option<&PollerControl>, clock: &Clock) -> Flow {
+    match event {
+        Event::Key(key) => {
+            let Some(action) = keys::map(key, state.input_mode()) else { return Flow::Same };
+            match update::apply(state, action, clock.now_ms()) {
+                Some(Effect::Quit) => return Flow::Quit,
+                Some(Effect::SetInterval(interval)) => {
+                    if let Some(control) = control {
+                        control.set_interval(interval);
+                    }
+                }
+                Some(Effect::Signal(target, signal)) => {
+                    let result = kill::send(target, signal);
+                    update::signal_sent(state, signal, result);
+                }
+                None => {}
+            }
+            Flow::Redraw
+        }
+        Event::Resize(..) => Flow::Redraw,
+        _ => Flow::Same,
+    }
+}

@@ -1,0 +1,193 @@
+//! Key presses to actions. Pure: what a key means depends only on the key
+//! and on what has the keyboard (the dashboard, the filter prompt, the
+//! help, a confirmation).
+//!
+//! `j`/`k` move, as in vim and less; killing is `K` (shift) or Delete, so
+//! that a stray `k` can never open the kill dialog.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Quit,
+    ToggleHelp,
+    /// Esc: close the view on top, else clear the filter.
+    Back,
+    Move(isize),
+    Page(isize),
+    First,
+    Last,
+    FocusNext,
+    FocusPrev,
+    /// 0: all GPUs; N: the Nth GPU listed.
+    Focus(u8),
+    SortNext,
+    SortReverse,
+    FilterStart,
+    FilterInput(char),
+    FilterBackspace,
+    FilterAccept,
+    FilterClear,
+    OpenDetail,
+    TogglePause,
+    Kill,
+    Confirm,
+    /// `+`: double the interval.
+    Slower,
+    /// `-`: halve it.
+    Faster,
+}
+
+/// What has the keyboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputMode {
+    Dashboard,
+    Filter,
+    Help,
+    Confirm,
+}
+
+pub fn map(key: KeyEvent, mode: InputMode) -> Option<Action> {
+    if key.kind == KeyEventKind::Release {
+        return None;
+    }
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    if ctrl && matches!(key.code, KeyCode::Char('c' | 'C')) {
+        return Some(Action::Quit);
+    }
+    if ctrl || key.modifiers.contains(KeyModifiers::ALT) {
+        return None;
+    }
+    match mode {
+        InputMode::Dashboard => dashboard(key.code),
+        InputMode::Filter => filter(key.code),
+        InputMode::Help => match key.code {
+            KeyCode::Esc | KeyCode::Char('?') => Some(Action::Back),
+            KeyCode::Char('q') => Some(Action::Quit),
+            _ => None,
+        },
+        InputMode::Confirm => match key.code {
+            KeyCode::Char('y' | 'Y') => Some(Action::Confirm),
+            KeyCode::Char('n' | 'N') | KeyCode::Esc => Some(Action::Back),
+            KeyCode::Char('q') => Some(Action::Quit),
+            _ => None,
+        },
+    }
+}
+
+fn dashboard(code: KeyCode) -> Option<Action> {
+    Some(match code {
+        KeyCode::Char('q') => Action::Quit,
+        KeyCode::Char('?') => Action::ToggleHelp,
+        KeyCode::Esc => Action::Back,
+        KeyCode::Up | KeyCode::Char('k') => Action::Move(-1),
+        KeyCode::Down | KeyCode::Char('j') => Action::Move(1),
+        KeyCode::PageUp => Action::Page(-1),
+        KeyCode::PageDown => Action::Page(1),
+        KeyCode::Home => Action::First,
+        KeyCode::End => Action::Last,
+        KeyCode::Tab => Action::FocusNext,
+        KeyCode::BackTab => Action::FocusPrev,
+        KeyCode::Char(c @ '0'..='9') => Action::Focus(c as u8 - b'0'),
+        KeyCode::Char('s') => Action::SortNext,
+        KeyCode::Char('S') => Action::SortReverse,
+        KeyCode::Char('/') => Action::FilterStart,
+        KeyCode::Enter => Action::OpenDetail,
+        KeyCode::Char('p' | ' ') => Action::TogglePause,
+        KeyCode::Char('K') | KeyCode::Delete => Action::Kill,
+        KeyCode::Char('+' | '=') => Action::Slower,
+        KeyCode::Char('-' | '_') => Action::Faster,
+        _ => return None,
+    })
+}
+
+fn filter(code: KeyCode) -> Option<Action> {
+    Some(match code {
+        KeyCode::Char(c) => Action::FilterInput(c),
+        KeyCode::Backspace => Action::FilterBackspace,
+        KeyCode::Enter => Action::FilterAccept,
+        KeyCode::Esc => Action::FilterClear,
+        KeyCode::Up => Action::Move(-1),
+        KeyCode::Down => Action::Move(1),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    fn dash(code: KeyCode) -> Option<Action> {
+        map(key(code), InputMode::Dashboard)
+    }
+
+    #[test]
+    fn vim_keys_move_and_shift_k_kills() {
+        assert_eq!(dash(KeyCode::Char('j')), Some(Action::Move(1)));
+        assert_eq!(dash(KeyCode::Char('k')), Some(Action::Move(-1)));
+        assert_eq!(dash(KeyCode::Down), Some(Action::Move(1)));
+        assert_eq!(
+            map(KeyEvent::new(KeyCode::Char('K'), KeyModifiers::SHIFT), InputMode::Dashboard),
+            Some(Action::Kill)
+        );
+        assert_eq!(dash(KeyCode::Delete), Some(Action::Kill));
+    }
+
+    #[test]
+    fn dashboard_keys() {
+        assert_eq!(dash(KeyCode::Char('q')), Some(Action::Quit));
+        assert_eq!(dash(KeyCode::Char('?')), Some(Action::ToggleHelp));
+        assert_eq!(dash(KeyCode::Tab), Some(Action::FocusNext));
+        assert_eq!(dash(KeyCode::BackTab), Some(Action::FocusPrev));
+        assert_eq!(dash(KeyCode::Char('0')), Some(Action::Focus(0)));
+        assert_eq!(dash(KeyCode::Char('7')), Some(Action::Focus(7)));
+        assert_eq!(dash(KeyCode::Char('s')), Some(Action::SortNext));
+        assert_eq!(dash(KeyCode::Char('S')), Some(Action::SortReverse));
+        assert_eq!(dash(KeyCode::Char(' ')), Some(Action::TogglePause));
+        assert_eq!(dash(KeyCode::Char('p')), Some(Action::TogglePause));
+        assert_eq!(dash(KeyCode::Char('+')), Some(Action::Slower));
+        assert_eq!(dash(KeyCode::Char('-')), Some(Action::Faster));
+        assert_eq!(dash(KeyCode::PageDown), Some(Action::Page(1)));
+        assert_eq!(dash(KeyCode::End), Some(Action::Last));
+        assert_eq!(dash(KeyCode::Enter), Some(Action::OpenDetail));
+        assert_eq!(dash(KeyCode::Char('x')), None);
+    }
+
+    #[test]
+    fn ctrl_c_quits_everywhere_and_other_chords_do_nothing() {
+        let ctrl = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL);
+        for mode in [InputMode::Dashboard, InputMode::Filter, InputMode::Help, InputMode::Confirm] {
+            assert_eq!(map(ctrl('c'), mode), Some(Action::Quit), "{mode:?}");
+            assert_eq!(map(ctrl('k'), mode), None, "{mode:?}");
+        }
+        let release = KeyEvent { kind: KeyEventKind::Release, ..key(KeyCode::Char('q')) };
+        assert_eq!(map(release, InputMode::Dashboard), None);
+    }
+
+    #[test]
+    fn the_filter_prompt_takes_letters_that_are_keys_elsewhere() {
+        let f = |code| map(key(code), InputMode::Filter);
+        assert_eq!(f(KeyCode::Char('q')), Some(Action::FilterInput('q')));
+        assert_eq!(f(KeyCode::Char('K')), Some(Action::FilterInput('K')));
+        assert_eq!(f(KeyCode::Backspace), Some(Action::FilterBackspace));
+        assert_eq!(f(KeyCode::Enter), Some(Action::FilterAccept));
+        assert_eq!(f(KeyCode::Esc), Some(Action::FilterClear));
+    }
+
+    #[test]
+    fn dialogs_take_only_their_own_keys() {
+        let c = |code| map(key(code), InputMode::Confirm);
+        assert_eq!(c(KeyCode::Char('y')), Some(Action::Confirm));
+        assert_eq!(c(KeyCode::Char('n')), Some(Action::Back));
+        assert_eq!(c(KeyCode::Esc), Some(Action::Back));
+        assert_eq!(c(KeyCode::Char('K')), None, "a second K does not confirm");
+        let h = |code| map(key(code), InputMode::Help);
+        assert_eq!(h(KeyCode::Esc), Some(Action::Back));
+        assert_eq!(h(KeyCode::Char('?')), Some(Action::Back));
+        assert_eq!(h(KeyCode::Char('j')), None);
+    }
+}

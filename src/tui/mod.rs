@@ -1,0 +1,42 @@
+//! The interactive dashboard (`gpuscope` on a terminal). It reads the
+//! poller's snapshots and never calls NVML itself, so a slow driver delays
+//! data, never a key press.
+//!
+//! `run` owns the real terminal and the signals; `run_loop` is the loop
+//! itself, which tests drive with scripted events and a `TestBackend`.
+
+mod event_loop;
+pub mod history;
+pub mod keys;
+pub mod kill;
+mod options;
+pub mod render;
+pub mod rows;
+mod signals;
+pub mod state;
+mod terminal;
+pub mod update;
+
+use std::io;
+
+use crossterm::event::EventStream;
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+
+use crate::poller::{PollerControl, SnapshotRx};
+pub use event_loop::{FRAME, run_loop};
+pub use options::{Clock, TuiOptions, color_allowed, utf8_locale};
+pub use state::State;
+
+/// Runs the dashboard on this process's terminal until `q`, Ctrl-C,
+/// SIGTERM, SIGHUP or SIGINT; the terminal is restored on every way out,
+/// a panic included.
+pub async fn run(snapshots: SnapshotRx, control: PollerControl, options: TuiOptions) -> io::Result<()> {
+    let mut signals = signals::QuitSignals::new()?;
+    let _guard = terminal::TerminalGuard::enter()?;
+    let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    tokio::select! {
+        result = run_loop(&mut terminal, EventStream::new(), snapshots, Some(control), options) => result,
+        _ = signals.recv() => Ok(()),
+    }
+}

@@ -1,0 +1,111 @@
+//! The process table's columns: widths, alignment, and which give way
+//! first as the terminal narrows. COMMAND takes whatever is left. Without
+//! any probe on screen, the allocator columns would only say "n/a", so
+//! they go first.
+
+use crate::model::ProbeState;
+use crate::tui::render::format::{duration_short, or_na};
+use crate::tui::rows::{Column, Row};
+use crate::units::bytes;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spec {
+    pub column: Column,
+    pub width: usize,
+    pub right: bool,
+    /// Higher stays longer.
+    priority: u8,
+    allocator: bool,
+}
+
+const fn spec(column: Column, width: usize, right: bool, priority: u8, allocator: bool) -> Spec {
+    Spec { column, width, right, priority, allocator }
+}
+
+/// In display order.
+const SPECS: [Spec; 12] = [
+    spec(Column::Gpu, 3, true, 12, false),
+    spec(Column::Pid, 8, true, 13, false),
+    spec(Column::User, 9, false, 10, false),
+    spec(Column::Type, 4, false, 1, false),
+    spec(Column::GpuMem, 9, true, 11, false),
+    spec(Column::Alloc, 9, true, 9, true),
+    spec(Column::Reserved, 9, true, 8, true),
+    spec(Column::Frag, 5, true, 7, true),
+    spec(Column::Peak, 9, true, 2, true),
+    spec(Column::Cpu, 6, true, 6, false),
+    spec(Column::HostMem, 9, true, 5, false),
+    spec(Column::Time, 6, true, 4, false),
+];
+
+/// The selection mark and the alert mark before every row.
+pub const MARKER: usize = 2;
+const COMMAND_MIN: usize = 16;
+
+/// The columns that fit in `width`, and COMMAND's width.
+pub fn choose(width: usize, probed: bool) -> (Vec<Spec>, usize) {
+    let mut specs: Vec<Spec> = SPECS.to_vec();
+    let rank = |s: &Spec| if s.allocator && !probed { 0 } else { s.priority };
+    let used = |specs: &[Spec]| MARKER + specs.iter().map(|s| s.width + 1).sum::<usize>();
+    while used(&specs) + COMMAND_MIN > width && specs.len() > 1 {
+        let (at, _) = specs.iter().enumerate().min_by_key(|(_, s)| rank(s)).unwrap_or((0, &specs[0]));
+        specs.remove(at);
+    }
+    let command = width.saturating_sub(used(&specs));
+    (specs, command)
+}
+
+pub fn cell(row: &Row, column: Column, now_ms: u64) -> String {
+    let dev = row.device;
+    let p = row.process;
+    let stale = p.allocator.as_ref().is_some_and(|a| a.state != ProbeState::Fresh);
+    // Figures from a quiet or exited probe are last words, marked so.
+    let alloc = |v: Option<u64>| or_na(v, |b| format!("{}{}", bytes(b), if stale { "?" } else { "" }));
+    match column {
+        Column::Gpu => row.key.gpu.to_string(),
+        Column::Pid => row.key.pid.to_string(),
+        Column::User => p.user.clone().unwrap_or_else(|| "n/a".into()),
+        Column::Type => row.gpu.kind.short().to_string(),
+        Column::GpuMem => or_na(row.gpu.used_memory, bytes),
+        Column::Alloc => alloc(dev.and_then(|d| d.allocated)),
+        Column::Reserved => alloc(dev.and_then(|d| d.reserved)),
+        Column::Frag => or_na(dev.and_then(|d| d.fragmentation), |f| format!("{:.0}%", f * 100.0)),
+        Column::Peak => alloc(dev.and_then(|d| d.allocated_peak)),
+        Column::Cpu => or_na(p.cpu_percent, |c| format!("{c:.1}")),
+        Column::HostMem => or_na(p.host_memory, bytes),
+        Column::Time => or_na(p.start_time.as_ref(), |t| duration_short(now_ms.saturating_sub(t.time_unix_ms))),
+        Column::Command => row.command().unwrap_or("n/a").to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(specs: &[Spec]) -> Vec<&'static str> {
+        specs.iter().map(|s| s.column.title()).collect()
+    }
+
+    #[test]
+    fn everything_fits_when_wide() {
+        let (specs, command) = choose(200, true);
+        assert_eq!(specs.len(), 12);
+        assert!(command > 60);
+    }
+
+    #[test]
+    fn at_80_columns_the_allocator_figures_stay_when_there_is_a_probe() {
+        let (specs, command) = choose(80, true);
+        assert_eq!(names(&specs), ["GPU", "PID", "USER", "GPU MEM", "ALLOC", "RESERVED", "FRAG"]);
+        assert!(command >= COMMAND_MIN);
+        let (specs, _) = choose(80, false);
+        assert_eq!(names(&specs), ["GPU", "PID", "USER", "TYPE", "GPU MEM", "CPU%", "HOST MEM", "TIME"]);
+    }
+
+    #[test]
+    fn narrow_keeps_pid_last() {
+        let (specs, command) = choose(10, true);
+        assert_eq!(names(&specs), ["PID"]);
+        assert_eq!(command, 0);
+    }
+}

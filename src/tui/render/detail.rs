@@ -1,0 +1,160 @@
+//! Enter: one process on one GPU in full — command line, host figures,
+//! the allocator's backend and configuration, rank, every figure on this
+//! GPU, its memory over time, and what to do about what it shows.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use crate::model::{DeviceAllocator, ProbeState, Process, Snapshot};
+use crate::tui::history::RowKey;
+use crate::tui::render::format::{duration_short, or_na};
+use crate::tui::render::layout::WIDE;
+use crate::tui::render::text::{spread, wrap};
+use crate::tui::render::{Ctx, hints, trend};
+use crate::units::bytes;
+
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, key: RowKey) {
+    let process = snap.processes.iter().find(|p| p.pid == key.pid && p.gpus.iter().any(|g| g.index == key.gpu));
+    let wide = area.width >= WIDE;
+    let text_w = if wide { area.width / 2 } else { area.width } as usize;
+    let mut lines = vec![title(ctx, process, key, text_w)];
+    match process {
+        Some(p) => {
+            for (label, value) in fields(ctx, snap, p, key) {
+                lines.extend(field(ctx, label, &value, text_w));
+            }
+        }
+        None => lines.push(Line::styled(format!("PID {} is no longer on GPU {}.", key.pid, key.gpu), ctx.theme.warn)),
+    }
+    let (text, chart) = if wide {
+        let half = area.width / 2;
+        (Rect { width: half, ..area }, Some(Rect { x: area.x + half + 1, width: area.width - half - 1, ..area }))
+    } else {
+        let want = lines.len() as u16 + 2;
+        let chart_h = area.height.saturating_sub(want);
+        let text = Rect { height: area.height - chart_h, ..area };
+        let chart = Rect { y: area.y + text.height, height: chart_h, ..area };
+        (text, (chart_h >= 7).then_some(chart))
+    };
+    frame.render_widget(Paragraph::new(lines), text);
+    if let Some(chart) = chart {
+        trend::process(frame, chart, ctx, key);
+    }
+}
+
+fn title<'a>(ctx: &Ctx, p: Option<&Process>, key: RowKey, w: usize) -> Line<'a> {
+    let (sym, t) = (ctx.sym, &ctx.theme);
+    let name = p.and_then(|p| p.name.as_deref()).map(|n| ctx.clean(n)).unwrap_or_default();
+    let left = vec![
+        Span::styled(sym.rule, t.rule),
+        Span::styled(format!(" PID {} on GPU {} {} {name} ", key.pid, key.gpu, sym.dot), t.title),
+    ];
+    spread(left, vec![Span::styled(" Esc: back ", t.dim), Span::styled(sym.rule, t.rule)], w, sym.rule, t.rule)
+}
+
+const LABEL: usize = 10;
+
+/// A label, and the value wrapped beside it.
+fn field<'a>(ctx: &Ctx, label: &str, value: &str, w: usize) -> Vec<Line<'a>> {
+    wrap(value, w.saturating_sub(LABEL))
+        .into_iter()
+        .enumerate()
+        .map(|(i, part)| {
+            let label = if i == 0 { label } else { "" };
+            Line::from(vec![Span::styled(format!("{label:<LABEL$}"), ctx.theme.label), Span::raw(part)])
+        })
+        .collect()
+}
+
+fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey) -> Vec<(&'static str, String)> {
+    let mut lines = vec![("command", ctx.clean(p.command.as_deref().or(p.name.as_deref()).unwrap_or("n/a")))];
+    let started = p.start_time.as_ref().map(|t| duration_short(ctx.now_ms.saturating_sub(t.time_unix_ms)));
+    lines.push((
+        "host",
+        format!(
+            "user {}  parent {}  running {}  CPU {}  memory {}",
+            ctx.clean(p.user.as_deref().unwrap_or("n/a")),
+            or_na(p.parent_pid, |v| v.to_string()),
+            started.unwrap_or_else(|| "n/a".into()),
+            or_na(p.cpu_percent, |c| format!("{c:.1}%")),
+            or_na(p.host_memory, bytes),
+        ),
+    ));
+    let gpus: Vec<String> = p
+        .gpus
+        .iter()
+        .map(|g| format!("GPU {} {} ({})", g.index, or_na(g.used_memory, bytes), g.kind.short()))
+        .collect();
+    lines.push(("NVML", gpus.join("   ")));
+    let device = p.allocator.as_ref().and_then(|a| a.devices.iter().find(|d| d.gpu == Some(key.gpu)));
+    if let Some(a) = &p.allocator {
+        let state = match a.state {
+            ProbeState::Fresh => format!("fresh ({})", duration_short(a.age_ms)),
+            ProbeState::Stale => format!("QUIET for {}", duration_short(a.age_ms)),
+            ProbeState::Gone => "process exited".into(),
+        };
+        let s = |v: &Option<String>| v.as_deref().map_or_else(|| "n/a".into(), |v| ctx.clean(v));
+        let n = |v: Option<u32>| or_na(v, |v| v.to_string());
+        lines.push((
+            "allocator",
+            format!(
+                "{} {}  backend {}  PYTORCH_CUDA_ALLOC_CONF={}",
+                ctx.clean(&a.framework),
+                s(&a.framework_version),
+                s(&a.backend),
+                a.alloc_conf.as_deref().map_or_else(|| "(unset)".into(), |v| ctx.clean(v))
+            ),
+        ));
+        lines.push((
+            "",
+            format!(
+                "rank {} local {} world {}  probe {state}  pinned host {} (peak {})",
+                n(a.rank),
+                n(a.local_rank),
+                n(a.world_size),
+                or_na(a.pinned_host, bytes),
+                or_na(a.pinned_host_peak, bytes)
+            ),
+        ));
+    }
+    if let Some(d) = device {
+        lines.extend(figures(d));
+    }
+    let hints = hints::for_process(snap, p, device, key);
+    for (i, h) in hints.iter().enumerate() {
+        lines.push((if i == 0 { "hints" } else { "" }, format!("{} {}", ctx.sym.dot, ctx.clean(h))));
+    }
+    lines
+}
+
+fn figures(d: &DeviceAllocator) -> [(&'static str, String); 2] {
+    let b = |v: Option<u64>| or_na(v, bytes);
+    let c = |v: Option<u64>| or_na(v, |v| v.to_string());
+    [
+        (
+            "this GPU",
+            format!(
+                "allocated {} (peak {})  reserved {} (peak {})  cached {}",
+                b(d.allocated),
+                b(d.allocated_peak),
+                b(d.reserved),
+                b(d.reserved_peak),
+                b(d.cached)
+            ),
+        ),
+        (
+            "",
+            format!(
+                "inactive split {}  fragmentation {}  overhead {}  segments {}  retries {}  OOMs {}",
+                b(d.inactive_split),
+                or_na(d.fragmentation, |f| format!("{:.0}%", f * 100.0)),
+                b(d.overhead),
+                c(d.segments),
+                c(d.alloc_retries),
+                c(d.ooms)
+            ),
+        ),
+    ]
+}

@@ -1,0 +1,54 @@
+//! The bottom line: the filter prompt while typing, else the latest status
+//! message, else the keys that matter most.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use crate::tui::render::Ctx;
+use crate::tui::state::View;
+
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
+    let (t, s) = (&ctx.theme, ctx.state);
+    let line = if s.editing_filter {
+        Line::from(vec![
+            Span::styled("/", t.key),
+            Span::raw(ctx.clean(&s.filter)),
+            Span::styled("_", t.key),
+            Span::styled("   Enter keeps the filter, Esc clears it", t.dim),
+        ])
+    } else if let Some(msg) = &s.status {
+        Line::styled(ctx.clean(msg), t.warn)
+    } else {
+        hints(ctx, area.width as usize)
+    };
+    frame.render_widget(Paragraph::new(line), area);
+}
+
+/// As many key hints as fit whole.
+fn hints<'a>(ctx: &Ctx, width: usize) -> Line<'a> {
+    let s = ctx.state;
+    let mut keys: Vec<(&str, &str)> = match s.top() {
+        Some(View::Detail(_)) => vec![("Esc", "back")],
+        _ => vec![("?", "help"), ("q", "quit"), ("/", "filter"), ("s", "sort"), ("Tab", "GPU"), ("Enter", "details")],
+    };
+    if !s.read_only {
+        keys.push(("K", "kill"));
+    }
+    keys.push(("p", if s.paused() { "resume" } else { "pause" }));
+    keys.push(("+/-", "interval"));
+    let mut spans = Vec::new();
+    let mut used = 0;
+    for (k, what) in keys {
+        let text = format!(" {what}  ");
+        used += k.len() + text.trim_end().len();
+        if used > width {
+            break;
+        }
+        used += 2;
+        spans.push(Span::styled(k, ctx.theme.key));
+        spans.push(Span::styled(text, ctx.theme.dim));
+    }
+    Line::from(spans)
+}

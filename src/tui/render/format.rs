@@ -1,0 +1,58 @@
+//! Short human forms for cells that have only a few columns.
+
+const KIB: f64 = 1024.0;
+
+/// "40.1G", "512M", "3K", "0": binary units in at most six columns.
+pub fn bytes_short(b: u64) -> String {
+    let f = b as f64;
+    match f {
+        f if f >= KIB.powi(4) => format!("{:.1}T", f / KIB.powi(4)),
+        f if f >= KIB.powi(3) => format!("{:.1}G", f / KIB.powi(3)),
+        f if f >= KIB.powi(2) => format!("{:.0}M", f / KIB.powi(2)),
+        f if f >= KIB => format!("{:.0}K", f / KIB),
+        _ => format!("{b}"),
+    }
+}
+
+/// "0.4s", "12s", "3m12s", "10m", "2h03m", "5d02h".
+pub fn duration_short(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..10 => format!("{:.1}s", ms as f64 / 1000.0),
+        10..60 => format!("{s}s"),
+        60..3600 if s.is_multiple_of(60) => format!("{}m", s / 60),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86_400 if s.is_multiple_of(3600) => format!("{}h", s / 3600),
+        3600..86_400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        _ if s.is_multiple_of(86_400) => format!("{}d", s / 86_400),
+        _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
+pub fn percent(v: Option<u32>) -> String {
+    v.map_or_else(|| "n/a".into(), |v| format!("{v}%"))
+}
+
+pub fn or_na<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
+    v.map_or_else(|| "n/a".into(), f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_forms() {
+        assert_eq!(bytes_short(0), "0");
+        assert_eq!(bytes_short(512 << 20), "512M");
+        assert_eq!(bytes_short(80 << 30), "80.0G");
+        assert_eq!(duration_short(400), "0.4s");
+        assert_eq!(duration_short(12_000), "12s");
+        assert_eq!(duration_short(192_000), "3m12s");
+        assert_eq!(duration_short(7_380_000), "2h03m");
+        assert_eq!(duration_short(9 * 86_400_000), "9d");
+        assert_eq!(duration_short(600_000), "10m");
+        assert_eq!(duration_short(90_000_000), "1d01h");
+        assert_eq!(percent(None), "n/a");
+    }
+}

@@ -1,0 +1,215 @@
+//! The GPU list: two lines per GPU (readings, then the stacked memory bar
+//! with its figures) or, when that does not fit, one compact line each.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use crate::model::{Gpu, GpuState, Snapshot};
+use crate::tui::render::Ctx;
+use crate::tui::render::bar::{self, Segment};
+use crate::tui::render::format::{bytes_short, percent};
+use crate::tui::render::text::{left, right, spread, width, wrap};
+use crate::units::bytes_pair;
+
+/// Rows wanted at width `w`: (two lines per GPU, one line per GPU).
+pub fn heights(snap: &Snapshot, w: usize) -> (u16, u16) {
+    let n = u16::try_from(snap.gpus.len()).unwrap_or(u16::MAX);
+    let notes = u16::try_from(notes(snap, w).len()).unwrap_or(u16::MAX);
+    (1 + notes + n.saturating_mul(2), 2 + notes + n)
+}
+
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, compact: bool) {
+    let w = area.width as usize;
+    let mut lines = vec![title(ctx, snap, w)];
+    for note in notes(snap, w) {
+        lines.push(Line::from(Span::styled(ctx.clean(&note), ctx.theme.crit)));
+    }
+    let iw = snap.gpus.iter().map(|g| g.index.to_string().len()).max().unwrap_or(1);
+    // Every bar ends in the same column, whatever its figures' width.
+    let text_w = snap.gpus.iter().map(|g| width(&bytes_pair(g.memory.used, g.memory.total))).max().unwrap_or(0);
+    if compact {
+        lines.push(compact_header(ctx, iw, w));
+    }
+    for gpu in &snap.gpus {
+        if compact {
+            lines.push(compact_line(ctx, snap, gpu, (iw, text_w), w));
+        } else {
+            lines.extend(full_lines(ctx, snap, gpu, iw, w));
+        }
+    }
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+/// What is wrong with the GPU source as a whole, wrapped to the width.
+fn notes(snap: &Snapshot, w: usize) -> Vec<String> {
+    match (&snap.sources.nvml.error, snap.gpus.is_empty()) {
+        (Some(e), _) => wrap(&format!("! NVML: {e} (retrying)"), w),
+        (None, true) => vec!["no GPUs".into()],
+        (None, false) => Vec::new(),
+    }
+}
+
+fn title<'a>(ctx: &Ctx, snap: &Snapshot, w: usize) -> Line<'a> {
+    let (s, t) = (ctx.sym, &ctx.theme);
+    let mut spans = vec![Span::styled(s.rule, t.rule), Span::styled(" GPUs ", t.title)];
+    let legend: &[(&str, &str, _)] = if snap.gpus.iter().any(|g| g.allocator.is_some()) {
+        &[
+            (s.allocated, "alloc", t.allocated),
+            (s.cached, "cached", t.cached),
+            (s.other, "other", t.other),
+            (s.free, "free", t.free),
+        ]
+    } else {
+        &[(s.used, "used", t.used), (s.free, "free", t.free)]
+    };
+    spans.push(Span::styled(s.rule, t.rule));
+    for (sym, name, style) in legend {
+        spans.push(Span::raw(" "));
+        spans.push(Span::styled(*sym, *style));
+        spans.push(Span::raw(format!(" {name}")));
+    }
+    spans.push(Span::raw(" "));
+    let focus = match ctx.state.focus {
+        None => " focus: all GPUs ".to_string(),
+        Some(i) => format!(" focus: GPU {i} "),
+    };
+    spread(spans, vec![Span::styled(focus, t.label), Span::styled(s.rule, t.rule)], w, s.rule, t.rule)
+}
+
+fn marker<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu) -> Vec<Span<'a>> {
+    let focused = ctx.state.focus == Some(gpu.index);
+    let alarmed = gpu.state != GpuState::Ok || snap.alerts.iter().any(|a| a.gpu == Some(gpu.index));
+    vec![
+        Span::styled(if focused { ">" } else { " " }, ctx.theme.title),
+        Span::styled(if alarmed { "!" } else { " " }, ctx.theme.crit),
+    ]
+}
+
+fn name(ctx: &Ctx, gpu: &Gpu, short: bool) -> String {
+    let n = ctx.clean(gpu.name.as_deref().unwrap_or("n/a"));
+    if short { n.strip_prefix("NVIDIA ").map(str::to_string).unwrap_or(n) } else { n }
+}
+
+fn trouble(gpu: &Gpu) -> Option<(&'static str, String)> {
+    match gpu.state {
+        GpuState::Ok => None,
+        GpuState::Lost => Some(("LOST", "fell off the bus: needs a GPU reset or a reboot".into())),
+        GpuState::Error => Some(("ERROR", gpu.error.clone().unwrap_or_else(|| "cannot be queried".into()))),
+    }
+}
+
+fn temperature(ctx: &Ctx, gpu: &Gpu) -> Span<'static> {
+    match gpu.temperature_c {
+        Some(c) if c >= 85 => Span::styled(format!("{c}{}!", ctx.sym.degree), ctx.theme.crit),
+        Some(c) => Span::raw(format!("{c}{}", ctx.sym.degree)),
+        None => Span::raw("n/a"),
+    }
+}
+
+fn power(gpu: &Gpu) -> String {
+    match (gpu.power_draw_w, gpu.power_limit_w) {
+        (Some(d), Some(l)) => format!("{d:.0}/{l:.0} W"),
+        (Some(d), None) => format!("{d:.0} W"),
+        _ => "n/a W".into(),
+    }
+}
+
+fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, iw: usize, w: usize) -> [Line<'a>; 2] {
+    let t = &ctx.theme;
+    let mut first = marker(ctx, snap, gpu);
+    first.push(Span::styled(format!("{:>iw$} ", gpu.index), t.title));
+    let indent = " ".repeat(3 + iw);
+    if let Some((word, why)) = trouble(gpu) {
+        first.push(Span::raw(name(ctx, gpu, false)));
+        first.push(Span::styled(format!("  {word}"), t.crit));
+        return [Line::from(first), Line::from(vec![Span::raw(indent), Span::styled(ctx.clean(&why), t.crit)])];
+    }
+    let readings: Vec<Span> = vec![
+        Span::styled("  util ", t.label),
+        Span::raw(right(&percent(gpu.utilization.gpu), 4, ctx.sym.cut)),
+        Span::styled("  mem ", t.label),
+        Span::raw(right(&percent(gpu.utilization.memory), 4, ctx.sym.cut)),
+        Span::raw("  "),
+        temperature(ctx, gpu),
+        Span::raw("  "),
+        Span::raw(power(gpu)),
+        Span::styled(format!("  {}", gpu.performance_state.as_deref().unwrap_or("")), t.dim),
+    ];
+    let readings_w: usize = readings.iter().map(Span::width).sum();
+    let name_w = w.saturating_sub(3 + iw + readings_w).clamp(8, 28);
+    first.push(Span::raw(left(&name(ctx, gpu, false), name_w, ctx.sym.cut)));
+    first.extend(readings);
+    [Line::from(first), memory_line(ctx, gpu, indent, w)]
+}
+
+fn memory_line<'a>(ctx: &Ctx, gpu: &Gpu, indent: String, w: usize) -> Line<'a> {
+    let Some((segments, total)) = bar::gpu_segments(gpu, ctx.sym, &ctx.theme) else {
+        return Line::from(vec![Span::raw(indent), Span::styled("memory n/a", ctx.theme.dim)]);
+    };
+    let text = format!(" {}", bytes_pair(gpu.memory.used, gpu.memory.total));
+    let figures = figures(&segments, gpu.allocator.is_some());
+    let figures_w: usize = figures.iter().map(Span::width).sum();
+    let mut bar_w = w.saturating_sub(width(&indent) + 2 + width(&text) + figures_w);
+    let show_figures = bar_w >= 8;
+    if !show_figures {
+        bar_w = w.saturating_sub(width(&indent) + 2 + width(&text));
+    }
+    let mut spans = vec![Span::raw(indent), Span::raw("[")];
+    spans.extend(bar::bar(&segments, total, bar_w.clamp(4, 60)));
+    spans.push(Span::raw("]"));
+    spans.push(Span::raw(text));
+    if show_figures {
+        spans.extend(figures);
+    }
+    Line::from(spans)
+}
+
+/// Each segment's size, behind its own symbol: "█40.1G ▓10.2G …".
+fn figures<'a>(segments: &[Segment], probed: bool) -> Vec<Span<'a>> {
+    let shown: Vec<&Segment> = if probed { segments.iter().collect() } else { segments.iter().skip(1).collect() };
+    let mut spans = vec![Span::raw(" ")];
+    for s in shown {
+        spans.push(Span::raw(" "));
+        spans.push(Span::styled(s.symbol, s.style));
+        spans.push(Span::raw(bytes_short(s.value)));
+    }
+    if !probed {
+        spans.push(Span::raw(" free"));
+    }
+    spans
+}
+
+fn compact_header<'a>(ctx: &Ctx, iw: usize, w: usize) -> Line<'a> {
+    let nw = if w >= 100 { 24 } else { 14 };
+    let text = format!("  {:>iw$} {:<nw$} {:>4} {:>4} {:>5} {:>9} MEMORY", "#", "NAME", "UTIL", "MEM", "TEMP", "POWER");
+    Line::from(Span::styled(text, ctx.theme.header_row))
+}
+
+fn compact_line<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, (iw, text_w): (usize, usize), w: usize) -> Line<'a> {
+    let t = &ctx.theme;
+    let nw = if w >= 100 { 24 } else { 14 };
+    let mut spans = marker(ctx, snap, gpu);
+    spans.push(Span::styled(format!("{:>iw$} ", gpu.index), t.title));
+    spans.push(Span::raw(left(&name(ctx, gpu, true), nw, ctx.sym.cut)));
+    if let Some((word, why)) = trouble(gpu) {
+        spans.push(Span::styled(format!(" {word}: {}", ctx.clean(&why)), t.crit));
+        return Line::from(spans);
+    }
+    spans.push(Span::raw(format!(" {:>4} {:>4} ", percent(gpu.utilization.gpu), percent(gpu.utilization.memory))));
+    let temp = temperature(ctx, gpu);
+    spans.push(Span::raw(" ".repeat(5usize.saturating_sub(temp.width()))));
+    spans.push(temp);
+    spans.push(Span::raw(format!(" {:>9} ", power(gpu))));
+    let text = bytes_pair(gpu.memory.used, gpu.memory.total);
+    let used: usize = spans.iter().map(Span::width).sum();
+    let bar_w = w.saturating_sub(used + 3 + text_w);
+    if let Some((segments, total)) = bar::gpu_segments(gpu, ctx.sym, t).filter(|_| bar_w >= 4) {
+        spans.push(Span::raw("["));
+        spans.extend(bar::bar(&segments, total, bar_w.min(40)));
+        spans.push(Span::raw("] "));
+    }
+    spans.push(Span::raw(right(&text, text_w, ctx.sym.cut)));
+    Line::from(spans)
+}

@@ -1,0 +1,120 @@
+//! Two lines on top: who and when (host, clock, how old the data is, the
+//! interval, pause, alert count), then the host's load and the driver.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use crate::model::{Severity, Snapshot};
+use crate::tui::render::Ctx;
+use crate::tui::render::bar::{Segment, bar};
+use crate::tui::render::format::{duration_short, or_na};
+use crate::tui::render::text::{spans_width, spread};
+use crate::units::{bytes, bytes_pair};
+
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
+    let w = area.width as usize;
+    let lines = match ctx.snap {
+        None => vec![first_line(ctx, w, None)],
+        Some(snap) => vec![first_line(ctx, w, Some(snap)), second_line(ctx, w, snap)],
+    };
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+fn first_line<'a>(ctx: &Ctx, w: usize, snap: Option<&Snapshot>) -> Line<'a> {
+    let t = &ctx.theme;
+    let state = ctx.state;
+    let mut left = vec![Span::styled("gpuscope", t.title)];
+    let mut push = |s: Span<'a>| {
+        left.push(Span::raw("  "));
+        left.push(s);
+    };
+    let Some(snap) = snap else {
+        push(Span::raw(ctx.clock.wall(ctx.now_ms)));
+        let waited = duration_short(ctx.now_ms.saturating_sub(state.started_ms));
+        push(Span::styled(format!("waiting for the first snapshot{} ({waited})", ctx.sym.ellipsis), t.warn));
+        return Line::from(left);
+    };
+    let host = snap.host.hostname.as_deref().map_or_else(|| "n/a".into(), |h| ctx.clean(h));
+    push(Span::styled(host, t.label));
+    if snap.simulated {
+        push(Span::styled("(simulated)", t.dim));
+    }
+    if state.paused() {
+        push(Span::styled(format!("PAUSED at {}", ctx.clock.wall(snap.time.time_unix_ms)), t.warn));
+    } else {
+        push(Span::raw(ctx.clock.wall(ctx.now_ms)));
+    }
+    let age = state.data_age_ms(ctx.now_ms).unwrap_or(0);
+    if state.stale(ctx.now_ms) {
+        push(Span::styled(format!("! data {} old", duration_short(age)), t.crit));
+    } else {
+        push(Span::styled(format!("data {}", duration_short(age)), t.dim));
+    }
+    if state.collection_stopped {
+        push(Span::styled("! collection stopped", t.crit));
+    }
+    push(Span::styled(format!("every {}", humantime::format_duration(state.interval)), t.dim));
+    let right = alert_count(ctx, snap);
+    spread(left, right, w, " ", t.dim)
+}
+
+fn alert_count<'a>(ctx: &Ctx, snap: &Snapshot) -> Vec<Span<'a>> {
+    let t = &ctx.theme;
+    let n = snap.alerts.len();
+    let worst = snap.alerts.iter().map(|a| a.severity).max();
+    match worst {
+        None => vec![Span::styled("no alerts", t.dim)],
+        Some(sev) => {
+            let style = if sev == Severity::Critical { t.crit } else { t.warn };
+            vec![Span::styled(format!("! {n} alert{}", if n == 1 { "" } else { "s" }), style)]
+        }
+    }
+}
+
+fn second_line<'a>(ctx: &Ctx, w: usize, snap: &Snapshot) -> Line<'a> {
+    let t = &ctx.theme;
+    let h = &snap.host;
+    if let Some(err) = &snap.sources.host.error {
+        return Line::from(Span::styled(format!("! host: {}", ctx.clean(err)), t.crit));
+    }
+    let cpu = vec![Span::styled("CPU ", t.label), Span::raw(or_na(h.cpu_percent, |p| format!("{p:>3.0}%")))];
+    let ram_text = format!(" {}", bytes_pair(h.memory_used, h.memory_total));
+    let avail = format!("  avail {}", or_na(h.memory_available, bytes));
+    let swap = vec![Span::styled("  swap ", t.label), Span::raw(bytes_pair(h.swap_used, h.swap_total))];
+    let d = &snap.driver;
+    let driver = vec![Span::styled(
+        format!(
+            "driver {}  CUDA {}",
+            d.driver_version.as_deref().unwrap_or("n/a"),
+            d.cuda_driver_version.as_deref().unwrap_or("n/a")
+        ),
+        t.dim,
+    )];
+    // The bar takes what the words leave, between 4 and 24 cells; the
+    // driver versions and the available figure give way first.
+    let fixed = spans_width(&cpu) + 8 + ram_text.len() + spans_width(&swap);
+    let with_driver = fixed + spans_width(&driver) + 2;
+    let (show_driver, show_avail) = match w {
+        w if w >= with_driver + avail.len() + 10 => (true, true),
+        w if w >= with_driver + 6 => (true, false),
+        _ => (false, false),
+    };
+    let used =
+        fixed + if show_driver { spans_width(&driver) + 2 } else { 0 } + if show_avail { avail.len() } else { 0 };
+    let bar_w = w.saturating_sub(used).clamp(4, 24);
+    let mut left = cpu;
+    left.push(Span::styled("  RAM ", t.label));
+    left.push(Span::raw("["));
+    let used_bytes = h.memory_used.unwrap_or(0);
+    let segs = [Segment { value: used_bytes, symbol: ctx.sym.used, style: t.used }];
+    left.extend(bar(&segs, h.memory_total.unwrap_or(0), bar_w));
+    left.push(Span::raw("]"));
+    left.push(Span::raw(ram_text));
+    if show_avail {
+        left.push(Span::styled(avail, t.dim));
+    }
+    left.extend(swap);
+    spread(left, if show_driver { driver } else { Vec::new() }, w, " ", t.dim)
+}

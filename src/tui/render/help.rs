@@ -1,0 +1,47 @@
+//! `?`: every key, in a box over the dashboard.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Clear, Paragraph};
+
+use crate::tui::render::Ctx;
+use crate::tui::render::layout::centered;
+
+pub const KEYS: &[(&str, &str)] = &[
+    ("q, Ctrl-C", "quit"),
+    ("?", "this help (Esc closes it)"),
+    ("j k, Down Up", "select the next / previous process"),
+    ("PgDn PgUp", "a page down / up"),
+    ("Home End", "first / last process"),
+    ("Tab, Shift-Tab", "focus the next / previous GPU"),
+    ("1 .. 9", "focus the Nth GPU listed; 0: all GPUs"),
+    ("s, S", "sort by the next column; reverse the order"),
+    ("/", "filter by user, command or PID; Enter keeps it"),
+    ("Esc", "close a view; clear the filter"),
+    ("Enter", "details of the selected process"),
+    ("p, Space", "pause the view (collection goes on)"),
+    ("K, Delete", "send SIGTERM (confirm), then offer SIGKILL"),
+    ("+, -", "double / halve the interval (100ms .. 60s)"),
+];
+
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
+    let t = &ctx.theme;
+    let key_w = KEYS.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    let mut lines: Vec<Line> = KEYS
+        .iter()
+        .map(|(k, what)| Line::from(vec![Span::styled(format!(" {k:<key_w$}  "), t.key), Span::raw(*what)]))
+        .collect();
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(" > selected   ! alert   ? figure from a quiet probe", t.dim));
+    if ctx.state.read_only {
+        lines.push(Line::styled(" read-only: K and Delete are off", t.warn));
+    }
+    let width = lines.iter().map(Line::width).max().unwrap_or(0) as u16 + 3;
+    let height = lines.len() as u16 + 2;
+    let popup = centered(area, width, height);
+    let block =
+        Block::bordered().border_set(ctx.sym.border).border_style(t.rule).title(Span::styled(" keys ", t.title));
+    frame.render_widget(Clear, popup);
+    frame.render_widget(Paragraph::new(lines).block(block), popup);
+}

@@ -1,0 +1,143 @@
+//! One frame from the state: the layout, then each part. Drawing reads
+//! only the state and the clock, never the driver, so a frame costs the
+//! same whatever NVML is doing.
+
+mod alerts;
+mod bar;
+mod chart;
+mod columns;
+mod confirm;
+mod detail;
+mod footer;
+mod format;
+mod gpus;
+mod header;
+mod help;
+mod hints;
+mod layout;
+mod processes;
+mod symbols;
+mod text;
+mod theme;
+mod trend;
+
+use ratatui::Frame;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::Line;
+use ratatui::widgets::{Paragraph, Wrap};
+
+use crate::model::Snapshot;
+use crate::tui::options::Clock;
+use crate::tui::state::{State, View};
+pub use help::KEYS;
+pub use layout::{MIN_HEIGHT, MIN_WIDTH};
+use symbols::Symbols;
+use theme::Theme;
+
+/// What every part draws from.
+pub struct Ctx<'a> {
+    pub state: &'a State,
+    pub snap: Option<&'a Snapshot>,
+    pub now_ms: u64,
+    pub clock: &'a Clock,
+    pub sym: &'static Symbols,
+    pub theme: Theme,
+}
+
+impl Ctx<'_> {
+    /// Text from outside, fit to draw.
+    pub fn clean(&self, s: &str) -> String {
+        text::clean(s, self.state.ascii)
+    }
+}
+
+/// Draws the whole screen; returns how many process rows fit (a page).
+pub fn draw(frame: &mut Frame, state: &State, clock: &Clock) -> usize {
+    let area = frame.area();
+    let ctx = Ctx {
+        state,
+        snap: state.shown().map(|s| s.as_ref()),
+        now_ms: clock.now_ms(),
+        clock,
+        sym: symbols::pick(state.ascii),
+        theme: Theme::new(state.color),
+    };
+    let page = if layout::too_small(area) {
+        too_small(frame, area, &ctx);
+        state.page
+    } else {
+        dashboard(frame, area, &ctx)
+    };
+    if state.ascii {
+        force_ascii(frame.buffer_mut());
+    }
+    page
+}
+
+fn dashboard(frame: &mut Frame, area: Rect, ctx: &Ctx) -> usize {
+    let state = ctx.state;
+    let Some(snap) = ctx.snap else {
+        header::draw(frame, Rect { height: 1, ..area }, ctx);
+        let msg = format!("waiting for the first snapshot{}", ctx.sym.ellipsis);
+        let body = Rect { y: area.y + area.height / 2, height: 1, ..area };
+        frame.render_widget(Paragraph::new(msg).centered(), body);
+        footer::draw(frame, Rect { y: area.y + area.height - 1, height: 1, ..area }, ctx);
+        overlays(frame, area, ctx);
+        return state.page;
+    };
+    let gpus_w = if area.width >= layout::WIDE { area.width / 2 } else { area.width };
+    let (gpus_full, gpus_compact) = gpus::heights(snap, gpus_w as usize);
+    let needs = layout::Needs {
+        gpus_full,
+        gpus_compact,
+        alerts: u16::try_from(snap.alerts.len()).unwrap_or(u16::MAX),
+        process_rows: u16::try_from(state.rows().len()).unwrap_or(u16::MAX),
+        chart: !snap.gpus.is_empty(),
+    };
+    let plan = layout::plan(area, needs);
+    header::draw(frame, plan.header, ctx);
+    alerts::draw(frame, plan.alerts, ctx, snap);
+    let detail = state.views.iter().rev().find_map(|v| if let View::Detail(k) = v { Some(*k) } else { None });
+    let mut page = state.page;
+    match detail {
+        Some(key) => detail::draw(frame, plan.body, ctx, snap, key),
+        None => {
+            gpus::draw(frame, plan.gpus, ctx, snap, plan.compact);
+            if let Some(chart) = plan.chart {
+                trend::gpu(frame, chart, ctx);
+            }
+            page = processes::draw(frame, plan.processes, ctx, snap);
+        }
+    }
+    footer::draw(frame, plan.footer, ctx);
+    overlays(frame, area, ctx);
+    page
+}
+
+fn overlays(frame: &mut Frame, area: Rect, ctx: &Ctx) {
+    match ctx.state.top() {
+        Some(View::Help) => help::draw(frame, area, ctx),
+        Some(View::Confirm(c)) => confirm::draw(frame, area, ctx, c),
+        _ => {}
+    }
+}
+
+fn too_small(frame: &mut Frame, area: Rect, ctx: &Ctx) {
+    let msg = format!(
+        "terminal too small: {}x{}, gpuscope needs {MIN_WIDTH}x{MIN_HEIGHT}. q quits.",
+        area.width, area.height
+    );
+    let para = Paragraph::new(Line::styled(msg, ctx.theme.warn)).wrap(Wrap { trim: true });
+    frame.render_widget(para, area);
+}
+
+/// The last word on ASCII mode: whatever a widget drew, only ASCII
+/// reaches a terminal that cannot show more.
+fn force_ascii(buf: &mut Buffer) {
+    for cell in &mut buf.content {
+        if !cell.symbol().is_ascii() {
+            cell.set_symbol("?");
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! The process table: one row per (process, GPU), the selection marked
+//! with `>` (and reversed), a `!` where an alert names the process.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use crate::model::Snapshot;
+use crate::tui::render::Ctx;
+use crate::tui::render::columns::{self, MARKER, Spec};
+use crate::tui::render::text::{left, right, spread};
+use crate::tui::rows::{Column, Row};
+
+/// Draws the table; returns how many rows it had room for (a page).
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot) -> usize {
+    let w = area.width as usize;
+    let rows = ctx.state.rows();
+    let probed = rows.iter().any(|r| r.device.is_some());
+    let (specs, command_w) = columns::choose(w, probed);
+    let page = (area.height as usize).saturating_sub(2);
+    let mut lines = vec![title(ctx, rows.len(), w), header(ctx, &specs, command_w)];
+    let selected = ctx.state.selected_index(&rows);
+    let offset = selected.map_or(0, |s| (s + 1).saturating_sub(page));
+    for (i, row) in rows.iter().enumerate().skip(offset).take(page) {
+        lines.push(line(ctx, snap, row, &specs, command_w, selected == Some(i)));
+    }
+    if rows.is_empty() {
+        lines.push(Line::styled(empty_reason(ctx, snap), ctx.theme.dim));
+    }
+    frame.render_widget(Paragraph::new(lines), area);
+    page
+}
+
+fn empty_reason(ctx: &Ctx, snap: &Snapshot) -> String {
+    let s = ctx.state;
+    match () {
+        _ if !s.filter.is_empty() => {
+            format!("  no process matches \"{}\" (Esc clears the filter)", ctx.clean(&s.filter))
+        }
+        _ if s.focus.is_some() => "  no process on this GPU (0 shows all GPUs)".into(),
+        _ if !snap.sources.nvml.ok => "  no process list without NVML".into(),
+        _ => "  no GPU processes".into(),
+    }
+}
+
+fn title<'a>(ctx: &Ctx, n: usize, w: usize) -> Line<'a> {
+    let (sym, t, s) = (ctx.sym, &ctx.theme, ctx.state);
+    let arrow = if s.sort.descending { sym.descending } else { sym.ascending };
+    let mut spans = vec![
+        Span::styled(sym.rule, t.rule),
+        Span::styled(format!(" Processes {n} "), t.title),
+        Span::styled(sym.rule, t.rule),
+        Span::raw(format!(" sort {} {arrow} ", s.sort.column.title())),
+    ];
+    if !s.filter.is_empty() || s.editing_filter {
+        spans.push(Span::styled(sym.rule, t.rule));
+        spans.push(Span::styled(format!(" filter \"{}\" ", ctx.clean(&s.filter)), t.warn));
+    }
+    let focus = s.focus.map(|i| vec![Span::styled(format!(" GPU {i} only "), t.label), Span::styled(sym.rule, t.rule)]);
+    spread(spans, focus.unwrap_or_default(), w, sym.rule, t.rule)
+}
+
+fn header<'a>(ctx: &Ctx, specs: &[Spec], command_w: usize) -> Line<'a> {
+    let s = ctx.state;
+    let arrow = if s.sort.descending { ctx.sym.descending } else { ctx.sym.ascending };
+    let title = |c: Column| if c == s.sort.column { format!("{}{arrow}", c.title()) } else { c.title().to_string() };
+    let mut text = " ".repeat(MARKER);
+    for spec in specs {
+        let t = title(spec.column);
+        text.push_str(&if spec.right { right(&t, spec.width, "") } else { left(&t, spec.width, "") });
+        text.push(' ');
+    }
+    text.push_str(&left(&title(Column::Command), command_w, ""));
+    Line::styled(text, ctx.theme.header_row)
+}
+
+fn line<'a>(ctx: &Ctx, snap: &Snapshot, row: &Row, specs: &[Spec], command_w: usize, selected: bool) -> Line<'a> {
+    let alarmed = snap.alerts.iter().any(|a| a.pid == Some(row.key.pid) && a.gpu.is_none_or(|g| g == row.key.gpu));
+    let mut spans = vec![
+        Span::styled(if selected { ">" } else { " " }, ctx.theme.title),
+        Span::styled(if alarmed { "!" } else { " " }, ctx.theme.crit),
+    ];
+    let mut text = String::new();
+    for spec in specs {
+        let value = ctx.clean(&columns::cell(row, spec.column, ctx.now_ms));
+        let cut = ctx.sym.cut;
+        text.push_str(&if spec.right { right(&value, spec.width, cut) } else { left(&value, spec.width, cut) });
+        text.push(' ');
+    }
+    let command = ctx.clean(&columns::cell(row, Column::Command, ctx.now_ms));
+    text.push_str(&left(&command, command_w, ctx.sym.cut));
+    spans.push(Span::raw(text));
+    let line = Line::from(spans);
+    if selected { line.style(ctx.theme.selected) } else { line }
+}

@@ -1,0 +1,74 @@
+//! Every drawing character in one place, in a Unicode and an ASCII set:
+//! ASCII for `--ascii` and for terminals whose locale is not UTF-8, where
+//! block and box characters would come out as garbage.
+
+use ratatui::symbols::border;
+
+#[derive(Debug)]
+pub struct Symbols {
+    pub allocated: &'static str,
+    pub cached: &'static str,
+    /// Overhead, processes without a probe, what the driver keeps.
+    pub other: &'static str,
+    pub free: &'static str,
+    /// Used memory when there are no allocator figures to split it.
+    pub used: &'static str,
+    pub util: &'static str,
+    pub rule: &'static str,
+    /// Marks text cut to fit a column.
+    pub cut: &'static str,
+    /// Ends prose that trails off.
+    pub ellipsis: &'static str,
+    pub degree: &'static str,
+    pub ascending: &'static str,
+    pub descending: &'static str,
+    pub dot: &'static str,
+    pub border: border::Set<'static>,
+}
+
+pub const UNICODE: Symbols = Symbols {
+    allocated: "█",
+    cached: "▓",
+    other: "▒",
+    free: "░",
+    used: "█",
+    util: "•",
+    rule: "─",
+    cut: "…",
+    ellipsis: "…",
+    degree: "°C",
+    ascending: "▲",
+    descending: "▼",
+    dot: "·",
+    border: border::PLAIN,
+};
+
+pub const ASCII: Symbols = Symbols {
+    allocated: "#",
+    cached: "=",
+    other: "+",
+    free: ".",
+    used: "#",
+    util: "*",
+    rule: "-",
+    cut: "~",
+    ellipsis: "...",
+    degree: "C",
+    ascending: "^",
+    descending: "v",
+    dot: "|",
+    border: border::Set {
+        top_left: "+",
+        top_right: "+",
+        bottom_left: "+",
+        bottom_right: "+",
+        vertical_left: "|",
+        vertical_right: "|",
+        horizontal_top: "-",
+        horizontal_bottom: "-",
+    },
+};
+
+pub fn pick(ascii: bool) -> &'static Symbols {
+    if ascii { &ASCII } else { &UNICODE }
+}

@@ -1,0 +1,162 @@
+//! Fitting text into cells: display widths (not bytes, not chars), cutting
+//! with a mark, padding, and keeping data strings to ASCII in ASCII mode.
+
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+
+pub fn width(s: &str) -> usize {
+    Span::raw(s).width()
+}
+
+/// `s` cut to `max` columns, ending in `mark` when something was cut.
+pub fn fit(s: &str, max: usize, mark: &str) -> String {
+    if width(s) <= max {
+        return s.to_string();
+    }
+    let room = max.saturating_sub(width(mark));
+    let mut out = String::new();
+    let mut used = 0;
+    for ch in s.chars() {
+        let w = width(ch.encode_utf8(&mut [0; 4]));
+        if used + w > room {
+            break;
+        }
+        used += w;
+        out.push(ch);
+    }
+    if width(mark) <= max {
+        out.push_str(mark);
+    }
+    out
+}
+
+/// Left-aligned in exactly `w` columns.
+pub fn left(s: &str, w: usize, mark: &str) -> String {
+    let s = fit(s, w, mark);
+    let pad = w.saturating_sub(width(&s));
+    format!("{s}{}", " ".repeat(pad))
+}
+
+/// Right-aligned in exactly `w` columns.
+pub fn right(s: &str, w: usize, mark: &str) -> String {
+    let s = fit(s, w, mark);
+    let pad = w.saturating_sub(width(&s));
+    format!("{}{s}", " ".repeat(pad))
+}
+
+/// Data from outside (names, commands, messages) as it may be drawn:
+/// control characters never, non-ASCII not in ASCII mode.
+pub fn clean(s: &str, ascii: bool) -> String {
+    s.chars()
+        .map(|c| match c {
+            c if c.is_control() => ' ',
+            c if ascii && !c.is_ascii() => '?',
+            c => c,
+        })
+        .collect()
+}
+
+/// Words filled into lines of at most `w` columns, runs of spaces kept
+/// inside a line; a word longer than a line is split.
+pub fn wrap(s: &str, w: usize) -> Vec<String> {
+    let w = w.max(1);
+    let mut lines = vec![String::new()];
+    for token in s.split(' ') {
+        let Some(line) = lines.last_mut() else { break };
+        if token.is_empty() {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            continue;
+        }
+        let mut word = token.to_string();
+        while !word.is_empty() {
+            let Some(line) = lines.last_mut() else { break };
+            let sep = usize::from(!line.is_empty());
+            if width(line) + sep + width(&word) <= w {
+                if sep == 1 {
+                    line.push(' ');
+                }
+                line.push_str(&word);
+                break;
+            }
+            if line.is_empty() {
+                // At least one character per line, even one wider than it.
+                let head = match fit(&word, w, "") {
+                    h if h.is_empty() => word.chars().next().map(String::from).unwrap_or_default(),
+                    h => h,
+                };
+                word = word[head.len()..].to_string();
+                line.push_str(&head);
+            }
+            let Some(line) = lines.last_mut() else { break };
+            line.truncate(line.trim_end().len());
+            lines.push(String::new());
+        }
+    }
+    lines.retain(|l| !l.is_empty());
+    if lines.is_empty() {
+        lines.push(String::new());
+    }
+    lines
+}
+
+pub fn spans_width(spans: &[Span]) -> usize {
+    spans.iter().map(Span::width).sum()
+}
+
+/// `left` then `right` flush with the right edge, the gap filled with
+/// `fill`; `right` goes first when both do not fit.
+pub fn spread<'a>(mut left: Vec<Span<'a>>, right: Vec<Span<'a>>, w: usize, fill: &str, fill_style: Style) -> Line<'a> {
+    let lw = spans_width(&left);
+    let rw = spans_width(&right);
+    let fill_w = width(fill).max(1);
+    if lw + rw < w {
+        let gap = w - lw - rw;
+        left.push(Span::styled(fill.repeat(gap / fill_w) + &" ".repeat(gap % fill_w), fill_style));
+        left.extend(right);
+    } else if lw < w {
+        left.push(Span::styled(fill.repeat((w - lw) / fill_w), fill_style));
+    }
+    Line::from(left)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fits_by_display_width() {
+        assert_eq!(fit("python3 train.py", 10, "…"), "python3 t…");
+        assert_eq!(fit("python3 train.py", 10, "~"), "python3 t~");
+        assert_eq!(fit("short", 10, "…"), "short");
+        assert_eq!(fit("数据处理", 5, "…"), "数据…");
+        assert_eq!(fit("abc", 0, "…"), "");
+        assert_eq!(left("ab", 4, "~"), "ab  ");
+        assert_eq!(right("ab", 4, "~"), "  ab");
+        assert_eq!(right("abcdef", 4, "~"), "abc~");
+    }
+
+    #[test]
+    fn wraps_words_and_splits_the_too_long() {
+        assert_eq!(wrap("python3 train.py --epochs 90", 12), ["python3", "train.py", "--epochs 90"]);
+        assert_eq!(wrap("abcdefghij xy", 4), ["abcd", "efgh", "ij", "xy"]);
+        assert_eq!(wrap("", 5), [""]);
+        assert_eq!(wrap("数据", 1), ["数", "据"]);
+        assert_eq!(wrap("user a  parent 1  CPU 3%", 16), ["user a  parent 1", "CPU 3%"]);
+    }
+
+    #[test]
+    fn ascii_mode_cleans_data() {
+        assert_eq!(clean("naïve\tx", true), "na?ve x");
+        assert_eq!(clean("naïve", false), "naïve");
+    }
+
+    #[test]
+    fn spread_fills_the_gap_and_drops_the_right_side_when_short() {
+        let line = spread(vec![Span::raw("ab")], vec![Span::raw("cd")], 8, "-", Style::new());
+        assert_eq!(line.to_string(), "ab----cd");
+        let line = spread(vec![Span::raw("abcdef")], vec![Span::raw("cd")], 7, "-", Style::new());
+        assert_eq!(line.to_string(), "abcdef-");
+    }
+}

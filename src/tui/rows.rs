@@ -1,0 +1,231 @@
+//! The process table's rows: one per (process, GPU), narrowed by the
+//! focused GPU and the filter, in the chosen order. Rendering and the key
+//! handling both read rows from here, so they always agree on what row N is.
+
+use std::cmp::Ordering;
+
+use crate::model::{DeviceAllocator, Process, ProcessGpu, Snapshot};
+use crate::tui::history::RowKey;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Column {
+    Gpu,
+    Pid,
+    User,
+    Type,
+    GpuMem,
+    Alloc,
+    Reserved,
+    Frag,
+    Peak,
+    Cpu,
+    HostMem,
+    Time,
+    Command,
+}
+
+/// The order `s` walks through.
+pub const SORTABLE: [Column; 12] = [
+    Column::GpuMem,
+    Column::Alloc,
+    Column::Reserved,
+    Column::Frag,
+    Column::Peak,
+    Column::Cpu,
+    Column::HostMem,
+    Column::Time,
+    Column::Gpu,
+    Column::Pid,
+    Column::User,
+    Column::Command,
+];
+
+impl Column {
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Gpu => "GPU",
+            Self::Pid => "PID",
+            Self::User => "USER",
+            Self::Type => "TYPE",
+            Self::GpuMem => "GPU MEM",
+            Self::Alloc => "ALLOC",
+            Self::Reserved => "RESERVED",
+            Self::Frag => "FRAG",
+            Self::Peak => "PEAK",
+            Self::Cpu => "CPU%",
+            Self::HostMem => "HOST MEM",
+            Self::Time => "TIME",
+            Self::Command => "COMMAND",
+        }
+    }
+
+    /// Figures read best largest first; names and numbers that identify
+    /// (GPU, PID) read best in order.
+    pub fn descending_by_default(self) -> bool {
+        !matches!(self, Self::Gpu | Self::Pid | Self::User | Self::Type | Self::Command)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sort {
+    pub column: Column,
+    pub descending: bool,
+}
+
+impl Default for Sort {
+    fn default() -> Self {
+        Self { column: Column::GpuMem, descending: true }
+    }
+}
+
+impl Sort {
+    pub fn next(self) -> Self {
+        let at = SORTABLE.iter().position(|c| *c == self.column).map_or(0, |i| (i + 1) % SORTABLE.len());
+        let column = SORTABLE[at];
+        Self { column, descending: column.descending_by_default() }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Row<'a> {
+    pub key: RowKey,
+    pub process: &'a Process,
+    pub gpu: &'a ProcessGpu,
+    /// The allocator's view of this process on this GPU, with a probe.
+    pub device: Option<&'a DeviceAllocator>,
+}
+
+impl<'a> Row<'a> {
+    pub fn command(&self) -> Option<&'a str> {
+        self.process.command.as_deref().filter(|c| !c.is_empty()).or(self.process.name.as_deref())
+    }
+}
+
+pub fn build<'a>(snap: &'a Snapshot, focus: Option<u32>, filter: &str, sort: Sort) -> Vec<Row<'a>> {
+    let needle = filter.trim().to_lowercase();
+    let mut rows: Vec<Row<'a>> = snap
+        .processes
+        .iter()
+        .flat_map(|p| p.gpus.iter().map(move |g| row(p, g)))
+        .filter(|r| focus.is_none_or(|f| r.key.gpu == f))
+        .filter(|r| needle.is_empty() || matches(r, &needle))
+        .collect();
+    rows.sort_by(|a, b| compare(a, b, sort).then_with(|| a.key.cmp(&b.key)));
+    rows
+}
+
+fn row<'a>(p: &'a Process, g: &'a ProcessGpu) -> Row<'a> {
+    let device = p.allocator.as_ref().and_then(|a| a.devices.iter().find(|d| d.gpu == Some(g.index)));
+    Row { key: RowKey { pid: p.pid, gpu: g.index }, process: p, gpu: g, device }
+}
+
+fn matches(r: &Row, needle: &str) -> bool {
+    let has = |s: Option<&str>| s.is_some_and(|s| s.to_lowercase().contains(needle));
+    has(r.process.user.as_deref()) || has(r.command()) || r.key.pid.to_string().contains(needle)
+}
+
+enum Value<'a> {
+    Num(Option<f64>),
+    Text(Option<&'a str>),
+}
+
+fn value<'a>(r: &Row<'a>, column: Column) -> Value<'a> {
+    let num = |v: Option<u64>| Value::Num(v.map(|v| v as f64));
+    let dev = r.device;
+    match column {
+        Column::Gpu => Value::Num(Some(f64::from(r.key.gpu))),
+        Column::Pid => Value::Num(Some(f64::from(r.key.pid))),
+        Column::User => Value::Text(r.process.user.as_deref()),
+        Column::Type => Value::Text(Some(r.gpu.kind.short())),
+        Column::GpuMem => num(r.gpu.used_memory),
+        Column::Alloc => num(dev.and_then(|d| d.allocated)),
+        Column::Reserved => num(dev.and_then(|d| d.reserved)),
+        Column::Frag => Value::Num(dev.and_then(|d| d.fragmentation)),
+        Column::Peak => num(dev.and_then(|d| d.allocated_peak)),
+        Column::Cpu => Value::Num(r.process.cpu_percent),
+        Column::HostMem => num(r.process.host_memory),
+        // The earlier the start, the longer it has run.
+        Column::Time => Value::Num(r.process.start_time.as_ref().map(|t| -(t.time_unix_ms as f64))),
+        Column::Command => Value::Text(r.command()),
+    }
+}
+
+/// Unknown values go last in either direction: "n/a" is never the largest.
+fn compare(a: &Row, b: &Row, sort: Sort) -> Ordering {
+    let dir = |o: Ordering| if sort.descending { o.reverse() } else { o };
+    match (value(a, sort.column), value(b, sort.column)) {
+        (Value::Num(Some(x)), Value::Num(Some(y))) => dir(x.total_cmp(&y)),
+        (Value::Text(Some(x)), Value::Text(Some(y))) => dir(x.to_lowercase().cmp(&y.to_lowercase())),
+        (Value::Num(x), Value::Num(y)) => y.is_some().cmp(&x.is_some()),
+        (Value::Text(x), Value::Text(y)) => y.is_some().cmp(&x.is_some()),
+        _ => Ordering::Equal,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap() -> Snapshot {
+        let proc = |pid: u32, gpu: u32, mem: Option<u64>, user: &str, cmd: &str| {
+            serde_json::json!({
+                "pid": pid, "gpus": [{ "index": gpu, "type": "compute", "used_memory": mem }],
+                "gpu_memory_total": mem, "name": "python3", "user": user, "command": cmd,
+                "start_time": null, "start_time_unix_ms": null, "parent_pid": null,
+                "cpu_percent": null, "host_memory": null, "allocator": null
+            })
+        };
+        let mut two_gpus = proc(30, 0, Some(5), "carol", "torchrun train.py");
+        two_gpus["gpus"] = serde_json::json!([
+            { "index": 0, "type": "compute", "used_memory": 5 },
+            { "index": 1, "type": "compute", "used_memory": 50 }
+        ]);
+        serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "time": "x", "time_unix_ms": 0, "interval_ms": 1000, "collection_ms": 0.0,
+            "simulated": false, "host": {}, "driver": {}, "gpus": [], "alerts": [],
+            "processes": [proc(10, 0, Some(100), "alice", "python serve.py"), proc(20, 1, None, "bob", "vllm"), two_gpus],
+            "sources": { "nvml": { "ok": true, "error": null }, "host": { "ok": true, "error": null },
+                         "probes": { "ok": true, "error": null, "directory": null, "files": 0, "skipped": 0, "last_skipped": null } }
+        }))
+        .unwrap()
+    }
+
+    fn keys(rows: &[Row]) -> Vec<(u32, u32)> {
+        rows.iter().map(|r| (r.key.pid, r.key.gpu)).collect()
+    }
+
+    #[test]
+    fn one_row_per_process_and_gpu_largest_first_unknown_last() {
+        let s = snap();
+        let rows = build(&s, None, "", Sort::default());
+        assert_eq!(keys(&rows), [(10, 0), (30, 1), (30, 0), (20, 1)]);
+        let asc = build(&s, None, "", Sort { column: Column::GpuMem, descending: false });
+        assert_eq!(keys(&asc), [(30, 0), (30, 1), (10, 0), (20, 1)], "n/a stays last");
+    }
+
+    #[test]
+    fn focus_and_filter_narrow_the_rows() {
+        let s = snap();
+        assert_eq!(keys(&build(&s, Some(1), "", Sort::default())), [(30, 1), (20, 1)]);
+        assert_eq!(keys(&build(&s, None, "ALI", Sort::default())), [(10, 0)], "by user, any case");
+        assert_eq!(keys(&build(&s, None, "vll", Sort::default())), [(20, 1)], "by command");
+        assert_eq!(keys(&build(&s, None, "30", Sort::default())), [(30, 1), (30, 0)], "by PID");
+        assert!(build(&s, Some(0), "bob", Sort::default()).is_empty());
+    }
+
+    #[test]
+    fn sort_cycles_every_sortable_column_with_its_natural_direction() {
+        let mut sort = Sort::default();
+        let mut seen = Vec::new();
+        for _ in 0..SORTABLE.len() {
+            sort = sort.next();
+            seen.push(sort.column);
+            assert_eq!(sort.descending, sort.column.descending_by_default());
+        }
+        assert_eq!(sort, Sort::default(), "back to the start");
+        assert_eq!(seen.len(), SORTABLE.len());
+        let s = snap();
+        let by_user = build(&s, None, "", Sort { column: Column::User, descending: false });
+        assert_eq!(keys(&by_user), [(10, 0), (20, 1), (30, 0), (30, 1)]);
+    }
+}

@@ -1,0 +1,145 @@
+//! Everything the dashboard remembers between frames: the newest snapshot
+//! and, while paused, the frozen one; the history; focus, selection, sort,
+//! filter; the views stacked over the dashboard.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::model::Snapshot;
+use crate::tui::TuiOptions;
+use crate::tui::history::{History, RowKey};
+use crate::tui::keys::InputMode;
+use crate::tui::kill::{Signal, Target};
+use crate::tui::rows::{self, Row, Sort};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum View {
+    Help,
+    /// One process on one GPU, in full.
+    Detail(RowKey),
+    Confirm(Confirm),
+}
+
+/// A signal waiting for the user's yes, with what identifies the process
+/// to a person.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Confirm {
+    pub target: Target,
+    pub signal: Signal,
+    pub user: String,
+    pub command: String,
+    pub age: Option<Duration>,
+    /// SIGTERM already went out: this is the offer to follow with SIGKILL.
+    pub after_term: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct State {
+    pub ascii: bool,
+    pub color: bool,
+    pub read_only: bool,
+    pub interval: Duration,
+    pub latest: Option<Arc<Snapshot>>,
+    /// While paused: the snapshot on screen.
+    pub frozen: Option<Arc<Snapshot>>,
+    pub history: History,
+    /// The focused GPU's index; `None` is all.
+    pub focus: Option<u32>,
+    pub selected: Option<RowKey>,
+    /// Where the selection was, for when its row goes away.
+    pub selected_pos: usize,
+    pub sort: Sort,
+    pub filter: String,
+    pub editing_filter: bool,
+    pub views: Vec<View>,
+    /// A one-line message until the next key: results and refusals.
+    pub status: Option<String>,
+    /// Process rows the last frame had room for: one page.
+    pub page: usize,
+    /// The poller ended: no more snapshots will come.
+    pub collection_stopped: bool,
+    pub started_ms: u64,
+}
+
+impl State {
+    pub fn new(options: &TuiOptions) -> Self {
+        Self {
+            ascii: options.ascii,
+            color: options.color,
+            read_only: options.read_only,
+            interval: options.interval,
+            latest: None,
+            frozen: None,
+            history: History::new(options.interval),
+            focus: None,
+            selected: None,
+            selected_pos: 0,
+            sort: Sort::default(),
+            filter: String::new(),
+            editing_filter: false,
+            views: Vec::new(),
+            status: None,
+            page: 1,
+            collection_stopped: false,
+            started_ms: options.clock.now_ms(),
+        }
+    }
+
+    pub fn on_snapshot(&mut self, snap: Arc<Snapshot>) {
+        self.history.record(&snap);
+        self.latest = Some(snap);
+    }
+
+    /// What the screen shows: the frozen snapshot while paused.
+    pub fn shown(&self) -> Option<&Arc<Snapshot>> {
+        self.frozen.as_ref().or(self.latest.as_ref())
+    }
+
+    pub fn paused(&self) -> bool {
+        self.frozen.is_some()
+    }
+
+    pub fn rows(&self) -> Vec<Row<'_>> {
+        self.shown().map_or_else(Vec::new, |s| rows::build(s, self.focus, &self.filter, self.sort))
+    }
+
+    /// The selected row's position: the selected process if it is still
+    /// listed, else the row now where it was.
+    pub fn selected_index(&self, rows: &[Row]) -> Option<usize> {
+        if rows.is_empty() {
+            return None;
+        }
+        let by_key = self.selected.and_then(|k| rows.iter().position(|r| r.key == k));
+        Some(by_key.unwrap_or(self.selected_pos.min(rows.len() - 1)))
+    }
+
+    pub fn top(&self) -> Option<&View> {
+        self.views.last()
+    }
+
+    pub fn input_mode(&self) -> InputMode {
+        match self.top() {
+            _ if self.editing_filter => InputMode::Filter,
+            Some(View::Help) => InputMode::Help,
+            Some(View::Confirm(_)) => InputMode::Confirm,
+            Some(View::Detail(_)) | None => InputMode::Dashboard,
+        }
+    }
+
+    /// Milliseconds since the newest data was taken.
+    pub fn data_age_ms(&self, now_ms: u64) -> Option<u64> {
+        self.latest.as_ref().map(|s| now_ms.saturating_sub(s.time.time_unix_ms))
+    }
+
+    /// No snapshot for two intervals: the header must say how old the data
+    /// is, and keep saying it as the seconds pass.
+    pub fn stale(&self, now_ms: u64) -> bool {
+        let interval = u64::try_from(self.interval.as_millis()).unwrap_or(u64::MAX);
+        self.data_age_ms(now_ms).is_some_and(|age| age > interval.saturating_mul(2))
+    }
+
+    /// Whether the header changes with the clock alone right now.
+    pub fn ticking(&self, now_ms: u64) -> bool {
+        self.latest.is_none() || self.stale(now_ms)
+    }
+}

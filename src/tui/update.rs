@@ -1,0 +1,275 @@
+//! Actions applied to the state. What reaches outside the dashboard (the
+//! poller's interval, a signal, quitting) comes back as an effect for the
+//! run loop to carry out.
+
+use std::time::Duration;
+
+use crate::tui::history::RowKey;
+use crate::tui::keys::Action;
+use crate::tui::kill::{self, Signal, Target};
+use crate::tui::state::{Confirm, State, View};
+
+pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+pub const MAX_INTERVAL: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    Quit,
+    SetInterval(Duration),
+    Signal(Target, Signal),
+}
+
+pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
+    state.status = None;
+    match action {
+        Action::Quit => return Some(Effect::Quit),
+        Action::ToggleHelp => state.views.push(View::Help),
+        Action::Back => back(state),
+        Action::Move(by) => move_by(state, by),
+        Action::Page(pages) => move_by(state, pages.saturating_mul(state.page.max(1) as isize)),
+        Action::First => move_by(state, isize::MIN / 2),
+        Action::Last => move_by(state, isize::MAX / 2),
+        Action::FocusNext => focus_step(state, true),
+        Action::FocusPrev => focus_step(state, false),
+        Action::Focus(n) => focus_nth(state, n),
+        Action::SortNext => state.sort = state.sort.next(),
+        Action::SortReverse => state.sort.descending = !state.sort.descending,
+        Action::FilterStart => state.editing_filter = true,
+        Action::FilterInput(c) => state.filter.push(c),
+        Action::FilterBackspace => drop(state.filter.pop()),
+        Action::FilterAccept => state.editing_filter = false,
+        Action::FilterClear => {
+            state.filter.clear();
+            state.editing_filter = false;
+        }
+        Action::OpenDetail => {
+            if let Some(key) = selected_key(state) {
+                state.views.push(View::Detail(key));
+            }
+        }
+        Action::TogglePause => toggle_pause(state),
+        Action::Kill => ask_to_kill(state, now_ms),
+        Action::Confirm => {
+            if let Some(View::Confirm(c)) = state.top() {
+                return Some(Effect::Signal(c.target, c.signal));
+            }
+        }
+        Action::Slower => return change_interval(state, (state.interval * 2).min(MAX_INTERVAL).max(state.interval)),
+        Action::Faster => return change_interval(state, (state.interval / 2).max(MIN_INTERVAL).min(state.interval)),
+    }
+    None
+}
+
+/// The outcome of a signal the user confirmed: after SIGTERM, offer
+/// SIGKILL for a process that does not go.
+pub fn signal_sent(state: &mut State, signal: Signal, result: Result<(), String>) {
+    let Some(View::Confirm(confirm)) = state.views.pop() else { return };
+    let pid = confirm.target.pid;
+    match result {
+        Ok(()) if signal == Signal::Term => {
+            state.status = Some(format!("SIGTERM sent to PID {pid}"));
+            state.views.push(View::Confirm(Confirm { signal: Signal::Kill, after_term: true, ..confirm }));
+        }
+        Ok(()) => state.status = Some(format!("{} sent to PID {pid}", signal.name())),
+        Err(e) => state.status = Some(e),
+    }
+}
+
+fn back(state: &mut State) {
+    if state.views.pop().is_none() {
+        state.filter.clear();
+    }
+}
+
+fn selected_key(state: &State) -> Option<RowKey> {
+    let rows = state.rows();
+    state.selected_index(&rows).map(|i| rows[i].key)
+}
+
+fn move_by(state: &mut State, by: isize) {
+    let rows = state.rows();
+    let Some(at) = state.selected_index(&rows) else { return };
+    let to = at.saturating_add_signed(by).min(rows.len() - 1);
+    state.selected = Some(rows[to].key);
+    state.selected_pos = to;
+}
+
+fn gpu_indices(state: &State) -> Vec<u32> {
+    state.shown().map_or_else(Vec::new, |s| s.gpus.iter().map(|g| g.index).collect())
+}
+
+/// Tab walks all → first GPU → … → last GPU → all.
+fn focus_step(state: &mut State, forward: bool) {
+    let gpus = gpu_indices(state);
+    let at = state.focus.and_then(|f| gpus.iter().position(|g| *g == f));
+    state.focus = match (at, forward) {
+        (None, true) => gpus.first().copied(),
+        (None, false) => gpus.last().copied(),
+        (Some(i), true) => gpus.get(i + 1).copied(),
+        (Some(i), false) => i.checked_sub(1).map(|i| gpus[i]),
+    };
+}
+
+fn focus_nth(state: &mut State, n: u8) {
+    if n == 0 {
+        state.focus = None;
+        return;
+    }
+    match gpu_indices(state).get(usize::from(n) - 1) {
+        Some(&index) => state.focus = Some(index),
+        None => state.status = Some(format!("there is no GPU number {n} in the list")),
+    }
+}
+
+fn toggle_pause(state: &mut State) {
+    state.frozen = match state.frozen.take() {
+        Some(_) => None,
+        None => state.latest.clone(),
+    };
+}
+
+fn change_interval(state: &mut State, to: Duration) -> Option<Effect> {
+    state.status = Some(format!("interval {}", humantime::format_duration(to)));
+    if to == state.interval {
+        return None;
+    }
+    state.interval = to;
+    state.history.set_interval(to);
+    Some(Effect::SetInterval(to))
+}
+
+fn ask_to_kill(state: &mut State, now_ms: u64) {
+    if state.read_only {
+        state.status = Some("read-only (--read-only): gpuscope sends no signals".into());
+        return;
+    }
+    let key = match state.top() {
+        Some(View::Detail(key)) => Some(*key),
+        _ => selected_key(state),
+    };
+    let Some(key) = key else { return };
+    let Some(process) = state.shown().and_then(|s| s.processes.iter().find(|p| p.pid == key.pid)).cloned() else {
+        state.status = Some(format!("PID {} is gone", key.pid));
+        return;
+    };
+    match kill::target(key.pid) {
+        Err(e) => state.status = Some(e),
+        Ok(target) => state.views.push(View::Confirm(Confirm {
+            target,
+            signal: Signal::Term,
+            user: process.user.clone().unwrap_or_else(|| "n/a".into()),
+            command: process.command.clone().or(process.name.clone()).unwrap_or_else(|| "n/a".into()),
+            age: process.start_time.map(|t| Duration::from_millis(now_ms.saturating_sub(t.time_unix_ms))),
+            after_term: false,
+        })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::model::{Gpu, GpuState, Snapshot};
+    use crate::tui::{Clock, TuiOptions};
+
+    fn state(interval: Duration) -> State {
+        let options = TuiOptions { ascii: false, color: false, read_only: false, interval, clock: Clock::manual(0) };
+        let mut state = State::new(&options);
+        let gpus = vec![Gpu::blank(0, GpuState::Ok), Gpu::blank(3, GpuState::Ok)];
+        let snap: Snapshot = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "time": "x", "time_unix_ms": 0, "interval_ms": 1000, "collection_ms": 0.0,
+            "simulated": false, "host": {}, "driver": {}, "gpus": gpus, "processes": [], "alerts": [],
+            "sources": { "nvml": { "ok": true, "error": null }, "host": { "ok": true, "error": null },
+                         "probes": { "ok": true, "error": null, "directory": null, "files": 0, "skipped": 0, "last_skipped": null } }
+        }))
+        .unwrap();
+        state.on_snapshot(Arc::new(snap));
+        state
+    }
+
+    #[test]
+    fn the_interval_doubles_and_halves_within_bounds() {
+        let mut s = state(Duration::from_secs(1));
+        assert_eq!(apply(&mut s, Action::Slower, 0), Some(Effect::SetInterval(Duration::from_secs(2))));
+        for _ in 0..10 {
+            apply(&mut s, Action::Slower, 0);
+        }
+        assert_eq!(s.interval, MAX_INTERVAL);
+        assert_eq!(apply(&mut s, Action::Slower, 0), None, "nothing to change at the maximum");
+        let mut s = state(Duration::from_secs(1));
+        for _ in 0..10 {
+            apply(&mut s, Action::Faster, 0);
+        }
+        assert_eq!(s.interval, MIN_INTERVAL);
+        assert_eq!(s.history.capacity(), 3000, "the history follows the interval, within its cap");
+        // Below the dashboard's floor (`--interval 10ms`), `-` never lengthens it.
+        let mut s = state(Duration::from_millis(10));
+        assert_eq!(apply(&mut s, Action::Faster, 0), None);
+        assert_eq!(apply(&mut s, Action::Slower, 0), Some(Effect::SetInterval(Duration::from_millis(20))));
+    }
+
+    #[test]
+    fn tab_walks_the_gpus_and_back_to_all() {
+        let mut s = state(Duration::from_secs(1));
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            apply(&mut s, Action::FocusNext, 0);
+            seen.push(s.focus);
+        }
+        assert_eq!(seen, [Some(0), Some(3), None]);
+        apply(&mut s, Action::FocusPrev, 0);
+        assert_eq!(s.focus, Some(3));
+        apply(&mut s, Action::Focus(1), 0);
+        assert_eq!(s.focus, Some(0), "digits count GPUs as listed, from 1");
+        apply(&mut s, Action::Focus(5), 0);
+        assert_eq!(s.focus, Some(0));
+        assert!(s.status.as_deref().is_some_and(|m| m.contains("no GPU number 5")));
+        apply(&mut s, Action::Focus(0), 0);
+        assert_eq!(s.focus, None);
+    }
+
+    #[test]
+    fn esc_closes_the_top_view_then_clears_the_filter() {
+        let mut s = state(Duration::from_secs(1));
+        s.filter = "py".into();
+        apply(&mut s, Action::ToggleHelp, 0);
+        apply(&mut s, Action::Back, 0);
+        assert!(s.views.is_empty());
+        assert_eq!(s.filter, "py");
+        apply(&mut s, Action::Back, 0);
+        assert!(s.filter.is_empty());
+    }
+
+    #[test]
+    fn after_sigterm_comes_the_offer_of_sigkill_and_errors_end_it() {
+        let mut s = state(Duration::from_secs(1));
+        let confirm = Confirm {
+            target: Target { pid: 42, start_ticks: 7 },
+            signal: Signal::Term,
+            user: "alice".into(),
+            command: "python3".into(),
+            age: None,
+            after_term: false,
+        };
+        s.views.push(View::Confirm(confirm));
+        assert_eq!(
+            apply(&mut s, Action::Confirm, 0),
+            Some(Effect::Signal(Target { pid: 42, start_ticks: 7 }, Signal::Term))
+        );
+        signal_sent(&mut s, Signal::Term, Ok(()));
+        assert!(matches!(s.top(), Some(View::Confirm(c)) if c.signal == Signal::Kill && c.after_term));
+        signal_sent(&mut s, Signal::Kill, Err("PID 42 has already exited; nothing sent".into()));
+        assert!(s.views.is_empty());
+        assert_eq!(s.status.as_deref(), Some("PID 42 has already exited; nothing sent"));
+    }
+
+    #[test]
+    fn read_only_refuses_before_looking_at_the_process() {
+        let mut s = state(Duration::from_secs(1));
+        s.read_only = true;
+        assert_eq!(apply(&mut s, Action::Kill, 0), None);
+        assert!(s.views.is_empty());
+        assert!(s.status.as_deref().is_some_and(|m| m.contains("read-only")));
+    }
+}

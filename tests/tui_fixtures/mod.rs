@@ -1,0 +1,333 @@
+//! Snapshots for the dashboard's tests, built from JSON (as the poller's
+//! output would read) with fixed times, so that every frame is the same on
+//! every run; and the helpers that render them.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gpuscope::model::Snapshot;
+use gpuscope::tui::{Clock, State, TuiOptions};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::style::Color;
+use serde_json::{Value, json};
+
+/// 2026-11-21T19:30:00Z.
+pub const T0: u64 = 1_795_289_400_000;
+pub const GIB: u64 = 1 << 30;
+const TOTAL: u64 = 85_520_809_984;
+const DRIVER_RESERVED: u64 = 546_308_096;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Spec {
+    pub gpus: u32,
+    /// Allocator figures from a probe in the training processes.
+    pub probed: bool,
+    pub alerts: bool,
+    pub lost: Option<u32>,
+}
+
+impl Spec {
+    pub fn gpus(n: u32) -> Self {
+        Self { gpus: n, ..Self::default() }
+    }
+
+    pub fn probed(self) -> Self {
+        Self { probed: true, ..self }
+    }
+}
+
+pub fn options() -> TuiOptions {
+    TuiOptions {
+        ascii: false,
+        color: true,
+        read_only: false,
+        interval: Duration::from_secs(1),
+        clock: Clock::manual(T0 + 400),
+    }
+}
+
+/// A state that has seen ten minutes of snapshots ending at `T0`.
+pub fn state(spec: Spec) -> State {
+    state_with(spec, options())
+}
+
+pub fn state_with(spec: Spec, options: TuiOptions) -> State {
+    let mut state = State::new(&options);
+    for step in (0..=120u64).rev() {
+        state.on_snapshot(Arc::new(snapshot_at(spec, T0 - step * 5000, step)));
+    }
+    state
+}
+
+pub fn snapshot(spec: Spec) -> Snapshot {
+    snapshot_at(spec, T0, 0)
+}
+
+/// `step` moves the figures the way a training job's move: memory creeps
+/// up and is released, utilisation swings.
+pub fn snapshot_at(spec: Spec, t_ms: u64, step: u64) -> Snapshot {
+    let gpus: Vec<Value> = (0..spec.gpus).map(|i| gpu(spec, i, step)).collect();
+    let processes: Vec<Value> =
+        (0..spec.gpus).filter(|i| spec.lost != Some(*i)).map(|i| process(spec, i, step)).collect();
+    let alerts = if spec.alerts { alerts() } else { Vec::new() };
+    from_json(json!({
+        "schema_version": 1,
+        "time": humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(t_ms)).to_string(),
+        "time_unix_ms": t_ms,
+        "interval_ms": 1000,
+        "collection_ms": 1.7,
+        "simulated": false,
+        "host": {
+            "hostname": "node01", "cpu_percent": 12.5, "cpu_count": 64,
+            "memory_total": 270_000_000_000u64, "memory_used": 48_000_000_000u64,
+            "memory_available": 220_000_000_000u64, "swap_total": 8_000_000_000u64, "swap_used": 0
+        },
+        "driver": { "driver_version": "560.35.03", "cuda_driver_version": "12.6",
+                    "nvml_version": "12.560.35.03", "library": "libnvidia-ml.so.1" },
+        "gpus": gpus,
+        "processes": processes,
+        "alerts": alerts,
+        "sources": sources(json!({ "ok": true, "error": null })),
+    }))
+}
+
+/// NVML could not be loaded: no GPUs, the error in `sources.nvml`.
+pub fn without_nvml() -> Snapshot {
+    let mut snap = snapshot(Spec::gpus(0));
+    snap.sources = serde_json::from_value(sources(json!({
+        "ok": false,
+        "error": "cannot load libnvidia-ml.so.1: libnvidia-ml.so.1: cannot open shared object file"
+    })))
+    .unwrap();
+    snap
+}
+
+fn sources(nvml: Value) -> Value {
+    json!({
+        "nvml": nvml,
+        "host": { "ok": true, "error": null },
+        "probes": { "ok": true, "error": null, "directory": "/run/user/1000/gpuscope/probes",
+                    "files": 0, "skipped": 0, "last_skipped": null }
+    })
+}
+
+pub fn from_json(v: Value) -> Snapshot {
+    serde_json::from_value(v).expect("fixture matches the model")
+}
+
+fn wave(step: u64, period: u64) -> f64 {
+    let phase = (step % period) as f64 / period as f64;
+    (phase * std::f64::consts::TAU).sin()
+}
+
+fn used(i: u32, step: u64) -> u64 {
+    if i == 3 {
+        return 0;
+    }
+    let base = [60, 62, 70, 0, 44, 52, 58, 66][i as usize % 8] as f64;
+    ((base + 4.0 * wave(step, 40)) * GIB as f64) as u64
+}
+
+fn gpu(spec: Spec, i: u32, step: u64) -> Value {
+    let uuid = format!("GPU-{i:08x}-8b4d-4e71-a0c9-5d2e7b81f403");
+    if spec.lost == Some(i) {
+        return json!({
+            "index": i, "uuid": uuid, "name": "NVIDIA H100 80GB HBM3", "pci_bus_id": null,
+            "state": "lost", "error": "GPU is lost",
+            "memory": { "total": null, "used": null, "free": null, "driver_reserved": null },
+            "utilization": { "gpu": null, "memory": null, "encoder": null, "decoder": null },
+            "temperature_c": null, "fan_percent": null, "power_draw_w": null, "power_limit_w": null,
+            "clocks": { "sm_mhz": null, "memory_mhz": null }, "pcie": { "tx_bytes_per_s": null, "rx_bytes_per_s": null },
+            "performance_state": null, "throttle_reasons": null, "mig_mode": null, "allocator": null
+        });
+    }
+    let used = used(i, step);
+    let util = if i == 3 { 0 } else { (80.0 + 15.0 * wave(step + u64::from(i), 11)) as u32 };
+    let allocator = (spec.probed && i != 2 && i != 3).then(|| {
+        let (alloc, reserved) = allocator_figures(used);
+        json!({
+            "probed_processes": 1, "allocated": alloc, "reserved": reserved, "cached": reserved - alloc,
+            "inactive_split": 3 * GIB, "overhead": used - reserved, "unprobed": 0
+        })
+    });
+    json!({
+        "index": i, "uuid": uuid, "name": "NVIDIA H100 80GB HBM3",
+        "pci_bus_id": format!("00000000:{:02X}:00.0", 0x18 + i * 0x12), "state": "ok", "error": null,
+        "memory": { "total": TOTAL, "used": used, "free": TOTAL - used - DRIVER_RESERVED, "driver_reserved": DRIVER_RESERVED },
+        "utilization": { "gpu": util, "memory": util / 2, "encoder": 0, "decoder": 0 },
+        "temperature_c": 60 + i * 3, "fan_percent": null,
+        "power_draw_w": if i == 3 { 70.0 } else { 600.0 + f64::from(i) * 12.5 }, "power_limit_w": 700.0,
+        "clocks": { "sm_mhz": 1980, "memory_mhz": 2619 }, "pcie": { "tx_bytes_per_s": 1024000, "rx_bytes_per_s": 2048000 },
+        "performance_state": if i == 3 { "P8" } else { "P0" }, "throttle_reasons": [], "mig_mode": null,
+        "allocator": allocator
+    })
+}
+
+/// (allocated, reserved) for a process that NVML says holds `used`.
+fn allocator_figures(used: u64) -> (u64, u64) {
+    let reserved = used.saturating_sub(3 * GIB);
+    (reserved * 3 / 4, reserved)
+}
+
+fn process(spec: Spec, i: u32, step: u64) -> Value {
+    let pid = 4_123_401 + i;
+    let inference = i == 2;
+    let used = if i == 3 { GIB / 2 } else { used(i, step) };
+    let allocator = (spec.probed && !inference && i != 3).then(|| {
+        let (alloc, reserved) = allocator_figures(used);
+        json!({
+            "framework": "torch", "framework_version": "2.6.0", "backend": "native",
+            "alloc_conf": "expandable_segments:False", "rank": i, "local_rank": i, "world_size": spec.gpus,
+            "pinned_host": 2 * GIB, "pinned_host_peak": 3 * GIB, "state": "fresh", "age_ms": 400,
+            "devices": [{
+                "gpu": i, "allocated": alloc, "allocated_peak": alloc + 2 * GIB, "reserved": reserved,
+                "reserved_peak": reserved + GIB, "active": alloc, "inactive_split": if i == 1 { 20 * GIB } else { GIB },
+                "requested": alloc, "cached": reserved - alloc, "overhead": used - reserved, "segments": 120,
+                "alloc_retries": if i == 1 { 3 } else { 0 }, "ooms": 0,
+                "fragmentation": if i == 1 { 0.36 } else { 0.02 }
+            }]
+        })
+    });
+    let (user, command, name) = match i {
+        2 => ("svc-infer", "vllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 1".to_string(), "vllm"),
+        3 => ("carol", "python3 notebook_kernel.py".to_string(), "python3"),
+        _ => ("alice", format!("python3 train.py --epochs 90 --batch-size 64 --rank {i}"), "python3"),
+    };
+    json!({
+        "pid": pid, "gpus": [{ "index": i, "type": "compute", "used_memory": used }],
+        "gpu_memory_total": used, "name": name, "user": user, "command": command,
+        "start_time": "2026-11-21T16:18:00.000Z", "start_time_unix_ms": T0 - 11_520_000,
+        "parent_pid": 4_123_300, "cpu_percent": 101.3, "host_memory": 13_200_000_000u64,
+        "allocator": allocator
+    })
+}
+
+fn alerts() -> Vec<Value> {
+    vec![
+        json!({
+            "kind": "fragmentation", "severity": "warning", "gpu": 1, "pid": 4_123_402,
+            "since": "2026-11-21T19:27:00.000Z", "since_unix_ms": T0 - 180_000, "value": 0.36, "threshold": 0.3,
+            "message": "fragmentation 36% (20.0 GiB trapped in split blocks)",
+            "hint": "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+        }),
+        json!({
+            "kind": "alloc_retry", "severity": "critical", "gpu": 1, "pid": 4_123_402,
+            "since": "2026-11-21T19:29:30.000Z", "since_unix_ms": T0 - 30_000, "value": 3.0, "threshold": 0.0,
+            "message": "3 allocation retries: cudaMalloc failed and the cache was flushed",
+            "hint": "an OOM is close: lower the batch size"
+        }),
+    ]
+}
+
+/// The frame as text, one line per row, trailing blanks trimmed.
+pub fn text(terminal: &Terminal<TestBackend>) -> String {
+    let buf = terminal.backend().buffer();
+    let w = buf.area.width as usize;
+    let mut out = String::new();
+    for row in buf.content.chunks(w.max(1)).take(buf.area.height as usize) {
+        let line: String = row.iter().map(|c| c.symbol()).collect();
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+pub fn render(state: &mut State, w: u16, h: u16) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+    let clock = Clock::manual(T0 + 400);
+    terminal
+        .draw(|f| {
+            state.page = gpuscope::tui::render::draw(f, state, &clock);
+        })
+        .unwrap();
+    terminal
+}
+
+pub fn render_text(state: &mut State, w: u16, h: u16) -> String {
+    text(&render(state, w, h))
+}
+
+pub fn uses_color(terminal: &Terminal<TestBackend>) -> bool {
+    terminal.backend().buffer().content.iter().any(|c| c.fg != Color::Reset || c.bg != Color::Reset)
+}
+
+/// A `TestBackend` the test can read while the loop draws on it, counting
+/// the frames (one flush each).
+#[derive(Clone)]
+pub struct SharedBackend(
+    pub std::sync::Arc<std::sync::Mutex<TestBackend>>,
+    pub std::sync::Arc<std::sync::atomic::AtomicUsize>,
+);
+
+impl SharedBackend {
+    pub fn new(w: u16, h: u16) -> Self {
+        Self(std::sync::Arc::new(std::sync::Mutex::new(TestBackend::new(w, h))), Default::default())
+    }
+
+    pub fn frames(&self) -> usize {
+        self.1.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub fn screen(&self) -> String {
+        let backend = self.0.lock().unwrap();
+        let buf = backend.buffer();
+        let w = buf.area.width as usize;
+        let mut out = String::new();
+        for row in buf.content.chunks(w.max(1)) {
+            let line: String = row.iter().map(|c| c.symbol()).collect();
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+impl ratatui::backend::Backend for SharedBackend {
+    type Error = std::convert::Infallible;
+
+    fn draw<'a, I>(&mut self, content: I) -> Result<(), Self::Error>
+    where
+        I: Iterator<Item = (u16, u16, &'a ratatui::buffer::Cell)>,
+    {
+        self.0.lock().unwrap().draw(content)
+    }
+
+    fn hide_cursor(&mut self) -> Result<(), Self::Error> {
+        self.0.lock().unwrap().hide_cursor()
+    }
+
+    fn show_cursor(&mut self) -> Result<(), Self::Error> {
+        self.0.lock().unwrap().show_cursor()
+    }
+
+    fn get_cursor_position(&mut self) -> Result<ratatui::layout::Position, Self::Error> {
+        self.0.lock().unwrap().get_cursor_position()
+    }
+
+    fn set_cursor_position<P: Into<ratatui::layout::Position>>(&mut self, position: P) -> Result<(), Self::Error> {
+        self.0.lock().unwrap().set_cursor_position(position)
+    }
+
+    fn clear(&mut self) -> Result<(), Self::Error> {
+        self.0.lock().unwrap().clear()
+    }
+
+    fn clear_region(&mut self, clear_type: ratatui::backend::ClearType) -> Result<(), Self::Error> {
+        self.0.lock().unwrap().clear_region(clear_type)
+    }
+
+    fn size(&self) -> Result<ratatui::layout::Size, Self::Error> {
+        self.0.lock().unwrap().size()
+    }
+
+    fn window_size(&mut self) -> Result<ratatui::backend::WindowSize, Self::Error> {
+        self.0.lock().unwrap().window_size()
+    }
+
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.lock().unwrap().flush()
+    }
+}

@@ -1,0 +1,314 @@
+//! The dashboard's loop driven the way `gpuscope` drives it, with scripted
+//! key events and snapshots instead of a terminal and a poller, and the
+//! screen read back from a test backend after each step.
+
+mod tui_fixtures;
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
+use gpuscope::model::Snapshot;
+use gpuscope::poller::PollerControl;
+use gpuscope::tui::{TuiOptions, run_loop};
+use ratatui::Terminal;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tui_fixtures::{SharedBackend, Spec, T0, options, snapshot, snapshot_at};
+
+struct Dashboard {
+    screen: SharedBackend,
+    keys: mpsc::UnboundedSender<io::Result<Event>>,
+    snapshots: watch::Sender<Option<Arc<Snapshot>>>,
+    done: JoinHandle<io::Result<()>>,
+}
+
+impl Dashboard {
+    fn start(first: Option<Snapshot>, control: Option<PollerControl>, options: TuiOptions) -> Self {
+        let screen = SharedBackend::new(80, 24);
+        let (keys, mut rx) = mpsc::unbounded_channel();
+        let events = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        let (snapshots, snap_rx) = watch::channel(first.map(Arc::new));
+        let mut terminal = Terminal::new(screen.clone()).unwrap();
+        let done = tokio::spawn(async move { run_loop(&mut terminal, events, snap_rx, control, options).await });
+        Self { screen, keys, snapshots, done }
+    }
+
+    fn press(&self, code: KeyCode) {
+        self.keys.send(Ok(Event::Key(KeyEvent::new(code, KeyModifiers::NONE)))).unwrap();
+    }
+
+    fn typed(&self, text: &str) {
+        text.chars().for_each(|c| self.press(KeyCode::Char(c)));
+    }
+
+    fn publish(&self, snap: Snapshot) {
+        self.snapshots.send_replace(Some(Arc::new(snap)));
+    }
+
+    /// Waits until the screen satisfies `ok`; the loop may draw a frame
+    /// period after the event.
+    async fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        for _ in 0..500 {
+            let screen = self.screen.screen();
+            if ok(&screen) {
+                return screen;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the screen never showed {what}:\n{}", self.screen.screen());
+    }
+
+    async fn shows(&self, text: &str) -> String {
+        self.wait_for(text, |s| s.contains(text)).await
+    }
+
+    async fn hides(&self, text: &str) -> String {
+        self.wait_for(&format!("no {text:?}"), |s| !s.contains(text)).await
+    }
+
+    async fn quit(self) {
+        self.press(KeyCode::Char('q'));
+        let ended = tokio::time::timeout(Duration::from_secs(5), self.done).await;
+        ended.expect("q ends the loop").unwrap().unwrap();
+    }
+}
+
+fn four_gpus() -> Option<Snapshot> {
+    Some(snapshot(Spec::gpus(4).probed()))
+}
+
+#[tokio::test]
+async fn waits_for_the_first_snapshot_then_draws_it() {
+    let d = Dashboard::start(None, None, options());
+    d.shows("waiting for the first snapshot").await;
+    d.publish(snapshot(Spec::gpus(2)));
+    d.shows("NVIDIA H100 80GB HBM3").await;
+    d.quit().await;
+}
+
+#[tokio::test]
+async fn question_mark_opens_help_and_esc_closes_it() {
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.shows("GPUs").await;
+    d.press(KeyCode::Char('?'));
+    d.shows("this help").await;
+    d.press(KeyCode::Esc);
+    d.hides("this help").await;
+    d.quit().await;
+}
+
+#[tokio::test]
+async fn slash_filters_as_you_type_and_esc_clears() {
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.shows("Processes 4").await;
+    d.press(KeyCode::Char('/'));
+    d.typed("svc-");
+    let screen = d.shows("Processes 1").await;
+    assert!(screen.contains("vllm serve") && !screen.contains("train.py"), "{screen}");
+    // While typing, q is a letter of the filter, not quit.
+    d.typed("q");
+    d.shows("Processes 0").await;
+    d.press(KeyCode::Backspace);
+    d.press(KeyCode::Enter);
+    d.shows("Processes 1").await;
+    d.press(KeyCode::Esc);
+    d.shows("Processes 4").await;
+    d.quit().await;
+}
+
+#[tokio::test]
+async fn s_changes_the_sort_and_capital_s_reverses_it() {
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.shows("GPU MEM▼").await;
+    d.press(KeyCode::Char('s'));
+    d.shows("ALLOC▼").await;
+    d.press(KeyCode::Char('S'));
+    d.shows("ALLOC▲").await;
+    d.quit().await;
+}
+
+#[tokio::test]
+async fn tab_and_digits_focus_a_gpu() {
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.shows("focus: all GPUs").await;
+    d.press(KeyCode::Tab);
+    let screen = d.shows("focus: GPU 0").await;
+    assert!(screen.contains("Processes 1"), "{screen}");
+    d.press(KeyCode::Char('3'));
+    d.shows("focus: GPU 2").await;
+    d.press(KeyCode::Char('0'));
+    d.shows("focus: all GPUs").await;
+    d.quit().await;
+}
+
+#[tokio::test]
+async fn selection_moves_with_j_k_and_enter_opens_details() {
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.wait_for("GPU 2's row selected", |s| s.lines().any(|l| l.starts_with(">") && l.contains("4123403"))).await;
+    d.press(KeyCode::Char('j'));
+    d.wait_for("the next row selected", |s| s.lines().any(|l| l.starts_with(">") && l.contains("4123402"))).await;
+    d.press(KeyCode::End);
+    d.wait_for("the last row selected", |s| s.lines().any(|l| l.starts_with(">") && l.contains("4123404"))).await;
+    d.press(KeyCode::Char('k'));
+    d.press(KeyCode::Enter);
+    d.shows("PID 4123401 on GPU 0").await;
+    d.press(KeyCode::Esc);
+    d.hides("Esc: back").await;
+    d.quit().await;
+}
+
+#[tokio::test]
+async fn p_freezes_the_view_while_snapshots_keep_coming() {
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.shows("62.0/79.6 GiB").await;
+    d.press(KeyCode::Char('p'));
+    d.shows("PAUSED at 19:30:00").await;
+    // GPU 1's memory moves in the new snapshot: 62.0 becomes 66.0 GiB.
+    d.publish(snapshot_at(Spec::gpus(4).probed(), T0 + 1000, 10));
+    // A key round trip after the snapshot, so the loop has seen it.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    d.press(KeyCode::Char('?'));
+    d.shows("this help").await;
+    d.press(KeyCode::Esc);
+    let frozen = d.hides("this help").await;
+    assert!(frozen.contains("62.0/79.6 GiB") && !frozen.contains("66.0/79.6 GiB"), "{frozen}");
+    d.press(KeyCode::Char(' '));
+    d.shows("66.0/79.6 GiB").await;
+    d.hides("PAUSED").await;
+    d.quit().await;
+}
+
+#[tokio::test]
+async fn plus_and_minus_change_the_pollers_interval() {
+    use gpuscope::analysis::Analyzer;
+    use gpuscope::analysis::config::{AlertsConfig, HistoryConfig};
+    use gpuscope::sources::fake::{ScriptedGpu, ScriptedHost, ScriptedProbes};
+    let collector = gpuscope::collect::Collector {
+        gpu: Box::new(ScriptedGpu::new([])),
+        host: Box::new(ScriptedHost::new([])),
+        probes: Box::new(ScriptedProbes::new([])),
+        analyzer: Analyzer::new(&HistoryConfig::default(), AlertsConfig::default()),
+        interval: Duration::from_secs(1),
+        simulated: false,
+    };
+    let (_rx, control, _task) = gpuscope::poller::spawn(collector);
+    let d = Dashboard::start(four_gpus(), Some(control.clone()), options());
+    d.shows("every 1s").await;
+    d.press(KeyCode::Char('+'));
+    d.shows("every 2s").await;
+    assert_eq!(control.interval(), Duration::from_secs(2));
+    for _ in 0..6 {
+        d.press(KeyCode::Char('-'));
+    }
+    d.shows("every 100ms").await;
+    assert_eq!(control.interval(), Duration::from_millis(100), "halving stops at 100ms");
+    d.quit().await;
+}
+
+#[tokio::test]
+async fn q_ends_the_loop_and_ctrl_c_too() {
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.shows("GPUs").await;
+    d.quit().await;
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.keys.send(Ok(Event::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)))).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), d.done).await.expect("Ctrl-C ends the loop").unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_resize_redraws_at_the_new_size() {
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.shows("GPUs").await;
+    d.screen.0.lock().unwrap().resize(200, 50);
+    d.keys.send(Ok(Event::Resize(200, 50))).unwrap();
+    let wide = d.shows("driver 560.35.03").await;
+    assert!(wide.lines().count() == 50 && wide.contains("History"), "{wide}");
+    d.screen.0.lock().unwrap().resize(20, 5);
+    d.keys.send(Ok(Event::Resize(20, 5))).unwrap();
+    d.shows("terminal too").await;
+    d.quit().await;
+}
+
+#[tokio::test]
+async fn stale_data_is_dated_by_the_clock_tick_without_any_input() {
+    let opts = options();
+    let clock = opts.clock.clone();
+    let d = Dashboard::start(four_gpus(), None, opts);
+    d.shows("data 0.4s").await;
+    clock.set(T0 + 5_000);
+    d.shows("! data 5.0s old").await;
+    clock.set(T0 + 9_000);
+    d.shows("! data 9.0s old").await;
+    d.quit().await;
+}
+
+#[tokio::test]
+async fn shift_k_asks_then_terminates_then_offers_sigkill() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let mut snap = snapshot(Spec::gpus(1));
+    snap.processes[0].pid = child.id();
+    let d = Dashboard::start(Some(snap), None, options());
+    d.shows("GPUs").await;
+    d.press(KeyCode::Char('K'));
+    let ask = d.shows("Send SIGTERM?").await;
+    assert!(
+        ask.contains(&format!("PID {}", child.id())) && ask.contains("user alice") && ask.contains("running 3h12m")
+    );
+    assert!(ask.contains("python3 train.py"), "{ask}");
+    d.press(KeyCode::Char('y'));
+    d.shows("Send SIGKILL too?").await;
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGTERM));
+    d.press(KeyCode::Char('y'));
+    d.shows("has already exited; nothing sent").await;
+    d.quit().await;
+}
+
+#[tokio::test]
+async fn read_only_never_asks() {
+    let child = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let mut snap = snapshot(Spec::gpus(1));
+    snap.processes[0].pid = child.id();
+    let d = Dashboard::start(Some(snap), None, TuiOptions { read_only: true, ..options() });
+    d.shows("GPUs").await;
+    d.press(KeyCode::Delete);
+    d.shows("read-only").await;
+    assert!(!d.screen.screen().contains("Send SIGTERM"));
+    d.quit().await;
+    let mut child = child;
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[tokio::test]
+async fn a_burst_of_input_costs_a_few_frames_not_one_each() {
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.shows("GPUs").await;
+    let before = d.screen.frames();
+    let started = std::time::Instant::now();
+    for i in 0..300 {
+        d.press(KeyCode::Char(if i % 2 == 0 { 'j' } else { 'k' }));
+    }
+    d.press(KeyCode::Char('?'));
+    d.shows("this help").await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let frames = d.screen.frames() - before;
+    let budget = started.elapsed().as_millis() as usize / gpuscope::tui::FRAME.as_millis() as usize + 2;
+    assert!(frames <= budget, "{frames} frames for 301 keys in {:?}", started.elapsed());
+    d.quit().await;
+}
+
+#[tokio::test]
+async fn nothing_is_redrawn_while_nothing_happens() {
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.shows("GPUs").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = d.screen.frames();
+    // Fresh data and no input: no frame, the 1 Hz tick included.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(d.screen.frames(), before);
+    d.quit().await;
+}

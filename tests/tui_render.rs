@@ -1,0 +1,219 @@
+//! The dashboard's frames at 80x24 and 200x50, pinned as text snapshots
+//! (`tests/snapshots/`), from fixed snapshots and a fixed clock.
+
+mod tui_fixtures;
+
+use std::sync::Arc;
+
+use gpuscope::tui::keys::Action;
+use gpuscope::tui::update::apply;
+use gpuscope::tui::{Clock, State, TuiOptions};
+use tui_fixtures::{Spec, T0, options, render, render_text, snapshot, state, state_with, uses_color, without_nvml};
+
+fn act(state: &mut State, actions: &[Action]) {
+    for a in actions {
+        apply(state, *a, T0 + 400);
+    }
+}
+
+#[test]
+fn one_gpu_with_a_probe() {
+    let mut s = state(Spec::gpus(1).probed());
+    insta::assert_snapshot!("one_gpu_80x24", render_text(&mut s, 80, 24));
+    insta::assert_snapshot!("one_gpu_200x50", render_text(&mut s, 200, 50));
+}
+
+#[test]
+fn two_gpus_with_a_probe() {
+    let mut s = state(Spec::gpus(2).probed());
+    insta::assert_snapshot!("two_gpus_80x24", render_text(&mut s, 80, 24));
+    insta::assert_snapshot!("two_gpus_200x50", render_text(&mut s, 200, 50));
+}
+
+#[test]
+fn four_gpus_without_allocator_data() {
+    let mut s = state(Spec::gpus(4));
+    let small = render_text(&mut s, 80, 24);
+    assert!(small.contains("█ used ░ free") && !small.contains("cached"), "{small}");
+    insta::assert_snapshot!("four_gpus_no_probe_80x24", small);
+    insta::assert_snapshot!("four_gpus_no_probe_200x50", render_text(&mut s, 200, 50));
+}
+
+#[test]
+fn eight_gpus_go_compact_on_a_small_terminal() {
+    let mut s = state(Spec::gpus(8).probed());
+    let small = render_text(&mut s, 80, 24);
+    assert!(small.contains("NAME") && small.contains("UTIL"), "the compact form has column titles:\n{small}");
+    for i in 0..8 {
+        assert!(small.lines().any(|l| l.contains(&format!(" {i} H100 80GB HBM3"))), "GPU {i}:\n{small}");
+    }
+    insta::assert_snapshot!("eight_gpus_compact_80x24", small);
+    let big = render_text(&mut s, 200, 50);
+    assert_eq!(big.matches("NVIDIA H100 80GB HBM3").count(), 8, "full names at 200x50:\n{big}");
+    insta::assert_snapshot!("eight_gpus_200x50", big);
+}
+
+#[test]
+fn active_alerts_show_as_words_and_marks() {
+    let mut s = state(Spec { alerts: true, ..Spec::gpus(2).probed() });
+    let text = render_text(&mut s, 80, 24);
+    assert!(text.contains("! CRIT GPU 1 PID 4123402") && text.contains("! WARN"), "{text}");
+    assert!(text.contains("! 2 alerts"), "{text}");
+    insta::assert_snapshot!("alerts_80x24", text);
+    insta::assert_snapshot!("alerts_200x50", render_text(&mut s, 200, 50));
+}
+
+#[test]
+fn a_lost_gpu_says_so() {
+    let mut s = state(Spec { lost: Some(1), ..Spec::gpus(4) });
+    let text = render_text(&mut s, 80, 24);
+    assert!(text.contains("LOST") && text.contains("needs a GPU reset or a reboot"), "{text}");
+    insta::assert_snapshot!("lost_gpu_80x24", text);
+}
+
+#[test]
+fn help_lists_every_key() {
+    let mut s = state(Spec::gpus(2).probed());
+    act(&mut s, &[Action::ToggleHelp]);
+    let text = render_text(&mut s, 80, 24);
+    for (keys, _) in gpuscope::tui::render::KEYS {
+        assert!(text.contains(keys), "{keys}:\n{text}");
+    }
+    insta::assert_snapshot!("help_80x24", text);
+}
+
+#[test]
+fn detail_view_of_a_probed_process() {
+    let mut s = state(Spec { alerts: true, ..Spec::gpus(2).probed() });
+    // Sorted by GPU memory, GPU 1's process is first.
+    act(&mut s, &[Action::OpenDetail]);
+    let text = render_text(&mut s, 80, 24);
+    assert!(text.contains("PID 4123402 on GPU 1"), "{text}");
+    assert!(text.contains("expandable_segments:True"), "the hint:\n{text}");
+    insta::assert_snapshot!("detail_80x24", text);
+    insta::assert_snapshot!("detail_200x50", render_text(&mut s, 200, 50));
+}
+
+#[test]
+fn filter_narrows_the_table() {
+    let mut s = state(Spec::gpus(4).probed());
+    act(&mut s, &[Action::FilterStart]);
+    for c in "vllm".chars() {
+        act(&mut s, &[Action::FilterInput(c)]);
+    }
+    let text = render_text(&mut s, 80, 24);
+    assert!(text.contains("Processes 1") && text.contains("/vllm_"), "{text}");
+    insta::assert_snapshot!("filter_80x24", text);
+}
+
+#[test]
+fn focus_narrows_table_and_chart() {
+    let mut s = state(Spec::gpus(2).probed());
+    act(&mut s, &[Action::Focus(2)]);
+    let text = render_text(&mut s, 80, 24);
+    assert!(text.contains("History GPU 1") && text.contains("GPU 1 only"), "{text}");
+    insta::assert_snapshot!("focus_gpu1_80x24", text);
+}
+
+#[test]
+fn ascii_and_no_colour() {
+    let plain = TuiOptions { ascii: true, color: false, ..options() };
+    let mut s = state_with(Spec { alerts: true, ..Spec::gpus(4).probed() }, plain);
+    let terminal = render(&mut s, 80, 24);
+    let text = tui_fixtures::text(&terminal);
+    assert!(text.is_ascii(), "{text}");
+    assert!(!uses_color(&terminal));
+    assert!(text.contains("! CRIT") && text.contains(">"), "marks, not colours:\n{text}");
+    insta::assert_snapshot!("ascii_no_color_80x24", text);
+    act(&mut s, &[Action::ToggleHelp]);
+    let help = render_text(&mut s, 80, 24);
+    assert!(help.is_ascii(), "{help}");
+
+    let mut coloured = state(Spec::gpus(1));
+    assert!(uses_color(&render(&mut coloured, 80, 24)));
+}
+
+#[test]
+fn missing_nvml_is_shown_not_fatal() {
+    let mut s = State::new(&options());
+    s.on_snapshot(Arc::new(without_nvml()));
+    let text = render_text(&mut s, 80, 24);
+    assert!(text.contains("NVML: cannot load libnvidia-ml.so.1"), "{text}");
+    insta::assert_snapshot!("no_nvml_80x24", text);
+}
+
+#[test]
+fn before_the_first_snapshot() {
+    let mut s = State::new(&options());
+    let text = render_text(&mut s, 80, 24);
+    assert!(text.contains("waiting for the first snapshot…"), "{text}");
+    insta::assert_snapshot!("waiting_80x24", text);
+}
+
+#[test]
+fn stale_data_is_dated_and_paused_data_says_so() {
+    let clock = Clock::manual(T0 + 400);
+    let mut s = State::new(&TuiOptions { clock: clock.clone(), ..options() });
+    s.on_snapshot(Arc::new(snapshot(Spec::gpus(1))));
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, 24)).unwrap();
+    clock.set(T0 + 12_000);
+    terminal
+        .draw(|f| {
+            gpuscope::tui::render::draw(f, &s, &clock);
+        })
+        .unwrap();
+    let stale = tui_fixtures::text(&terminal);
+    assert!(stale.lines().next().unwrap().contains("! data 12s old"), "{stale}");
+    act(&mut s, &[Action::TogglePause]);
+    terminal
+        .draw(|f| {
+            gpuscope::tui::render::draw(f, &s, &clock);
+        })
+        .unwrap();
+    let paused = tui_fixtures::text(&terminal);
+    assert!(paused.lines().next().unwrap().contains("PAUSED at 19:30:00"), "{paused}");
+}
+
+#[test]
+fn too_small_says_so() {
+    let mut s = state(Spec::gpus(2));
+    let text = render_text(&mut s, 20, 5);
+    assert!(text.contains("terminal too"), "{text}");
+    insta::assert_snapshot!("too_small_20x5", text);
+}
+
+/// Every view at sizes down to nothing: no panic, whatever fits.
+#[test]
+fn tiny_terminals_never_panic() {
+    let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    let mut views: Vec<(&str, State)> = Vec::new();
+    views.push(("waiting", State::new(&options())));
+    views.push(("dashboard", state(Spec { alerts: true, ..Spec::gpus(8).probed() })));
+    let mut help = state(Spec::gpus(2));
+    act(&mut help, &[Action::ToggleHelp]);
+    views.push(("help", help));
+    let mut detail = state(Spec::gpus(2).probed());
+    act(&mut detail, &[Action::OpenDetail]);
+    views.push(("detail", detail));
+    let mut filter = state(Spec::gpus(2));
+    act(&mut filter, &[Action::FilterStart, Action::FilterInput('x')]);
+    views.push(("filter", filter));
+    let mut confirm = State::new(&options());
+    let mut snap = snapshot(Spec::gpus(1));
+    snap.processes[0].pid = child.id();
+    confirm.on_snapshot(Arc::new(snap));
+    act(&mut confirm, &[Action::Kill]);
+    assert!(matches!(confirm.top(), Some(gpuscope::tui::state::View::Confirm(_))), "{:?}", confirm.status);
+    views.push(("confirm", confirm));
+    let mut nvml = State::new(&TuiOptions { ascii: true, ..options() });
+    nvml.on_snapshot(Arc::new(without_nvml()));
+    views.push(("no nvml, ascii", nvml));
+    for (name, mut s) in views {
+        for (w, h) in [(0, 0), (1, 1), (20, 5), (40, 10), (39, 24), (80, 9)] {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| render_text(&mut s, w, h)));
+            assert!(result.is_ok(), "{name} at {w}x{h} panicked");
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -1,0 +1,165 @@
+//! The dashboard in a real terminal: `gpuscope --demo` in a detached tmux
+//! session of its own (its own server socket), driven with send-keys and
+//! read with capture-pane. Checks that it draws, answers keys, follows a
+//! resize, and hands the terminal back sane (canonical mode and echo on,
+//! the alternate screen left) after `q` and after SIGHUP.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// A tmux server for this test alone, killed when the test ends, however
+/// it ends.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(width: u16, height: u16) -> Self {
+        let found = Command::new("tmux").arg("-V").output();
+        assert!(
+            found.as_ref().is_ok_and(|o| o.status.success()),
+            "tmux is needed for this test and was not found; .ci/run installs it (apt-get install tmux)"
+        );
+        let socket = format!("gpuscope-test-{}", std::process::id());
+        let tmux = Self { socket };
+        let (w, h) = (width.to_string(), height.to_string());
+        tmux.run(&["-f", "/dev/null", "new-session", "-d", "-x", &w, "-y", &h, "bash", "--norc", "--noprofile"]);
+        tmux
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let out = Command::new("tmux").arg("-L").arg(&self.socket).args(args).output().unwrap();
+        assert!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        out
+    }
+
+    fn line(&self, text: &str) {
+        self.run(&["send-keys", "-l", text]);
+        self.run(&["send-keys", "Enter"]);
+    }
+
+    fn key(&self, key: &str) {
+        self.run(&["send-keys", key]);
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p"]).stdout).into_owned()
+    }
+
+    fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let screen = self.screen();
+            if ok(&screen) {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "the pane never showed {what}:\n{screen}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn shows(&self, text: &str) -> String {
+        self.wait_for(text, |s| s.contains(text))
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").arg("-L").arg(&self.socket).arg("kill-server").output();
+    }
+}
+
+/// A script that records its PID, then becomes gpuscope (same PID).
+fn launcher(dir: &Path) -> PathBuf {
+    let bin = assert_cmd::cargo::cargo_bin("gpuscope");
+    let script = dir.join("launch.sh");
+    let text = format!(
+        "export XDG_CONFIG_HOME='{d}/config' GPUSCOPE_PROBE_DIR='{d}/probes' LANG=C.UTF-8 LC_ALL=\n\
+         unset NO_COLOR GPUSCOPE_NVML_LIB GPUSCOPE_SIM_SCENARIO\n\
+         echo $$ > '{d}/pid'\n\
+         exec '{bin}' --demo\n",
+        d = dir.display(),
+        bin = bin.display()
+    );
+    std::fs::write(&script, text).unwrap();
+    script
+}
+
+fn pid(dir: &Path) -> u32 {
+    let path = dir.join("pid");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(&path).ok().and_then(|s| s.trim().parse().ok()) {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "the launcher never wrote its PID");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn wait_exit(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(Instant::now() < deadline, "gpuscope (PID {pid}) did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The shell is back, on the normal screen, with a sane terminal.
+fn assert_restored(tmux: &Tmux, marker: &str, when: &str) {
+    let screen = tmux.wait_for("the shell's screen again", |s| s.contains(marker) && !s.contains("GPUs"));
+    assert!(!screen.contains("Processes"), "{when}: the dashboard is still on screen:\n{screen}");
+    tmux.line("clear; stty -a; echo stty-done");
+    let screen = tmux.wait_for("stty's report", |s| s.lines().any(|l| l.trim() == "stty-done"));
+    let flags: Vec<&str> = screen.split_whitespace().collect();
+    for good in ["icanon", "echo", "isig", "icrnl", "opost"] {
+        assert!(flags.contains(&good), "{when}: {good} is off:\n{screen}");
+    }
+    for bad in ["-icanon", "-echo", "-isig"] {
+        assert!(!flags.contains(&bad), "{when}: {bad}:\n{screen}");
+    }
+}
+
+fn start_dashboard(tmux: &Tmux, dir: &Path, marker: &str) -> u32 {
+    let _ = std::fs::remove_file(dir.join("pid"));
+    tmux.line(&format!("clear; echo {marker}; sh {}", launcher(dir).display()));
+    let pid = pid(dir);
+    tmux.wait_for("the dashboard", |s| s.contains("GPUs") && s.contains("NVIDIA H100 80GB HBM3"));
+    pid
+}
+
+#[test]
+fn dashboard_in_a_real_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmux = Tmux::start(80, 24);
+    tmux.line("PS1='$ '");
+
+    let pid = start_dashboard(&tmux, dir.path(), "before-the-dashboard");
+    let screen = tmux.screen();
+    assert!(screen.contains("Processes") && screen.contains("vllm"), "{screen}");
+    assert_eq!(screen.lines().count(), 24, "{screen}");
+
+    tmux.key("?");
+    tmux.shows("this help");
+    tmux.key("Escape");
+    tmux.wait_for("help closed", |s| !s.contains("this help"));
+    tmux.key("Tab");
+    tmux.shows("focus: GPU 0");
+
+    tmux.run(&["resize-window", "-x", "120", "-y", "40"]);
+    let wide = tmux.wait_for("a 120x40 frame", |s| {
+        s.lines().count() == 40 && s.lines().any(|l| l.chars().count() > 80) && s.contains("Processes")
+    });
+    assert!(wide.lines().next().is_some_and(|l| l.trim_end().ends_with("alerts")), "{wide}");
+
+    tmux.key("q");
+    wait_exit(pid);
+    assert_restored(&tmux, "before-the-dashboard", "after q");
+
+    let pid = start_dashboard(&tmux, dir.path(), "before-the-hangup");
+    let sent = Command::new("kill").args(["-HUP", &pid.to_string()]).status().unwrap();
+    assert!(sent.success());
+    wait_exit(pid);
+    assert_restored(&tmux, "before-the-hangup", "after SIGHUP");
+}
