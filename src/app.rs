@@ -12,11 +12,12 @@ use crate::collect::Collector;
 use crate::inject::{self, InjectError};
 use crate::model::AlertKind;
 use crate::poller::{self, SnapshotRx};
+use crate::recording;
 use crate::settings::{Mode, Settings, SettingsError};
 use crate::sinks::{json, table};
 use crate::sources::host::SysinfoHost;
 use crate::sources::nvml::{InitError, LibrarySpec, NvmlSource};
-use crate::sources::probe::{self, FileProbes};
+use crate::sources::probe::{self, DemoProbes, FileProbes, ProbeSource};
 use crate::tui;
 
 /// Exit codes, documented in the README.
@@ -42,6 +43,12 @@ pub enum AppError {
     Output(io::Error),
     #[error(transparent)]
     Inject(#[from] InjectError),
+    #[error(transparent)]
+    Recording(#[from] recording::OpenError),
+    #[error("recording to {path}: {source}")]
+    Record { path: std::path::PathBuf, source: io::Error },
+    #[error(transparent)]
+    Serve(#[from] crate::serve::ServeError),
 }
 
 impl AppError {
@@ -50,6 +57,9 @@ impl AppError {
             Self::Settings(_) | Self::Nvml(_) => exit::USAGE,
             Self::Host(_) | Self::Runtime(_) | Self::Output(_) => exit::FAILURE,
             Self::Inject(e) => e.exit_code(),
+            Self::Recording(_) => exit::USAGE,
+            Self::Record { .. } => exit::FAILURE,
+            Self::Serve(e) => e.exit_code(),
         }
     }
 }
@@ -60,6 +70,9 @@ pub fn main() -> ExitCode {
         None => watch(&cli).map(|()| exit::OK),
         Some(Command::Check { window, fail_on }) => check(&cli, *window, fail_on),
         Some(Command::Run { command }) => Err(AppError::Inject(inject::run(command))),
+        Some(Command::Record { file, duration }) => record(&cli, file, *duration),
+        Some(Command::Replay { file, as_json }) => replay(&cli, file, *as_json),
+        Some(Command::Serve { listen }) => serve(&cli, *listen).map(|()| exit::OK),
         Some(Command::Probe { action: ProbeAction::Path }) => inject::materialize(&inject::python_dir())
             .map(|p| println!("{}", p.display()))
             .map(|()| exit::OK)
@@ -117,6 +130,59 @@ fn check(cli: &Cli, window: std::time::Duration, fail_on: &[AlertKindArg]) -> Re
     Ok(check::exit_code(&snap.alerts, &kinds))
 }
 
+/// `gpuscope serve`: the Prometheus exporter, until SIGINT or SIGTERM.
+fn serve(cli: &Cli, listen: std::net::SocketAddr) -> Result<(), AppError> {
+    // Headless whatever stdout is: a missing driver stops the exporter at
+    // start (exit 2) rather than leaving it up with nothing to export.
+    let settings = Settings { mode: Mode::Table, ..Settings::resolve(cli)? };
+    let collector = collector(&settings)?;
+    let runtime = runtime()?;
+    let served = runtime.block_on(async {
+        let (rx, _control, _task) = poller::spawn(collector);
+        crate::serve::run(listen, rx, settings.interval).await
+    });
+    runtime.shutdown_background();
+    Ok(served?)
+}
+
+/// `gpuscope record FILE`: headless whatever stdout is.
+fn record(cli: &Cli, path: &std::path::Path, duration: Option<std::time::Duration>) -> Result<u8, AppError> {
+    let settings = Settings { mode: Mode::Table, ..Settings::resolve(cli)? };
+    let collector = collector(&settings)?;
+    let runtime = runtime()?;
+    let written = runtime.block_on(async {
+        let (rx, _control, _task) = poller::spawn(collector);
+        recording::record(rx, path, duration).await
+    });
+    runtime.shutdown_background();
+    let written = written.map_err(|source| AppError::Record { path: path.to_path_buf(), source })?;
+    eprintln!("gpuscope: recorded {written} snapshots to {}", path.display());
+    Ok(exit::OK)
+}
+
+/// `gpuscope replay FILE [--json]`.
+fn replay(cli: &Cli, path: &std::path::Path, as_json: bool) -> Result<u8, AppError> {
+    let settings = Settings::resolve(cli)?;
+    let rec = recording::Recording::open(path)?;
+    if rec.skipped > 0 {
+        eprintln!("gpuscope: skipped {} damaged or foreign lines in {}", rec.skipped, path.display());
+    }
+    if as_json || settings.mode != Mode::Tui {
+        let analyzer = Analyzer::new(&settings.history, settings.alerts.clone());
+        let mut out = io::stdout().lock();
+        return match recording::print_json(&rec, analyzer, &mut out) {
+            Ok(_) => Ok(exit::OK),
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(exit::OK),
+            Err(e) => Err(AppError::Output(e)),
+        };
+    }
+    let runtime = runtime()?;
+    let options = tui::TuiOptions::from_env(&settings);
+    let result = runtime.block_on(tui::replay(rec, settings.history.clone(), settings.alerts.clone(), options));
+    runtime.shutdown_background();
+    result.map(|()| exit::OK).map_err(AppError::Output)
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, AppError> {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(AppError::Runtime)
 }
@@ -137,12 +203,26 @@ fn collector(settings: &Settings) -> Result<Collector, AppError> {
     Ok(Collector {
         gpu: Box::new(gpu),
         host: Box::new(SysinfoHost::new().map_err(AppError::Host)?),
-        probes: Box::new(FileProbes::new(probe::default_dir())),
+        probes: probes(simulated),
         analyzer: Analyzer::new(&settings.history, settings.alerts.clone()),
         interval: settings.interval,
         simulated,
     })
 }
+
+/// The built-in demo gets scripted probes for its processes; anything else
+/// reads the real probes' files.
+fn probes(simulated: bool) -> Box<dyn ProbeSource> {
+    if simulated && std::env::var_os(SIM_SCENARIO_ENV).is_none() {
+        Box::new(DemoProbes::new())
+    } else {
+        Box::new(FileProbes::new(probe::default_dir()))
+    }
+}
+
+/// Points the simulator at a scenario of the user's own (read by
+/// `crates/nvml-sim`), whose processes the demo's scripted probes don't know.
+const SIM_SCENARIO_ENV: &str = "GPUSCOPE_SIM_SCENARIO";
 
 /// The real NVML, or the simulator for `--demo` (and for `--demo=auto`
 /// when no driver can be loaded).

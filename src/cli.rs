@@ -1,6 +1,7 @@
 //! Command-line flags. Their names are part of the product (DESIGN §2).
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -81,10 +82,34 @@ pub enum Command {
         #[arg(long, value_name = "KINDS", value_delimiter = ',', value_enum)]
         fail_on: Vec<AlertKindArg>,
     },
+    /// Record snapshots to FILE (NDJSON; zstd-compressed when FILE ends in
+    /// .zst) until --duration is up, Ctrl-C or SIGTERM.
+    Record {
+        file: PathBuf,
+        /// Stop after this long (e.g. 8h).
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        duration: Option<Duration>,
+    },
+    /// Replay a recording in the dashboard, or as NDJSON with --json; alerts
+    /// are recomputed with the current thresholds.
+    Replay {
+        file: PathBuf,
+        /// Print the recording as NDJSON instead of showing it.
+        #[arg(long = "json")]
+        as_json: bool,
+    },
     /// The Python allocator probe, for `import gpuscope_probe; gpuscope_probe.start()`.
     Probe {
         #[command(subcommand)]
         action: ProbeAction,
+    },
+    /// Serve Prometheus metrics (/metrics), the JSON snapshot (/snapshot)
+    /// and a health check (/healthz) over HTTP until SIGINT or SIGTERM.
+    Serve {
+        /// Address to listen on. Anything but loopback shows process names,
+        /// command lines and users to whoever can reach it.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9835")]
+        listen: SocketAddr,
     },
 }
 

@@ -10,6 +10,8 @@ pub mod config;
 pub mod inject;
 pub mod model;
 pub mod poller;
+pub mod recording;
+pub mod serve;
 pub mod settings;
 pub mod sinks;
 pub mod sources;

@@ -132,7 +132,8 @@ fn device_allocator(
 }
 
 fn gpu_totals(index: u32, processes: &[Process]) -> Option<GpuAllocator> {
-    let mut t = GpuAllocator::default();
+    // No process without a probe is a known zero, not an unknown.
+    let mut t = GpuAllocator { unprobed: Some(0), ..GpuAllocator::default() };
     let add = |acc: &mut Option<u64>, v: Option<u64>| {
         if let Some(v) = v {
             *acc = Some(acc.unwrap_or(0) + v);

@@ -77,8 +77,7 @@ fn gpu_lines(gpu: &Gpu, lines: &mut Vec<String>) {
     let name = gpu.name.as_deref().unwrap_or("n/a");
     let short_name: String = name.chars().take(24).collect();
     if gpu.state == GpuState::Lost {
-        lines
-            .push(format!("{:>3} {:<24} LOST: fell off the bus; needs a GPU reset or a reboot", gpu.index, short_name));
+        lines.push(format!("{:>3} {:<24} LOST: fell off the bus (reset the GPU or reboot)", gpu.index, short_name));
         return;
     }
     let pct = |v: Option<u32>| opt(v, |v| format!("{v}%"));
@@ -121,7 +120,7 @@ fn gpu_lines(gpu: &Gpu, lines: &mut Vec<String>) {
     }
     if let Some(a) = &gpu.allocator {
         lines.push(format!(
-            "    probed: {} proc  alloc {}  reserved {}  overhead {}  unprobed {}",
+            "    probed {}: alloc {}  resv {}  ovh {}  unprobed {}",
             a.probed_processes,
             opt(a.allocated, bytes),
             opt(a.reserved, bytes),
@@ -143,7 +142,7 @@ fn allocator_line(a: &ProcessAllocator, gpu: u32) -> Option<String> {
         ProbeState::Gone => " (exited)".into(),
     };
     Some(format!(
-        "{:>12}alloc {}  resv {}  frag {}  ovh {}  retries {}  ooms {}{state}",
+        "{:>8}alloc {}  resv {}  frag {}  ovh {}  retry {}  oom {}{state}",
         "",
         opt(d.allocated, bytes),
         opt(d.reserved, bytes),

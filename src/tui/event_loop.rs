@@ -52,6 +52,7 @@ where
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
     let mut snapshots_open = true;
+    let mut replay_status = options.replay.as_ref().map(|r| r.status.clone());
     loop {
         if dirty && last_draw.is_none_or(|t| t.elapsed() >= FRAME) {
             let mut page = state.page;
@@ -85,6 +86,14 @@ where
                 }
                 dirty = true;
             },
+            // The player's speed, pause and notes change without a new
+            // snapshot; the header must follow.
+            Ok(()) = async {
+                match replay_status.as_mut() {
+                    Some(status) => status.changed().await,
+                    None => std::future::pending().await,
+                }
+            } => dirty = true,
             _ = ticker.tick() => {
                 if state.ticking(clock.now_ms()) {
                     dirty = true;
@@ -101,6 +110,11 @@ fn on_event(state: &mut State, event: Event, control: Option<&PollerControl>, cl
             let Some(action) = keys::map(key, state.input_mode()) else { return Flow::Same };
             match update::apply(state, action, clock.now_ms()) {
                 Some(Effect::Quit) => return Flow::Quit,
+                Some(Effect::Replay(cmd)) => {
+                    if let Some(replay) = &state.replay {
+                        let _ = replay.commands.send(cmd);
+                    }
+                }
                 Some(Effect::SetInterval(interval)) => {
                     if let Some(control) = control {
                         control.set_interval(interval);

@@ -5,11 +5,14 @@
 //! `j`/`k` move, as in vim and less; killing is `K` (shift) or Delete, so
 //! that a stray `k` can never open the kill dialog.
 
+use crate::recording::player::Command;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     Quit,
+    /// A playback command for the replayed recording.
+    Replay(Command),
     ToggleHelp,
     /// Esc: close the view on top, else clear the filter.
     Back,
@@ -42,6 +45,8 @@ pub enum Action {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputMode {
     Dashboard,
+    /// The dashboard over a recording: playback keys first.
+    Replay,
     Filter,
     Help,
     Confirm,
@@ -60,6 +65,7 @@ pub fn map(key: KeyEvent, mode: InputMode) -> Option<Action> {
     }
     match mode {
         InputMode::Dashboard => dashboard(key.code),
+        InputMode::Replay => replay(key.code).or_else(|| dashboard(key.code)),
         InputMode::Filter => filter(key.code),
         InputMode::Help => match key.code {
             KeyCode::Esc | KeyCode::Char('?') => Some(Action::Back),
@@ -73,6 +79,23 @@ pub fn map(key: KeyEvent, mode: InputMode) -> Option<Action> {
             _ => None,
         },
     }
+}
+
+/// Playback: Space pauses the recording (not just the view), +/- change
+/// the speed (not the interval), arrows and brackets seek.
+fn replay(code: KeyCode) -> Option<Action> {
+    Some(Action::Replay(match code {
+        KeyCode::Char(' ' | 'p') => Command::TogglePause,
+        KeyCode::Char('+' | '=') => Command::Faster,
+        KeyCode::Char('-' | '_') => Command::Slower,
+        KeyCode::Right => Command::Seek(10_000),
+        KeyCode::Left => Command::Seek(-10_000),
+        KeyCode::Char(']') => Command::Seek(60_000),
+        KeyCode::Char('[') => Command::Seek(-60_000),
+        KeyCode::Char('n') => Command::NextAlert,
+        KeyCode::Char('N') => Command::PrevAlert,
+        _ => return None,
+    }))
 }
 
 fn dashboard(code: KeyCode) -> Option<Action> {
@@ -135,6 +158,20 @@ mod tests {
             Some(Action::Kill)
         );
         assert_eq!(dash(KeyCode::Delete), Some(Action::Kill));
+    }
+
+    #[test]
+    fn replay_keys_come_first_and_the_rest_still_work() {
+        let replay = |code| map(key(code), InputMode::Replay);
+        assert_eq!(replay(KeyCode::Char(' ')), Some(Action::Replay(Command::TogglePause)));
+        assert_eq!(replay(KeyCode::Char('+')), Some(Action::Replay(Command::Faster)));
+        assert_eq!(replay(KeyCode::Right), Some(Action::Replay(Command::Seek(10_000))));
+        assert_eq!(replay(KeyCode::Char('[')), Some(Action::Replay(Command::Seek(-60_000))));
+        assert_eq!(replay(KeyCode::Char('N')), Some(Action::Replay(Command::PrevAlert)));
+        assert_eq!(replay(KeyCode::Char('j')), Some(Action::Move(1)));
+        assert_eq!(replay(KeyCode::Char('q')), Some(Action::Quit));
+        // Outside a replay, the same keys keep their dashboard meaning.
+        assert_eq!(dash(KeyCode::Char(' ')), Some(Action::TogglePause));
     }
 
     #[test]

@@ -28,6 +28,27 @@ pub use event_loop::{FRAME, run_loop};
 pub use options::{Clock, TuiOptions, color_allowed, utf8_locale};
 pub use state::State;
 
+/// The dashboard over a recording: a player stands in for the poller, and
+/// the dashboard's clock follows the recording's time.
+pub async fn replay(
+    rec: crate::recording::Recording,
+    history: crate::analysis::config::HistoryConfig,
+    alerts: crate::analysis::config::AlertsConfig,
+    mut options: TuiOptions,
+) -> io::Result<()> {
+    let clock = Clock::manual(rec.entries.first().map_or(0, |e| e.time_ms));
+    options.clock = clock.clone();
+    let (snapshots, handle) = crate::recording::player::start(rec, history, alerts, move |t| clock.set(t));
+    options.replay = Some(handle);
+    let mut signals = signals::QuitSignals::new()?;
+    let _guard = terminal::TerminalGuard::enter()?;
+    let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    tokio::select! {
+        result = run_loop(&mut terminal, EventStream::new(), snapshots, None, options) => result,
+        _ = signals.recv() => Ok(()),
+    }
+}
+
 /// Runs the dashboard on this process's terminal until `q`, Ctrl-C,
 /// SIGTERM, SIGHUP or SIGINT; the terminal is restored on every way out,
 /// a panic included.

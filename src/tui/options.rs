@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::recording::player::Handle;
 use crate::settings::Settings;
 
 #[derive(Debug, Clone)]
@@ -18,6 +19,8 @@ pub struct TuiOptions {
     /// The poller's interval at start-up.
     pub interval: Duration,
     pub clock: Clock,
+    /// Replaying a recording: its player's commands and status.
+    pub replay: Option<Handle>,
 }
 
 impl TuiOptions {
@@ -30,6 +33,7 @@ impl TuiOptions {
             read_only: flags.read_only,
             interval: settings.interval,
             clock: Clock::System,
+            replay: None,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! and, while paused, the frozen one; the history; focus, selection, sort,
 //! filter; the views stacked over the dashboard.
 
+use crate::recording::player::Handle;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,6 +59,8 @@ pub struct State {
     pub page: usize,
     /// The poller ended: no more snapshots will come.
     pub collection_stopped: bool,
+    /// Set when the snapshots come from a recording's player.
+    pub replay: Option<Handle>,
     pub started_ms: u64,
 }
 
@@ -82,6 +85,7 @@ impl State {
             page: 1,
             collection_stopped: false,
             started_ms: options.clock.now_ms(),
+            replay: options.replay.clone(),
         }
     }
 
@@ -122,6 +126,7 @@ impl State {
             _ if self.editing_filter => InputMode::Filter,
             Some(View::Help) => InputMode::Help,
             Some(View::Confirm(_)) => InputMode::Confirm,
+            Some(View::Detail(_)) | None if self.replay.is_some() => InputMode::Replay,
             Some(View::Detail(_)) | None => InputMode::Dashboard,
         }
     }

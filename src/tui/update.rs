@@ -2,6 +2,7 @@
 //! poller's interval, a signal, quitting) comes back as an effect for the
 //! run loop to carry out.
 
+use crate::recording::player::Command;
 use std::time::Duration;
 
 use crate::tui::history::RowKey;
@@ -15,6 +16,7 @@ pub const MAX_INTERVAL: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Effect {
     Quit,
+    Replay(Command),
     SetInterval(Duration),
     Signal(Target, Signal),
 }
@@ -23,6 +25,7 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
     state.status = None;
     match action {
         Action::Quit => return Some(Effect::Quit),
+        Action::Replay(cmd) => return Some(Effect::Replay(cmd)),
         Action::ToggleHelp => state.views.push(View::Help),
         Action::Back => back(state),
         Action::Move(by) => move_by(state, by),
@@ -174,7 +177,14 @@ mod tests {
     use crate::tui::{Clock, TuiOptions};
 
     fn state(interval: Duration) -> State {
-        let options = TuiOptions { ascii: false, color: false, read_only: false, interval, clock: Clock::manual(0) };
+        let options = TuiOptions {
+            ascii: false,
+            color: false,
+            read_only: false,
+            interval,
+            clock: Clock::manual(0),
+            replay: None,
+        };
         let mut state = State::new(&options);
         let gpus = vec![Gpu::blank(0, GpuState::Ok), Gpu::blank(3, GpuState::Ok)];
         let snap: Snapshot = serde_json::from_value(serde_json::json!({

@@ -45,6 +45,7 @@ pub fn options() -> TuiOptions {
         read_only: false,
         interval: Duration::from_secs(1),
         clock: Clock::manual(T0 + 400),
+        replay: None,
     }
 }
 

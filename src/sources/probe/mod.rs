@@ -3,6 +3,7 @@
 //! private per-user directory. See `dir.rs` for where and how it is trusted,
 //! `file.rs` for the format.
 
+mod demo;
 mod dir;
 mod file;
 mod identity;
@@ -10,6 +11,7 @@ mod reader;
 
 use std::time::Duration;
 
+pub use demo::DemoProbes;
 pub use dir::{ProbeDir, default_dir};
 pub use file::{PROBE_FORMAT, ProbeDevice, ProbeFile};
 pub use identity::start_ticks;

@@ -33,11 +33,18 @@ fn hints<'a>(ctx: &Ctx, width: usize) -> Line<'a> {
         Some(View::Detail(_)) => vec![("Esc", "back")],
         _ => vec![("?", "help"), ("q", "quit"), ("/", "filter"), ("s", "sort"), ("Tab", "GPU"), ("Enter", "details")],
     };
-    if !s.read_only {
-        keys.push(("K", "kill"));
+    if s.replay.is_some() {
+        keys.splice(
+            0..0,
+            [("Space", "play/pause"), ("<-/->", "10s"), ("[/]", "1min"), ("n/N", "alert"), ("+/-", "speed")],
+        );
+    } else {
+        if !s.read_only {
+            keys.push(("K", "kill"));
+        }
+        keys.push(("p", if s.paused() { "resume" } else { "pause" }));
+        keys.push(("+/-", "interval"));
     }
-    keys.push(("p", if s.paused() { "resume" } else { "pause" }));
-    keys.push(("+/-", "interval"));
     let mut spans = Vec::new();
     let mut used = 0;
     for (k, what) in keys {

@@ -7,6 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::model::{Severity, Snapshot};
+use crate::recording::player::Status;
 use crate::tui::render::Ctx;
 use crate::tui::render::bar::{Segment, bar};
 use crate::tui::render::format::{duration_short, or_na};
@@ -55,9 +56,28 @@ fn first_line<'a>(ctx: &Ctx, w: usize, snap: Option<&Snapshot>) -> Line<'a> {
     if state.collection_stopped {
         push(Span::styled("! collection stopped", t.crit));
     }
-    push(Span::styled(format!("every {}", humantime::format_duration(state.interval)), t.dim));
+    match &state.replay {
+        Some(replay) => push(replay_status(ctx, &replay.status.borrow())),
+        None => push(Span::styled(format!("every {}", humantime::format_duration(state.interval)), t.dim)),
+    }
     let right = alert_count(ctx, snap);
     spread(left, right, w, " ", t.dim)
+}
+
+/// "REPLAY run.ndjson.zst 120/3600 x4 paused": where in the recording, and
+/// how it plays. The clock before it is the recording's own (UTC).
+fn replay_status<'a>(ctx: &Ctx, s: &Status) -> Span<'a> {
+    let mut text = format!("REPLAY {} {}/{} x{}", ctx.clean(&s.file), s.position + 1, s.len, s.speed);
+    if s.paused {
+        text.push_str(" paused");
+    } else if s.at_end {
+        text.push_str(" end");
+    }
+    if let Some(note) = &s.note {
+        text.push_str(" - ");
+        text.push_str(note);
+    }
+    Span::styled(text, ctx.theme.warn)
 }
 
 fn alert_count<'a>(ctx: &Ctx, snap: &Snapshot) -> Vec<Span<'a>> {

@@ -25,10 +25,23 @@ pub const KEYS: &[(&str, &str)] = &[
     ("+, -", "double / halve the interval (100ms .. 60s)"),
 ];
 
+/// In `gpuscope replay`, these come first; pause and +/- act on playback.
+pub const REPLAY_KEYS: &[(&str, &str)] = &[
+    ("Space, p", "play / pause the recording"),
+    ("Right Left", "10 s forward / back"),
+    ("] [", "1 minute forward / back"),
+    ("n, N", "next / previous alert"),
+    ("+, -", "faster / slower (0.5x .. 32x)"),
+];
+
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     let t = &ctx.theme;
-    let key_w = KEYS.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    let mut lines: Vec<Line> = KEYS
+    let keys: Vec<&(&str, &str)> = match ctx.state.replay {
+        Some(_) => REPLAY_KEYS.iter().chain(KEYS.iter().filter(|(k, _)| !matches!(*k, "p, Space" | "+, -"))).collect(),
+        None => KEYS.iter().collect(),
+    };
+    let key_w = keys.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    let mut lines: Vec<Line> = keys
         .iter()
         .map(|(k, what)| Line::from(vec![Span::styled(format!(" {k:<key_w$}  "), t.key), Span::raw(*what)]))
         .collect();

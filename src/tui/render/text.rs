@@ -56,49 +56,11 @@ pub fn clean(s: &str, ascii: bool) -> String {
         .collect()
 }
 
-/// Words filled into lines of at most `w` columns, runs of spaces kept
-/// inside a line; a word longer than a line is split.
+/// Words filled into lines of at most `w` columns; a word longer than a
+/// line is split, and wide characters count double.
 pub fn wrap(s: &str, w: usize) -> Vec<String> {
-    let w = w.max(1);
-    let mut lines = vec![String::new()];
-    for token in s.split(' ') {
-        let Some(line) = lines.last_mut() else { break };
-        if token.is_empty() {
-            if !line.is_empty() {
-                line.push(' ');
-            }
-            continue;
-        }
-        let mut word = token.to_string();
-        while !word.is_empty() {
-            let Some(line) = lines.last_mut() else { break };
-            let sep = usize::from(!line.is_empty());
-            if width(line) + sep + width(&word) <= w {
-                if sep == 1 {
-                    line.push(' ');
-                }
-                line.push_str(&word);
-                break;
-            }
-            if line.is_empty() {
-                // At least one character per line, even one wider than it.
-                let head = match fit(&word, w, "") {
-                    h if h.is_empty() => word.chars().next().map(String::from).unwrap_or_default(),
-                    h => h,
-                };
-                word = word[head.len()..].to_string();
-                line.push_str(&head);
-            }
-            let Some(line) = lines.last_mut() else { break };
-            line.truncate(line.trim_end().len());
-            lines.push(String::new());
-        }
-    }
-    lines.retain(|l| !l.is_empty());
-    if lines.is_empty() {
-        lines.push(String::new());
-    }
-    lines
+    let options = textwrap::Options::new(w.max(1)).break_words(true);
+    textwrap::wrap(s, options).into_iter().map(std::borrow::Cow::into_owned).collect()
 }
 
 pub fn spans_width(spans: &[Span]) -> usize {

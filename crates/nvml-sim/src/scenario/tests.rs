@@ -111,9 +111,10 @@ fn init_errors_parse_from_snake_case() {
 #[test]
 fn demo_scenario_describes_the_documented_node() {
     let s = parse(DEMO_SCENARIO);
-    assert_eq!(s.gpus.len(), 4);
+    assert_eq!(s.gpus.len(), 5);
     let pids: Vec<_> = (s.gpus.iter()).map(|g| g.spec.process.iter().map(|p| p.pid).collect::<Vec<_>>()).collect();
-    assert_eq!(pids, [vec![4123401], vec![4123402], vec![4123510], vec![]]);
+    assert_eq!(pids, [vec![4123401], vec![4123402], vec![4123510], vec![], vec![]]);
+    assert!(s.gpus[4].is_lost(), "the fifth GPU fell off the bus");
     let gib = 1u64 << 30;
     for t in [0.0, 200.0, 450.0, 899.0] {
         for gpu in &s.gpus[..2] {

@@ -1,0 +1,46 @@
+//! `gpuscope record FILE`: every new snapshot becomes a line, until the
+//! duration is up, Ctrl-C or SIGTERM. The header is written with the first
+//! snapshot, which names the host.
+
+use std::io;
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::{Header, Recorder};
+use crate::poller::SnapshotRx;
+
+pub async fn record(mut rx: SnapshotRx, path: &Path, duration: Option<Duration>) -> io::Result<u64> {
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let deadline = tokio::time::sleep(duration.unwrap_or(Duration::MAX));
+    tokio::pin!(deadline);
+    let mut recorder: Option<Recorder> = None;
+    loop {
+        tokio::select! {
+            changed = rx.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                let Some(snap) = rx.borrow_and_update().clone() else { continue };
+                if recorder.is_none() {
+                    let header = Header::new(snap.host.hostname.clone(), snap.interval_ms);
+                    recorder = Some(Recorder::create(path, &header)?);
+                }
+                // A write error (a full disk) ends the recording; what was
+                // written before it stays readable.
+                recorder.as_mut().map_or(Ok(()), |r| r.write(&snap))?;
+            }
+            _ = tokio::signal::ctrl_c() => break,
+            _ = term.recv() => break,
+            _ = hup.recv() => break,
+            () = &mut deadline, if duration.is_some() => break,
+        }
+    }
+    let written = recorder.as_ref().map_or(0, Recorder::snapshots);
+    if let Some(r) = recorder {
+        r.finish()?;
+    }
+    Ok(written)
+}

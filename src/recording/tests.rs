@@ -1,0 +1,176 @@
+//! The reader's tolerance and the player's seek, speed and next-alert
+//! logic, on synthetic recordings.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, UNIX_EPOCH};
+
+use super::player::{self, Command};
+use super::{Header, Recorder, Recording};
+use crate::analysis::config::{AlertsConfig, HistoryConfig};
+use crate::model::*;
+
+pub const T0: u64 = 1_795_000_000_000;
+
+/// A one-GPU snapshot at `T0 + secs`; the GPU is lost when `lost`.
+pub fn snapshot(secs: u64, lost: bool) -> Snapshot {
+    let mut gpu = Gpu::blank(0, if lost { GpuState::Lost } else { GpuState::Ok });
+    gpu.name = Some("NVIDIA H100 80GB HBM3".into());
+    if !lost {
+        gpu.memory =
+            GpuMemory { total: Some(80 << 30), used: Some(secs << 20), free: Some(40 << 30), driver_reserved: None };
+        gpu.utilization.gpu = Some((secs % 100) as u32);
+    }
+    Snapshot {
+        schema_version: SCHEMA_VERSION,
+        time: Timestamp::from_system(UNIX_EPOCH + Duration::from_millis(T0 + secs * 1000)),
+        interval_ms: 1000,
+        collection_ms: 1.0,
+        simulated: true,
+        host: Host { hostname: Some("node01".into()), ..Host::default() },
+        driver: Driver::default(),
+        gpus: vec![gpu],
+        processes: Vec::new(),
+        alerts: Vec::new(),
+        events: Vec::new(),
+        sources: Sources::default(),
+    }
+}
+
+/// `n` seconds at 1 Hz; the GPU is lost during each range in `lost`.
+pub fn write_recording(path: &Path, n: u64, lost: &[std::ops::Range<u64>]) {
+    let mut r = Recorder::create(path, &Header::new(Some("node01".into()), 1000)).unwrap();
+    for s in 0..n {
+        r.write(&snapshot(s, lost.iter().any(|l| l.contains(&s)))).unwrap();
+    }
+    r.finish().unwrap();
+}
+
+#[test]
+fn plain_and_zstd_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["run.ndjson", "run.ndjson.zst"] {
+        let path = dir.path().join(name);
+        write_recording(&path, 30, &[]);
+        let rec = Recording::open(&path).unwrap();
+        assert_eq!(rec.len(), 30, "{name}");
+        assert_eq!(rec.skipped, 0);
+        assert_eq!(rec.header.as_ref().unwrap().host.as_deref(), Some("node01"));
+        assert_eq!(rec.get(7).unwrap(), snapshot(7, false));
+        assert_eq!(rec.position_at(T0 + 7_500), 7);
+        assert_eq!(rec.position_at(0), 0);
+    }
+}
+
+#[test]
+fn damage_is_skipped_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("damaged.ndjson");
+    write_recording(&path, 10, &[]);
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    // Garbage in the middle, a field from a newer gpuscope, a torn tail.
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines.insert(3, "\u{1b}[2J garbage {".into());
+    lines[5] = lines[5].replacen('{', "{\"from_the_future\":{\"x\":1},", 1);
+    text = lines.join("\n") + "\n" + &serde_json::to_string(&snapshot(99, false)).unwrap()[..200];
+    std::fs::write(&path, text).unwrap();
+    let rec = Recording::open(&path).unwrap();
+    assert_eq!(rec.len(), 10);
+    assert_eq!(rec.skipped, 2, "the garbage line and the torn last line");
+    assert!(rec.get(4).is_ok(), "unknown fields are ignored");
+
+    // A zstd recording cut short (the writer was killed): every complete
+    // line before the cut reads back.
+    let zst = dir.path().join("cut.ndjson.zst");
+    let mut r = Recorder::create(&zst, &Header::new(None, 1000)).unwrap();
+    for s in 0..50 {
+        r.write(&snapshot(s, false)).unwrap();
+    }
+    drop(r);
+    let bytes = std::fs::read(&zst).unwrap();
+    std::fs::write(&zst, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let rec = Recording::open(&zst).unwrap();
+    assert!(rec.len() > 10 && rec.len() < 50, "{}", rec.len());
+    assert!((0..rec.len()).all(|i| rec.get(i).is_ok()));
+}
+
+#[test]
+fn foreign_and_empty_files_are_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes) in [
+        ("picture.png", &b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"[..]),
+        ("empty.ndjson", b""),
+        ("fake.zst", b"not zstd at all"),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::File::create(&path).unwrap().write_all(bytes).unwrap();
+        let err = Recording::open(&path).err().unwrap().to_string();
+        assert!(err.contains(name) && err.contains("not a gpuscope recording"), "{err}");
+    }
+    let err = Recording::open(&dir.path().join("missing.ndjson")).err().unwrap().to_string();
+    assert!(err.contains("cannot read"), "{err}");
+}
+
+fn start(path: &Path) -> (crate::poller::SnapshotRx, player::Handle) {
+    let rec = Recording::open(path).unwrap();
+    player::start(rec, HistoryConfig::default(), AlertsConfig::default(), |_| {})
+}
+
+async fn shown(rx: &mut crate::poller::SnapshotRx) -> u64 {
+    rx.changed().await.unwrap();
+    let t = rx.borrow_and_update().as_ref().unwrap().time.time_unix_ms;
+    (t - T0) / 1000
+}
+
+#[tokio::test(start_paused = true)]
+async fn plays_at_the_recorded_pace_times_the_speed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ndjson");
+    write_recording(&path, 100, &[]);
+    let (mut rx, h) = start(&path);
+    let t = tokio::time::Instant::now();
+    assert_eq!(shown(&mut rx).await, 0);
+    assert_eq!(t.elapsed(), Duration::ZERO, "the first snapshot at once");
+    assert_eq!(shown(&mut rx).await, 1);
+    assert_eq!(t.elapsed(), Duration::from_secs(1));
+    for _ in 0..2 {
+        h.commands.send(Command::Faster).unwrap();
+    }
+    let t = tokio::time::Instant::now();
+    assert_eq!(shown(&mut rx).await, 2);
+    assert!(t.elapsed() <= Duration::from_millis(250), "x4: {:?}", t.elapsed());
+    h.commands.send(Command::TogglePause).unwrap();
+    tokio::task::yield_now().await;
+    let wait = tokio::time::timeout(Duration::from_secs(30), rx.changed()).await;
+    assert!(wait.is_err(), "paused: nothing new");
+    assert!(h.status.borrow().paused);
+}
+
+#[tokio::test(start_paused = true)]
+async fn seeks_and_jumps_between_alerts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ndjson");
+    write_recording(&path, 600, &[200..210, 400..405]);
+    let (mut rx, h) = start(&path);
+    h.commands.send(Command::TogglePause).unwrap();
+    h.commands.send(Command::Seek(60_000)).unwrap();
+    assert_eq!(shown(&mut rx).await, 60);
+    h.commands.send(Command::Seek(-10_000)).unwrap();
+    assert_eq!(shown(&mut rx).await, 50);
+    // The alert index is built in the background; wait for it.
+    let mut status = h.status.clone();
+    while status.borrow_and_update().alerts_indexed.is_none() {
+        status.changed().await.unwrap();
+    }
+    assert_eq!(status.borrow().alerts_indexed, Some(2));
+    h.commands.send(Command::NextAlert).unwrap();
+    assert_eq!(shown(&mut rx).await, 200);
+    let snap = rx.borrow().clone().unwrap();
+    assert_eq!(snap.alerts[0].kind, AlertKind::GpuLost, "recomputed on the way");
+    h.commands.send(Command::NextAlert).unwrap();
+    assert_eq!(shown(&mut rx).await, 400);
+    h.commands.send(Command::PrevAlert).unwrap();
+    assert_eq!(shown(&mut rx).await, 200);
+    h.commands.send(Command::Seek(i64::MIN / 2)).unwrap();
+    assert_eq!(shown(&mut rx).await, 0, "seeking past the start stops at it");
+}

@@ -1,0 +1,137 @@
+//! Per-process families (labels `pid`, `user`, `command`), and the
+//! allocator probe's figures per process and GPU (plus `gpu`, `rank`).
+
+use super::{counter, gauge};
+use crate::model::{DeviceAllocator, Process, Snapshot};
+use crate::serve::encode::{Def, Encoder, Value};
+use crate::serve::labels;
+
+pub static GPU_MEMORY: Def =
+    gauge("gpuscope_process_gpu_memory_bytes", Some("bytes"), "Device memory NVML attributes to the process.");
+pub static CPU: Def = gauge(
+    "gpuscope_process_cpu_usage_ratio",
+    Some("ratio"),
+    "CPU time per second of wall time: 1 is one core busy, more with threads.",
+);
+pub static HOST_MEMORY: Def =
+    gauge("gpuscope_process_host_memory_bytes", Some("bytes"), "Resident host memory of the process.");
+
+pub static ALLOCATED: Def =
+    gauge("gpuscope_allocator_allocated_bytes", Some("bytes"), "Bytes in live tensors (allocated_bytes.all.current).");
+pub static RESERVED: Def = gauge(
+    "gpuscope_allocator_reserved_bytes",
+    Some("bytes"),
+    "Bytes the caching allocator holds from the driver (reserved_bytes.all.current).",
+);
+pub static CACHED: Def = gauge(
+    "gpuscope_allocator_cached_bytes",
+    Some("bytes"),
+    "Reserved minus allocated: free inside the allocator, reusable by this process only.",
+);
+pub static INACTIVE_SPLIT: Def = gauge(
+    "gpuscope_allocator_inactive_split_bytes",
+    Some("bytes"),
+    "Free bytes trapped in partly used segments; empty_cache() cannot return them.",
+);
+pub static OVERHEAD: Def = gauge(
+    "gpuscope_allocator_overhead_bytes",
+    Some("bytes"),
+    "NVML's figure minus reserved: CUDA context, cuBLAS/cuDNN workspaces, NCCL buffers.",
+);
+pub static FRAGMENTATION: Def = gauge(
+    "gpuscope_allocator_fragmentation_ratio",
+    Some("ratio"),
+    "Inactive split over reserved, 0 to 1; absent where the backend makes it meaningless.",
+);
+pub static RETRIES: Def = counter(
+    "gpuscope_allocator_alloc_retries",
+    None,
+    "cudaMalloc failures the allocator answered by flushing its cache and retrying.",
+);
+pub static OOMS: Def = counter("gpuscope_allocator_ooms", None, "Out-of-memory errors the allocator raised.");
+
+pub static ALL: &[&Def] = &[
+    &GPU_MEMORY,
+    &CPU,
+    &HOST_MEMORY,
+    &ALLOCATED,
+    &RESERVED,
+    &CACHED,
+    &INACTIVE_SPLIT,
+    &OVERHEAD,
+    &FRAGMENTATION,
+    &RETRIES,
+    &OOMS,
+];
+
+type AllocReading = fn(&DeviceAllocator) -> Option<Value>;
+
+fn v<T: Into<Value>>(x: Option<T>) -> Option<Value> {
+    x.map(Into::into)
+}
+
+static ALLOCATOR: [(&Def, AllocReading); 8] = [
+    (&ALLOCATED, |d| v(d.allocated)),
+    (&RESERVED, |d| v(d.reserved)),
+    (&CACHED, |d| v(d.cached)),
+    (&INACTIVE_SPLIT, |d| v(d.inactive_split)),
+    (&OVERHEAD, |d| v(d.overhead)),
+    (&FRAGMENTATION, |d| v(d.fragmentation)),
+    (&RETRIES, |d| v(d.alloc_retries)),
+    (&OOMS, |d| v(d.ooms)),
+];
+
+/// The labels one process's series share.
+struct Who<'a> {
+    process: &'a Process,
+    pid: String,
+    command: String,
+    rank: String,
+}
+
+impl Who<'_> {
+    fn labels<'s>(&'s self, gpu: &'s str) -> [(&'static str, &'s str); 5] {
+        let user = self.process.user.as_deref().unwrap_or("");
+        [("gpu", gpu), ("pid", &self.pid), ("user", user), ("command", &self.command), ("rank", &self.rank)]
+    }
+}
+
+pub fn write(enc: &mut Encoder, snap: &Snapshot) {
+    let who: Vec<Who> = snap
+        .processes
+        .iter()
+        .map(|p| Who {
+            process: p,
+            pid: p.pid.to_string(),
+            command: labels::command(p),
+            rank: p.allocator.as_ref().and_then(|a| a.rank).map(|r| r.to_string()).unwrap_or_default(),
+        })
+        .collect();
+    let mut f = enc.family(&GPU_MEMORY);
+    for w in &who {
+        for g in &w.process.gpus {
+            f.sample(&w.labels(&g.index.to_string())[..4], g.used_memory);
+        }
+    }
+    let mut f = enc.family(&CPU);
+    for w in &who {
+        f.sample(&w.labels("")[1..4], w.process.cpu_percent.map(|c| c / 100.0));
+    }
+    let mut f = enc.family(&HOST_MEMORY);
+    for w in &who {
+        f.sample(&w.labels("")[1..4], w.process.host_memory);
+    }
+    // A device the probe saw but gpuscope could not match to a GPU has no
+    // `gpu` label to tell it apart from another such device: left out.
+    let devices: Vec<(&Who, String, &DeviceAllocator)> = who
+        .iter()
+        .flat_map(|w| w.process.allocator.iter().flat_map(|a| &a.devices).map(move |d| (w, d)))
+        .filter_map(|(w, d)| Some((w, d.gpu?.to_string(), d)))
+        .collect();
+    for (def, read) in &ALLOCATOR {
+        let mut f = enc.family(def);
+        for (w, gpu, d) in &devices {
+            f.sample(&w.labels(gpu), read(d));
+        }
+    }
+}

@@ -1,0 +1,241 @@
+use std::collections::BTreeSet;
+
+use super::*;
+use crate::model::{
+    Alert, AlertKind, DeviceAllocator, Driver, Gpu, GpuAllocator, GpuState, Host, ProbeState, Process,
+    ProcessAllocator, ProcessGpu, ProcessType, Severity, SourceStatus, Sources, Timestamp,
+};
+
+const GIB: u64 = 1 << 30;
+
+fn device(gpu: Option<u32>) -> DeviceAllocator {
+    DeviceAllocator {
+        gpu,
+        allocated: Some(4 * GIB),
+        allocated_peak: Some(6 * GIB),
+        reserved: Some(10 * GIB),
+        reserved_peak: None,
+        active: None,
+        inactive_split: Some(3 * GIB),
+        requested: None,
+        cached: Some(6 * GIB),
+        overhead: Some(GIB),
+        segments: Some(40),
+        alloc_retries: Some(2),
+        ooms: Some(0),
+        fragmentation: Some(0.3),
+    }
+}
+
+fn process(pid: u32, command: Option<&str>, allocator: Option<ProcessAllocator>) -> Process {
+    Process {
+        pid,
+        gpus: vec![ProcessGpu { index: 0, kind: ProcessType::Compute, used_memory: Some(11 * GIB) }],
+        gpu_memory_total: Some(11 * GIB),
+        name: Some("python3".into()),
+        user: command.map(|_| "alice".into()),
+        command: command.map(Into::into),
+        start_time: None,
+        parent_pid: None,
+        cpu_percent: command.map(|_| 150.0),
+        host_memory: command.map(|_| 2 * GIB),
+        allocator,
+    }
+}
+
+/// Two GPUs (one with every reading, one lost with none), a probed
+/// process, a process the host cannot see, and two alerts.
+pub(crate) fn snapshot() -> Snapshot {
+    let mut ok = Gpu::blank(0, GpuState::Ok);
+    ok.uuid = Some("GPU-aa".into());
+    ok.name = Some("NVIDIA H100 80GB HBM3".into());
+    ok.pci_bus_id = Some("00000000:18:00.0".into());
+    ok.memory = crate::model::GpuMemory {
+        total: Some(80 * GIB),
+        used: Some(20 * GIB),
+        free: Some(60 * GIB),
+        driver_reserved: Some(GIB / 2),
+    };
+    ok.utilization = crate::model::Utilization { gpu: Some(37), memory: Some(5), encoder: Some(0), decoder: Some(0) };
+    (ok.temperature_c, ok.fan_percent, ok.power_draw_w, ok.power_limit_w) =
+        (Some(70), Some(40), Some(612.5), Some(700.0));
+    ok.clocks = crate::model::Clocks { sm_mhz: Some(1980), memory_mhz: Some(2619) };
+    ok.pcie = crate::model::Pcie { tx_bytes_per_s: Some(1024), rx_bytes_per_s: Some(2048) };
+    ok.allocator = Some(GpuAllocator {
+        probed_processes: 1,
+        allocated: Some(4 * GIB),
+        reserved: Some(10 * GIB),
+        cached: Some(6 * GIB),
+        inactive_split: Some(3 * GIB),
+        overhead: Some(GIB),
+        unprobed: Some(9 * GIB),
+    });
+    let allocator = ProcessAllocator {
+        framework: "torch".into(),
+        framework_version: None,
+        backend: Some("native".into()),
+        alloc_conf: None,
+        rank: Some(3),
+        local_rank: None,
+        world_size: Some(8),
+        pinned_host: None,
+        pinned_host_peak: None,
+        state: ProbeState::Fresh,
+        age_ms: 10,
+        // The unmatched device is left out: it has no `gpu` to tell it apart.
+        devices: vec![device(Some(0)), device(None)],
+    };
+    let alert = |kind, severity, gpu, pid| Alert {
+        kind,
+        severity,
+        gpu,
+        pid,
+        since: Timestamp::from_unix_secs(1_700_000_000),
+        value: None,
+        threshold: None,
+        message: String::new(),
+        hint: String::new(),
+    };
+    Snapshot {
+        schema_version: crate::model::SCHEMA_VERSION,
+        time: Timestamp::from_unix_secs(1_700_000_000),
+        interval_ms: 1000,
+        collection_ms: 2.5,
+        simulated: true,
+        host: Host::default(),
+        driver: Driver::default(),
+        gpus: vec![ok, Gpu::blank(1, GpuState::Lost)],
+        processes: vec![
+            process(4242, Some("python3 \"train.py\" --out C:\\runs"), Some(allocator)),
+            process(77, None, None),
+        ],
+        alerts: vec![
+            alert(AlertKind::GpuLost, Severity::Critical, Some(1), None),
+            alert(AlertKind::Fragmentation, Severity::Warning, Some(0), Some(4242)),
+        ],
+        events: Vec::new(),
+        sources: Sources { nvml: SourceStatus::ok(), host: SourceStatus::ok(), probes: Default::default() },
+    }
+}
+
+fn lines(format: Format) -> Vec<String> {
+    let mut body = encode(format, &snapshot(), 7);
+    body.push_str(&per_scrape(format, 1.25));
+    body.lines().map(String::from).collect()
+}
+
+fn has(lines: &[String], line: &str) -> bool {
+    lines.iter().any(|l| l == line)
+}
+
+#[test]
+fn every_family_is_declared_and_a_full_snapshot_uses_them_all() {
+    let declared: BTreeSet<String> = families().map(|d| d.name.to_string()).collect();
+    assert_eq!(declared.len(), families().count(), "no family is declared twice");
+    let emitted: BTreeSet<String> = lines(Format::OpenMetrics)
+        .iter()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next().map(String::from))
+        .collect();
+    assert_eq!(emitted, declared);
+    for def in families() {
+        assert!(def.name.starts_with("gpuscope_"), "{}", def.name);
+        if let Some(unit) = def.unit {
+            assert!(def.name.ends_with(&format!("_{unit}")), "{} does not end with its unit", def.name);
+        }
+    }
+}
+
+#[test]
+fn gpu_readings_in_base_units() {
+    let l = lines(Format::Text);
+    let gpu0 = "{gpu=\"0\",uuid=\"GPU-aa\"}";
+    for expected in [
+        format!("gpuscope_gpu_memory_used_bytes{gpu0} {}", 20 * GIB),
+        format!("gpuscope_gpu_utilization_ratio{gpu0} 0.37"),
+        format!("gpuscope_gpu_encoder_utilization_ratio{gpu0} 0"),
+        format!("gpuscope_gpu_fan_speed_ratio{gpu0} 0.4"),
+        format!("gpuscope_gpu_power_draw_watts{gpu0} 612.5"),
+        format!("gpuscope_gpu_sm_clock_hertz{gpu0} 1980000000"),
+        format!("gpuscope_gpu_temperature_celsius{gpu0} 70"),
+        format!("gpuscope_gpu_lost{gpu0} 0"),
+        format!("gpuscope_gpu_allocator_unprobed_bytes{gpu0} {}", 9 * GIB),
+        "gpuscope_gpu_info{gpu=\"0\",uuid=\"GPU-aa\",name=\"NVIDIA H100 80GB HBM3\",pci_bus_id=\"00000000:18:00.0\"} 1"
+            .into(),
+        "gpuscope_gpu_lost{gpu=\"1\"} 1".into(),
+        "gpuscope_gpu_info{gpu=\"1\"} 1".into(),
+    ] {
+        assert!(has(&l, &expected), "missing {expected}");
+    }
+}
+
+#[test]
+fn unknown_readings_leave_no_sample() {
+    for l in lines(Format::Text).iter().filter(|l| l.contains("gpu=\"1\"")) {
+        let name = l.split('{').next().unwrap();
+        assert!(["gpuscope_gpu_lost", "gpuscope_gpu_info", "gpuscope_alert_active"].contains(&name), "{l}");
+    }
+    for l in lines(Format::Text).iter().filter(|l| l.contains("pid=\"77\"")) {
+        assert!(l.starts_with("gpuscope_process_gpu_memory_bytes{gpu=\"0\",pid=\"77\",command=\"python3\"}"), "{l}");
+    }
+}
+
+#[test]
+fn process_and_allocator_series_carry_escaped_labels() {
+    let l = lines(Format::Text);
+    let who = "pid=\"4242\",user=\"alice\",command=\"python3 \\\"train.py\\\" --out C:\\\\runs\"";
+    for expected in [
+        format!("gpuscope_process_gpu_memory_bytes{{gpu=\"0\",{who}}} {}", 11 * GIB),
+        format!("gpuscope_process_cpu_usage_ratio{{{who}}} 1.5"),
+        format!("gpuscope_allocator_allocated_bytes{{gpu=\"0\",{who},rank=\"3\"}} {}", 4 * GIB),
+        format!("gpuscope_allocator_fragmentation_ratio{{gpu=\"0\",{who},rank=\"3\"}} 0.3"),
+        format!("gpuscope_allocator_alloc_retries_total{{gpu=\"0\",{who},rank=\"3\"}} 2"),
+        format!("gpuscope_allocator_ooms_total{{gpu=\"0\",{who},rank=\"3\"}} 0"),
+    ] {
+        assert!(has(&l, &expected), "missing {expected}");
+    }
+    let allocated = l.iter().filter(|l| l.starts_with("gpuscope_allocator_allocated_bytes{")).count();
+    assert_eq!(allocated, 1, "the unmatched device has no series");
+}
+
+#[test]
+fn alerts_and_self_metrics() {
+    let l = lines(Format::Text);
+    for expected in [
+        "gpuscope_alert_active{kind=\"gpu_lost\",severity=\"critical\",gpu=\"1\"} 1",
+        "gpuscope_alert_active{kind=\"fragmentation\",severity=\"warning\",gpu=\"0\",pid=\"4242\"} 1",
+        "gpuscope_collect_duration_seconds 0.0025",
+        "gpuscope_nvml_errors_total 7",
+        "# TYPE gpuscope_nvml_errors_total counter",
+        "gpuscope_probe_files_skipped_total 0",
+        "gpuscope_snapshot_age_seconds 1.25",
+    ] {
+        assert!(has(&l, expected), "missing {expected}");
+    }
+    assert!(has(&l, &format!("gpuscope_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"))));
+    assert!(!l.iter().any(|l| l.starts_with("# EOF") || l.starts_with("# UNIT")), "not in the 0.0.4 format");
+}
+
+#[test]
+fn openmetrics_declares_units_and_ends_once_with_eof() {
+    let l = lines(Format::OpenMetrics);
+    assert_eq!(l.last().map(String::as_str), Some("# EOF"));
+    assert_eq!(l.iter().filter(|l| *l == "# EOF").count(), 1);
+    for expected in [
+        "# TYPE gpuscope_nvml_errors counter",
+        "gpuscope_nvml_errors_total 7",
+        "# TYPE gpuscope_build info",
+        "# TYPE gpuscope_gpu info",
+        "# UNIT gpuscope_gpu_memory_used_bytes bytes",
+        "# UNIT gpuscope_snapshot_age_seconds seconds",
+    ] {
+        assert!(has(&l, expected), "missing {expected}");
+    }
+}
+
+#[test]
+fn sample_names_include_the_suffixes_queries_use() {
+    let names = sample_names();
+    for name in ["gpuscope_build_info", "gpuscope_gpu_info", "gpuscope_allocator_ooms_total", "gpuscope_gpu_lost"] {
+        assert!(names.iter().any(|n| n == name), "{name}");
+    }
+}

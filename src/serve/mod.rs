@@ -1,0 +1,99 @@
+//! `gpuscope serve`: a Prometheus exporter over the poller's snapshots.
+//! `/metrics` (Prometheus text 0.0.4, or OpenMetrics 1.0 on request),
+//! `/snapshot` (the JSON), `/healthz`.
+
+pub mod encode;
+mod labels;
+pub mod metrics;
+mod negotiate;
+mod routes;
+mod state;
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
+
+use crate::poller::SnapshotRx;
+
+/// How long in-flight scrapes may finish after SIGINT/SIGTERM before the
+/// server stops regardless: a scraper that holds its connection open must
+/// not keep gpuscope alive.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: io::Error },
+    #[error("cannot watch for SIGTERM: {0}")]
+    Signal(io::Error),
+    #[error("serving HTTP: {0}")]
+    Serve(io::Error),
+}
+
+impl ServeError {
+    /// A bind failure is a usage problem (address taken or not ours): 2,
+    /// like the other errors that stop gpuscope before it does anything.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Bind { .. } => crate::app::exit::USAGE,
+            Self::Signal(_) | Self::Serve(_) => crate::app::exit::FAILURE,
+        }
+    }
+}
+
+/// Serves until SIGINT or SIGTERM, then returns `Ok`.
+pub async fn run(listen: SocketAddr, snapshots: SnapshotRx, interval: Duration) -> Result<(), ServeError> {
+    let listener = TcpListener::bind(listen).await.map_err(|source| ServeError::Bind { addr: listen, source })?;
+    let local = listener.local_addr().map_err(ServeError::Serve)?;
+    let mut term = signal(SignalKind::terminate()).map_err(ServeError::Signal)?;
+    if !listen.ip().is_loopback() {
+        eprintln!(
+            "gpuscope: warning: {listen} is not a loopback address: anyone who can reach it sees the GPU \
+             processes' names, command lines and users"
+        );
+    }
+    eprintln!("gpuscope: serving http://{local}/metrics (also /snapshot and /healthz)");
+
+    let (stop_tx, mut stop_rx) = watch::channel(false);
+    let stop = async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        stop_tx.send_replace(true);
+    };
+    let server = axum::serve(listener, routes::router(state::track(snapshots), interval)).with_graceful_shutdown(stop);
+    let grace_over = async move {
+        if stop_rx.wait_for(|stopping| *stopping).await.is_err() {
+            // The server ended without a signal; its own result decides.
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        served = server => served.map_err(ServeError::Serve),
+        () = grace_over => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    #[test]
+    fn listens_on_loopback_by_default() {
+        let listen = |args: &[&str]| match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(Some(Command::Serve { listen })) => Ok(listen.to_string()),
+            other => Err(format!("{other:?}")),
+        };
+        assert_eq!(listen(&["gpuscope", "serve"]).unwrap(), "127.0.0.1:9835");
+        assert_eq!(listen(&["gpuscope", "serve", "--listen", "[::]:9100", "--demo"]).unwrap(), "[::]:9100");
+        assert!(listen(&["gpuscope", "serve", "--listen", "localhost"]).is_err(), "an address, not a name");
+    }
+}

@@ -1,0 +1,152 @@
+//! Allocator figures for the built-in demo's processes, so that `--demo`
+//! shows what a probe adds: rank 0 fragments until its alert fires (within
+//! about 15 s) and later needs an allocation retry; rank 1 leaks slowly
+//! under a training saw-tooth; the inference server runs `cudaMallocAsync`,
+//! where fragmentation has no meaning. The processes are the demo
+//! scenario's (`crates/nvml-sim/scenarios/demo.toml`), whose NVML figures
+//! ramp from 60 to 70 GiB over 15 minutes; these figures follow them.
+
+use std::time::{Duration, Instant};
+
+use super::{ProbeDevice, ProbeFile, ProbeReport, ProbeSample, ProbeSource};
+use crate::model::ProbeStatus;
+
+const MIB: f64 = 1024.0 * 1024.0;
+const GIB: f64 = 1024.0 * MIB;
+/// CUDA context, cuBLAS workspace and NCCL buffers of a training rank.
+const CONTEXT: f64 = 700.0 * MIB;
+
+struct DemoProcess {
+    pid: u32,
+    uuid: &'static str,
+    rank: Option<u32>,
+    backend: &'static str,
+}
+
+const PROCESSES: [DemoProcess; 3] = [
+    DemoProcess { pid: 4_123_401, uuid: "GPU-3f6a1c2e-8b4d-4e71-a0c9-5d2e7b81f403", rank: Some(0), backend: "native" },
+    DemoProcess { pid: 4_123_402, uuid: "GPU-9c04d7b5-2e1f-4a38-b6f0-c17a4e9d2b56", rank: Some(1), backend: "native" },
+    DemoProcess {
+        pid: 4_123_510,
+        uuid: "GPU-61b8e0f2-7d3c-4c95-8e27-0a4f3b6c9d18",
+        rank: None,
+        backend: "cudaMallocAsync",
+    },
+];
+
+pub struct DemoProbes {
+    started: Instant,
+}
+
+impl DemoProbes {
+    pub fn new() -> Self {
+        Self { started: Instant::now() }
+    }
+}
+
+impl Default for DemoProbes {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ProbeSource for DemoProbes {
+    fn sample(&mut self) -> ProbeSample {
+        let t = self.started.elapsed().as_secs_f64();
+        let reports = PROCESSES.iter().map(|p| report(p, t)).collect();
+        let status = ProbeStatus {
+            ok: true,
+            directory: Some("(demo: simulated probes)".into()),
+            files: PROCESSES.len() as u32,
+            ..ProbeStatus::default()
+        };
+        ProbeSample { reports, status }
+    }
+}
+
+/// The scenario's NVML figure for a training rank: a 15-minute ramp.
+fn nvml_used(t: f64) -> f64 {
+    (61_440.0 + 10_240.0 * ((t % 900.0) / 900.0)) * MIB
+}
+
+fn report(p: &DemoProcess, t: f64) -> ProbeReport {
+    let (allocated, reserved, split, retries) = match p.rank {
+        // Splits pile up from the start; one retry after 45 s.
+        Some(0) => {
+            let reserved = nvml_used(t) - CONTEXT;
+            let frag = (0.08 + 0.03 * t).min(0.42);
+            (reserved * (0.9 - frag), reserved, reserved * frag, u64::from(t >= 45.0))
+        }
+        // A floor rising 2 MiB/s under a 10 s, 6 GiB saw-tooth.
+        Some(_) => {
+            let reserved = nvml_used(t) - CONTEXT;
+            let floor = 30.0 * GIB + 2.0 * MIB * t;
+            ((floor + 6.0 * GIB * ((t % 10.0) / 10.0)).min(reserved), reserved, 0.04 * reserved, 0)
+        }
+        // vLLM preallocates its KV cache: steady.
+        None => (65.0 * GIB, 70.0 * GIB, 0.0, 0),
+    };
+    let b = |x: f64| Some(x.max(0.0) as u64);
+    let device = ProbeDevice {
+        index: 0,
+        uuid: Some(p.uuid.into()),
+        allocated: b(allocated),
+        allocated_peak: b(allocated.max(reserved * 0.95)),
+        reserved: b(reserved),
+        reserved_peak: b(reserved),
+        active: b(allocated),
+        active_peak: b(reserved * 0.95),
+        // cudaMallocAsync leaves the split counters at zero.
+        inactive_split: b(split),
+        inactive_split_peak: b(split),
+        requested: b(allocated * 0.99),
+        requested_peak: b(reserved * 0.94),
+        segments: Some(400),
+        alloc_retries: Some(retries),
+        ooms: Some(0),
+        device_allocs: Some(1500),
+        device_frees: Some(1100),
+        largest_free_block: None,
+        bytes_limit: None,
+    };
+    let file = ProbeFile {
+        format: super::PROBE_FORMAT.into(),
+        version: 1,
+        pid: p.pid,
+        start_ticks: 0,
+        seq: t as u64,
+        written_unix_ms: 0,
+        interval_s: 1.0,
+        errors: 0,
+        framework: "torch".into(),
+        framework_version: Some("2.5.1".into()),
+        backend: Some(p.backend.into()),
+        alloc_conf: (p.backend == "cudaMallocAsync").then(|| "backend:cudaMallocAsync".into()),
+        alloc_conf_var: (p.backend == "cudaMallocAsync").then(|| "PYTORCH_CUDA_ALLOC_CONF".into()),
+        expandable_segments: false,
+        rank: p.rank,
+        local_rank: p.rank,
+        world_size: p.rank.map(|_| 2),
+        pinned_host: None,
+        devices: vec![device],
+    };
+    ProbeReport { file, alive: true, age: Duration::from_millis(300) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_zero_fragments_rank_one_leaks_the_server_is_async() {
+        let at = |pid, t| report(PROCESSES.iter().find(|p| p.pid == pid).unwrap(), t).file.devices[0].clone();
+        let (early, late) = (at(4_123_401, 1.0), at(4_123_401, 20.0));
+        let frag = |d: &ProbeDevice| d.inactive_split.unwrap() as f64 / d.reserved.unwrap() as f64;
+        assert!(frag(&early) < 0.2 && frag(&late) > 0.3);
+        assert_eq!((at(4_123_401, 30.0).alloc_retries, at(4_123_401, 50.0).alloc_retries), (Some(0), Some(1)));
+        // Same phase of the saw-tooth, a minute apart: 120 MiB higher.
+        let rise = at(4_123_402, 70.0).allocated.unwrap() - at(4_123_402, 10.0).allocated.unwrap();
+        assert_eq!(rise, 120 << 20);
+        assert_eq!(at(4_123_510, 5.0).inactive_split, Some(0));
+    }
+}

@@ -1,0 +1,169 @@
+//! The Grafana dashboard: imports cleanly (inputs, datasources, layout),
+//! its PromQL parses (promtool), and it asks only for metrics and labels
+//! the exporter emits.
+
+mod serve_common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+const DS: &str = "${DS_PROMETHEUS}";
+const LABELS: &[&str] = &[
+    "instance",
+    "job",
+    "gpu",
+    "uuid",
+    "name",
+    "pci_bus_id",
+    "pid",
+    "user",
+    "command",
+    "rank",
+    "kind",
+    "severity",
+    "version",
+];
+
+fn dashboard() -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/grafana/gpuscope.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).expect("the dashboard is JSON")
+}
+
+/// Every panel, rows' nested panels included.
+fn panels(v: &Value) -> Vec<&Value> {
+    let mut all = Vec::new();
+    for p in v["panels"].as_array().unwrap() {
+        all.push(p);
+        all.extend(p["panels"].as_array().into_iter().flatten());
+    }
+    all
+}
+
+/// Every PromQL expression: panel targets and template variable queries.
+fn expressions(v: &Value) -> Vec<String> {
+    let targets = panels(v).into_iter().flat_map(|p| p["targets"].as_array().into_iter().flatten());
+    let mut exprs: Vec<String> = targets.map(|t| t["expr"].as_str().expect("a target without expr").into()).collect();
+    for var in v["templating"]["list"].as_array().unwrap() {
+        exprs.push(var["query"]["query"].as_str().or(var["query"].as_str()).unwrap().into());
+    }
+    exprs
+}
+
+/// (metric names, label names) an expression refers to: identifiers
+/// outside quotes, and inside braces the ones a matcher follows.
+fn names(expr: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let (mut metrics, mut labels) = (BTreeSet::new(), BTreeSet::new());
+    let chars: Vec<char> = expr.chars().collect();
+    let (mut i, mut in_braces) = (0, false);
+    while i < chars.len() {
+        match chars[i] {
+            '"' => {
+                i += 1;
+                while chars[i] != '"' {
+                    i += if chars[i] == '\\' { 2 } else { 1 };
+                }
+            }
+            '{' => in_braces = true,
+            '}' => in_braces = false,
+            c if c.is_ascii_alphabetic() || c == '_' => {
+                let start = i;
+                while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == ':') {
+                    i += 1;
+                }
+                let word: String = chars[start..i].iter().collect();
+                let next = chars[i..].iter().find(|c| !c.is_whitespace());
+                if in_braces && matches!(next, Some('=' | '!')) {
+                    labels.insert(word);
+                } else if word.starts_with("gpuscope_") {
+                    metrics.insert(word);
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    (metrics, labels)
+}
+
+#[test]
+fn it_imports_cleanly() {
+    let v = dashboard();
+    assert!(v["schemaVersion"].as_u64().unwrap() >= 36);
+    assert!(v["uid"].is_string() && v["title"].is_string() && v["id"].is_null());
+    let input = &v["__inputs"][0];
+    assert_eq!(
+        (&input["name"], &input["type"], &input["pluginId"]),
+        (&"DS_PROMETHEUS".into(), &"datasource".into(), &"prometheus".into())
+    );
+    let mut ids = BTreeSet::new();
+    for p in panels(&v) {
+        assert!(ids.insert(p["id"].as_u64().unwrap()), "panel id {} twice", p["id"]);
+        let grid = &p["gridPos"];
+        assert!(grid["x"].as_u64().unwrap() + grid["w"].as_u64().unwrap() <= 24, "{}", p["title"]);
+        if p["type"] == "row" {
+            continue;
+        }
+        assert_eq!(p["datasource"]["uid"], DS, "{}", p["title"]);
+        let targets = p["targets"].as_array().unwrap();
+        assert!(!targets.is_empty(), "{} has no query", p["title"]);
+        assert!(targets.iter().all(|t| t["datasource"]["uid"] == DS), "{}", p["title"]);
+    }
+    let vars: Vec<&Value> = v["templating"]["list"].as_array().unwrap().iter().collect();
+    let var = |name: &str| *vars.iter().find(|v| v["name"] == name).unwrap_or_else(|| panic!("no ${name}"));
+    assert_eq!(var("instance")["definition"], "label_values(gpuscope_build_info, instance)");
+    assert_eq!(var("instance")["datasource"]["uid"], DS);
+    assert!(var("gpu")["definition"].as_str().unwrap().contains("gpu)"));
+}
+
+#[test]
+fn every_query_names_only_what_the_exporter_emits() {
+    let emitted: BTreeSet<String> = gpuscope::serve::metrics::sample_names().into_iter().collect();
+    let mut used = BTreeSet::new();
+    for expr in expressions(&dashboard()) {
+        let (metrics, labels) = names(&expr);
+        assert!(!metrics.is_empty(), "{expr} reads no gpuscope metric");
+        for m in &metrics {
+            assert!(emitted.contains(m), "{expr}: gpuscope does not emit {m}");
+        }
+        for l in &labels {
+            assert!(LABELS.contains(&l.as_str()), "{expr}: no series has a label {l}");
+        }
+        used.extend(metrics);
+    }
+    for needed in
+        ["gpuscope_gpu_allocator_allocated_bytes", "gpuscope_allocator_fragmentation_ratio", "gpuscope_alert_active"]
+    {
+        assert!(used.contains(needed), "the dashboard should show {needed}");
+    }
+}
+
+#[test]
+fn every_query_parses() {
+    let promtool = serve_common::require("promtool");
+    let dir = tempfile::tempdir().unwrap();
+    let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    for (i, expr) in expressions(&dashboard()).iter().enumerate() {
+        if expr.starts_with("label_values(") {
+            continue;
+        }
+        // Grafana's variables, as it would fill them in.
+        let expr = expr.replace("$instance", "host:9835").replace("$gpu", "0").replace("$__rate_interval", "1m");
+        rules.push_str(&format!("      - record: dashboard:query_{i}\n        expr: {}\n", serde_json::json!(expr)));
+    }
+    let file = dir.path().join("rules.yml");
+    std::fs::write(&file, &rules).unwrap();
+    let out = Command::new(promtool).args(["check", "rules"]).arg(&file).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "promtool check rules:\n{said}\n{rules}");
+}
+
+#[test]
+fn the_name_scanner_skips_quoted_values() {
+    let (metrics, labels) = names(r#"increase(gpuscope_a_total{pid="gpuscope_x", gpu=~"a\"b"}[1m]) or gpuscope_b"#);
+    assert_eq!(metrics.into_iter().collect::<Vec<_>>(), ["gpuscope_a_total", "gpuscope_b"]);
+    assert_eq!(labels.into_iter().collect::<Vec<_>>(), ["gpu", "pid"]);
+}
