@@ -1,10 +1,13 @@
 //! One collection tick on the simulated NVML with 8 GPUs and 64 processes
 //! (real `sleep` processes, so the host side does real /proc work).
 //!
-//! - `tick/wall`: the whole tick, driver calls included.
+//! - `tick/wall`: one collection tick, driver calls included.
 //! - `tick/cpu_excluding_nvml`: this thread's CPU time (user + system) for
 //!   the tick, minus the time the simulated library reports having spent
 //!   inside its NVML functions: gpuscope's own cost per tick.
+//! - `analysis/...`: the alert analysis of one snapshot, with ten minutes of
+//!   history at a 1 s interval behind it (the benchmark's own ticks come
+//!   far faster than 1 s, so their history would not be representative).
 //!
 //! - `probes/read_64`: reading and checking 64 probe files (one per
 //!   process), the dashboard's per-tick cost of 64 probed ranks; the tick
@@ -14,15 +17,19 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use gpuscope::analysis::Analyzer;
 use gpuscope::analysis::config::{AlertsConfig, HistoryConfig};
 use gpuscope::collect::Collector;
+use gpuscope::model::Timestamp;
 use gpuscope::sources::host::SysinfoHost;
 use gpuscope::sources::nvml::{LibrarySpec, NvmlSource};
 use gpuscope::sources::probe::{FileProbes, ProbeSource, start_ticks};
+use gpuscope::tui::{Clock, State, TuiOptions, render};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
 
 const GPUS: usize = 8;
 const PROCESSES: usize = 64;
@@ -110,26 +117,96 @@ fn bench(c: &mut Criterion) {
     let mut probes = FileProbes::new(probe_dir.clone());
     assert_eq!(probes.sample().reports.len(), PROCESSES);
     c.bench_function("probes/read_64", |b| b.iter(|| probes.sample()));
-    collector.probes = Box::new(FileProbes::new(probe_dir));
 
-    let mut group = c.benchmark_group("tick");
-    group.bench_function("wall", |b| b.iter(|| collector.tick()));
+    // The issues' condition: 8 GPUs, 64 processes, no probes.
+    tick_group(c, "tick", &mut collector, busy_ns);
+    let template = collector.collect();
+    analysis(c, &template);
+    render(c, &template);
+    collector.probes = Box::new(FileProbes::new(probe_dir));
+    tick_group(c, "tick_with_64_probes", &mut collector, busy_ns);
+
+    for s in &mut sleepers {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+}
+
+fn tick_group(c: &mut Criterion, name: &str, collector: &mut Collector, busy_ns: unsafe extern "C" fn() -> u64) {
+    let mut group = c.benchmark_group(name);
+    group.bench_function("wall", |b| b.iter(|| collector.collect()));
     group.bench_function("cpu_excluding_nvml", |b| {
         b.iter_custom(|iters| {
+            // SAFETY: the simulator's counter takes no arguments.
             let (cpu0, lib0) = (thread_cpu(), unsafe { busy_ns() });
             for _ in 0..iters {
-                std::hint::black_box(collector.tick());
+                std::hint::black_box(collector.collect());
             }
             let (cpu1, lib1) = (thread_cpu(), unsafe { busy_ns() });
             (cpu1 - cpu0).saturating_sub(Duration::from_nanos(lib1 - lib0))
         })
     });
     group.finish();
-
-    for s in &mut sleepers {
-        let _ = s.kill();
-        let _ = s.wait();
+    // SAFETY: as above.
+    let before = unsafe { busy_ns() };
+    for _ in 0..100 {
+        collector.collect();
     }
+    let per_tick = (unsafe { busy_ns() } - before) / 100;
+    println!("{name}: inside the simulated NVML {:.0} us per tick", per_tick as f64 / 1000.0);
+}
+
+/// The analyzer in steady state at a 1 s interval: ten minutes of history
+/// for 8 GPUs and 64 processes, then one more snapshot.
+fn analysis(c: &mut Criterion, template: &gpuscope::model::Snapshot) {
+    let mut analyzer = Analyzer::new(&HistoryConfig::default(), AlertsConfig::default());
+    let mut snap = template.clone();
+    let t0 = snap.time.time_unix_ms;
+    for s in 0..600 {
+        snap.time = Timestamp::from_system(UNIX_EPOCH + Duration::from_millis(t0 + s * 1000));
+        analyzer.observe(&mut snap.clone());
+    }
+    let mut s = 600;
+    c.bench_function("analysis/observe_8_gpus_64_processes", |b| {
+        b.iter(|| {
+            s += 1;
+            let mut next = template.clone();
+            next.time = Timestamp::from_system(UNIX_EPOCH + Duration::from_millis(t0 + s * 1000));
+            analyzer.observe(&mut next);
+            next
+        })
+    });
+}
+
+/// One 200x50 frame of the dashboard: 8 GPUs, 64 processes, ten minutes
+/// of history behind the charts.
+fn render(c: &mut Criterion, template: &gpuscope::model::Snapshot) {
+    let t0 = template.time.time_unix_ms;
+    let clock = Clock::manual(t0 + 600_000);
+    let options = TuiOptions {
+        ascii: false,
+        color: true,
+        read_only: false,
+        interval: Duration::from_secs(1),
+        clock: clock.clone(),
+        replay: None,
+    };
+    let mut state = State::new(&options);
+    for s in 0..=600 {
+        let mut snap = template.clone();
+        snap.time = Timestamp::from_system(UNIX_EPOCH + Duration::from_millis(t0 + s * 1000));
+        state.on_snapshot(std::sync::Arc::new(snap));
+    }
+    let mut terminal = Terminal::new(TestBackend::new(200, 50)).unwrap();
+    c.bench_function("render/frame_200x50", |b| {
+        b.iter(|| {
+            terminal
+                .draw(|frame| {
+                    render::draw(frame, &state, &clock);
+                })
+                .unwrap();
+        })
+    });
 }
 
 criterion_group!(benches, bench);

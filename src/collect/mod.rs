@@ -23,6 +23,13 @@ pub struct Collector {
 
 impl Collector {
     pub fn tick(&mut self) -> Snapshot {
+        let mut snap = self.collect();
+        self.analyzer.observe(&mut snap);
+        snap
+    }
+
+    /// The snapshot before analysis: what the sources say, joined.
+    pub fn collect(&mut self) -> Snapshot {
         let started = Instant::now();
         let time = Timestamp::now();
         let gpu = self.gpu.sample();
@@ -34,7 +41,6 @@ impl Collector {
         let host = self.host.sample(&pids);
         let mut snap = assemble(gpu, host, probes, time, self.interval, self.simulated);
         snap.collection_ms = started.elapsed().as_secs_f64() * 1000.0;
-        self.analyzer.observe(&mut snap);
         snap
     }
 }

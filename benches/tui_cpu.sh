@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# What the dashboard costs left alone: the release build in a 200x60 tmux
+# pane on the simulated NVML with 8 GPUs and 64 real processes (8 per GPU),
+# default 1 s interval, for 60 s. Prints its CPU time over those seconds
+# (utime + stime from /proc/PID/stat), its peak RSS (VmHWM), and the bytes it
+# wrote to the terminal (what an SSH link carries), counted by tmux's
+# pipe-pane. Targets: at most 0.1 s of CPU and 10 MiB.
+# Run: bash benches/tui_cpu.sh [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+command -v tmux >/dev/null || { echo "tui_cpu.sh: needs tmux" >&2; exit 1; }
+cargo build --release --quiet
+bin=$PWD/target/release/gpuscope
+sim=$(ls -t target/release/build/gpuscope-*/out/libgpuscope_nvml_sim.so | head -n 1)
+work=$(mktemp -d)
+sock="gpuscope-bench-$$"
+pids=()
+cleanup() { tmux -L "$sock" kill-server 2>/dev/null || true; kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+for _ in $(seq 64); do sleep 600 & pids+=($!); done
+cp "$sim" "$work/libnvidia-ml.so.1"
+for g in $(seq 0 7); do
+  printf '[[gpu]]\nname = "NVIDIA H100 80GB HBM3"\nutilization_gpu = { min = 60, max = 99, period_s = 11, shape = "sine" }\n'
+  for ((i = g; i < 64; i += 8)); do
+    printf '[[gpu.process]]\npid = %s\nused_mib = { min = 7000, max = 9000, period_s = 30, shape = "ramp" }\n' "${pids[$i]}"
+  done
+done > "$work/scenario.toml"
+cat > "$work/run.sh" <<RUN
+export GPUSCOPE_SIM_SCENARIO=$work/scenario.toml XDG_CONFIG_HOME=$work GPUSCOPE_PROBE_DIR=$work/probes LANG=C.UTF-8
+echo \$\$ > $work/pid
+exec $bin --nvml-lib $work/libnvidia-ml.so.1
+RUN
+tmux -L "$sock" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run.sh"
+for _ in $(seq 100); do [ -s "$work/pid" ] && break; sleep 0.1; done
+pid=$(cat "$work/pid")
+sleep 5 # start-up, first snapshots
+tmux -L "$sock" pipe-pane -o "cat > $work/tty.bytes"
+ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+t0=$(ticks)
+sleep "$seconds"
+t1=$(ticks)
+bytes=$(stat -c %s "$work/tty.bytes")
+hz=$(getconf CLK_TCK)
+echo "dashboard over ${seconds}s: CPU $(awk -v d=$((t1 - t0)) -v hz="$hz" 'BEGIN { printf "%.2f", d / hz }') s," \
+  "peak RSS $(awk '/VmHWM/ {printf "%.1f MiB", $2 / 1024}' "/proc/$pid/status"), ${bytes} bytes to the terminal"
