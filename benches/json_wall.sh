@@ -4,20 +4,9 @@
 # Run: bash benches/json_wall.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet
-bin=target/release/gpuscope
-sim=$(ls -t target/release/build/gpuscope-*/out/libgpuscope_nvml_sim.so | head -n 1)
-work=$(mktemp -d)
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-for _ in $(seq 64); do sleep 600 & pids+=($!); done
-cp "$sim" "$work/libnvidia-ml.so.1"
-for g in $(seq 0 7); do
-  printf '[[gpu]]\nname = "NVIDIA H100 80GB HBM3"\nutilization_gpu = 90\n'
-  for ((i = g; i < 64; i += 8)); do printf '[[gpu.process]]\npid = %s\nused_mib = 8000\n' "${pids[$i]}"; done
-done > "$work/scenario.toml"
-export GPUSCOPE_SIM_SCENARIO="$work/scenario.toml" XDG_CONFIG_HOME="$work"
+source benches/node.sh
+node_up
+trap node_down EXIT
 cmd="$bin --nvml-lib $work/libnvidia-ml.so.1 --json"
 $cmd | python3 -c 'import json,sys; s=json.load(sys.stdin); assert len(s["gpus"])==8 and len(s["processes"])==64, "scenario not loaded"'
 if command -v hyperfine >/dev/null; then

@@ -9,20 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
-cargo build --release --quiet
-bin=target/release/gpuscope
-sim=$(ls -t target/release/build/gpuscope-*/out/libgpuscope_nvml_sim.so | head -n 1)
-work=$(mktemp -d)
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-for _ in $(seq 64); do sleep 600 & pids+=($!); done
-cp "$sim" "$work/libnvidia-ml.so.1"
-for g in $(seq 0 7); do
-  printf '[[gpu]]\nname = "NVIDIA H100 80GB HBM3"\nutilization_gpu = 90\n'
-  for ((i = g; i < 64; i += 8)); do printf '[[gpu.process]]\npid = %s\nused_mib = 8000\n' "${pids[$i]}"; done
-done > "$work/scenario.toml"
-export GPUSCOPE_SIM_SCENARIO="$work/scenario.toml" XDG_CONFIG_HOME="$work" GPUSCOPE_PROBE_DIR="$work/probes"
+source benches/node.sh
+node_up
+trap node_down EXIT
 # Twice: scraped once a second, then not scraped at all, so the difference
 # shows what the scrapes cost apart from collection.
 measure() {

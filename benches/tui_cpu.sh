@@ -10,24 +10,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 command -v tmux >/dev/null || { echo "tui_cpu.sh: needs tmux" >&2; exit 1; }
-cargo build --release --quiet
-bin=$PWD/target/release/gpuscope
-sim=$(ls -t target/release/build/gpuscope-*/out/libgpuscope_nvml_sim.so | head -n 1)
-work=$(mktemp -d)
+source benches/node.sh
+node_up '{ min = 60, max = 99, period_s = 11, shape = "sine" }' '{ min = 7000, max = 9000, period_s = 30, shape = "ramp" }'
 sock="gpuscope-bench-$$"
-pids=()
-cleanup() { tmux -L "$sock" kill-server 2>/dev/null || true; kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-for _ in $(seq 64); do sleep 600 & pids+=($!); done
-cp "$sim" "$work/libnvidia-ml.so.1"
-for g in $(seq 0 7); do
-  printf '[[gpu]]\nname = "NVIDIA H100 80GB HBM3"\nutilization_gpu = { min = 60, max = 99, period_s = 11, shape = "sine" }\n'
-  for ((i = g; i < 64; i += 8)); do
-    printf '[[gpu.process]]\npid = %s\nused_mib = { min = 7000, max = 9000, period_s = 30, shape = "ramp" }\n' "${pids[$i]}"
-  done
-done > "$work/scenario.toml"
+trap 'tmux -L "$sock" kill-server 2>/dev/null || true; node_down' EXIT
 cat > "$work/run.sh" <<RUN
-export GPUSCOPE_SIM_SCENARIO=$work/scenario.toml XDG_CONFIG_HOME=$work GPUSCOPE_PROBE_DIR=$work/probes LANG=C.UTF-8
+export GPUSCOPE_SIM_SCENARIO=$GPUSCOPE_SIM_SCENARIO XDG_CONFIG_HOME=$work GPUSCOPE_PROBE_DIR=$work/probes LANG=C.UTF-8
 echo \$\$ > $work/pid
 exec $bin --nvml-lib $work/libnvidia-ml.so.1
 RUN

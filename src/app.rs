@@ -7,7 +7,7 @@ use clap::Parser;
 
 use crate::analysis::Analyzer;
 use crate::check;
-use crate::cli::{AlertKindArg, Cli, Command, DemoMode, ProbeAction};
+use crate::cli::{Cli, Command, DemoMode, ProbeAction};
 use crate::collect::Collector;
 use crate::inject::{self, InjectError};
 use crate::model::AlertKind;
@@ -115,7 +115,7 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
 }
 
 /// `gpuscope check`: the exit code says how bad the alerts are.
-fn check(cli: &Cli, window: std::time::Duration, fail_on: &[AlertKindArg]) -> Result<u8, AppError> {
+fn check(cli: &Cli, window: std::time::Duration, fail_on: &[AlertKind]) -> Result<u8, AppError> {
     let settings = Settings::resolve(cli)?;
     let collector = collector(&settings)?;
     let runtime = runtime()?;
@@ -126,8 +126,7 @@ fn check(cli: &Cli, window: std::time::Duration, fail_on: &[AlertKindArg]) -> Re
     runtime.shutdown_background();
     let Some(snap) = last else { return Ok(exit::FAILURE) };
     print!("{}", check::report(&snap, window));
-    let kinds: Vec<AlertKind> = fail_on.iter().map(|&k| k.into()).collect();
-    Ok(check::exit_code(&snap.alerts, &kinds))
+    Ok(check::exit_code(&snap.alerts, fail_on))
 }
 
 /// `gpuscope serve`: the Prometheus exporter, until SIGINT or SIGTERM.

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::model::AlertKind;
+
 #[derive(Debug, Clone, Parser)]
 #[command(name = "gpuscope", version, about = "Watch NVIDIA GPUs, their processes and the host", long_about = None)]
 pub struct Cli {
@@ -79,8 +81,8 @@ pub enum Command {
         #[arg(long = "for", value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
         window: Duration,
         /// Only these kinds count for the exit code (comma-separated).
-        #[arg(long, value_name = "KINDS", value_delimiter = ',', value_enum)]
-        fail_on: Vec<AlertKindArg>,
+        #[arg(long, value_name = "KINDS", value_delimiter = ',', value_parser = alert_kind)]
+        fail_on: Vec<AlertKind>,
     },
     /// Record snapshots to FILE (NDJSON; zstd-compressed when FILE ends in
     /// .zst) until --duration is up, Ctrl-C or SIGTERM.
@@ -125,31 +127,12 @@ pub enum ProbeAction {
     },
 }
 
-/// Alert kinds as written on the command line (snake_case, as in JSON).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-#[value(rename_all = "snake_case")]
-pub enum AlertKindArg {
-    Fragmentation,
-    AllocRetry,
-    Oom,
-    Leak,
-    MemoryPressure,
-    GpuLost,
-    Starved,
-}
-
-impl From<AlertKindArg> for crate::model::AlertKind {
-    fn from(k: AlertKindArg) -> Self {
-        match k {
-            AlertKindArg::Fragmentation => Self::Fragmentation,
-            AlertKindArg::AllocRetry => Self::AllocRetry,
-            AlertKindArg::Oom => Self::Oom,
-            AlertKindArg::Leak => Self::Leak,
-            AlertKindArg::MemoryPressure => Self::MemoryPressure,
-            AlertKindArg::GpuLost => Self::GpuLost,
-            AlertKindArg::Starved => Self::Starved,
-        }
-    }
+/// An alert kind as JSON writes it (`alloc_retry`), so the command line
+/// and the output use one set of names.
+fn alert_kind(s: &str) -> Result<AlertKind, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
+        "expected one of fragmentation, alloc_retry, oom, leak, memory_pressure, gpu_lost, starved".to_string()
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -192,7 +175,9 @@ mod tests {
         let check = check.unwrap();
         assert_eq!(check.demo, Some(DemoMode::Always), "common flags work after the subcommand");
         let Some(Command::Check { window, fail_on }) = check.command else { panic!() };
-        assert_eq!((window, fail_on), (Duration::from_secs(3), vec![AlertKindArg::Oom, AlertKindArg::AllocRetry]));
+        assert_eq!((window, fail_on), (Duration::from_secs(3), vec![AlertKind::Oom, AlertKind::AllocRetry]));
+        let err = Cli::try_parse_from(["gpuscope", "check", "--fail-on", "oom,fragmentaton"]).unwrap_err().to_string();
+        assert!(err.contains("fragmentaton") && err.contains("expected one of"), "{err}");
         assert!(matches!(
             Cli::try_parse_from(["gpuscope", "probe", "path"]).unwrap().command,
             Some(Command::Probe { action: ProbeAction::Path })

@@ -1,0 +1,29 @@
+# Sourced by the whole-process benchmarks: a simulated node of 8 GPUs with
+# 64 real `sleep` processes (8 per GPU) and the release build of gpuscope.
+# `node_up [UTIL] [USED_MIB]` sets $bin, $work (holding libnvidia-ml.so.1
+# and scenario.toml) and $pids, and exports the GPUSCOPE_* variables;
+# UTIL and USED_MIB may be scenario values such as '{ min = 1, max = 9 }'.
+# `node_down` removes it all.
+node_up() {
+  cargo build --release --quiet
+  bin=$PWD/target/release/gpuscope
+  local sim
+  sim=$(ls -t target/release/build/gpuscope-*/out/libgpuscope_nvml_sim.so | head -n 1)
+  work=$(mktemp -d)
+  pids=()
+  for _ in $(seq 64); do sleep 600 & pids+=($!); done
+  cp "$sim" "$work/libnvidia-ml.so.1"
+  local util=${1:-90} used=${2:-8000}
+  for g in $(seq 0 7); do
+    printf '[[gpu]]\nname = "NVIDIA H100 80GB HBM3"\nutilization_gpu = %s\n' "$util"
+    for ((i = g; i < 64; i += 8)); do
+      printf '[[gpu.process]]\npid = %s\nused_mib = %s\n' "${pids[$i]}" "$used"
+    done
+  done > "$work/scenario.toml"
+  export GPUSCOPE_SIM_SCENARIO="$work/scenario.toml" XDG_CONFIG_HOME="$work" GPUSCOPE_PROBE_DIR="$work/probes"
+}
+
+node_down() {
+  kill "${pids[@]}" 2>/dev/null || true
+  rm -rf "$work"
+}
