@@ -97,7 +97,7 @@ pub fn main() -> ExitCode {
 /// The snapshot modes: collect, then hand snapshots to the chosen sink.
 fn watch(cli: &Cli) -> Result<(), AppError> {
     let settings = Settings::resolve(cli)?;
-    let collector = collector(&settings)?;
+    let collector = collector(&settings, settings.mode == Mode::Tui)?;
     let runtime = runtime()?;
     let result = runtime.block_on(async {
         let (rx, control, _task) = poller::spawn(collector);
@@ -117,7 +117,7 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
 /// `gpuscope check`: the exit code says how bad the alerts are.
 fn check(cli: &Cli, window: std::time::Duration, fail_on: &[AlertKind]) -> Result<u8, AppError> {
     let settings = Settings::resolve(cli)?;
-    let collector = collector(&settings)?;
+    let collector = collector(&settings, false)?;
     let runtime = runtime()?;
     let last = runtime.block_on(async {
         let (rx, _control, _task) = poller::spawn(collector);
@@ -133,8 +133,8 @@ fn check(cli: &Cli, window: std::time::Duration, fail_on: &[AlertKind]) -> Resul
 fn serve(cli: &Cli, listen: std::net::SocketAddr) -> Result<(), AppError> {
     // Headless whatever stdout is: a missing driver stops the exporter at
     // start (exit 2) rather than leaving it up with nothing to export.
-    let settings = Settings { mode: Mode::Table, ..Settings::resolve(cli)? };
-    let collector = collector(&settings)?;
+    let settings = Settings::resolve(cli)?;
+    let collector = collector(&settings, false)?;
     let runtime = runtime()?;
     let served = runtime.block_on(async {
         let (rx, _control, _task) = poller::spawn(collector);
@@ -146,8 +146,8 @@ fn serve(cli: &Cli, listen: std::net::SocketAddr) -> Result<(), AppError> {
 
 /// `gpuscope record FILE`: headless whatever stdout is.
 fn record(cli: &Cli, path: &std::path::Path, duration: Option<std::time::Duration>) -> Result<u8, AppError> {
-    let settings = Settings { mode: Mode::Table, ..Settings::resolve(cli)? };
-    let collector = collector(&settings)?;
+    let settings = Settings::resolve(cli)?;
+    let collector = collector(&settings, false)?;
     let runtime = runtime()?;
     let written = runtime.block_on(async {
         let (rx, _control, _task) = poller::spawn(collector);
@@ -186,18 +186,20 @@ fn runtime() -> Result<tokio::runtime::Runtime, AppError> {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(AppError::Runtime)
 }
 
-fn collector(settings: &Settings) -> Result<Collector, AppError> {
+/// Only the dashboard starts without NVML (`for_dashboard`): it opens at
+/// once and loads NVML on its first tick, so a slow or missing driver shows
+/// as the data's age or NVML's error (retried with backoff), never as a
+/// blank terminal. Every headless command needs the driver up front, and a
+/// missing one is exit 2, not an empty report.
+fn collector(settings: &Settings, for_dashboard: bool) -> Result<Collector, AppError> {
     let unopened = || {
         let simulated = settings.library == LibrarySpec::Simulated;
         (NvmlSource::unopened(settings.library.clone(), settings.selectors.clone()), simulated)
     };
-    let (gpu, simulated) = match (&settings.mode, settings.demo) {
-        // The dashboard opens at once and loads NVML on its first tick: a
-        // slow or missing driver shows as the data's age or NVML's error
-        // (retried with backoff), never as a blank terminal or an exit.
-        (Mode::Tui, Some(DemoMode::Auto)) => open_gpus(settings).unwrap_or_else(|_| unopened()),
-        (Mode::Tui, _) => unopened(),
-        _ => open_gpus(settings)?,
+    let (gpu, simulated) = match (for_dashboard, settings.demo) {
+        (true, Some(DemoMode::Auto)) => open_gpus(settings).unwrap_or_else(|_| unopened()),
+        (true, _) => unopened(),
+        (false, _) => open_gpus(settings)?,
     };
     Ok(Collector {
         gpu: Box::new(gpu),

@@ -10,7 +10,7 @@ mod rules;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use config::{AlertsConfig, HistoryConfig};
 use engine::Engine;
@@ -95,7 +95,7 @@ impl Analyzer {
             };
             self.gpus.push(gpu.index, now_ms, point);
         }
-        let mut present = Vec::new();
+        let mut present = HashSet::new();
         for (pk, p, gpu) in process_gpus(snap) {
             let device = p.allocator.as_ref().and_then(|a| a.devices.iter().find(|d| d.gpu == Some(gpu)));
             let nvml = p.gpus.iter().find(|g| g.index == gpu).and_then(|g| g.used_memory);
@@ -107,10 +107,10 @@ impl Analyzer {
                 fragmentation: device.and_then(|d| d.fragmentation),
             };
             self.procs.push(pk, now_ms, point);
-            present.push(pk);
+            present.insert(pk);
         }
         self.procs.retain_keys(|k| present.contains(k));
-        let gpus: Vec<u32> = snap.gpus.iter().map(|g| g.index).collect();
+        let gpus: HashSet<u32> = snap.gpus.iter().map(|g| g.index).collect();
         self.gpus.retain_keys(|k| gpus.contains(k));
     }
 

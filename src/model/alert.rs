@@ -61,24 +61,4 @@ pub enum Change {
     Cleared,
 }
 
-/// `since` as the same pair of fields every other instant uses.
-mod since {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    use super::Timestamp;
-
-    #[derive(Serialize, Deserialize)]
-    struct Fields {
-        since: String,
-        since_unix_ms: u64,
-    }
-
-    pub fn serialize<S: Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
-        Fields { since: t.time.clone(), since_unix_ms: t.time_unix_ms }.serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
-        let f = Fields::deserialize(d)?;
-        Ok(Timestamp { time: f.since, time_unix_ms: f.since_unix_ms })
-    }
-}
+crate::model::timestamp_fields!(since, "since", "since_unix_ms");

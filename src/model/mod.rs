@@ -17,3 +17,4 @@ pub use process::{Process, ProcessGpu, ProcessType};
 pub use select::{GpuSelector, SelectError, parse_selectors, select_gpus};
 pub use snapshot::{Driver, ProbeStatus, SCHEMA_VERSION, Snapshot, SourceStatus, Sources};
 pub use time::Timestamp;
+pub(crate) use time::timestamp_fields;

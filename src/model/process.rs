@@ -60,32 +60,4 @@ impl ProcessType {
     }
 }
 
-/// Keeps the start time as the same pair of fields the snapshot's own time
-/// uses, both `null` when unknown.
-mod start_time {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    use super::Timestamp;
-
-    #[derive(Serialize, Deserialize)]
-    struct Fields {
-        start_time: Option<String>,
-        start_time_unix_ms: Option<u64>,
-    }
-
-    pub fn serialize<S: Serializer>(t: &Option<Timestamp>, s: S) -> Result<S::Ok, S::Error> {
-        Fields {
-            start_time: t.as_ref().map(|t| t.time.clone()),
-            start_time_unix_ms: t.as_ref().map(|t| t.time_unix_ms),
-        }
-        .serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Timestamp>, D::Error> {
-        let f = Fields::deserialize(d)?;
-        Ok(match (f.start_time, f.start_time_unix_ms) {
-            (Some(time), Some(time_unix_ms)) => Some(Timestamp { time, time_unix_ms }),
-            _ => None,
-        })
-    }
-}
+crate::model::timestamp_fields!(optional start_time, "start_time", "start_time_unix_ms");

@@ -28,6 +28,64 @@ impl Timestamp {
     }
 }
 
+/// Serde for a `Timestamp` written as a named pair of fields beside other
+/// fields (`since` and `since_unix_ms`, say), the way the snapshot's own
+/// `time` and `time_unix_ms` are: use with `#[serde(flatten, with = "...")]`.
+/// The `optional` form is for an `Option<Timestamp>`, both fields `null`
+/// when it is `None`.
+macro_rules! timestamp_fields {
+    ($module:ident, $time:literal, $ms:literal) => {
+        mod $module {
+            use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+            use $crate::model::Timestamp;
+
+            #[derive(Serialize, Deserialize)]
+            struct Fields {
+                #[serde(rename = $time)]
+                time: String,
+                #[serde(rename = $ms)]
+                time_unix_ms: u64,
+            }
+
+            pub fn serialize<S: Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
+                Fields { time: t.time.clone(), time_unix_ms: t.time_unix_ms }.serialize(s)
+            }
+
+            pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
+                let f = Fields::deserialize(d)?;
+                Ok(Timestamp { time: f.time, time_unix_ms: f.time_unix_ms })
+            }
+        }
+    };
+    (optional $module:ident, $time:literal, $ms:literal) => {
+        mod $module {
+            use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+            use $crate::model::Timestamp;
+
+            #[derive(Serialize, Deserialize)]
+            struct Fields {
+                #[serde(rename = $time)]
+                time: Option<String>,
+                #[serde(rename = $ms)]
+                time_unix_ms: Option<u64>,
+            }
+
+            pub fn serialize<S: Serializer>(t: &Option<Timestamp>, s: S) -> Result<S::Ok, S::Error> {
+                Fields { time: t.as_ref().map(|t| t.time.clone()), time_unix_ms: t.as_ref().map(|t| t.time_unix_ms) }
+                    .serialize(s)
+            }
+
+            pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Timestamp>, D::Error> {
+                let f = Fields::deserialize(d)?;
+                Ok(f.time.zip(f.time_unix_ms).map(|(time, time_unix_ms)| Timestamp { time, time_unix_ms }))
+            }
+        }
+    };
+}
+pub(crate) use timestamp_fields;
+
 #[cfg(test)]
 mod tests {
     use super::*;

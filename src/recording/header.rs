@@ -29,24 +29,4 @@ impl Header {
     }
 }
 
-/// `start` and `start_unix_ms`, as every other instant is written.
-mod start {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    use super::Timestamp;
-
-    #[derive(Serialize, Deserialize)]
-    struct Fields {
-        start: String,
-        start_unix_ms: u64,
-    }
-
-    pub fn serialize<S: Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
-        Fields { start: t.time.clone(), start_unix_ms: t.time_unix_ms }.serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
-        let f = Fields::deserialize(d)?;
-        Ok(Timestamp { time: f.start, time_unix_ms: f.start_unix_ms })
-    }
-}
+crate::model::timestamp_fields!(start, "start", "start_unix_ms");

@@ -4,7 +4,7 @@
 //! configured hold after the last rise. A counter that goes down was reset
 //! (`torch.cuda.reset_accumulated_memory_stats`): a new baseline, no alert.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::{Inputs, ProcKey, Verdicts, key, process_gpus};
 use crate::analysis::config::EventConfig;
@@ -20,12 +20,12 @@ pub struct CounterState {
 }
 
 pub fn judge(i: &Inputs<'_>, states: &mut HashMap<ProcKey, CounterState>, v: &mut Verdicts) {
-    let mut seen = Vec::new();
+    let mut seen = HashSet::new();
     for (pk, p, gpu) in process_gpus(i.snap) {
         let Some(d) = p.allocator.as_ref().and_then(|a| a.devices.iter().find(|d| d.gpu == Some(gpu))) else {
             continue;
         };
-        seen.push(pk);
+        seen.insert(pk);
         let s = states.entry(pk).or_default();
         let retry_rose = rose(&mut s.retries, d.alloc_retries);
         let oom_rose = rose(&mut s.ooms, d.ooms);
