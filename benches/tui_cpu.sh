@@ -5,10 +5,18 @@
 # (utime + stime from /proc/PID/stat), its peak RSS (VmHWM), and the bytes it
 # wrote to the terminal (what an SSH link carries), counted by tmux's
 # pipe-pane. Targets: at most 0.1 s of CPU and 10 MiB.
-# Run: bash benches/tui_cpu.sh [SECONDS]
+# After `--`, another monitor runs in gpuscope's place, loading the same
+# simulated driver as libnvidia-ml.so.1, so peers (gpustat, nvitop) can be
+# measured on the same machine: this VM's figures are not the reference
+# node's (see the control in README's Benchmarks).
+# Run: bash benches/tui_cpu.sh [SECONDS] [-- PEER COMMAND...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
+shift || true
+[ "${1:-}" = "--" ] && shift
+peer=
+[ $# -gt 0 ] && peer=$(printf '%q ' "$@")
 command -v tmux >/dev/null || { echo "tui_cpu.sh: needs tmux" >&2; exit 1; }
 source benches/node.sh
 node_up '{ min = 60, max = 99, period_s = 11, shape = "sine" }' '{ min = 7000, max = 9000, period_s = 30, shape = "ramp" }'
@@ -17,6 +25,7 @@ trap 'tmux -L "$sock" kill-server 2>/dev/null || true; node_down' EXIT
 cat > "$work/run.sh" <<RUN
 export GPUSCOPE_SIM_SCENARIO=$GPUSCOPE_SIM_SCENARIO XDG_CONFIG_HOME=$work GPUSCOPE_PROBE_DIR=$work/probes LANG=C.UTF-8
 echo \$\$ > $work/pid
+if [ -n "$peer" ]; then LD_LIBRARY_PATH=$work exec $peer; fi
 exec $bin --nvml-lib $work/libnvidia-ml.so.1
 RUN
 tmux -L "$sock" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run.sh"
@@ -30,5 +39,5 @@ sleep "$seconds"
 t1=$(ticks)
 bytes=$(stat -c %s "$work/tty.bytes")
 hz=$(getconf CLK_TCK)
-echo "dashboard over ${seconds}s: CPU $(awk -v d=$((t1 - t0)) -v hz="$hz" 'BEGIN { printf "%.2f", d / hz }') s," \
+echo "${peer:-gpuscope }over ${seconds}s: CPU $(awk -v d=$((t1 - t0)) -v hz="$hz" 'BEGIN { printf "%.2f", d / hz }') s," \
   "peak RSS $(awk '/VmHWM/ {printf "%.1f MiB", $2 / 1024}' "/proc/$pid/status"), ${bytes} bytes to the terminal"

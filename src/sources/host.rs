@@ -1,11 +1,20 @@
-//! The machine and the GPU processes, through sysinfo.
+//! The machine and the GPU processes. sysinfo reads what a process keeps
+//! for life (name, command line, owner, start time) when its PID is first
+//! seen; after that, each tick reads only `/proc/PID/stat` (see
+//! `procstat`), which is what makes a tick over 64 processes cheap.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Instant;
 
 use sysinfo::{Pid, Process as SysProcess, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind, Users};
 
+use super::procstat::{self, Stat, StatFile};
 use super::{HostProcess, HostSample, HostSource, sanitize_command};
 use crate::model::{Host, SourceStatus, Timestamp};
+
+/// Processes whose stat file is held open at once.
+const MAX_OPEN: usize = 256;
 
 pub struct SysinfoHost {
     system: System,
@@ -15,7 +24,22 @@ pub struct SysinfoHost {
     /// CPU usage is a difference between two readings: the first sample of
     /// the machine, and of each process, has none to offer.
     cpu_primed: bool,
-    seen: HashSet<u32>,
+    known: HashMap<u32, Known>,
+    ticks_per_second: f64,
+    page_size: u64,
+    buf: Vec<u8>,
+}
+
+/// A process seen before: what does not change, and the last reading to
+/// take CPU time from.
+struct Known {
+    /// Held open while fewer than `MAX_OPEN` processes are known, so the
+    /// descriptors stay far below a default limit of 1024.
+    file: Option<StatFile>,
+    start_ticks: u64,
+    cpu_ticks: u64,
+    at: Instant,
+    fixed: HostProcess,
 }
 
 impl SysinfoHost {
@@ -28,7 +52,10 @@ impl SysinfoHost {
             users,
             hostname: System::host_name().ok(),
             cpu_primed: false,
-            seen: HashSet::new(),
+            known: HashMap::new(),
+            ticks_per_second: procstat::ticks_per_second() as f64,
+            page_size: procstat::page_size(),
+            buf: Vec::new(),
         })
     }
 
@@ -40,6 +67,65 @@ impl SysinfoHost {
             self.users.refresh();
         }
         self.users.get_user_by_id(uid).map(|u| u.name().to_string()).or_else(|| Some(uid.to_string()))
+    }
+
+    /// First sight of these PIDs (or of a new process behind a recycled
+    /// one): the lifelong fields through sysinfo. A `System` made for the
+    /// purpose keeps no table of processes between ticks.
+    fn first_sight(&mut self, fresh: Vec<(u32, Stat, Option<StatFile>)>, now: Instant) -> Result<(), sysinfo::Error> {
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let mut system = System::new()?;
+        let sys_pids: Vec<Pid> = fresh.iter().map(|&(p, ..)| Pid::from_u32(p)).collect();
+        // Without `without_tasks`, sysinfo walks /proc/PID/task: every
+        // thread of a training process (dozens).
+        let kind =
+            ProcessRefreshKind::nothing().without_tasks().with_cmd(UpdateKind::Always).with_user(UpdateKind::Always);
+        system.refresh_processes_specifics(ProcessesToUpdate::Some(&sys_pids), true, kind);
+        for (pid, stat, file) in fresh {
+            let Some(p) = system.process(Pid::from_u32(pid)) else { continue };
+            let view = ProcessView::of(p);
+            let user = self.user_name_of(&view);
+            let fixed = fixed_fields(&view, user);
+            let known = Known { file, start_ticks: stat.start_ticks, cpu_ticks: stat.cpu_ticks, at: now, fixed };
+            self.known.insert(pid, known);
+        }
+        Ok(())
+    }
+
+    /// The reading through the file held open for this process, if it is
+    /// still the process the file was opened for.
+    fn read_held(&mut self, pid: u32) -> Option<Stat> {
+        let k = self.known.get(&pid)?;
+        k.file.as_ref()?.read(&mut self.buf).filter(|s| s.start_ticks == k.start_ticks)
+    }
+
+    /// Whoever has the PID now, with the file held open if there is room.
+    fn open(&mut self, pid: u32, pending: usize) -> Option<(Stat, Option<StatFile>)> {
+        let proc_root = Path::new("/proc");
+        if self.known.len() + pending >= MAX_OPEN {
+            return procstat::read(proc_root, pid).map(|s| (s, None));
+        }
+        let file = StatFile::open(proc_root, pid)?;
+        Some((file.read(&mut self.buf)?, Some(file)))
+    }
+
+    fn process(&mut self, pid: u32, stat: Stat, now: Instant, first: bool) -> Option<HostProcess> {
+        let max_percent = f64::from(self.cpu_count.unwrap_or(1)) * 100.0;
+        let (tps, page) = (self.ticks_per_second, self.page_size);
+        let k = self.known.get_mut(&pid)?;
+        let seconds = now.duration_since(k.at).as_secs_f64();
+        let used = stat.cpu_ticks.saturating_sub(k.cpu_ticks) as f64 / tps;
+        let cpu_percent = (!first && seconds > 0.0).then(|| (used / seconds * 100.0).min(max_percent));
+        k.cpu_ticks = stat.cpu_ticks;
+        k.at = now;
+        Some(HostProcess {
+            parent_pid: Some(stat.parent),
+            cpu_percent,
+            memory: Some(stat.rss_pages.saturating_mul(page)),
+            ..k.fixed.clone()
+        })
     }
 }
 
@@ -61,29 +147,41 @@ impl HostSource for SysinfoHost {
             swap_used: Some(self.system.used_swap()),
         };
 
-        let sys_pids: Vec<Pid> = pids.iter().map(|&p| Pid::from_u32(p)).collect();
-        // Without `without_tasks`, sysinfo walks /proc/PID/task: every
-        // thread of every training process (dozens each), every tick.
-        let kind = ProcessRefreshKind::nothing()
-            .without_tasks()
-            .with_cpu()
-            .with_memory()
-            .with_cmd(UpdateKind::OnlyIfNotSet)
-            .with_user(UpdateKind::OnlyIfNotSet);
-        self.system.refresh_processes_specifics(ProcessesToUpdate::Some(&sys_pids), true, kind);
-
-        let mut processes = HashMap::new();
+        let now = Instant::now();
+        let mut stats = Vec::with_capacity(pids.len());
+        let mut fresh = Vec::new();
         for &pid in pids {
-            let Some(p) = self.system.process(Pid::from_u32(pid)) else { continue };
-            let p = ProcessView::of(p);
-            let first_sight = self.seen.insert(pid);
-            let user = self.user_name_of(&p);
-            processes.insert(pid, host_process(&p, user, !first_sight));
+            if let Some(stat) = self.read_held(pid) {
+                stats.push((pid, stat, false));
+                continue;
+            }
+            // Not in /proc: exited, or in a PID namespace this one cannot see.
+            let Some((stat, file)) = self.open(pid, fresh.len()) else { continue };
+            match self.known.get_mut(&pid) {
+                Some(k) if k.start_ticks == stat.start_ticks => {
+                    k.file = file;
+                    stats.push((pid, stat, false));
+                }
+                _ => {
+                    fresh.push((pid, stat, file));
+                    stats.push((pid, stat, true));
+                }
+            }
+        }
+        let status = match self.first_sight(fresh, now) {
+            Ok(()) => SourceStatus::ok(),
+            Err(e) => SourceStatus::failed(format!("reading new processes: {e}")),
+        };
+        let mut processes = HashMap::with_capacity(stats.len());
+        for (pid, stat, first) in stats {
+            if let Some(p) = self.process(pid, stat, now, first) {
+                processes.insert(pid, p);
+            }
         }
         // Forget PIDs that are gone so a recycled PID starts fresh.
-        self.seen.retain(|pid| processes.contains_key(pid));
+        self.known.retain(|pid, _| processes.contains_key(pid));
 
-        HostSample { host, processes, status: SourceStatus::ok() }
+        HostSample { host, processes, status }
     }
 }
 
@@ -94,9 +192,6 @@ struct ProcessView {
     cmd: Vec<String>,
     uid: Option<sysinfo::Uid>,
     start_time: u64,
-    parent: Option<u32>,
-    cpu: f32,
-    memory: u64,
 }
 
 impl ProcessView {
@@ -106,14 +201,13 @@ impl ProcessView {
             cmd: p.cmd().iter().map(|a| a.to_string_lossy().into_owned()).collect(),
             uid: p.user_id().cloned(),
             start_time: p.start_time(),
-            parent: p.parent().map(|p| p.as_u32()),
-            cpu: p.cpu_usage(),
-            memory: p.memory(),
         }
     }
 }
 
-fn host_process(p: &ProcessView, user: Option<String>, cpu_valid: bool) -> HostProcess {
+/// What stays true for the life of the process; the rest comes from
+/// `/proc/PID/stat` each tick.
+fn fixed_fields(p: &ProcessView, user: Option<String>) -> HostProcess {
     let command = (!p.cmd.is_empty()).then(|| sanitize_command(&p.cmd.join(" ")));
     HostProcess {
         name: Some(sanitize_command(&p.name)).filter(|n| !n.is_empty()),
@@ -121,9 +215,7 @@ fn host_process(p: &ProcessView, user: Option<String>, cpu_valid: bool) -> HostP
         // Kernel threads and zombies have an empty command line.
         command: command.filter(|c| !c.is_empty()),
         start_time: (p.start_time > 0).then(|| Timestamp::from_unix_secs(p.start_time)),
-        parent_pid: p.parent,
-        cpu_percent: cpu_valid.then_some(f64::from(p.cpu)),
-        memory: Some(p.memory),
+        ..HostProcess::default()
     }
 }
 
@@ -144,9 +236,29 @@ mod tests {
         assert_eq!(p.cpu_percent, None);
         assert!(!first.processes.contains_key(&(u32::MAX - 1)));
 
+        // Burn some CPU between the readings, so there is a rate to see.
+        let start = procstat::start_ticks(Path::new("/proc"), me).unwrap();
+        let cpu = || procstat::read(Path::new("/proc"), me).unwrap().cpu_ticks;
+        let before = cpu();
+        while cpu() < before + 5 {
+            std::hint::black_box((0..10_000u64).sum::<u64>());
+        }
         let second = host.sample(&[me]);
         assert!(second.host.cpu_percent.is_some());
-        assert!(second.processes[&me].cpu_percent.is_some());
-        assert!(second.processes[&me].user.is_some());
+        let p = &second.processes[&me];
+        let max = f64::from(host.cpu_count.unwrap()) * 100.0;
+        assert!(p.cpu_percent.is_some_and(|c| c > 0.0 && c <= max), "{p:?}");
+        assert!(p.user.is_some());
+        assert_eq!(p.parent_pid, Some(std::os::unix::process::parent_id()));
+        assert_eq!(host.known[&me].start_ticks, start);
+
+        // The same PID with another start time is another process: no CPU
+        // rate carried over from the one before.
+        host.known.get_mut(&me).unwrap().start_ticks = start + 1;
+        let recycled = host.sample(&[me]);
+        assert_eq!(recycled.processes[&me].cpu_percent, None);
+        assert_eq!(host.known[&me].start_ticks, start);
+        assert_eq!(host.sample(&[]).processes.len(), 0);
+        assert!(host.known.is_empty(), "PIDs no longer asked for are forgotten");
     }
 }

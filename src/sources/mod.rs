@@ -6,6 +6,7 @@ pub mod fake;
 pub mod host;
 pub mod nvml;
 pub mod probe;
+pub mod procstat;
 mod sanitize;
 
 use std::collections::HashMap;

@@ -5,6 +5,8 @@
 
 use std::path::Path;
 
+use crate::sources::procstat;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
     Term,
@@ -48,7 +50,7 @@ fn target_in(proc_root: &Path, pid: u32) -> Result<Target, String> {
     let dir = proc_root.join(pid.to_string());
     let status = std::fs::read_to_string(dir.join("status")).map_err(|_| gone())?;
     let uid = real_uid(&status).ok_or_else(gone)?;
-    let start_ticks = start_ticks(&dir).ok_or_else(gone)?;
+    let start_ticks = procstat::start_ticks(proc_root, pid).ok_or_else(gone)?;
     // SAFETY: getuid and geteuid cannot fail and touch no memory.
     let (me, effective) = unsafe { (libc::getuid(), libc::geteuid()) };
     if effective != 0 && uid != me && uid != effective {
@@ -59,7 +61,7 @@ fn target_in(proc_root: &Path, pid: u32) -> Result<Target, String> {
 
 pub fn send(target: Target, signal: Signal) -> Result<(), String> {
     let pid = target.pid;
-    match start_ticks(&Path::new("/proc").join(pid.to_string())) {
+    match procstat::start_ticks(Path::new("/proc"), pid) {
         None => return Err(format!("PID {pid} has already exited; nothing sent")),
         Some(t) if t != target.start_ticks => {
             return Err(format!("PID {pid} is now another process; nothing sent"));
@@ -79,13 +81,6 @@ pub fn send(target: Target, signal: Signal) -> Result<(), String> {
 /// `Uid:` in /proc/PID/status holds real, effective, saved and fs uids.
 fn real_uid(status: &str) -> Option<u32> {
     status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().next()?.parse().ok()
-}
-
-/// Field 22 of /proc/PID/stat, counted from the last ')' because the
-/// command name in field 2 may hold spaces and parentheses.
-fn start_ticks(dir: &Path) -> Option<u64> {
-    let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
-    stat[stat.rfind(')')? + 1..].split_whitespace().nth(22 - 3)?.parse().ok()
 }
 
 #[cfg(test)]

@@ -6,15 +6,14 @@
 mod demo;
 mod dir;
 mod file;
-mod identity;
 mod reader;
 
 use std::time::Duration;
 
+pub use crate::sources::procstat::start_ticks;
 pub use demo::DemoProbes;
 pub use dir::{ProbeDir, default_dir};
 pub use file::{PROBE_FORMAT, ProbeDevice, ProbeFile};
-pub use identity::start_ticks;
 pub use reader::FileProbes;
 
 #[cfg(test)]

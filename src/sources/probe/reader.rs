@@ -13,9 +13,9 @@ use std::time::{Duration, SystemTime};
 
 use super::dir::{ProbeDir, current_uid};
 use super::file::{MAX_FILE_BYTES, ProbeFile};
-use super::identity::start_ticks;
 use super::{ProbeReport, ProbeSample, ProbeSource};
 use crate::model::ProbeStatus;
+use crate::sources::procstat::start_ticks;
 
 /// A file's name, size and modification time (ns).
 type Key = (String, u64, i64);

@@ -4,11 +4,11 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
 use crate::model::{Alert, Severity, Snapshot};
 use crate::tui::render::Ctx;
 use crate::tui::render::format::duration_short;
+use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{fit, width};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot) {
@@ -26,7 +26,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot) {
             ctx.theme.dim,
         ));
     }
-    frame.render_widget(Paragraph::new(lines), area);
+    frame.render_widget(Lines(lines), area);
 }
 
 pub fn severity_word(s: Severity) -> &'static str {

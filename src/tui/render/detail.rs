@@ -5,12 +5,12 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
 use crate::model::{DeviceAllocator, ProbeState, Process, Snapshot};
 use crate::tui::history::RowKey;
 use crate::tui::render::format::{duration_short, or_na};
 use crate::tui::render::layout::WIDE;
+use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{spread, wrap};
 use crate::tui::render::{Ctx, hints, trend};
 use crate::units::bytes;
@@ -38,7 +38,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, key: RowK
         let chart = Rect { y: area.y + text.height, height: chart_h, ..area };
         (text, (chart_h >= 7).then_some(chart))
     };
-    frame.render_widget(Paragraph::new(lines), text);
+    frame.render_widget(Lines(lines), text);
     if let Some(chart) = chart {
         trend::process(frame, chart, ctx, key);
     }

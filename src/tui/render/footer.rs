@@ -4,9 +4,9 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
 use crate::tui::render::Ctx;
+use crate::tui::render::paint::Lines;
 use crate::tui::state::View;
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
@@ -23,7 +23,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     } else {
         hints(ctx, area.width as usize)
     };
-    frame.render_widget(Paragraph::new(line), area);
+    frame.render_widget(Lines(vec![line]), area);
 }
 
 /// As many key hints as fit whole.

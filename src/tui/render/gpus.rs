@@ -4,12 +4,12 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
 use crate::model::{Gpu, GpuState, Snapshot};
 use crate::tui::render::Ctx;
 use crate::tui::render::bar::{self, Segment};
 use crate::tui::render::format::{bytes_short, percent};
+use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{left, right, spread, width, wrap};
 use crate::units::bytes_pair;
 
@@ -39,7 +39,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, compact: 
             lines.extend(full_lines(ctx, snap, gpu, iw, w));
         }
     }
-    frame.render_widget(Paragraph::new(lines), area);
+    frame.render_widget(Lines(lines), area);
 }
 
 /// What is wrong with the GPU source as a whole, wrapped to the width.

@@ -4,13 +4,13 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
 use crate::model::{Severity, Snapshot};
 use crate::recording::player::Status;
 use crate::tui::render::Ctx;
 use crate::tui::render::bar::{Segment, bar};
 use crate::tui::render::format::{duration_short, or_na};
+use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{spans_width, spread};
 use crate::units::{bytes, bytes_pair};
 
@@ -20,7 +20,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
         None => vec![first_line(ctx, w, None)],
         Some(snap) => vec![first_line(ctx, w, Some(snap)), second_line(ctx, w, snap)],
     };
-    frame.render_widget(Paragraph::new(lines), area);
+    frame.render_widget(Lines(lines), area);
 }
 
 fn first_line<'a>(ctx: &Ctx, w: usize, snap: Option<&Snapshot>) -> Line<'a> {

@@ -15,6 +15,7 @@ mod header;
 mod help;
 mod hints;
 mod layout;
+mod paint;
 mod processes;
 mod symbols;
 mod text;

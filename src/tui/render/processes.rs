@@ -4,11 +4,11 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
 use crate::model::Snapshot;
 use crate::tui::render::Ctx;
 use crate::tui::render::columns::{self, MARKER, Spec};
+use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{left, right, spread};
 use crate::tui::rows::{Column, Row};
 
@@ -28,7 +28,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot) -> usize 
     if rows.is_empty() {
         lines.push(Line::styled(empty_reason(ctx, snap), ctx.theme.dim));
     }
-    frame.render_widget(Paragraph::new(lines), area);
+    frame.render_widget(Lines(lines), area);
     page
 }
 

@@ -5,12 +5,12 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
 use crate::tui::history::{GpuPoint, ProcessPoint, RowKey};
 use crate::tui::render::Ctx;
 use crate::tui::render::chart::{Layer, Merge, columns, plot};
 use crate::tui::render::format::{bytes_short, duration_short};
+use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{right, spread};
 
 const LEFT_AXIS: usize = 7;
@@ -126,5 +126,5 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, chart: Chart) {
         axis = format!("{axis:<end_at$}{end}");
     }
     lines.push(Line::styled(axis, t.dim));
-    frame.render_widget(Paragraph::new(lines), area);
+    frame.render_widget(Lines(lines), area);
 }
