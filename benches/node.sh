@@ -5,8 +5,9 @@
 # UTIL and USED_MIB may be scenario values such as '{ min = 1, max = 9 }'.
 # `node_down` removes it all.
 node_up() {
-  cargo build --release --quiet
-  bin=$PWD/target/release/gpuscope
+  # GPUSCOPE_BENCH_BIN measures another build (say, the last release's).
+  [ -n "${GPUSCOPE_BENCH_BIN:-}" ] || cargo build --release --quiet
+  bin=${GPUSCOPE_BENCH_BIN:-$PWD/target/release/gpuscope}
   local sim
   sim=$(ls -t target/release/build/gpuscope-*/out/libgpuscope_nvml_sim.so | head -n 1)
   work=$(mktemp -d)

@@ -37,7 +37,7 @@ pub enum AppError {
     Nvml(#[from] InitError),
     #[error("cannot read host metrics: {0}")]
     Host(sysinfo::Error),
-    #[error("cannot start the async runtime: {0}")]
+    #[error("cannot start gpuscope's threads: {0}")]
     Runtime(io::Error),
     #[error("writing the output: {0}")]
     Output(io::Error),
@@ -98,9 +98,9 @@ pub fn main() -> ExitCode {
 fn watch(cli: &Cli) -> Result<(), AppError> {
     let settings = Settings::resolve(cli)?;
     let collector = collector(&settings, settings.mode == Mode::Tui)?;
+    let (rx, control, _poller) = poller::spawn(collector).map_err(AppError::Runtime)?;
     let runtime = runtime()?;
     let result = runtime.block_on(async {
-        let (rx, control, _task) = poller::spawn(collector);
         match settings.mode {
             Mode::Json => emit(rx, Some(1), json::write_pretty).await,
             Mode::JsonStream { count } => emit(rx, count, json::write_line).await,
@@ -108,8 +108,8 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
             Mode::Tui => tui::run(rx, control, tui::TuiOptions::from_env(&settings)).await.map_err(AppError::Output),
         }
     });
-    // A driver call may still be in flight on the blocking pool: don't wait
-    // for it, the output is complete.
+    // A driver call may still be in flight on the poller's thread: leaving
+    // without joining it is what lets a hung driver not hang the exit.
     runtime.shutdown_background();
     result
 }
@@ -118,11 +118,9 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
 fn check(cli: &Cli, window: std::time::Duration, fail_on: &[AlertKind]) -> Result<u8, AppError> {
     let settings = Settings::resolve(cli)?;
     let collector = collector(&settings, false)?;
+    let (rx, _control, _poller) = poller::spawn(collector).map_err(AppError::Runtime)?;
     let runtime = runtime()?;
-    let last = runtime.block_on(async {
-        let (rx, _control, _task) = poller::spawn(collector);
-        check::watch_for(rx, window).await
-    });
+    let last = runtime.block_on(async { check::watch_for(rx, window).await });
     runtime.shutdown_background();
     let Some(snap) = last else { return Ok(exit::FAILURE) };
     print!("{}", check::report(&snap, window));
@@ -135,11 +133,9 @@ fn serve(cli: &Cli, listen: std::net::SocketAddr) -> Result<(), AppError> {
     // start (exit 2) rather than leaving it up with nothing to export.
     let settings = Settings::resolve(cli)?;
     let collector = collector(&settings, false)?;
+    let (rx, _control, _poller) = poller::spawn(collector).map_err(AppError::Runtime)?;
     let runtime = runtime()?;
-    let served = runtime.block_on(async {
-        let (rx, _control, _task) = poller::spawn(collector);
-        crate::serve::run(listen, rx, settings.interval).await
-    });
+    let served = runtime.block_on(async { crate::serve::run(listen, rx, settings.interval).await });
     runtime.shutdown_background();
     Ok(served?)
 }
@@ -148,11 +144,9 @@ fn serve(cli: &Cli, listen: std::net::SocketAddr) -> Result<(), AppError> {
 fn record(cli: &Cli, path: &std::path::Path, duration: Option<std::time::Duration>) -> Result<u8, AppError> {
     let settings = Settings::resolve(cli)?;
     let collector = collector(&settings, false)?;
+    let (rx, _control, _poller) = poller::spawn(collector).map_err(AppError::Runtime)?;
     let runtime = runtime()?;
-    let written = runtime.block_on(async {
-        let (rx, _control, _task) = poller::spawn(collector);
-        recording::record(rx, path, duration).await
-    });
+    let written = runtime.block_on(async { recording::record(rx, path, duration).await });
     runtime.shutdown_background();
     let written = written.map_err(|source| AppError::Record { path: path.to_path_buf(), source })?;
     eprintln!("gpuscope: recorded {written} snapshots to {}", path.display());
@@ -182,6 +176,9 @@ fn replay(cli: &Cli, path: &std::path::Path, as_json: bool) -> Result<u8, AppErr
     result.map(|()| exit::OK).map_err(AppError::Output)
 }
 
+/// One thread: what runs on it (drawing, serving scrapes, writing output)
+/// waits on the poller, never the other way round, and one thread wakes
+/// once per snapshot where a pool would wake several.
 fn runtime() -> Result<tokio::runtime::Runtime, AppError> {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(AppError::Runtime)
 }

@@ -1,13 +1,17 @@
-//! The async side of collection: one task ticks at the interval, runs the
-//! blocking collection on tokio's blocking pool, and publishes the newest
-//! snapshot on a `watch` channel. Readers always see the latest; nothing
-//! queues up behind a slow reader.
+//! Collection on a thread of its own: it collects, publishes the newest
+//! snapshot on a `watch` channel, and sleeps until the next tick. Readers
+//! always see the latest; nothing queues up behind a slow reader, and a
+//! slow driver call holds up only this thread, never the dashboard.
+//!
+//! A dedicated thread rather than a tokio task handing each tick to the
+//! blocking pool: that took five or six thread wake-ups per tick where
+//! this takes one, and on a shared or virtual machine each wake-up of an
+//! idle CPU costs far more than the work it does.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
-use tokio::time::MissedTickBehavior;
 
 use crate::collect::Collector;
 use crate::config::MIN_INTERVAL;
@@ -15,71 +19,79 @@ use crate::model::Snapshot;
 
 pub type SnapshotRx = watch::Receiver<Option<Arc<Snapshot>>>;
 
+#[derive(Debug)]
+struct Wanted {
+    interval: Duration,
+    /// Set by `set_interval`, cleared by the thread when it takes it.
+    changed: bool,
+}
+
 /// Steers a running poller.
 #[derive(Debug, Clone)]
 pub struct PollerControl {
-    interval: watch::Sender<Duration>,
+    shared: Arc<(Mutex<Wanted>, Condvar)>,
 }
 
 impl PollerControl {
+    fn wanted(&self) -> std::sync::MutexGuard<'_, Wanted> {
+        // The lock guards two plain fields, consistent at every point.
+        self.shared.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     pub fn interval(&self) -> Duration {
-        *self.interval.borrow()
+        self.wanted().interval
     }
 
-    /// Takes effect from the next tick.
+    /// Takes effect from the next tick, one new period from now.
     pub fn set_interval(&self, interval: Duration) {
-        self.interval.send_replace(interval.max(MIN_INTERVAL));
+        let mut w = self.wanted();
+        w.interval = interval.max(MIN_INTERVAL);
+        w.changed = true;
+        self.shared.1.notify_all();
+    }
+
+    /// Sleeps until `deadline` or a new interval; returns the new one.
+    fn wait(&self, deadline: Instant) -> Option<Duration> {
+        let mut w = self.wanted();
+        loop {
+            if w.changed {
+                w.changed = false;
+                return Some(w.interval);
+            }
+            let left = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?;
+            w = self.shared.1.wait_timeout(w, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
     }
 }
 
-/// Starts polling; the task ends when every receiver is gone.
-pub fn spawn(collector: Collector) -> (SnapshotRx, PollerControl, tokio::task::JoinHandle<()>) {
+/// Starts polling: the first snapshot at once, then one per interval. The
+/// thread ends once every receiver is gone (noticed at its next tick), or
+/// if collection panics (the hook has reported it), which receivers see as
+/// the channel closing.
+pub fn spawn(collector: Collector) -> std::io::Result<(SnapshotRx, PollerControl, std::thread::JoinHandle<()>)> {
     let (tx, rx) = watch::channel(None);
-    let (interval_tx, interval_rx) = watch::channel(collector.interval);
-    let handle = tokio::spawn(run(collector, tx, interval_rx));
-    (rx, PollerControl { interval: interval_tx }, handle)
+    let control = PollerControl {
+        shared: Arc::new((Mutex::new(Wanted { interval: collector.interval, changed: false }), Condvar::new())),
+    };
+    let steer = control.clone();
+    let handle =
+        std::thread::Builder::new().name("gpuscope-poller".into()).spawn(move || run(collector, &tx, &steer))?;
+    Ok((rx, control, handle))
 }
 
-fn new_ticker(every: Duration) -> tokio::time::Interval {
-    let mut t = tokio::time::interval(every.max(Duration::from_millis(1)));
-    // A slow driver call delays the next tick instead of causing a burst
-    // of catch-up ticks.
-    t.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    t
-}
-
-async fn run(
-    mut collector: Collector,
-    tx: watch::Sender<Option<Arc<Snapshot>>>,
-    mut interval: watch::Receiver<Duration>,
-) {
-    let mut ticker = new_ticker(collector.interval);
+fn run(mut collector: Collector, tx: &watch::Sender<Option<Arc<Snapshot>>>, control: &PollerControl) {
     loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            Ok(()) = interval.changed() => {
-                collector.interval = *interval.borrow_and_update();
-                let mut next = new_ticker(collector.interval);
-                // A new Interval ticks at once; resetting it puts the next
-                // snapshot one new period from now instead of adding one.
-                next.reset();
-                ticker = next;
-                continue;
-            }
-        }
-        let joined = tokio::task::spawn_blocking(move || {
-            let snap = collector.tick();
-            (collector, snap)
-        })
-        .await;
-        let Ok((back, snap)) = joined else {
-            // The collection panicked; the panic is already reported by the
-            // hook, and there is no collector to go on with.
-            return;
-        };
-        collector = back;
+        let started = Instant::now();
+        let snap = collector.tick();
         if tx.send(Some(Arc::new(snap))).is_err() {
             return;
+        }
+        // A slow collection delays the next tick instead of causing a burst
+        // of catch-up ticks: the deadline counts from when this one began.
+        let mut deadline = started + collector.interval;
+        while let Some(new) = control.wait(deadline) {
+            collector.interval = new;
+            deadline = Instant::now() + new;
         }
     }
 }
@@ -123,7 +135,7 @@ mod tests {
             interval: Duration::from_millis(5),
             simulated: false,
         };
-        let (mut rx, control, handle) = spawn(collector);
+        let (mut rx, control, handle) = spawn(collector).unwrap();
         control.set_interval(Duration::from_millis(7));
         assert_eq!(control.interval(), Duration::from_millis(10), "clamped to the minimum");
         let snap = loop {
@@ -135,7 +147,7 @@ mod tests {
         };
         drop(rx);
         // With its only receiver gone, the poller stops by itself.
-        handle.await.unwrap();
+        tokio::task::spawn_blocking(move || handle.join().unwrap()).await.unwrap();
         assert_eq!(snap.processes[0].user.as_deref(), Some("alice"));
         // NVML's name fills in where the host had none.
         assert_eq!(snap.processes[0].name.as_deref(), Some("python3"));

@@ -193,7 +193,7 @@ async fn plus_and_minus_change_the_pollers_interval() {
         interval: Duration::from_secs(1),
         simulated: false,
     };
-    let (_rx, control, _task) = gpuscope::poller::spawn(collector);
+    let (_rx, control, _poller) = gpuscope::poller::spawn(collector).unwrap();
     let d = Dashboard::start(four_gpus(), Some(control.clone()), options());
     d.shows("every 1s").await;
     d.press(KeyCode::Char('+'));

@@ -1,7 +1,8 @@
 //! The dashboard's one loop, generic over the terminal backend and the
 //! event source so that tests drive it exactly as `run` does: key and
-//! resize events, new snapshots and a one-second tick (only while the data
-//! is stale, so the age on screen keeps counting) mark the screen dirty;
+//! resize events, new snapshots and the clock (once a second while the
+//! data is stale, so the age on screen keeps counting, and otherwise not at
+//! all) mark the screen dirty;
 //! a dirty screen is drawn at most once per frame period, so a burst of
 //! input or data costs one frame.
 
@@ -12,7 +13,7 @@ use crossterm::event::Event;
 use futures_util::{Stream, StreamExt};
 use ratatui::Terminal;
 use ratatui::backend::Backend;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 
 use crate::poller::{PollerControl, SnapshotRx};
 use crate::tui::options::{Clock, TuiOptions};
@@ -22,7 +23,6 @@ use crate::tui::{keys, kill, render};
 
 /// About ten frames a second at most.
 pub const FRAME: Duration = Duration::from_millis(100);
-const TICK: Duration = Duration::from_secs(1);
 
 enum Flow {
     Quit,
@@ -47,8 +47,6 @@ where
     if let Some(snap) = snapshots.borrow_and_update().clone() {
         state.on_snapshot(snap);
     }
-    let mut ticker = tokio::time::interval(TICK);
-    ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
     let mut snapshots_open = true;
@@ -94,7 +92,7 @@ where
                     None => std::future::pending().await,
                 }
             } => dirty = true,
-            _ = ticker.tick() => {
+            () = tokio::time::sleep(state.clock_wait(clock.now_ms())) => {
                 if state.ticking(clock.now_ms()) {
                     dirty = true;
                 }

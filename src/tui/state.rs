@@ -147,4 +147,21 @@ impl State {
     pub fn ticking(&self, now_ms: u64) -> bool {
         self.latest.is_none() || self.stale(now_ms)
     }
+
+    /// How long the loop may sleep before the clock alone changes the
+    /// header: a second while it counts the data's age, else until the data
+    /// turns stale. Fresh data at the default interval thus wakes the
+    /// dashboard once per snapshot, not once more for a clock tick.
+    pub fn clock_wait(&self, now_ms: u64) -> Duration {
+        const TICK_MS: u64 = 1000;
+        let wait_ms = match &self.latest {
+            Some(snap) if !self.stale(now_ms) => {
+                let interval = u64::try_from(self.interval.as_millis()).unwrap_or(u64::MAX);
+                let stale_at = snap.time.time_unix_ms.saturating_add(interval.saturating_mul(2)).saturating_add(1);
+                stale_at.saturating_sub(now_ms).clamp(1, 60 * TICK_MS)
+            }
+            _ => TICK_MS,
+        };
+        Duration::from_millis(wait_ms)
+    }
 }

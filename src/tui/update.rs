@@ -176,16 +176,12 @@ mod tests {
     use crate::model::{Gpu, GpuState, Snapshot};
     use crate::tui::{Clock, TuiOptions};
 
+    fn options(interval: Duration) -> TuiOptions {
+        TuiOptions { ascii: false, color: false, read_only: false, interval, clock: Clock::manual(0), replay: None }
+    }
+
     fn state(interval: Duration) -> State {
-        let options = TuiOptions {
-            ascii: false,
-            color: false,
-            read_only: false,
-            interval,
-            clock: Clock::manual(0),
-            replay: None,
-        };
-        let mut state = State::new(&options);
+        let mut state = State::new(&options(interval));
         let gpus = vec![Gpu::blank(0, GpuState::Ok), Gpu::blank(3, GpuState::Ok)];
         let snap: Snapshot = serde_json::from_value(serde_json::json!({
             "schema_version": 1, "time": "x", "time_unix_ms": 0, "interval_ms": 1000, "collection_ms": 0.0,
@@ -196,6 +192,18 @@ mod tests {
         .unwrap();
         state.on_snapshot(Arc::new(snap));
         state
+    }
+
+    #[test]
+    fn the_clock_wakes_the_loop_only_when_the_header_would_change() {
+        let s = state(Duration::from_secs(1));
+        let ms = Duration::from_millis;
+        assert_eq!(s.clock_wait(0), ms(2001), "fresh data: asleep until it turns stale");
+        assert_eq!(s.clock_wait(1500), ms(501));
+        assert!(!s.ticking(2000) && s.ticking(2001));
+        assert_eq!(s.clock_wait(2001), ms(1000), "stale: the age counts in seconds");
+        let none = State::new(&options(Duration::from_secs(1)));
+        assert_eq!(none.clock_wait(5), ms(1000), "no data yet: the header says how long it has waited");
     }
 
     #[test]
