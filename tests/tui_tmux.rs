@@ -70,15 +70,15 @@ impl Drop for Tmux {
     }
 }
 
-/// A script that records its PID, then becomes gpuscope (same PID).
-fn launcher(dir: &Path) -> PathBuf {
+/// A script that records its PID, then becomes `gpuscope ARGS` (same PID).
+fn launcher(dir: &Path, args: &str) -> PathBuf {
     let bin = assert_cmd::cargo::cargo_bin("gpuscope");
     let script = dir.join("launch.sh");
     let text = format!(
         "export XDG_CONFIG_HOME='{d}/config' GPUSCOPE_PROBE_DIR='{d}/probes' LANG=C.UTF-8 LC_ALL=\n\
          unset NO_COLOR GPUSCOPE_NVML_LIB GPUSCOPE_SIM_SCENARIO\n\
          echo $$ > '{d}/pid'\n\
-         exec '{bin}' --demo\n",
+         exec '{bin}' {args}\n",
         d = dir.display(),
         bin = bin.display()
     );
@@ -122,8 +122,12 @@ fn assert_restored(tmux: &Tmux, marker: &str, when: &str) {
 }
 
 fn start_dashboard(tmux: &Tmux, dir: &Path, marker: &str) -> u32 {
+    start(tmux, dir, marker, "--demo")
+}
+
+fn start(tmux: &Tmux, dir: &Path, marker: &str, args: &str) -> u32 {
     let _ = std::fs::remove_file(dir.join("pid"));
-    tmux.line(&format!("clear; echo {marker}; sh {}", launcher(dir).display()));
+    tmux.line(&format!("clear; echo {marker}; sh {}", launcher(dir, args).display()));
     let pid = pid(dir);
     tmux.wait_for("the dashboard", |s| s.contains("GPUs") && s.contains("NVIDIA H100 80GB HBM3"));
     pid
@@ -164,4 +168,36 @@ fn dashboard_in_a_real_terminal() {
     assert!(sent.success());
     wait_exit(pid);
     assert_restored(&tmux, "before-the-hangup", "after SIGHUP");
+}
+
+#[test]
+fn replay_in_a_real_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("run.ndjson.zst");
+    let recorded = Command::new(assert_cmd::cargo::cargo_bin("gpuscope"))
+        .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        .env("GPUSCOPE_PROBE_DIR", dir.path().join("probes"))
+        .env_remove("GPUSCOPE_NVML_LIB")
+        .args(["--demo", "record"])
+        .arg(&file)
+        .args(["--interval", "100ms", "--duration", "2s"])
+        .output()
+        .unwrap();
+    assert!(recorded.status.success(), "{}", String::from_utf8_lossy(&recorded.stderr));
+
+    let tmux = Tmux::start(80, 24);
+    tmux.line("PS1='$ '");
+    let pid = start(&tmux, dir.path(), "before-the-replay", &format!("replay '{}'", file.display()));
+    let screen = tmux.shows("REPLAY x1 ");
+    assert!(screen.contains("run.ndjson.zst") && screen.contains("Processes"), "{screen}");
+    tmux.key("Space");
+    tmux.shows("REPLAY paused");
+    tmux.key("Space");
+    tmux.wait_for("playing again", |s| !s.contains("REPLAY paused"));
+    // Ten seconds on is past the end of two: the last snapshot stays.
+    tmux.key("Right");
+    tmux.wait_for("the end of the recording", |s| s.contains("REPLAY end") && s.contains("NVIDIA H100 80GB HBM3"));
+    tmux.key("q");
+    wait_exit(pid);
+    assert_restored(&tmux, "before-the-replay", "after q in a replay");
 }

@@ -35,7 +35,7 @@ impl<T> Series<T> {
     /// Samples no older than `span_ms` before the newest. Times only grow
     /// (see `push`), so the start is found by bisection: rules call this for
     /// every process on every tick.
-    pub fn recent(&self, span_ms: u64) -> impl Iterator<Item = &(u64, T)> {
+    pub fn recent(&self, span_ms: u64) -> impl DoubleEndedIterator<Item = &(u64, T)> + Clone {
         let from = self.points.back().map_or(0, |(t, _)| t.saturating_sub(span_ms));
         let start = self.points.partition_point(|(t, _)| *t < from);
         self.points.range(start..)

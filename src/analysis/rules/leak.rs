@@ -13,15 +13,22 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 /// The line through per-bucket minima: slope in bytes per millisecond and
 /// R². `None` unless every bucket has data (no gaps, full coverage).
-pub fn floor_trend(points: &[(u64, u64)], window_ms: u64) -> Option<(f64, f64)> {
-    let (&(last, _), &(first, _)) = (points.last()?, points.first()?);
+/// `points` is walked in place, not collected: this runs for every process
+/// on every tick, over ten minutes of samples each.
+pub fn floor_trend<I>(points: I, window_ms: u64) -> Option<(f64, f64)>
+where
+    I: DoubleEndedIterator<Item = (u64, u64)> + Clone,
+{
+    let mut ends = points.clone();
+    let (first, _) = ends.next()?;
+    let last = ends.next_back().map_or(first, |(t, _)| t);
     if last.saturating_sub(first) + window_ms / BUCKETS < window_ms {
         return None;
     }
     let start = last.saturating_sub(window_ms);
     let width = (window_ms / BUCKETS).max(1);
-    let mut minima: Vec<Option<(u64, u64)>> = vec![None; BUCKETS as usize];
-    for &(t, v) in points.iter().filter(|(t, _)| *t >= start) {
+    let mut minima = [None::<(u64, u64)>; BUCKETS as usize];
+    for (t, v) in points.filter(|(t, _)| *t >= start) {
         let b = (((t - start) / width).min(BUCKETS - 1)) as usize;
         if minima[b].is_none_or(|(_, m)| v < m) {
             minima[b] = Some((t, v));
@@ -49,9 +56,9 @@ pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
     let min_growth = c.min_growth_mib as f64 * MIB;
     for (pk, p, gpu) in process_gpus(i.snap) {
         let Some(series) = i.procs.get(&pk) else { continue };
-        let points: Vec<(u64, u64)> = series.recent(window_ms).filter_map(|(t, pt)| Some((*t, pt.memory?))).collect();
+        let points = series.recent(window_ms).filter_map(|(t, pt)| Some((*t, pt.memory?)));
         let probed = series.last().is_some_and(|(_, pt)| pt.probed);
-        let verdict = match floor_trend(&points, window_ms) {
+        let verdict = match floor_trend(points, window_ms) {
             None => Verdict::Hold,
             Some((slope, r2)) => {
                 let growth = slope * window_ms as f64;
@@ -105,14 +112,14 @@ mod tests {
 
     #[test]
     fn a_steady_floor_is_not_a_leak_however_big_the_sawtooth() {
-        let (slope, _) = floor_trend(&sawtooth(0, 300), 300_000).unwrap();
+        let (slope, _) = floor_trend(sawtooth(0, 300).into_iter(), 300_000).unwrap();
         assert!(slope.abs() * 300_000.0 < 64.0 * MIB, "{slope}");
     }
 
     #[test]
     fn a_rising_floor_under_the_sawtooth_is_found() {
         // 1 MiB/s: 300 MiB over five minutes.
-        let (slope, r2) = floor_trend(&sawtooth(1 << 20, 300), 300_000).unwrap();
+        let (slope, r2) = floor_trend(sawtooth(1 << 20, 300).into_iter(), 300_000).unwrap();
         let growth = slope * 300_000.0;
         assert!((growth - 300.0 * MIB).abs() < 40.0 * MIB, "{}", growth / MIB);
         assert!(r2 > 0.9, "{r2}");
@@ -120,9 +127,9 @@ mod tests {
 
     #[test]
     fn too_short_or_gappy_histories_say_nothing() {
-        assert_eq!(floor_trend(&sawtooth(1 << 20, 100), 300_000), None);
+        assert_eq!(floor_trend(sawtooth(1 << 20, 100).into_iter(), 300_000), None);
         let mut gappy = sawtooth(1 << 20, 300);
         gappy.retain(|(t, _)| !(100_000..200_000).contains(t));
-        assert_eq!(floor_trend(&gappy, 300_000), None);
+        assert_eq!(floor_trend(gappy.into_iter(), 300_000), None);
     }
 }

@@ -50,7 +50,9 @@ fn first_line<'a>(ctx: &Ctx, w: usize, snap: Option<&Snapshot>) -> Line<'a> {
     let age = state.data_age_ms(ctx.now_ms).unwrap_or(0);
     if state.stale(ctx.now_ms) {
         push(Span::styled(format!("! data {} old", duration_short(age)), t.crit));
-    } else {
+    } else if state.replay.is_none() {
+        // A replay's data is as old as the recording; its status says where
+        // it is instead.
         push(Span::styled(format!("data {}", duration_short(age)), t.dim));
     }
     if state.collection_stopped {
@@ -64,15 +66,16 @@ fn first_line<'a>(ctx: &Ctx, w: usize, snap: Option<&Snapshot>) -> Line<'a> {
     spread(left, right, w, " ", t.dim)
 }
 
-/// "REPLAY run.ndjson.zst 120/3600 x4 paused": where in the recording, and
-/// how it plays. The clock before it is the recording's own (UTC).
+/// "REPLAY paused x4 120/3600 run.ndjson.zst": how it plays, then where in
+/// the recording, the file name last because it is what a narrow terminal
+/// can best do without. The clock before it is the recording's own (UTC).
 fn replay_status<'a>(ctx: &Ctx, s: &Status) -> Span<'a> {
-    let mut text = format!("REPLAY {} {}/{} x{}", ctx.clean(&s.file), s.position + 1, s.len, s.speed);
-    if s.paused {
-        text.push_str(" paused");
-    } else if s.at_end {
-        text.push_str(" end");
-    }
+    let state = match () {
+        _ if s.paused => " paused",
+        _ if s.at_end => " end",
+        _ => "",
+    };
+    let mut text = format!("REPLAY{state} x{} {}/{} {}", s.speed, s.position + 1, s.len, ctx.clean(&s.file));
     if let Some(note) = &s.note {
         text.push_str(" - ");
         text.push_str(note);
