@@ -7,8 +7,8 @@
 # pipe-pane. Targets: at most 0.1 s of CPU and 10 MiB.
 # After `--`, another monitor runs in gpuscope's place, loading the same
 # simulated driver as libnvidia-ml.so.1, so peers (gpustat, nvitop) can be
-# measured on the same machine: this VM's figures are not the reference
-# node's (see the control in README's Benchmarks).
+# measured on the same machine (see README, Benchmarks, on virtual
+# machines).
 # Run: bash benches/tui_cpu.sh [SECONDS] [-- PEER COMMAND...]
 set -euo pipefail
 cd "$(dirname "$0")/.."

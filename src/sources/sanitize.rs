@@ -4,6 +4,12 @@
 /// characters (newlines and tabs included) become spaces so that arguments
 /// stay apart.
 pub fn sanitize_command(raw: &str) -> String {
+    // Every escape sequence starts with a control character (ESC, or a C1
+    // control such as CSI), so a line without one is already safe; that is
+    // nearly every line, and the escape parser below is not cheap.
+    if !raw.chars().any(char::is_control) {
+        return raw.trim().to_string();
+    }
     // The stripper drops whitespace controls outright, which would glue
     // arguments together; ESC and BEL must stay for it to see where each
     // sequence ends.
@@ -23,5 +29,7 @@ mod tests {
         assert_eq!(sanitize_command("evil\x1b[2J\x1b]0;pwned\x07 cmd"), "evil cmd");
         assert_eq!(sanitize_command("bell\x07\x1b[31mred\x1b[0m"), "bellred");
         assert_eq!(sanitize_command("naïve 日本"), "naïve 日本");
+        assert_eq!(sanitize_command(" python  train.py "), "python  train.py");
+        assert!(!sanitize_command("c1\u{9b}2Jcsi").chars().any(char::is_control), "a C1 control takes the slow path");
     }
 }
