@@ -4,7 +4,7 @@
 //! Files of processes that have ended are removed, so nothing stale lingers
 //! after a `kill -9`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -15,7 +15,7 @@ use super::dir::{ProbeDir, current_uid};
 use super::file::{MAX_FILE_BYTES, ProbeFile};
 use super::{ProbeReport, ProbeSample, ProbeSource};
 use crate::model::ProbeStatus;
-use crate::sources::procstat::start_ticks;
+use crate::sources::procstat::StatFile;
 
 /// A file's name, size and modification time (ns).
 type Key = (String, u64, i64);
@@ -33,6 +33,10 @@ pub struct FileProbes {
     bad: HashSet<Key>,
     skipped: u64,
     last_skipped: Option<String>,
+    /// `/proc/PID/stat` held open per probed process: the identity check
+    /// runs for every file on every tick.
+    stats: HashMap<u32, StatFile>,
+    buf: Vec<u8>,
 }
 
 impl FileProbes {
@@ -41,7 +45,15 @@ impl FileProbes {
     }
 
     pub fn with_proc(dir: PathBuf, proc_root: PathBuf) -> Self {
-        Self { dir: ProbeDir::new(dir), proc_root, bad: HashSet::new(), skipped: 0, last_skipped: None }
+        Self {
+            dir: ProbeDir::new(dir),
+            proc_root,
+            bad: HashSet::new(),
+            skipped: 0,
+            last_skipped: None,
+            stats: HashMap::new(),
+            buf: Vec::new(),
+        }
     }
 
     fn status(&self, ok: bool, error: Option<String>, files: u32) -> ProbeStatus {
@@ -60,6 +72,19 @@ impl FileProbes {
             self.skipped += 1;
             self.last_skipped = Some(format!("{name}: {why}"));
         }
+    }
+
+    /// Through the file held open for the process, else a fresh open (the
+    /// first time, or once the process it was opened for has exited).
+    fn start_ticks(&mut self, pid: u32) -> Option<u64> {
+        if let Some(stat) = self.stats.get(&pid).and_then(|f| f.read(&mut self.buf)) {
+            return Some(stat.start_ticks);
+        }
+        self.stats.remove(&pid);
+        let file = StatFile::open(&self.proc_root, pid)?;
+        let ticks = file.read(&mut self.buf)?.start_ticks;
+        self.stats.insert(pid, file);
+        Some(ticks)
     }
 
     fn read_one(&mut self, name: &str, pid: u32, ticks: u64) -> Option<ProbeReport> {
@@ -81,7 +106,7 @@ impl FileProbes {
                 return None;
             }
         };
-        let alive = match start_ticks(&self.proc_root, pid) {
+        let alive = match self.start_ticks(pid) {
             Some(now) if now == ticks => true,
             // The PID belongs to another process now: these figures are
             // not its, not even as "gone".
@@ -129,6 +154,8 @@ impl ProbeSource for FileProbes {
         reports.sort_by_key(|r| r.file.pid);
         // Forget bad files that are gone, so the set stays small.
         self.bad.retain(|(name, _, _)| present.contains(name));
+        let probed: HashSet<u32> = present.iter().filter_map(|n| parse_name(n)).map(|(pid, _)| pid).collect();
+        self.stats.retain(|pid, _| probed.contains(pid));
         let files = u32::try_from(present.len()).unwrap_or(u32::MAX);
         ProbeSample { reports, status: self.status(true, None, files) }
     }
@@ -198,7 +225,7 @@ mod tests {
 
     fn me() -> (u32, u64) {
         let pid = std::process::id();
-        (pid, start_ticks(Path::new("/proc"), pid).unwrap())
+        (pid, crate::sources::procstat::start_ticks(Path::new("/proc"), pid).unwrap())
     }
 
     #[test]
