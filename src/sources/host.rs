@@ -163,6 +163,9 @@ impl HostSource for SysinfoHost {
                     stats.push((pid, stat, false));
                 }
                 _ => {
+                    // A new process behind a known PID keeps nothing of the
+                    // old one's, even should its first sight fail.
+                    self.known.remove(&pid);
                     fresh.push((pid, stat, file));
                     stats.push((pid, stat, true));
                 }
