@@ -176,9 +176,8 @@ fn replay(cli: &Cli, path: &std::path::Path, as_json: bool) -> Result<u8, AppErr
     result.map(|()| exit::OK).map_err(AppError::Output)
 }
 
-/// One thread: what runs on it (drawing, serving scrapes, writing output)
-/// waits on the poller, never the other way round, and one thread wakes
-/// once per snapshot where a pool would wake several.
+/// Drawing, serving scrapes and writing output; collection never runs here
+/// (the poller has a thread of its own), so two workers are plenty.
 fn runtime() -> Result<tokio::runtime::Runtime, AppError> {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(AppError::Runtime)
 }

@@ -4,9 +4,10 @@
 //! slow driver call holds up only this thread, never the dashboard.
 //!
 //! A dedicated thread rather than a tokio task handing each tick to the
-//! blocking pool: that took five or six thread wake-ups per tick where
-//! this takes one, and on a shared or virtual machine each wake-up of an
-//! idle CPU costs far more than the work it does.
+//! blocking pool: that woke a worker for the timer, a pool thread for the
+//! work and the worker again for the result on every tick; this wakes only
+//! itself before it publishes. On a shared or virtual machine each wake-up
+//! of an idle CPU can cost more than the work it does.
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};

@@ -10,7 +10,6 @@ mod reader;
 
 use std::time::Duration;
 
-pub use crate::sources::procstat::start_ticks;
 pub use demo::DemoProbes;
 pub use dir::{ProbeDir, default_dir};
 pub use file::{PROBE_FORMAT, ProbeDevice, ProbeFile};
