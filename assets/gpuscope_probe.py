@@ -2,8 +2,16 @@
 process it runs in, for gpuscope to join with NVML's per-process figures.
 
     import gpuscope_probe
-    gpuscope_probe.start()      # idempotent, returns at once, one daemon thread
-    gpuscope_probe.stop()       # stops it and removes the published file
+    gpuscope_probe.start()      # idempotent, returns at once, starts no thread
+    gpuscope_probe.stop()       # stops sampling and removes the published file
+
+start() only arms the probe. A thread samples once CUDA is initialised in
+this process: PyTorch runs the callable the probe queues with
+torch.cuda._lazy_call right after its lazy CUDA initialisation, and an import
+watcher (a meta path finder that finds nothing itself) queues it when
+torch.cuda is imported after start(). Where no such queue exists (JAX, a torch
+without _lazy_call) a thread waits for the GPU backend once the framework is
+imported. A process that never imports torch or jax never gets a thread.
 
 `gpuscope run -- CMD` injects it through a sitecustomize shim, so training code
 needs no change. Standard library only, Python 3.8+.
@@ -29,11 +37,17 @@ Transport (gpuscope's reader implements exactly this):
                counter the framework does not report is null, never 0.
 
 What it touches (never anything that initialises CUDA, synchronises, or
-changes allocator state): it never imports torch or jax; it acts only once
+changes allocator state): it never imports torch or jax; it samples only once
 `torch.cuda.is_initialized()` is true (or JAX's backends exist), and then
 calls only memory_stats_as_nested_dict(i) with an explicit index,
 device_count(), get_allocator_backend(), get_device_properties(i) (once per
-device), host_memory_stats(), and for JAX local_devices()/memory_stats().
+device, for its uuid and PCI fields), host_memory_stats(),
+private_pool_memory_reserved(i) and torch._C._accelerator_getAllocatorSettings()
+where the release has them, and for JAX local_devices()/memory_stats(). Every
+call is feature-detected, never chosen by version number. It wraps
+sys.excepthook and threading.excepthook (calling the previous hooks) to count
+OutOfMemoryErrors that escape, and queues one callable with
+torch.cuda._lazy_call.
 No exception ever reaches the host program.
 """
 
@@ -61,6 +75,10 @@ _BURST_CYCLES = 5
 # Between full samples the retry/OOM counters are re-read this often, so a
 # rise is published within a fraction of a second even with a long interval.
 _PEEK_GAP = 0.2
+# After a start from PyTorch's lazy-init queue, CUDA is looked for this
+# often, for this long, so the first file follows initialisation closely.
+_QUICK_START_GAP = 0.05
+_QUICK_START_S = 5.0
 _MAX_CONSECUTIVE_FAILURES = 50
 # Bounds keep every file far below the 64 KiB the reader accepts.
 _MAX_DEVICES = 64
@@ -69,7 +87,7 @@ _MAX_FILE_BYTES = 60 * 1024
 # A call that keeps failing is given up rather than counted every cycle.
 _CALL_FAILURE_BUDGET = 3
 
-_ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+_ALLOC_CONF_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 _GPU_PLATFORMS = ("gpu", "cuda", "rocm")
 _DISABLED_VALUES = ("0", "false", "no", "off")
 
@@ -80,48 +98,291 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 _lock = threading.Lock()
 _probe = None
-_in_forked_child = False
+# Armed by start(): sampling begins once CUDA (or a JAX GPU backend) is up in
+# this process. Until then no thread exists (see _arm_frameworks).
+_armed = False
+_interval = None
 _atexit_registered = False
+_hooks_installed = False
+# (pid, id(torch.cuda)) for which a lazy-init callable is queued already.
+_cuda_hooked = None
+# OutOfMemoryErrors this process let escape to an exception hook.
+_oom_events = 0
 
 
 # ---------------------------------------------------------------- public API
 
 
 def start(interval=None):
-    """Starts the probe thread unless it already runs; never raises.
+    """Arms the probe; never raises, returns at once.
 
-    Returns True when a probe thread is running after the call.
+    No thread is started here: sampling begins once CUDA is initialised in
+    this process (through PyTorch's lazy-init queue where it has one), or,
+    for JAX and for a torch without that queue, a thread waits for the GPU
+    backend once the framework is imported. Returns True when armed.
     """
-    global _probe
+    global _armed, _interval
     try:
-        if _in_forked_child or _disabled():
+        if _disabled():
             return False
         with _lock:
-            current = _probe
-            if current is not None and current.running():
-                return True
-            probe = _Probe(_resolve_interval(interval))
-            probe.launch()
-            _probe = probe
+            _interval = _resolve_interval(interval)
+            _armed = True
             _register_atexit()
+            _install_import_watcher()
+            _install_exception_hooks()
+        _arm_frameworks()
         return True
     except Exception:
         return False
 
 
 def stop():
-    """Stops the probe thread and removes its file; never raises."""
-    global _probe
+    """Stops the probe thread, removes its file and disarms; never raises."""
+    global _probe, _armed
     try:
-        if _in_forked_child:
-            return
         with _lock:
+            _armed = False
             probe, _probe = _probe, None
         if probe is not None:
             probe.close(remove=True)
             probe.join(1.0)
     except Exception:
         pass
+
+
+def _launch(quick_start):
+    """Starts the sampling thread unless one runs; a no-op when disarmed."""
+    global _probe
+    with _lock:
+        if not _armed or _disabled():
+            return False
+        current = _probe
+        if current is not None and current.running():
+            return True
+        probe = _Probe(_interval or _DEFAULT_INTERVAL, quick_start=quick_start)
+        probe.launch()
+        _probe = probe
+        _register_mp_finalizer()
+        return True
+
+
+def _register_mp_finalizer():
+    """multiprocessing's fork and forkserver children leave through
+    os._exit, past atexit; their own exit function runs its finalizers
+    (multiprocessing/util.py, _exit_function), so the file is removed there."""
+    util = sys.modules.get("multiprocessing.util")
+    finalize = getattr(util, "Finalize", None)
+    if finalize is None:
+        return
+    try:
+        finalize(None, _at_exit, exitpriority=0)
+    except Exception:
+        pass
+
+
+# ------------------------------------------------------------ when to start
+
+
+def _on_cuda_initialised():
+    """Queued with torch.cuda._lazy_call: PyTorch runs it inside its lazy
+    CUDA initialisation (torch/cuda/__init__.py, _lazy_init), just before it
+    marks CUDA initialised; an exception here would become the program's
+    DeferredCudaCallError, so nothing may escape."""
+    try:
+        _launch(quick_start=True)
+    except BaseException:
+        pass
+
+
+def _arm_torch(cuda):
+    """Queues the start of sampling behind CUDA's initialisation, once per
+    process and module; falls back to a waiting thread without the queue."""
+    global _cuda_hooked
+    key = (os.getpid(), id(cuda))
+    if _cuda_hooked == key:
+        return
+    lazy_call = getattr(cuda, "_lazy_call", None)
+    if lazy_call is None:
+        _launch(quick_start=False)
+        return
+    _cuda_hooked = key
+    # Runs the callable at once when CUDA is already initialised.
+    lazy_call(_on_cuda_initialised)
+
+
+def _arm_frameworks():
+    """Arms for whichever framework is imported already (start() may come
+    after the framework's import); the import watcher covers later imports."""
+    modules = sys.modules
+    torch = modules.get("torch")
+    cuda = getattr(torch, "cuda", None) if torch is not None else None
+    if cuda is not None and not _mid_import(cuda):
+        _arm_torch(cuda)
+    jax = modules.get("jax")
+    if jax is not None and not _mid_import(jax):
+        # JAX offers no hook for its backends coming up: a thread waits.
+        _launch(quick_start=False)
+
+
+def _on_module_loaded(name, module):
+    try:
+        if not _armed:
+            return
+        if name == "torch.cuda":
+            _arm_torch(module)
+        else:
+            _launch(quick_start=False)
+    except Exception:
+        pass
+
+
+class _NotifyingLoader(object):
+    """Runs the real loader, then tells the probe the module is ready.
+
+    Only lives while the module executes: afterwards the module's __loader__
+    and __spec__.loader are the real loader again."""
+
+    def __init__(self, loader, name):
+        self._loader = loader
+        self._name = name
+
+    def create_module(self, spec):
+        create = getattr(self._loader, "create_module", None)
+        return None if create is None else create(spec)
+
+    def exec_module(self, module):
+        try:
+            self._loader.exec_module(module)
+        finally:
+            _restore_loader(module, self, self._loader)
+        _on_module_loaded(self._name, module)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+def _restore_loader(module, wrapper, loader):
+    try:
+        if getattr(module, "__loader__", None) is wrapper:
+            module.__loader__ = loader
+        spec = getattr(module, "__spec__", None)
+        if spec is not None and spec.loader is wrapper:
+            spec.loader = loader
+    except Exception:
+        pass
+
+
+class _ImportWatcher(object):
+    """A meta path finder that finds nothing itself: it asks the finders
+    after it for torch.cuda and jax and wraps their loader, so the probe
+    learns of the import without a thread (Python has no post-import hook).
+    Every other name costs one tuple lookup."""
+
+    _WATCHED = ("torch.cuda", "jax")
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in self._WATCHED or getattr(self._local, "busy", False):
+            return None
+        self._local.busy = True
+        try:
+            spec = _find_with_others(self, fullname, path, target)
+        except Exception:
+            return None
+        finally:
+            self._local.busy = False
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return None
+        spec.loader = _NotifyingLoader(loader, fullname)
+        return spec
+
+    # Python < 3.4 style finders are never asked for a module by 3.8+.
+    def invalidate_caches(self):
+        pass
+
+
+def _find_with_others(watcher, fullname, path, target):
+    for finder in list(sys.meta_path):
+        if finder is watcher or isinstance(finder, _ImportWatcher):
+            continue
+        find_spec = getattr(finder, "find_spec", None)
+        if find_spec is None:
+            continue
+        spec = find_spec(fullname, path, target)
+        if spec is not None:
+            return spec
+    return None
+
+
+def _install_import_watcher():
+    for finder in sys.meta_path:
+        if isinstance(finder, _ImportWatcher) or type(finder).__name__ == "_ImportWatcher":
+            return
+    sys.meta_path.insert(0, _ImportWatcher())
+
+
+# ------------------------------------------------------------ OOM exceptions
+
+
+def _is_cuda_oom(exc):
+    """torch.cuda.OutOfMemoryError (PyTorch 1.13+), or the RuntimeError
+    "CUDA out of memory. ..." that older releases raise."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None) if torch is not None else None
+    oom_type = getattr(cuda, "OutOfMemoryError", None) if cuda is not None else None
+    if isinstance(oom_type, type) and isinstance(exc, oom_type):
+        return True
+    if type(exc) is RuntimeError:
+        try:
+            return str(exc).startswith("CUDA out of memory")
+        except Exception:
+            return False
+    return False
+
+
+def _note_exception(exc):
+    """Counts an OutOfMemoryError that reached an exception hook and
+    publishes at once: the process may be about to exit, and with
+    cudaMallocAsync PyTorch keeps no OOM counter at all."""
+    global _oom_events
+    try:
+        if not _is_cuda_oom(exc):
+            return
+        _oom_events += 1
+        probe = _probe
+        if probe is not None and probe.pid == os.getpid():
+            probe.keep_at_exit = True
+            probe.cycle()
+    except BaseException:
+        pass
+
+
+def _install_exception_hooks():
+    """Wraps sys.excepthook and threading.excepthook, calling the previous
+    hook every time; installed once per interpreter."""
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    previous = sys.excepthook
+
+    def excepthook(exc_type, exc, tb):
+        _note_exception(exc)
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = excepthook
+    previous_thread_hook = getattr(threading, "excepthook", None)
+    if previous_thread_hook is not None:
+
+        def thread_excepthook(args):
+            _note_exception(getattr(args, "exc_value", None))
+            previous_thread_hook(args)
+
+        threading.excepthook = thread_excepthook
 
 
 # ------------------------------------------------------------- configuration
@@ -184,23 +445,63 @@ def _env_int(name):
     return int(raw)
 
 
-def _alloc_conf():
-    for var in _ALLOC_CONF_VARS:
-        raw = os.environ.get(var)
-        if raw is not None and raw.strip():
-            return _text(raw), var
-    return None, None
+def _env_raw(name):
+    value = os.environ.get(name)
+    return None if value is None else _text(value)
 
 
-def _expandable_segments(conf):
-    """Mirrors PyTorch's tokenizer: whitespace ignored, last setting wins."""
+def _alloc_settings(torch):
+    """The allocator settings in effect, as the running PyTorch resolves them.
+
+    PyTorch 2.9 moved parsing to c10's AcceleratorAllocatorConfig, which
+    reads PYTORCH_ALLOC_CONF first and the deprecated PYTORCH_CUDA_ALLOC_CONF
+    only when it is unset (c10/core/AllocatorConfig.h), and exposes the last
+    settings string it parsed, the environment's or a later
+    torch.cuda.memory._set_allocator_settings(...), through
+    torch._C._accelerator_getAllocatorSettings(). Earlier releases read
+    PYTORCH_CUDA_ALLOC_CONF alone and offer no accessor, so a setting made at
+    run time cannot be seen there.
+    """
+    env = {var: _env_raw(var) for var in _ALLOC_CONF_VARS}
+    getter = getattr(getattr(torch, "_C", None), "_accelerator_getAllocatorSettings", None)
+    if getter is None:
+        var = "PYTORCH_CUDA_ALLOC_CONF"
+        from_env = env[var]
+        runtime = None
+    else:
+        var = "PYTORCH_ALLOC_CONF"
+        from_env = env[var] if env[var] is not None else env["PYTORCH_CUDA_ALLOC_CONF"]
+        try:
+            runtime = _text(getter())
+        except Exception:
+            runtime = None
+    expandable = _expandable_segments(from_env, False)
+    if runtime and runtime != from_env:
+        # A run-time string changes only the keys it names.
+        expandable = _expandable_segments(runtime, expandable)
+        conf, source = runtime, "runtime"
+    else:
+        conf = from_env if from_env else None
+        source = "environment" if conf is not None else None
+    return {
+        "alloc_conf": conf,
+        "alloc_conf_source": source,
+        "alloc_conf_var": var,
+        "alloc_conf_env": env,
+        "expandable_segments": expandable,
+    }
+
+
+def _expandable_segments(conf, default):
+    """Mirrors PyTorch's tokenizer: whitespace ignored, the last setting
+    wins, and only "True" / "False" are accepted values (ConfigTokenizer)."""
+    enabled = default
     if not conf:
-        return False
-    enabled = False
+        return enabled
     for item in "".join(conf.split()).split(","):
         key, sep, value = item.partition(":")
-        if sep and key.lower() == "expandable_segments":
-            enabled = value.lower() == "true"
+        if sep and key == "expandable_segments" and value in ("True", "False"):
+            enabled = value == "True"
     return enabled
 
 
@@ -385,12 +686,31 @@ def _find_metric(flat, family, metric):
     return None
 
 
+# memory_stats keys PyTorch's cudaMallocAsync backend does not keep: its
+# docstring (torch/cuda/memory.py, memory_stats) calls them "not meaningful,
+# and always reported as zero" (CUDAMallocAsyncAllocator.cpp fills only
+# allocated, active and reserved bytes), so they are unknown, not 0.
+_NOT_KEPT_BY_ASYNC = (
+    "inactive_split",
+    "inactive_split_peak",
+    "requested",
+    "requested_peak",
+    "segments",
+    "alloc_retries",
+    "ooms",
+    "device_allocs",
+    "device_frees",
+)
+
+
 class _TorchReader(object):
     def __init__(self):
-        self.uuids = {}
+        # index -> (uuid, pci_bus_id): device properties never change.
+        self.identities = {}
         self.backend = None
         self.backend_failures = 0
         self.host_failures = 0
+        self.private_failures = 0
         # (torch.cuda, device indices) for cheap retry/OOM checks between
         # samples; None where those counters are not kept (cudaMallocAsync).
         self.watch = None
@@ -402,6 +722,7 @@ class _TorchReader(object):
         is_initialized = getattr(cuda, "is_initialized", None)
         if is_initialized is None or not is_initialized():
             return None
+        backend = self._backend(cuda, probe)
         count = _count(cuda.device_count()) or 0
         devices = []
         for index in range(min(count, _MAX_DEVICES)):
@@ -412,31 +733,31 @@ class _TorchReader(object):
                 continue
             if not isinstance(stats, dict) or not stats or not _device_in_use(stats):
                 continue
-            devices.append(self._device(cuda, index, stats, probe))
+            devices.append(self._device(cuda, index, stats, backend, probe))
         if not devices:
             self.watch = None
             return None
-        backend = self._backend(cuda, probe)
-        conf, conf_var = _alloc_conf()
         if backend == "cudaMallocAsync":
             self.watch = None
         else:
             self.watch = (cuda, [device["index"] for device in devices])
-        return {
+        body = {
             "framework": "torch",
             "framework_version": _text(getattr(torch, "__version__", None)),
             "backend": backend,
-            "alloc_conf": conf,
-            "alloc_conf_var": conf_var,
-            "expandable_segments": _expandable_segments(conf),
             "pinned_host": self._pinned_host(cuda, probe),
+            "oom_events": _oom_events,
             "devices": devices,
         }
+        body.update(_alloc_settings(torch))
+        return body
 
-    def _device(self, cuda, index, stats, probe):
-        return {
+    def _device(self, cuda, index, stats, backend, probe):
+        uuid, pci_bus_id = self._identity(cuda, index, probe)
+        device = {
             "index": index,
-            "uuid": self._uuid(cuda, index, probe),
+            "uuid": uuid,
+            "pci_bus_id": pci_bus_id,
             "allocated": _stat(stats, "allocated_bytes", "current"),
             "allocated_peak": _stat(stats, "allocated_bytes", "peak"),
             "reserved": _stat(stats, "reserved_bytes", "current"),
@@ -452,39 +773,63 @@ class _TorchReader(object):
             "ooms": _count(stats.get("num_ooms")),
             "device_allocs": _count(stats.get("num_device_alloc")),
             "device_frees": _count(stats.get("num_device_free")),
+            "private_pools_reserved": self._private_pools(cuda, index, probe),
             "largest_free_block": None,
             "bytes_limit": None,
         }
+        if backend == "cudaMallocAsync":
+            for key in _NOT_KEPT_BY_ASYNC:
+                device[key] = None
+        return device
 
-    def _uuid(self, cuda, index, probe):
-        if index in self.uuids:
-            return self.uuids[index]
-        value = None
+    def _identity(self, cuda, index, probe):
+        if index in self.identities:
+            return self.identities[index]
+        uuid = pci_bus_id = None
         try:
-            raw = getattr(cuda.get_device_properties(index), "uuid", None)
-            text = _text(raw)
-            if text:
-                text = text.strip()
-                value = text if text.startswith(("GPU-", "MIG-")) else "GPU-" + text
+            props = cuda.get_device_properties(index)
+            # str(props.uuid) is a bare UUID (PyTorch's _CUuuid); for a MIG
+            # instance it is the instance's own UUID, so the prefix is left
+            # to gpuscope, which knows whether NVML calls it GPU- or MIG-.
+            text = _text(getattr(props, "uuid", None))
+            uuid = text.strip() if text and text.strip() else None
+            pci_bus_id = _pci_bus_id(props)
         except Exception:
             probe.errors += 1
         # Cached even when it failed: the properties never change, and a
         # call that failed once is not worth an error every cycle.
-        self.uuids[index] = value
-        return value
+        self.identities[index] = (uuid, pci_bus_id)
+        return uuid, pci_bus_id
+
+    def _private_pools(self, cuda, index, probe):
+        """Bytes private pools (CUDA graphs) hold, where the release reports
+        it (torch.cuda.private_pool_memory_reserved, newest PyTorch)."""
+        getter = getattr(cuda, "private_pool_memory_reserved", None)
+        if getter is None or self.private_failures >= _CALL_FAILURE_BUDGET:
+            return None
+        try:
+            return _count(getter(index))
+        except Exception:
+            self.private_failures += 1
+            probe.errors += 1
+            return None
 
     def _backend(self, cuda, probe):
         if self.backend is None and self.backend_failures < _CALL_FAILURE_BUDGET:
             getter = getattr(cuda, "get_allocator_backend", None)
-            if getter is not None:
-                try:
-                    name = getter()
-                except Exception:
-                    self.backend_failures += 1
-                    probe.errors += 1
-                    name = None
-                if isinstance(name, str) and name:
-                    self.backend = _text(name)
+            if getter is None:
+                # Before PyTorch 2.0 the native caching allocator was the
+                # only one, and get_allocator_backend() did not exist.
+                self.backend = "native"
+                return self.backend
+            try:
+                name = getter()
+            except Exception:
+                self.backend_failures += 1
+                probe.errors += 1
+                name = None
+            if isinstance(name, str) and name:
+                self.backend = _text(name)
         return self.backend
 
     def _pinned_host(self, cuda, probe):
@@ -520,6 +865,21 @@ class _TorchReader(object):
             # The full sample that follows will count the failure.
             return False
         return False
+
+
+def _pci_bus_id(props):
+    """NVML's busId form, "%08x:%02x:%02x.0", from the integer PCI fields
+    recent PyTorch releases put in the device properties; None without them."""
+    parts = []
+    for name in ("pci_domain_id", "pci_bus_id", "pci_device_id"):
+        value = _count(getattr(props, name, None))
+        if value is None:
+            return None
+        parts.append(value)
+    domain, bus, device = parts
+    if domain > 0xFFFFFFFF or bus > 0xFF or device > 0xFF:
+        return None
+    return "%08x:%02x:%02x.0" % (domain, bus, device)
 
 
 class _JaxReader(object):
@@ -571,9 +931,12 @@ class _JaxReader(object):
             "framework_version": _text(getattr(jax, "__version__", None)),
             "backend": "jax",
             "alloc_conf": None,
+            "alloc_conf_source": None,
             "alloc_conf_var": None,
+            "alloc_conf_env": None,
             "expandable_segments": False,
             "pinned_host": None,
+            "oom_events": None,
             "devices": devices,
         }
 
@@ -582,6 +945,7 @@ def _jax_device(index, stats):
     return {
         "index": index,
         "uuid": None,
+        "pci_bus_id": None,
         "allocated": _count(stats.get("bytes_in_use")),
         "allocated_peak": _count(stats.get("peak_bytes_in_use")),
         "reserved": _count(stats.get("pool_bytes")),
@@ -597,6 +961,7 @@ def _jax_device(index, stats):
         "ooms": None,
         "device_allocs": None,
         "device_frees": None,
+        "private_pools_reserved": None,
         "largest_free_block": _count(stats.get("largest_free_block_bytes")),
         "bytes_limit": _count(stats.get("bytes_limit")),
     }
@@ -621,8 +986,13 @@ def _pair_rose(before, now):
 
 
 class _Probe(object):
-    def __init__(self, interval):
+    def __init__(self, interval, quick_start=False):
         self.interval = interval
+        # Launched from PyTorch's lazy-init queue, CUDA is marked initialised
+        # only after the queue has run: look again soon, for a little while.
+        self.quick_until = time.monotonic() + _QUICK_START_S if quick_start else 0.0
+        # Set when an OutOfMemoryError escaped: the file is the post-mortem.
+        self.keep_at_exit = False
         self.pid = os.getpid()
         self.start_ticks = _read_start_ticks()
         self.name = "%d-%d.json" % (self.pid, self.start_ticks)
@@ -722,8 +1092,13 @@ class _Probe(object):
                 "framework_version": body["framework_version"],
                 "backend": body["backend"],
                 "alloc_conf": body["alloc_conf"],
+                "alloc_conf_source": body["alloc_conf_source"],
                 "alloc_conf_var": body["alloc_conf_var"],
+                "alloc_conf_env": body["alloc_conf_env"],
                 "expandable_segments": body["expandable_segments"],
+                "cuda_visible_devices": _env_raw("CUDA_VISIBLE_DEVICES"),
+                "cuda_device_order": _env_raw("CUDA_DEVICE_ORDER"),
+                "oom_events": body["oom_events"],
                 "rank": _env_int("RANK"),
                 "local_rank": _env_int("LOCAL_RANK"),
                 "world_size": _env_int("WORLD_SIZE"),
@@ -776,6 +1151,8 @@ class _Probe(object):
                 elif burst:
                     burst -= 1
                 due = now + (burst_gap if burst else interval)
+                if not wrote and now < self.quick_until and self.seq == 0:
+                    due = now + min(interval, _QUICK_START_GAP)
             elif self._torch.events_rose(self._last_events):
                 force = True
                 continue
@@ -790,20 +1167,25 @@ class _Probe(object):
 
 
 def _after_fork_in_child():
-    # DataLoader workers and other forked children share the parent's CUDA
-    # state but are not the process gpuscope joins with: they stay silent.
-    # Locks are replaced in case the fork caught another thread holding one.
-    global _in_forked_child, _probe, _lock
-    _in_forked_child = True
+    # The parent's thread did not survive the fork and its file is not this
+    # process's. The child stays armed: a rank forked before CUDA was
+    # initialised (multiprocessing fork/forkserver, some launchers) starts
+    # sampling when it initialises CUDA itself, through the lazy-init queue
+    # it inherited or the import watcher. A DataLoader worker forked from a
+    # CUDA process never can (PyTorch marks it a bad fork: is_initialized()
+    # stays False and initialising raises), so it stays silent. Locks are
+    # replaced in case the fork caught another thread holding one.
+    global _probe, _lock, _oom_events
     _probe = None
     _lock = threading.Lock()
+    _oom_events = 0
 
 
 def _at_exit():
     try:
         probe = _probe
         if probe is not None and probe.pid == os.getpid():
-            probe.close(remove=True)
+            probe.close(remove=not probe.keep_at_exit)
     except BaseException:
         pass
 

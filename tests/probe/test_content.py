@@ -56,7 +56,14 @@ class DocumentTest(InProcessCase):
         self.assertEqual(doc["backend"], "native")
         self.assertEqual(doc["alloc_conf"], "expandable_segments:True,max_split_size_mb:128")
         self.assertEqual(doc["alloc_conf_var"], "PYTORCH_CUDA_ALLOC_CONF")
+        self.assertEqual(doc["alloc_conf_source"], "environment")
+        self.assertEqual(doc["alloc_conf_env"], {
+            "PYTORCH_ALLOC_CONF": None,
+            "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True,max_split_size_mb:128",
+        })
         self.assertIs(doc["expandable_segments"], True)
+        self.assertEqual((doc["cuda_visible_devices"], doc["cuda_device_order"]), (None, None))
+        self.assertEqual(doc["oom_events"], 0)
         self.assertEqual((doc["rank"], doc["local_rank"], doc["world_size"]), (3, 1, 8))
         self.assertEqual(doc["pinned_host"], {"current": 2048, "peak": 4096})
 
@@ -64,8 +71,9 @@ class DocumentTest(InProcessCase):
         for device in doc["devices"]:
             self.assertEqual(list(device), DEVICE_KEYS)
         first, second = doc["devices"]
-        expected = dict(alloc(), index=0, uuid="GPU-5ea1c0de-1111-4000-8000-000000000000")
-        expected.update(largest_free_block=None, bytes_limit=None)
+        # PyTorch's str(props.uuid) is bare; it is published as given.
+        expected = dict(alloc(), index=0, uuid="5ea1c0de-1111-4000-8000-000000000000")
+        expected.update(pci_bus_id=None, private_pools_reserved=None, largest_free_block=None, bytes_limit=None)
         self.assertEqual(first, expected)
         self.assertEqual(second["uuid"], "GPU-5ea1c0de-2222-4000-8000-000000000000")
         self.assertEqual((second["allocated"], second["reserved"]), (7, 70))
@@ -100,7 +108,7 @@ class DocumentTest(InProcessCase):
         device = self.only_document()["devices"][0]
         self.assertEqual((device["allocated"], device["allocated_peak"]), (11, 12))
         self.assertEqual((device["reserved"], device["reserved_peak"]), (21, None))
-        for key in DEVICE_KEYS[6:]:
+        for key in DEVICE_KEYS[DEVICE_KEYS.index("active"):]:
             self.assertIsNone(device[key], key)
 
     def test_older_torch_without_device_alloc_counters(self):
@@ -112,37 +120,38 @@ class DocumentTest(InProcessCase):
         self.assertIsNone(device["device_frees"])
         self.assertEqual(device["alloc_retries"], 0)
 
-    def test_backend_cuda_malloc_async_recorded(self):
-        stats_async = alloc(inactive_split=0, inactive_split_peak=0, requested=0, requested_peak=0)
-        self.set_script({"backend": "cudaMallocAsync", "devices": {"0": {"alloc": stats_async}}})
+    def test_backend_cuda_malloc_async_counters_not_kept_are_null(self):
+        self.set_script({"backend": "cudaMallocAsync", "devices": {"0": {"alloc": alloc()}}})
         self.init_cuda()
         probe = self.new_probe()
         probe.cycle()
-        self.assertEqual(self.only_document()["backend"], "cudaMallocAsync")
+        doc = self.only_document()
+        self.assertEqual(doc["backend"], "cudaMallocAsync")
+        device = doc["devices"][0]
+        # What that backend fills is real...
+        for key, value in (("allocated", 1000), ("allocated_peak", 1500), ("reserved", 4000),
+                           ("reserved_peak", 5000), ("active", 1100), ("active_peak", 1600)):
+            self.assertEqual(device[key], value, key)
+        # ...and the zeros PyTorch reports for the rest are unknowns.
+        for key in gp._NOT_KEPT_BY_ASYNC:
+            self.assertIsNone(device[key], key)
         # Retries are not kept by that backend: no point re-reading them.
         self.assertIsNone(probe._torch.watch)
 
-    def test_backend_unknown_when_torch_lacks_the_call(self):
+    def test_backend_is_native_when_torch_lacks_the_call(self):
+        # Before 2.0 there was no get_allocator_backend(): the native caching
+        # allocator was the only one.
         self.set_script({"backend": None, "devices": {"0": {"alloc": alloc()}}})
         self.init_cuda()
         self.new_probe().cycle()
         doc = self.only_document()
-        self.assertIsNone(doc["backend"])
+        self.assertEqual(doc["backend"], "native")
         self.assertEqual(doc["errors"], 0)
 
-    def test_alloc_conf_variables(self):
+    def conf_cases(self, generation, cases):
+        self.set_script({"generation": generation, "devices": {"0": {"alloc": alloc()}}})
         self.init_cuda()
         probe = self.new_probe()
-        cases = [
-            ({}, None, None, False),
-            ({"PYTORCH_ALLOC_CONF": "expandable_segments:True"},
-             "expandable_segments:True", "PYTORCH_ALLOC_CONF", True),
-            ({"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync",
-              "PYTORCH_ALLOC_CONF": "expandable_segments:True"},
-             "backend:cudaMallocAsync", "PYTORCH_CUDA_ALLOC_CONF", False),
-            ({"PYTORCH_CUDA_ALLOC_CONF": " ", "PYTORCH_ALLOC_CONF": "expandable_segments:true"},
-             "expandable_segments:true", "PYTORCH_ALLOC_CONF", True),
-        ]
         for env, conf, var, expandable in cases:
             for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
                 os.environ.pop(name, None)
@@ -152,22 +161,50 @@ class DocumentTest(InProcessCase):
             self.assertEqual(
                 (doc["alloc_conf"], doc["alloc_conf_var"], doc["expandable_segments"]),
                 (conf, var, expandable),
-                env,
+                (generation, env),
             )
+            self.assertEqual(doc["alloc_conf_env"], {
+                "PYTORCH_ALLOC_CONF": env.get("PYTORCH_ALLOC_CONF"),
+                "PYTORCH_CUDA_ALLOC_CONF": env.get("PYTORCH_CUDA_ALLOC_CONF"),
+            })
+
+    def test_alloc_conf_variables_before_2_9(self):
+        # Only PYTORCH_CUDA_ALLOC_CONF is read; PYTORCH_ALLOC_CONF is ignored.
+        self.conf_cases("2.5", [
+            ({}, None, "PYTORCH_CUDA_ALLOC_CONF", False),
+            ({"PYTORCH_ALLOC_CONF": "expandable_segments:True"}, None, "PYTORCH_CUDA_ALLOC_CONF", False),
+            ({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+              "PYTORCH_ALLOC_CONF": "expandable_segments:False"},
+             "expandable_segments:True", "PYTORCH_CUDA_ALLOC_CONF", True),
+        ])
+
+    def test_alloc_conf_variables_from_2_9(self):
+        # PYTORCH_ALLOC_CONF first; the deprecated name only when it is unset.
+        self.conf_cases("2.9", [
+            ({}, None, "PYTORCH_ALLOC_CONF", False),
+            ({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+             "expandable_segments:True", "PYTORCH_ALLOC_CONF", True),
+            ({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+              "PYTORCH_ALLOC_CONF": "max_split_size_mb:64"},
+             "max_split_size_mb:64", "PYTORCH_ALLOC_CONF", False),
+        ])
 
     def test_expandable_segments_parsing(self):
         parse = gp._expandable_segments
-        self.assertTrue(parse("expandable_segments:True"))
-        self.assertTrue(parse("expandable_segments:true"))
-        self.assertTrue(parse(" max_split_size_mb : 128 , expandable_segments : True "))
-        self.assertTrue(parse("roundup_power2_divisions:[256:1,512:2,>:4],expandable_segments:True"))
-        self.assertTrue(parse("EXPANDABLE_SEGMENTS:TRUE"))
-        self.assertFalse(parse("expandable_segments:False"))
-        self.assertFalse(parse("expandable_segments:True,expandable_segments:False"))
-        self.assertFalse(parse("expandable_segments"))
-        self.assertFalse(parse("garbage_collection_threshold:0.6"))
-        self.assertFalse(parse(""))
-        self.assertFalse(parse(None))
+        self.assertTrue(parse("expandable_segments:True", False))
+        self.assertTrue(parse(" max_split_size_mb : 128 , expandable_segments : True ", False))
+        self.assertTrue(parse("roundup_power2_divisions:[256:1,512:2,>:4],expandable_segments:True", False))
+        self.assertFalse(parse("expandable_segments:False", True))
+        self.assertFalse(parse("expandable_segments:True,expandable_segments:False", False))
+        # PyTorch's ConfigTokenizer takes exactly "True"/"False" and exact
+        # keys; anything else is an error there, so it never took effect.
+        self.assertFalse(parse("expandable_segments:true", False))
+        self.assertFalse(parse("EXPANDABLE_SEGMENTS:True", False))
+        self.assertFalse(parse("expandable_segments", False))
+        # A string that does not name the key leaves the setting alone.
+        self.assertTrue(parse("garbage_collection_threshold:0.6", True))
+        self.assertFalse(parse("", False))
+        self.assertFalse(parse(None, False))
 
     def test_rank_variables(self):
         self.init_cuda()
@@ -213,7 +250,7 @@ class DocumentTest(InProcessCase):
         self.assertEqual(probe.cycle(), (False, False, False))
         self.assertEqual(published(self.probe_dir), {})
 
-    def test_uuid_prefixed_cached_and_failure_tolerated(self):
+    def test_uuid_as_given_cached_and_failure_tolerated(self):
         self.set_script({
             "devices": {
                 "0": {"uuid": "abc", "alloc": alloc()},
@@ -226,7 +263,9 @@ class DocumentTest(InProcessCase):
         for _ in range(3):
             probe.cycle()
         doc = self.only_document()
-        self.assertEqual([d["uuid"] for d in doc["devices"]], ["GPU-abc", "MIG-def", None])
+        # PyTorch gives a bare UUID, also for a MIG instance: whether it is
+        # NVML's GPU- or MIG- UUID is gpuscope's to find out.
+        self.assertEqual([d["uuid"] for d in doc["devices"]], ["abc", "MIG-def", None])
         self.assertEqual(self.torch._standin.calls["get_device_properties"], 3)
 
     def test_uuid_failure_counted_once(self):

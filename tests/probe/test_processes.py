@@ -68,16 +68,51 @@ class TrainerCase(ScratchMixin, unittest.TestCase):
 
 
 class ForkTest(TrainerCase):
-    def test_forked_child_stays_silent(self):
-        # With the bad-fork model off, the child's is_initialized() stays
-        # true: only the probe's own fork guard can keep it quiet.
-        self.set_script({"model_bad_fork": False, "devices": {"0": {"alloc": alloc()}}})
+    def test_dataloader_style_child_of_a_cuda_process_stays_silent(self):
+        # The parent initialised CUDA before forking: PyTorch marks the child
+        # a bad fork (is_initialized() False, initialising raises), so even
+        # a start() in the child never makes it publish.
+        self.set_script({"devices": {"0": {"alloc": alloc()}}})
         process = self.launch(["--probe", "--interval", "0.1", "--fork"])
         roles = self.roles("main", "fork")
         self.assertTrue(wait_for(lambda: roles["main"]["pid"] in self.by_pid(), 5))
         time.sleep(0.5)  # five intervals
         self.assertEqual(list(self.by_pid()), [roles["main"]["pid"]])
         os.kill(roles["fork"]["pid"], 0)  # the child was alive all along
+        self.stop(process)
+
+    def test_rank_forked_before_cuda_publishes_once_it_initialises(self):
+        # A launcher that forks its ranks before any CUDA use: the child
+        # initialises CUDA itself and is a rank like any other.
+        self.set_script({"devices": {"0": {"alloc": alloc()}}})
+        process = self.launch(["--probe", "--interval", "0.1", "--no-init", "--fork", "--fork-init"])
+        roles = self.roles("main", "fork")
+        child = roles["fork"]["pid"]
+        self.assertTrue(wait_for(lambda: child in self.by_pid(), 5))
+        self.assertEqual(list(self.by_pid()), [child])
+        self.stop(process)
+
+    def check_mp_rank(self, method, flags, pythonpath=(STANDIN,), **env):
+        self.set_script({"devices": {"0": {"alloc": alloc()}}})
+        process = self.launch(flags + ["--mp-rank1", method], pythonpath=pythonpath, **env)
+        roles = self.roles("main", "spawn")
+        child = roles["spawn"]["pid"]
+        self.assertTrue(wait_for(lambda: child in self.by_pid(), 10), method)
+        self.assertEqual(self.by_pid()[child]["rank"], 1)
+        return process
+
+    def test_multiprocessing_fork_rank_publishes(self):
+        process = self.check_mp_rank("fork", ["--probe", "--interval", "0.1", "--no-init"])
+        self.stop(process)
+
+    def test_multiprocessing_forkserver_rank_publishes(self):
+        process = self.check_mp_rank("forkserver", ["--probe", "--interval", "0.1"])
+        self.stop(process)
+
+    def test_forkserver_rank_through_sitecustomize(self):
+        process = self.check_mp_rank(
+            "forkserver", [], pythonpath=(ASSETS, STANDIN), GPUSCOPE_PROBE_INTERVAL="0.1"
+        )
         self.stop(process)
 
 
@@ -131,7 +166,9 @@ SHOW_STATE = textwrap.dedent(
     print(json.dumps({
         "sitecustomize": getattr(module, "__file__", None),
         "probe_loaded": "gpuscope_probe" in sys.modules,
+        "probe_armed": bool(getattr(sys.modules.get("gpuscope_probe"), "_armed", False)),
         "probe_thread": any(t.name == "gpuscope-probe" for t in threading.enumerate()),
+        "threads": threading.active_count(),
         "marker": os.environ.get("CHAINED_MARKER"),
         "path": sys.path,
     }))
@@ -174,16 +211,23 @@ class SitecustomizeTest(ScratchMixin, unittest.TestCase):
         with open(marker) as handle:
             self.assertEqual(handle.read(), "x")  # exactly once
         self.assertTrue(state["probe_loaded"])
-        self.assertTrue(state["probe_thread"])
+        self.assert_armed_without_thread(state)
         # sys.path as the program would have had it, plus the chained edit.
         self.assertIn("/nonexistent/added-by-chained", state["path"])
         self.assertEqual(state["path"][1:3], [ASSETS, self.other])
+
+    def assert_armed_without_thread(self, state):
+        # Armed, but a process that never imports torch or jax gets no
+        # thread (Python 3.12+ would warn at every os.fork() otherwise).
+        self.assertTrue(state["probe_armed"])
+        self.assertFalse(state["probe_thread"])
+        self.assertEqual(state["threads"], 1)
 
     def test_alone_it_stays_registered_and_quiet(self):
         state, err = self.run_with_shim([ASSETS, STANDIN])
         self.assertEqual(err, "")
         self.assertEqual(state["sitecustomize"], os.path.join(ASSETS, "sitecustomize.py"))
-        self.assertTrue(state["probe_thread"])
+        self.assert_armed_without_thread(state)
 
     def test_error_in_chained_sitecustomize_is_reported_like_site_does(self):
         self.write_other(
@@ -194,7 +238,7 @@ class SitecustomizeTest(ScratchMixin, unittest.TestCase):
         state, err = self.run_with_shim([ASSETS, self.other])
         self.assertEqual(err, "Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
                               "ValueError: boom\n")
-        self.assertTrue(state["probe_thread"])
+        self.assert_armed_without_thread(state)
         self.assertEqual(state["sitecustomize"], os.path.join(ASSETS, "sitecustomize.py"))
 
     def test_missing_import_inside_chained_sitecustomize_is_reported(self):
@@ -202,11 +246,12 @@ class SitecustomizeTest(ScratchMixin, unittest.TestCase):
         state, err = self.run_with_shim([ASSETS, self.other])
         self.assertIn("Error in sitecustomize; set PYTHONVERBOSE for traceback:", err)
         self.assertIn("ModuleNotFoundError", err)
-        self.assertTrue(state["probe_thread"])
+        self.assert_armed_without_thread(state)
 
     def test_probe_disabled_by_environment(self):
         state, err = self.run_with_shim([ASSETS], GPUSCOPE_PROBE="0")
         self.assertEqual(err, "")
+        self.assertFalse(state["probe_armed"])
         self.assertFalse(state["probe_thread"])
 
     def test_broken_probe_never_stops_the_program(self):

@@ -16,11 +16,17 @@ from the script named by STANDIN_TORCH_SCRIPT (format: torch/_standin.py).
     --init-delay S      mark CUDA initialised after S seconds (default 0)
     --fork              os.fork() a child, like a DataLoader worker: it calls
                         start() again when --probe is given, then idles until
-                        the parent is gone (it must never publish)
+                        the parent is gone (it must never publish when the
+                        parent had initialised CUDA)
+    --fork-init         with --fork: the child initialises CUDA itself, like a
+                        rank started by a forking launcher (it publishes when
+                        the parent had not initialised CUDA: use --no-init)
     --spawn-rank1       start a multiprocessing 'spawn' child with RANK=1 that
                         imports the stand-in, marks CUDA initialised, calls
                         start() when --probe is given (else relies on
                         sitecustomize), and idles until the parent is gone
+    --mp-rank1 METHOD   the same with another start method: spawn, fork or
+                        forkserver (fork needs --no-init, as with real CUDA)
     --seconds S         exit normally after S seconds (default: run until
                         SIGTERM or SIGINT, which also exit normally, so the
                         probe's atexit cleanup runs; SIGKILL leaves the file)
@@ -52,7 +58,9 @@ def parse_args(argv):
     parser.add_argument("--no-init", action="store_true")
     parser.add_argument("--init-delay", type=float, default=0.0)
     parser.add_argument("--fork", action="store_true")
+    parser.add_argument("--fork-init", action="store_true")
     parser.add_argument("--spawn-rank1", action="store_true")
+    parser.add_argument("--mp-rank1", choices=("spawn", "fork", "forkserver"), default=None)
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--pids-file", default=None)
     return parser.parse_args(argv)
@@ -76,8 +84,20 @@ def start_probe(args):
 
 
 def idle_while_parent(parent_pid):
-    while os.getppid() == parent_pid:
+    # A forkserver child's parent is the fork server, not the trainer: ask
+    # whether the trainer itself is still there.
+    while _alive(parent_pid):
         time.sleep(0.05)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def exit_normally(signum, frame):
@@ -85,7 +105,8 @@ def exit_normally(signum, frame):
 
 
 def spawn_child(args, parent_pid):
-    # Runs in a fresh interpreter started by multiprocessing's spawn method.
+    # Runs in the child multiprocessing started: a fresh interpreter (spawn),
+    # a fork of the fork server (forkserver) or of this process (fork).
     signal.signal(signal.SIGTERM, exit_normally)
     if HERE not in sys.path:
         sys.path.insert(0, HERE)
@@ -103,11 +124,18 @@ def fork_child(args, parent_pid):
             import gpuscope_probe
 
             gpuscope_probe.start(args.interval)
+        if args.fork_init:
+            import torch
+
+            torch.cuda._standin_init()
         report(args.pids_file, "fork")
         idle_while_parent(parent_pid)
     finally:
-        # Like multiprocessing's fork workers: no atexit handlers of the parent.
-        os._exit(0)
+        if not args.fork_init:
+            # Like multiprocessing's fork workers: no atexit handlers of the parent.
+            os._exit(0)
+    # A rank leaves like any Python program, atexit handlers and all.
+    sys.exit(0)
 
 
 def main(argv=None):
@@ -136,10 +164,11 @@ def main(argv=None):
         if pid == 0:
             fork_child(args, os.getppid())
         children.append(pid)
-    if args.spawn_rank1:
+    method = args.mp_rank1 or ("spawn" if args.spawn_rank1 else None)
+    if method:
         import multiprocessing
 
-        context = multiprocessing.get_context("spawn")
+        context = multiprocessing.get_context(method)
         saved = os.environ.get("RANK")
         os.environ["RANK"] = "1"
         try:

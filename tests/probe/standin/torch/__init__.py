@@ -12,9 +12,21 @@ Put the directory above this package first on sys.path / PYTHONPATH.
 import os as _os
 
 from . import _standin
+from . import _C
 from . import cuda
+from .cuda import memory as _cuda_memory  # noqa: F401  (torch.cuda.memory, as real torch loads it)
 
-__version__ = str(_standin.raw_script().get("version", "2.5.1"))
+
+
+def __getattr__(name):
+    # torch.__version__ follows the script, so one test process can model
+    # several releases in turn.
+    if name == "__version__":
+        current = _standin.raw_script()
+        generation = _standin.GENERATIONS.get(str(current.get("generation")))
+        default = generation["version"] if generation else "2.5.1"
+        return str(current.get("version", default))
+    raise AttributeError("module 'torch' has no attribute %r" % name)
 
 
 def _after_fork_in_child():

@@ -7,6 +7,9 @@ write-aside-and-rename. A file caught half-written is answered from the last
 good copy. Format (every key optional):
 
 {
+  "generation": "2.5",             # which release's API to model (see
+                                   # GENERATIONS below); absent = the original
+                                   # stand-in, shaped by the keys that follow
   "version": "2.5.1",              # torch.__version__, read once at import
   "initialized": "per_process",    # true | false | "per_process" (default):
                                    # per_process = true only after the process
@@ -15,7 +18,12 @@ good copy. Format (every key optional):
                                    # sees is_initialized() == False
   "device_count": 2,               # default: number of entries in "devices"
   "backend": "native",             # get_allocator_backend(); null = the
-                                   # function does not exist (old torch)
+                                   # function does not exist (old torch);
+                                   # "cudaMallocAsync" also shapes the stats
+                                   # like that backend (only allocated, active,
+                                   # reserved bytes filled, the rest zero)
+  "lazy_call": true,               # false: torch.cuda._lazy_call is missing
+                                   # (the probe must fall back to polling)
   "layout": "current",             # "legacy": no num_device_alloc/free and
                                    # no num_sync_all_streams (older torch)
   "host": {"allocated_bytes.current": 1, ...},
@@ -26,6 +34,9 @@ good copy. Format (every key optional):
   "devices": {
     "0": {
       "uuid": "5ea1c0de-...",      # str(props.uuid); null = no uuid attribute
+      "pci": [0, 59, 0],           # pci_domain_id, pci_bus_id, pci_device_id
+                                   # (generations with "pci" only)
+      "private_pools": 123,        # private_pool_memory_reserved(i) (newest)
       "alloc": {"allocated": 1, "allocated_peak": 2, "reserved": 3, ...},
                                    # the probe's own field names; expanded into
                                    # the full nested layout of real torch,
@@ -83,8 +94,37 @@ FIELD_TO_COUNTER = {
     "device_frees": "num_device_free",
 }
 
+# What each PyTorch release line offers, read from the releases' own sources
+# and wheels (shared/FACTS.md): get_allocator_backend() from 2.0; the
+# torch.cuda.OutOfMemoryError class from 1.13; device properties' .uuid
+# from 2.1 (absent in 2.0.1, present in 2.5.1); requested_bytes and the
+# num_device_alloc/num_device_free/num_sync_all_streams counters after 2.0;
+# torch.cuda.memory._set_allocator_settings from 2.1; host_memory_stats()
+# from 2.7; c10's AcceleratorAllocatorConfig (PYTORCH_ALLOC_CONF first,
+# torch._C._accelerator_getAllocatorSettings) from 2.9; the integer
+# pci_domain_id/pci_bus_id/pci_device_id properties in 2.9 (earlier releases
+# are not modelled with them; the probe detects them either way);
+# private_pool_memory_reserved() only in the newest release (PR 178240).
+# _lazy_call (the lazy-init queue) exists in every release modelled.
+_BASE = ("lazy_call",)
+_2_0 = _BASE + ("allocator_backend", "oom_error")
+_2_1 = _2_0 + ("uuid", "set_allocator_settings", "requested_bytes", "device_alloc_counters")
+_2_7 = _2_1 + ("host_memory_stats",)
+_2_9 = _2_7 + ("settings_accessor", "pci")
+GENERATIONS = {
+    "1.12": {"version": "1.12.1", "features": _BASE},
+    "2.0": {"version": "2.0.1", "features": _2_0},
+    "2.1": {"version": "2.1.2", "features": _2_1},
+    "2.5": {"version": "2.5.1", "features": _2_1},
+    "2.7": {"version": "2.7.1", "features": _2_7},
+    "2.9": {"version": "2.9.1", "features": _2_9},
+    "newest": {"version": "2.13.0", "features": _2_9 + ("private_pools",)},
+}
+
 IMPORTED_AT = time.monotonic()
-state = {"initialized": False, "bad_fork": False}
+state = {"initialized": False, "bad_fork": False, "last_settings": ""}
+# torch.cuda's own queue: callables given to _lazy_call before CUDA is up.
+queued_calls = []
 calls = {}
 violations = []
 _last_good = {}
@@ -94,6 +134,8 @@ _calls_lock = threading.Lock()
 def reset():
     state["initialized"] = False
     state["bad_fork"] = False
+    state["last_settings"] = ""
+    del queued_calls[:]
     with _calls_lock:
         calls.clear()
     del violations[:]
@@ -165,6 +207,66 @@ def devices_of(current):
     return devices
 
 
+def generation(current):
+    return GENERATIONS.get(str(current.get("generation")))
+
+
+def has(current, feature):
+    """Whether the modelled release offers `feature`; without a generation,
+    the original stand-in's keys decide."""
+    gen = generation(current)
+    if gen is not None:
+        if feature == "lazy_call" and current.get("lazy_call") is False:
+            return False
+        return feature in gen["features"]
+    if feature == "allocator_backend":
+        return current.get("backend", "native") is not None
+    if feature == "host_memory_stats":
+        return "host" in current
+    if feature == "lazy_call":
+        return current.get("lazy_call", True) is not False
+    return feature in ("uuid", "oom_error", "set_allocator_settings", "requested_bytes",
+                       "device_alloc_counters")
+
+
+def layout(current):
+    gen = generation(current)
+    if gen is None:
+        return current.get("layout", "current")
+    return "current" if "device_alloc_counters" in gen["features"] else "legacy"
+
+
+def env_settings(current):
+    """The settings string the modelled release reads at initialisation."""
+    if has(current, "settings_accessor"):
+        value = os.environ.get("PYTORCH_ALLOC_CONF")
+        if value is None:
+            value = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+    else:
+        value = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+    return value or ""
+
+
+def lazy_init():
+    """torch.cuda._lazy_init as PyTorch runs it: a bad fork raises; queued
+    calls run while is_initialized() is still False; a failing call aborts
+    initialisation with the error PyTorch wraps it in."""
+    if state["initialized"] and not state["bad_fork"]:
+        return
+    if state["bad_fork"]:
+        raise RuntimeError(
+            "Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
+            "multiprocessing, you must use the 'spawn' start method"
+        )
+    state["last_settings"] = env_settings(script())
+    for call in list(queued_calls):
+        try:
+            call()
+        except Exception as exc:
+            raise RuntimeError("CUDA call failed lazily at initialization with error: %s" % exc)
+    state["initialized"] = True
+
+
 def device_count(current):
     if "device_count" in current:
         return int(current["device_count"])
@@ -177,8 +279,14 @@ def _stat(current=0, peak=None):
     return {"current": current, "peak": peak, "allocated": peak, "freed": peak - current}
 
 
-def build_stats(alloc, layout="current"):
-    """The nested dict real torch returns, filled from the probe's field names."""
+def build_stats(alloc, layout="current", backend="native", requested=True):
+    """The nested dict real torch returns, filled from the probe's field names.
+
+    With cudaMallocAsync PyTorch fills only allocated, active and reserved
+    bytes (all.current / all.peak); every other key is present and zero."""
+    if backend == "cudaMallocAsync":
+        kept = ("allocated", "allocated_peak", "reserved", "reserved_peak", "active", "active_peak")
+        alloc = {k: v for k, v in alloc.items() if k in kept}
     values = {}
     for field, (array, metric) in FIELD_TO_STAT.items():
         if field in alloc:
@@ -193,12 +301,15 @@ def build_stats(alloc, layout="current"):
         result["num_device_alloc"] = int(alloc.get("device_allocs", 0))
         result["num_device_free"] = int(alloc.get("device_frees", 0))
     for array in STAT_ARRAYS:
+        if array == "requested_bytes" and not requested:
+            continue
         given = values.get(array, {})
         total = _stat(given.get("current", 0), given.get("peak"))
         result[array] = {
             "all": total,
             "small_pool": _stat(),
-            "large_pool": dict(total),
+            # The async backend keeps only the aggregate.
+            "large_pool": _stat() if backend == "cudaMallocAsync" else dict(total),
         }
     result["oversize_allocations"] = _stat()
     result["oversize_segments"] = _stat()

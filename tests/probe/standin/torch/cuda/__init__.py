@@ -3,7 +3,7 @@ and the calls it must never make, which record a violation and raise."""
 
 import copy
 
-from . import _standin
+from .. import _standin
 
 # Calls that initialise CUDA, synchronise, change allocator state, or act on
 # "the current device" implicitly; the probe must make none of them.
@@ -48,8 +48,9 @@ del _name
 
 
 def _standin_init():
-    """What the trainer calls in place of its first CUDA operation."""
-    _standin.state["initialized"] = True
+    """What the trainer calls in place of its first CUDA operation: PyTorch's
+    lazy initialisation, queued calls and bad-fork check included."""
+    _standin.lazy_init()
 
 
 def _standin_reset():
@@ -88,15 +89,25 @@ def memory_stats_as_nested_dict(device=None):
     if not 0 <= index < _standin.device_count(current):
         raise RuntimeError("Invalid device argument.")
     entry = _standin.devices_of(current).get(str(index))
+    shape = _shape(current)
     if entry is None:
-        return _standin.build_stats({}, current.get("layout", "current"))
+        return _standin.build_stats({}, **shape)
     if entry.get("raise"):
         raise RuntimeError(entry["raise"])
     if entry.get("empty"):
         return {}
     if "stats" in entry:
         return copy.deepcopy(entry["stats"])
-    return _standin.build_stats(entry.get("alloc") or {}, current.get("layout", "current"))
+    return _standin.build_stats(entry.get("alloc") or {}, **shape)
+
+
+def _shape(current):
+    backend = current.get("backend", "native") if _standin.has(current, "allocator_backend") else "native"
+    return {
+        "layout": _standin.layout(current),
+        "backend": backend,
+        "requested": _standin.has(current, "requested_bytes"),
+    }
 
 
 def memory_stats(device=None):
@@ -127,13 +138,18 @@ class _Uuid(object):
 
 
 class _Properties(object):
-    def __init__(self, index, entry):
+    def __init__(self, index, entry, current):
         self.name = entry.get("name", "Stand-in GPU %d" % index)
         self.total_memory = int(entry.get("total_memory", 80 * 1024**3))
         default_uuid = "5ea1c0de-0000-4000-8000-%012d" % index
         uuid = entry.get("uuid", default_uuid)
-        if uuid is not None:
+        if uuid is not None and _standin.has(current, "uuid"):
             self.uuid = _Uuid(uuid)
+        if _standin.has(current, "pci"):
+            domain, bus, device = entry.get("pci", [0, 0x10 + index, 0])
+            self.pci_domain_id = int(domain)
+            self.pci_bus_id = int(bus)
+            self.pci_device_id = int(device)
 
 
 def get_device_properties(device=None):
@@ -146,7 +162,7 @@ def get_device_properties(device=None):
     _standin.maybe_raise("get_device_properties", current)
     if not 0 <= index < _standin.device_count(current):
         raise AssertionError("Invalid device id")
-    return _Properties(index, _standin.devices_of(current).get(str(index)) or {})
+    return _Properties(index, _standin.devices_of(current).get(str(index)) or {}, current)
 
 
 def _get_allocator_backend():
@@ -165,12 +181,45 @@ def _host_memory_stats():
     return copy.deepcopy(current.get("host") or {})
 
 
+def _lazy_call_impl(callable, **kwargs):
+    # torch/cuda/__init__.py: run now when initialised, else queue for
+    # _lazy_init (which runs the queue before it marks CUDA initialised).
+    _standin.count("_lazy_call")
+    if is_initialized():
+        callable()
+    else:
+        _standin.queued_calls.append(callable)
+
+
+def _private_pool_memory_reserved(device=None):
+    _standin.count("private_pool_memory_reserved")
+    index = _explicit_index("private_pool_memory_reserved", device)
+    current = _standin.script()
+    if not _standin.initialized(current):
+        return 0
+    entry = _standin.devices_of(current).get(str(index)) or {}
+    return int(entry.get("private_pools", 0))
+
+
+class _OutOfMemoryError(RuntimeError):
+    pass
+
+
+_OutOfMemoryError.__name__ = "OutOfMemoryError"
+
+_BY_FEATURE = {
+    "get_allocator_backend": ("allocator_backend", _get_allocator_backend),
+    "host_memory_stats": ("host_memory_stats", _host_memory_stats),
+    "_lazy_call": ("lazy_call", _lazy_call_impl),
+    "OutOfMemoryError": ("oom_error", _OutOfMemoryError),
+    "private_pool_memory_reserved": ("private_pools", _private_pool_memory_reserved),
+}
+
+
 def __getattr__(name):
     # Functions that only exist in some torch releases come and go with the
     # script, so hasattr() tells the probe what a given release would.
-    current = _standin.script()
-    if name == "get_allocator_backend" and current.get("backend", "native") is not None:
-        return _get_allocator_backend
-    if name == "host_memory_stats" and "host" in current:
-        return _host_memory_stats
+    found = _BY_FEATURE.get(name)
+    if found is not None and _standin.has(_standin.script(), found[0]):
+        return found[1]
     raise AttributeError("module 'torch.cuda' has no attribute %r" % name)

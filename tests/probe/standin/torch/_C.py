@@ -1,0 +1,27 @@
+"""Stand-in of torch._C: only the allocator-settings bindings the probe and
+the tests touch, present in the releases that have them."""
+
+from . import _standin
+
+
+def _get_settings_impl():
+    # c10::CachingAllocator::getAllocatorSettings: the last settings string
+    # parsed (the environment's at initialisation, or a run-time one).
+    _standin.count("_accelerator_getAllocatorSettings")
+    return _standin.state["last_settings"]
+
+
+def _set_settings_impl(env):
+    _standin.count("_cuda_cudaCachingAllocator_set_allocator_settings")
+    _standin.state["last_settings"] = str(env)
+
+
+def __getattr__(name):
+    current = _standin.script()
+    if name == "_accelerator_getAllocatorSettings" and _standin.has(current, "settings_accessor"):
+        return _get_settings_impl
+    if name == "_cuda_cudaCachingAllocator_set_allocator_settings" and _standin.has(
+        current, "set_allocator_settings"
+    ):
+        return _set_settings_impl
+    raise AttributeError("module 'torch._C' has no attribute %r" % name)
