@@ -16,7 +16,25 @@ Phases: a first tensor; interleaved large and small tensors with every
 other large one freed (split blocks appear); `empty_cache()`; one large
 allocation after that.
 
+The job runs once per allocator configuration:
+
+- `native`: the caching allocator, fixed segments: every counter compared;
+- `async`: `PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync`: allocated and
+  reserved compared; what that backend reports as zero (inactive split,
+  retries, OOMs, segments) must be `null` in gpuscope, and fragmentation
+  `null`;
+- `expandable`: `expandable_segments:True` from the environment: the backend
+  native, `expandable_segments` true, fragmentation `null`;
+- `runtime-expandable`: the same set at run time with
+  `torch.cuda.memory._set_allocator_settings` (skipped where the release has
+  no such call); gpuscope sees it only where PyTorch exposes the settings in
+  effect (2.9+), and says `environment` as the source before that.
+
+Every configuration also checks that the job's device was matched to its
+GPU (`gpu` not null, `gpu_match` named).
+
 Usage: python3 tests/gpu/real_torch_check.py [path/to/gpuscope] [--device N]
+       [--config native,async,expandable,runtime-expandable]
 Exit status 0 when every check passes.
 """
 
@@ -32,10 +50,25 @@ MIB = 1 << 20
 PROBE_INTERVAL = "0.2"
 
 
-def job(workdir, device):
+CONFIGS = {
+    "native": {},
+    "async": {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"},
+    "expandable": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+    "runtime-expandable": {},
+}
+
+
+def job(workdir, device, config):
     """The PyTorch side, run under `gpuscope run`."""
     import torch
 
+    if config == "runtime-expandable":
+        setter = getattr(getattr(torch.cuda, "memory", None), "_set_allocator_settings", None)
+        if setter is None:
+            with open(os.path.join(workdir, "skipped"), "w") as f:
+                f.write("torch %s has no _set_allocator_settings" % torch.__version__)
+            return
+        setter("expandable_segments:True")
     torch.cuda.set_device(device)
     keep = []
 
@@ -48,6 +81,8 @@ def job(workdir, device):
             "reserved": s["reserved_bytes.all.current"],
             "inactive_split": s["inactive_split_bytes.all.current"],
             "backend": torch.cuda.get_allocator_backend(),
+            "config": config,
+            "torch": torch.__version__,
         }
         with open(os.path.join(workdir, "phase.json.tmp"), "w") as f:
             json.dump(mine, f)
@@ -81,16 +116,29 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("gpuscope", nargs="?", default="target/release/gpuscope")
     ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--config", default=",".join(CONFIGS))
     ap.add_argument("--job", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.job:
-        job(args.job, args.device)
+        job(args.job, args.device, args.config)
         return 0
+    failures = 0
+    for config in args.config.split(","):
+        failures += run_config(args, config)
+    print("FAILED: %d check(s)" % failures if failures else "all checks passed")
+    return 1 if failures else 0
 
+
+def run_config(args, config):
+    print("\n######## configuration %s" % config)
     workdir = tempfile.mkdtemp(prefix="gpuscope-gpu-check-")
     env = dict(os.environ, GPUSCOPE_PROBE_INTERVAL=PROBE_INTERVAL)
+    for var in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        env.pop(var, None)
+    env.update(CONFIGS[config])
     child = subprocess.Popen(
-        [args.gpuscope, "run", "--", sys.executable, os.path.abspath(__file__), "--job", workdir, "--device", str(args.device)],
+        [args.gpuscope, "run", "--", sys.executable, os.path.abspath(__file__), "--job", workdir,
+         "--device", str(args.device), "--config", config],
         env=env,
     )
     failures = 0
@@ -106,6 +154,10 @@ def main():
                         break
                 except (OSError, ValueError):
                     pass
+                if os.path.exists(os.path.join(workdir, "skipped")):
+                    with open(os.path.join(workdir, "skipped")) as f:
+                        print("  skipped: %s" % f.read())
+                    return 0
                 if child.poll() is not None or time.time() > deadline:
                     print("the job stopped before phase %s" % name)
                     return 1
@@ -117,12 +169,11 @@ def main():
     finally:
         child.terminate()
         child.wait(30)
-    print("FAILED: %d check(s)" % failures if failures else "all checks passed")
-    return 1 if failures else 0
+    return failures
 
 
 def report(name, mine, snap, proc):
-    print("\n== %s (backend %s)" % (name, mine["backend"]))
+    print("\n== %s (torch %s, backend %s, config %s)" % (name, mine["torch"], mine["backend"], mine["config"]))
     if proc is None or proc.get("allocator") is None:
         print("  gpuscope shows no allocator data for the job: %s" % json.dumps(proc))
         return 1
@@ -130,11 +181,35 @@ def report(name, mine, snap, proc):
     dev = next((d for d in alloc["devices"] if d["gpu"] is not None), alloc["devices"][0])
     nvml = next((g["used_memory"] for g in proc["gpus"] if g["index"] == dev["gpu"]), None)
     failures = 0
+    matched = dev["gpu"] is not None
+    failures += 0 if matched else 1
+    print("  matched to GPU %s by %s%s" % (dev["gpu"], dev.get("gpu_match"),
+                                          "" if matched else " (%s) NOT MATCHED" % dev.get("unmatched_reason")))
     print("  %-16s %16s %16s" % ("", "job's own", "gpuscope"))
-    for key in ("allocated", "reserved", "inactive_split"):
+    counted = ["allocated", "reserved"]
+    if mine["backend"] == "native" and mine["config"] == "native":
+        counted.append("inactive_split")
+    for key in counted:
         ok = mine[key] == dev[key]
         failures += 0 if ok else 1
         print("  %-16s %16d %16s %s" % (key, mine[key], dev[key], "ok" if ok else "MISMATCH"))
+    if mine["backend"] == "cudaMallocAsync":
+        # PyTorch reports these as 0 there: gpuscope must say unknown.
+        for key in ("inactive_split", "alloc_retries", "ooms", "segments"):
+            ok = dev.get(key) is None
+            failures += 0 if ok else 1
+            print("  %-16s %16s %16s %s" % (key, "not kept", dev.get(key), "ok" if ok else "SHOULD BE null"))
+    if mine["config"] != "native" or mine["backend"] != "native":
+        ok = dev["fragmentation"] is None
+        failures += 0 if ok else 1
+        print("  fragmentation %s: %s" % (dev["fragmentation"], "ok (not meaningful here)" if ok else "SHOULD BE null"))
+    if mine["config"] in ("expandable", "runtime-expandable"):
+        seen = alloc.get("expandable_segments")
+        source = alloc.get("alloc_conf_source")
+        print("  expandable_segments %s (source %s)" % (seen, source))
+        if mine["config"] == "expandable" and seen is not True:
+            failures += 1
+            print("  expandable_segments from the environment NOT SEEN")
     overhead = dev["overhead"]
     print("  NVML used %s, reserved %s, overhead %s (%s MiB)" % (nvml, dev["reserved"], overhead, None if overhead is None else overhead // MIB))
     sane = overhead is not None and 100 * MIB <= overhead <= 2048 * MIB
