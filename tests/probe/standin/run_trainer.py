@@ -27,6 +27,13 @@ from the script named by STANDIN_TORCH_SCRIPT (format: torch/_standin.py).
                         sitecustomize), and idles until the parent is gone
     --mp-rank1 METHOD   the same with another start method: spawn, fork or
                         forkserver (fork needs --no-init, as with real CUDA)
+    --set-allocator-settings S
+                        after initialising CUDA, call
+                        torch.cuda.memory._set_allocator_settings(S), as NeMo
+                        and vLLM do (where the modelled release has it)
+    --oom-after S       S seconds after initialising CUDA, let a
+                        torch.cuda.OutOfMemoryError escape from a worker
+                        thread (the process lives on)
     --seconds S         exit normally after S seconds (default: run until
                         SIGTERM or SIGINT, which also exit normally, so the
                         probe's atexit cleanup runs; SIGKILL leaves the file)
@@ -61,6 +68,8 @@ def parse_args(argv):
     parser.add_argument("--fork-init", action="store_true")
     parser.add_argument("--spawn-rank1", action="store_true")
     parser.add_argument("--mp-rank1", choices=("spawn", "fork", "forkserver"), default=None)
+    parser.add_argument("--set-allocator-settings", default=None)
+    parser.add_argument("--oom-after", type=float, default=None)
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--pids-file", default=None)
     return parser.parse_args(argv)
@@ -138,6 +147,16 @@ def fork_child(args, parent_pid):
     sys.exit(0)
 
 
+def raise_oom_in_a_thread(torch, delay):
+    import threading
+
+    def step():
+        time.sleep(delay)
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    threading.Thread(target=step, name="oom-step", daemon=True).start()
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.script:
@@ -152,6 +171,10 @@ def main(argv=None):
         if args.init_delay > 0:
             time.sleep(args.init_delay)
         torch.cuda._standin_init()
+    if args.set_allocator_settings is not None:
+        torch.cuda.memory._set_allocator_settings(args.set_allocator_settings)
+    if args.oom_after is not None:
+        raise_oom_in_a_thread(torch, args.oom_after)
 
     children = []
     spawned = None
