@@ -86,3 +86,35 @@ pub fn cached_hint(alloc: &ProcessAllocator, d: &DeviceAllocator, cached: u64) -
     let why = if stays.is_empty() { String::new() } else { format!(" ({})", stays.join("; ")) };
     format!("{head}; torch.cuda.empty_cache() could return {bound}{}{why}", bytes(releasable))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alloc(backend: &str, expandable: bool) -> ProcessAllocator {
+        serde_json::from_value(serde_json::json!({
+            "framework": "torch", "backend": backend, "expandable_segments": expandable,
+            "state": "fresh", "age_ms": 0, "devices": []
+        }))
+        .unwrap()
+    }
+
+    fn device(split: Option<u64>, pools: Option<u64>, releasable: Option<u64>) -> DeviceAllocator {
+        DeviceAllocator { inactive_split: split, private_pools: pools, releasable, ..DeviceAllocator::default() }
+    }
+
+    #[test]
+    fn the_cached_hint_says_what_empty_cache_could_return_and_why_the_rest_stays() {
+        let h = cached_hint(&alloc("native", false), &device(Some(3 * GIB), Some(GIB), Some(2 * GIB)), 6 * GIB);
+        assert!(h.contains("could return 2.0 GiB (3.0 GiB is free space inside partly used segments"), "{h}");
+        assert!(h.contains("1.0 GiB is held by private pools such as CUDA graphs"), "{h}");
+        let h = cached_hint(&alloc("native", false), &device(Some(3 * GIB), None, Some(3 * GIB)), 6 * GIB);
+        assert!(h.contains("could return at most 3.0 GiB") && h.contains("does not report"), "{h}");
+        let h = cached_hint(&alloc("native", false), &device(None, None, None), 6 * GIB);
+        assert!(h.contains("how much torch.cuda.empty_cache() could return is unknown"), "{h}");
+        let h = cached_hint(&alloc("cudaMallocAsync", false), &device(None, Some(0), Some(6 * GIB)), 6 * GIB);
+        assert!(h.contains("could return 6.0 GiB (cudaMallocAsync does not count inactive split; taken as 0)"), "{h}");
+        let h = cached_hint(&alloc("native", true), &device(Some(GIB), Some(0), Some(6 * GIB)), 6 * GIB);
+        assert!(h.contains("expandable segments"), "{h}");
+    }
+}
