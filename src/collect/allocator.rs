@@ -24,7 +24,8 @@ pub fn join(processes: &mut Vec<Process>, gpus: &mut [Gpu], all: &[GpuIdentity],
         all
     };
     let watched: Vec<u32> = gpus.iter().map(|g| g.index).collect();
-    let ctx = Gpus { all, watched: &watched };
+    let mig = gpus.iter().any(|g| g.mig_mode.is_some_and(|m| m.current));
+    let ctx = Gpus { all, watched: &watched, mig };
     for report in reports {
         let matches: Vec<Match> = report.file.devices.iter().map(|d| match_device(d, &report.file, &ctx)).collect();
         let pos = match processes.iter().position(|p| p.pid == report.file.pid) {

@@ -12,6 +12,8 @@ use crate::sources::probe::{ProbeDevice, ProbeFile};
 pub struct Gpus<'a> {
     pub all: &'a [GpuIdentity],
     pub watched: &'a [u32],
+    /// A GPU in MIG mode: CUDA then enumerates its MIG instances, not it.
+    pub mig: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +48,7 @@ pub fn match_device(d: &ProbeDevice, f: &ProbeFile, gpus: &Gpus<'_>) -> Match {
             None => notes.push(format!("PCI bus id {bus} is none of NVML's GPUs")),
         }
     }
-    match by_ordinal(d.index, f, gpus.all) {
+    match by_ordinal(d.index, f, gpus) {
         Ok(index) => on(index, GpuMatch::CudaVisibleDevices, gpus),
         Err(why) => {
             notes.push(why);
@@ -112,11 +114,17 @@ pub fn parse_pci(s: &str) -> Option<(u32, u32, u32)> {
 /// count in CUDA's enumeration order, which by default is fastest first:
 /// the same as the PCI order only when every GPU is the same model, so
 /// indices are mapped only then or with `CUDA_DEVICE_ORDER=PCI_BUS_ID`.
-fn by_ordinal(ordinal: u32, f: &ProbeFile, all: &[GpuIdentity]) -> Result<u32, String> {
+fn by_ordinal(ordinal: u32, f: &ProbeFile, gpus: &Gpus<'_>) -> Result<u32, String> {
     let Some(cvd) = &f.cuda_visible_devices else {
         return Err("no UUID or PCI bus id, and the probe does not report CUDA_VISIBLE_DEVICES".into());
     };
     let cvd = cvd.as_deref();
+    let all = gpus.all;
+    if gpus.mig && visible_devices::uses_indices(cvd) {
+        return Err("a GPU is in MIG mode, where CUDA's ordinals count MIG instances, which gpuscope does not \
+                    enumerate yet"
+            .into());
+    }
     let pci_order = f.cuda_device_order.as_deref() == Some("PCI_BUS_ID");
     if visible_devices::uses_indices(cvd) && !pci_order && !same_model(all) {
         return Err("CUDA's fastest-first order is ambiguous on mixed GPUs; set CUDA_DEVICE_ORDER=PCI_BUS_ID".into());
@@ -192,7 +200,7 @@ mod tests {
     }
 
     fn found(d: &ProbeDevice, f: &ProbeFile, all: &[GpuIdentity]) -> Match {
-        match_device(d, f, &Gpus { all, watched: &[0, 1, 2] })
+        match_device(d, f, &Gpus { all, watched: &[0, 1, 2], mig: false })
     }
 
     fn hit(gpu: u32, how: GpuMatch) -> Match {
@@ -268,6 +276,15 @@ mod tests {
     }
 
     #[test]
+    fn indices_are_not_mapped_while_a_gpu_is_in_mig_mode() {
+        let gpus = Gpus { all: &all(H100), watched: &[0, 1, 2], mig: true };
+        let m = match_device(&device(0, None, None), &file(Some(Some("0")), Some("PCI_BUS_ID")), &gpus);
+        assert!(m.unmatched_reason.unwrap().contains("MIG mode"));
+        let by_uuid = match_device(&device(0, None, None), &file(Some(Some("GPU-61b8")), None), &gpus);
+        assert_eq!(by_uuid.gpu, Some(2));
+    }
+
+    #[test]
     fn an_old_probe_without_the_variable_is_not_guessed() {
         let m = found(&device(0, None, None), &file(None, None), &all(H100));
         assert!(m.unmatched_reason.unwrap().contains("does not report CUDA_VISIBLE_DEVICES"));
@@ -276,7 +293,7 @@ mod tests {
     #[test]
     fn a_gpu_left_out_by_the_selection_is_not_matched() {
         let f = file(Some(None), None);
-        let m = match_device(&device(0, Some(A), None), &f, &Gpus { all: &all(H100), watched: &[1, 2] });
+        let m = match_device(&device(0, Some(A), None), &f, &Gpus { all: &all(H100), watched: &[1, 2], mig: false });
         assert_eq!(m.gpu, None);
         assert_eq!(m.unmatched_reason.as_deref(), Some("on GPU 0, which --gpus leaves out"));
     }
