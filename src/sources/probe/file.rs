@@ -116,7 +116,6 @@ impl ProbeFile {
             return Err(format!("{} devices", f.devices.len()));
         }
         // Whatever the file says ends up on a terminal: no escape sequences.
-        let env = f.alloc_conf_env.get_or_insert_with(AllocConfEnv::default);
         for s in [
             &mut f.framework_version,
             &mut f.backend,
@@ -124,13 +123,13 @@ impl ProbeFile {
             &mut f.alloc_conf_var,
             &mut f.alloc_conf_source,
             &mut f.cuda_device_order,
-            &mut env.pytorch_alloc_conf,
-            &mut env.pytorch_cuda_alloc_conf,
         ] {
             *s = s.as_deref().map(sanitize_command);
         }
-        if f.alloc_conf_env == Some(AllocConfEnv::default()) {
-            f.alloc_conf_env = None;
+        if let Some(env) = &mut f.alloc_conf_env {
+            for s in [&mut env.pytorch_alloc_conf, &mut env.pytorch_cuda_alloc_conf] {
+                *s = s.as_deref().map(sanitize_command);
+            }
         }
         // Spaces are part of the value's meaning here, so only a value that
         // carries control characters is rewritten.
@@ -205,6 +204,9 @@ mod tests {
         let f = ProbeFile::parse(&v.to_string(), 42, 7).unwrap();
         assert_eq!(f.cuda_visible_devices, None, "missing, not unset");
         assert_eq!((f.oom_events, f.alloc_conf_env, f.devices[0].pci_bus_id.clone()), (None, None, None));
+        let both_unset = sample_json(42, 7).replace("\"max_split_size_mb:512\"}", "null}");
+        let env = ProbeFile::parse(&both_unset, 42, 7).unwrap().alloc_conf_env;
+        assert_eq!(env, Some(AllocConfEnv::default()), "both unset is not \"not reported\"");
     }
 
     #[test]
