@@ -77,10 +77,14 @@ fn probe(pid: u32, devices: Vec<Value>, edit: impl FnOnce(&mut Value)) -> Value 
     v
 }
 
+/// Written aside and renamed in, as the probe does, so that a reader never
+/// sees half a file.
 fn place(sim: &Sim, file: &Value) {
     let dir = probe_dir(sim);
     let name = format!("{}-{}.json", file["pid"], file["start_ticks"]);
-    std::fs::write(dir.join(name), file.to_string()).unwrap();
+    let aside = sim.dir.path().join(&name);
+    std::fs::write(&aside, file.to_string()).unwrap();
+    std::fs::rename(aside, dir.join(name)).unwrap();
 }
 
 fn allocator(v: &Value, pid: u32) -> &Value {
@@ -267,4 +271,39 @@ fn an_oom_a_backend_does_not_count_is_inferred_from_a_full_gpu() {
     let oom = oom.unwrap_or_else(|| panic!("no oom alert: {:#}", v["alerts"]));
     assert_eq!((oom["pid"].clone(), oom["gpu"].clone()), (json!(pid), json!(0)));
     assert!(oom["hint"].as_str().unwrap().starts_with("cudaMallocAsync does not count OOMs"), "{oom}");
+}
+
+#[test]
+fn an_oom_error_the_probe_saw_raises_the_oom_alert() {
+    use std::io::{BufRead, BufReader};
+    let procs = sleepers(1);
+    let pid = procs[0].pid();
+    let sim = Sim::new(&scenario(H100, &[(pid, 0)], None));
+    let mut d = device(0, Some(UUIDS[0]), None);
+    for k in ["inactive_split", "requested", "segments", "alloc_retries", "ooms"] {
+        d[k] = Value::Null;
+    }
+    let file = |seen: u64| {
+        probe(pid, vec![d.clone()], |v| (v["backend"], v["oom_events"]) = ("cudaMallocAsync".into(), seen.into()))
+    };
+    place(&sim, &file(0));
+    let mut child = sim
+        .gpuscope()
+        .args(["--json", "--watch", "--count", "3", "--interval", "300ms"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert!(first["alerts"].as_array().unwrap().is_empty(), "{:#}", first["alerts"]);
+    // The training process hits an uncaught OutOfMemoryError.
+    place(&sim, &file(1));
+    let rest: Vec<Value> = lines.map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect();
+    assert!(child.wait().unwrap().success());
+    let last = rest.last().unwrap();
+    assert_valid(last);
+    let oom = last["alerts"].as_array().unwrap().iter().find(|a| a["kind"] == "oom");
+    let oom = oom.unwrap_or_else(|| panic!("no oom alert: {:#}", last["alerts"]));
+    assert_eq!((oom["pid"].clone(), oom["value"].clone()), (json!(pid), json!(1.0)));
+    assert!(oom["message"].as_str().unwrap().contains("1 seen by the probe"), "{oom}");
 }
