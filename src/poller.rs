@@ -110,6 +110,7 @@ mod tests {
         GpuSample {
             driver: Driver { driver_version: Some("560.35.03".into()), ..Driver::default() },
             gpus: vec![Gpu::blank(0, GpuState::Ok)],
+            all_gpus: Vec::new(),
             processes: vec![GpuProcess {
                 pid: 42,
                 gpus: vec![ProcessGpu { index: 0, kind: ProcessType::Compute, used_memory: Some(used) }],

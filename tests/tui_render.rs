@@ -95,6 +95,34 @@ fn detail_view_of_a_probed_process() {
 }
 
 #[test]
+fn detail_view_of_a_cuda_malloc_async_process() {
+    let mut s = state(Spec { async_server: true, ..Spec::gpus(3) });
+    // The server holds the most GPU memory: its row is first.
+    act(&mut s, &[Action::OpenDetail]);
+    let text = render_text(&mut s, 80, 24);
+    assert!(text.contains("PID 4123403 on GPU 2"), "{text}");
+    assert!(text.contains("PYTORCH_ALLOC_CONF=backend:cudaMallocAsync (runtime)"), "{text}");
+    assert!(text.contains("segments n/a") && text.contains("OOMs n/a (probe saw 1)"), "{text}");
+    assert!(text.contains("cudaMallocAsync does not count"), "{text}");
+    insta::assert_snapshot!("detail_async_80x24", text);
+    let wide = render_text(&mut s, 200, 50);
+    assert!(wide.contains("env PYTORCH_ALLOC_CONF=(unset)  PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512"), "{wide}");
+    assert!(wide.contains("held by private pools such as CUDA graphs"), "{wide}");
+    insta::assert_snapshot!("detail_async_200x50", wide);
+}
+
+#[test]
+fn detail_view_of_an_unmatched_device() {
+    let mut s = state(Spec { unmatched: true, ..Spec::gpus(2).probed() });
+    act(&mut s, &[Action::OpenDetail]);
+    let text = render_text(&mut s, 80, 24);
+    assert!(text.contains("PID 4123402 on GPU 1"), "{text}");
+    assert!(text.contains("cuda:1 gpu n/a: CUDA's fastest-first order is ambiguous"), "{text}");
+    insta::assert_snapshot!("detail_unmatched_80x24", text);
+    insta::assert_snapshot!("detail_unmatched_200x50", render_text(&mut s, 200, 50));
+}
+
+#[test]
 fn filter_narrows_the_table() {
     let mut s = state(Spec::gpus(4).probed());
     act(&mut s, &[Action::FilterStart]);

@@ -30,6 +30,8 @@ struct Proc {
     backend: &'static str,
     retries: u64,
     ooms: u64,
+    oom_events: Option<u64>,
+    conf_var: Option<&'static str>,
     probed: bool,
 }
 
@@ -44,6 +46,8 @@ impl Default for Proc {
             backend: "native",
             retries: 0,
             ooms: 0,
+            oom_events: Some(0),
+            conf_var: None,
             probed: true,
         }
     }
@@ -84,6 +88,8 @@ impl World {
 
 fn process(p: &Proc) -> Process {
     let frag = (p.backend == "native" && p.reserved > 0).then(|| p.split as f64 / p.reserved as f64);
+    // cudaMallocAsync keeps none of these counters.
+    let kept = |v: u64| (p.backend != "cudaMallocAsync").then_some(v);
     let device = DeviceAllocator {
         gpu: Some(0),
         allocated: Some(p.allocated),
@@ -91,20 +97,28 @@ fn process(p: &Proc) -> Process {
         reserved: Some(p.reserved),
         reserved_peak: None,
         active: None,
-        inactive_split: Some(p.split),
+        inactive_split: kept(p.split),
         requested: None,
         cached: Some(p.reserved - p.allocated.min(p.reserved)),
         overhead: Some(GIB / 2),
         segments: None,
-        alloc_retries: Some(p.retries),
-        ooms: Some(p.ooms),
+        alloc_retries: kept(p.retries),
+        ooms: kept(p.ooms),
         fragmentation: frag,
+        ..DeviceAllocator::default()
     };
     let allocator = p.probed.then(|| ProcessAllocator {
         framework: "torch".into(),
         framework_version: None,
         backend: Some(p.backend.into()),
         alloc_conf: None,
+        alloc_conf_var: p.conf_var.map(Into::into),
+        alloc_conf_source: None,
+        alloc_conf_env: None,
+        expandable_segments: Some(false),
+        cuda_visible_devices: None,
+        cuda_device_order: None,
+        oom_events: p.oom_events,
         rank: None,
         local_rank: None,
         world_size: None,
@@ -250,6 +264,57 @@ fn an_oom_is_an_event() {
     let mut snap = w.snapshot();
     a.observe(&mut snap);
     assert_eq!(snap.alerts.iter().find(|x| x.kind == AlertKind::Oom).unwrap().severity, Severity::Critical);
+}
+
+#[test]
+fn an_oom_the_probe_saw_is_an_event() {
+    let mut a = analyzer();
+    let mut w = World::new();
+    w.proc = Some(Proc { backend: "cudaMallocAsync", ..Proc::default() });
+    let steps = run(&mut a, &mut w, 3, 1_000, |i, w| w.proc.as_mut().unwrap().oom_events = Some(i as u64 / 2));
+    assert!(!has(&steps[1], AlertKind::Oom) && has(&steps[2], AlertKind::Oom));
+    let mut snap = w.snapshot();
+    a.observe(&mut snap);
+    let alert = snap.alerts.iter().find(|x| x.kind == AlertKind::Oom).unwrap();
+    assert!(alert.message.contains("1 seen by the probe"), "{}", alert.message);
+}
+
+#[test]
+fn uncounted_counters_never_alert_and_a_full_device_stands_in_for_the_oom_count() {
+    let mut a = analyzer();
+    let mut w = World::new();
+    w.proc = Some(Proc { backend: "cudaMallocAsync", ..Proc::default() });
+    let steps = run(&mut a, &mut w, 5, 1_000, |i, w| {
+        let p = w.proc.as_mut().unwrap();
+        (p.retries, p.ooms, p.split) = (i as u64, i as u64, 8 * GIB);
+    });
+    assert!(steps.iter().all(|s| s.is_empty()), "null counters say nothing: {steps:?}");
+    let steps = run(&mut a, &mut w, 1, 1_000, |_, w| w.free_pct = 0.0);
+    assert!(has(&steps[0], AlertKind::Oom));
+    let mut snap = w.snapshot();
+    a.observe(&mut snap);
+    let alert = snap.alerts.iter().find(|x| x.kind == AlertKind::Oom).unwrap();
+    assert!(alert.hint.starts_with("cudaMallocAsync does not count OOMs"), "{}", alert.hint);
+    // The native allocator counts its own OOMs: a full device is not one.
+    let mut a = analyzer();
+    let mut w = World::new();
+    (w.free_pct, w.proc) = (0.0, Some(Proc::default()));
+    let steps = run(&mut a, &mut w, 3, 1_000, |_, _| {});
+    assert!(steps.iter().all(|s| !has(s, AlertKind::Oom)));
+}
+
+#[test]
+fn hints_name_the_variable_the_process_reads() {
+    let mut a = analyzer();
+    let mut w = World::new();
+    w.proc = Some(Proc { split: 4 * GIB, conf_var: Some("PYTORCH_ALLOC_CONF"), ..Proc::default() });
+    run(&mut a, &mut w, 12, 1_000, |i, w| w.proc.as_mut().unwrap().retries = i as u64);
+    let mut snap = w.snapshot();
+    a.observe(&mut snap);
+    for kind in [AlertKind::Fragmentation, AlertKind::AllocRetry] {
+        let alert = snap.alerts.iter().find(|x| x.kind == kind).unwrap();
+        assert!(alert.hint.contains("PYTORCH_ALLOC_CONF=expandable_segments:True"), "{}", alert.hint);
+    }
 }
 
 #[test]

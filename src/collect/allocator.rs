@@ -2,32 +2,42 @@
 //! device (allocated, reserved, cached, overhead, fragmentation), and per
 //! GPU (totals, and what processes without a probe hold).
 
-use std::collections::HashMap;
 use std::time::Duration;
 
+use super::device_match::{Gpus, Match, match_device};
 use crate::model::{
-    DeviceAllocator, Gpu, GpuAllocator, ProbeState, Process, ProcessAllocator, ProcessGpu, ProcessType,
+    AllocConfEnv, DeviceAllocator, Gpu, GpuAllocator, ProbeState, Process, ProcessAllocator, ProcessGpu, ProcessType,
 };
-use crate::sources::GpuProcess;
 use crate::sources::probe::{ProbeDevice, ProbeFile, ProbeReport};
+use crate::sources::{GpuIdentity, GpuProcess};
 
 /// Attaches each report to its process; a live probed process NVML does
 /// not list (some containers hide per-process data) gets an entry of its
-/// own, with NVML's figures unknown.
-pub fn join(processes: &mut Vec<Process>, gpus: &mut [Gpu], reports: Vec<ProbeReport>) {
-    let by_uuid: HashMap<String, u32> =
-        gpus.iter().filter_map(|g| Some((g.uuid.as_deref()?.to_ascii_lowercase(), g.index))).collect();
+/// own, with NVML's figures unknown. `all` is every GPU NVML enumerates
+/// (empty: the watched `gpus` stand for them).
+pub fn join(processes: &mut Vec<Process>, gpus: &mut [Gpu], all: &[GpuIdentity], reports: Vec<ProbeReport>) {
+    let own: Vec<GpuIdentity>;
+    let all = if all.is_empty() {
+        own = gpus.iter().map(identity).collect();
+        &own
+    } else {
+        all
+    };
+    let watched: Vec<u32> = gpus.iter().map(|g| g.index).collect();
+    let mig = gpus.iter().any(|g| g.mig_mode.is_some_and(|m| m.current));
+    let ctx = Gpus { all, watched: &watched, mig };
     for report in reports {
+        let matches: Vec<Match> = report.file.devices.iter().map(|d| match_device(d, &report.file, &ctx)).collect();
         let pos = match processes.iter().position(|p| p.pid == report.file.pid) {
             Some(pos) => pos,
             None if report.alive => {
-                processes.push(probe_only_process(&report.file, &by_uuid));
+                processes.push(probe_only_process(&report.file, &matches));
                 processes.len() - 1
             }
             None => continue,
         };
         let process = &mut processes[pos];
-        process.allocator = Some(process_allocator(&report, &process.gpus, &by_uuid));
+        process.allocator = Some(process_allocator(&report, &process.gpus, &matches));
     }
     processes.sort_by_key(|p| p.pid);
     for gpu in gpus.iter_mut() {
@@ -35,21 +45,48 @@ pub fn join(processes: &mut Vec<Process>, gpus: &mut [Gpu], reports: Vec<ProbeRe
     }
 }
 
-fn gpu_of(d: &ProbeDevice, by_uuid: &HashMap<String, u32>) -> Option<u32> {
-    by_uuid.get(&d.uuid.as_deref()?.to_ascii_lowercase()).copied()
+fn identity(g: &Gpu) -> GpuIdentity {
+    GpuIdentity { index: g.index, uuid: g.uuid.clone(), name: g.name.clone(), pci_bus_id: g.pci_bus_id.clone() }
 }
 
-fn probe_only_process(file: &ProbeFile, by_uuid: &HashMap<String, u32>) -> Process {
-    let gpus = file
-        .devices
-        .iter()
-        .filter_map(|d| gpu_of(d, by_uuid))
-        .map(|index| ProcessGpu { index, kind: ProcessType::Compute, used_memory: None })
-        .collect();
+fn probe_only_process(file: &ProbeFile, matches: &[Match]) -> Process {
+    let mut indices: Vec<u32> = matches.iter().filter_map(|m| m.gpu).collect();
+    indices.sort_unstable();
+    indices.dedup();
+    let gpus =
+        indices.into_iter().map(|index| ProcessGpu { index, kind: ProcessType::Compute, used_memory: None }).collect();
     Process::from(GpuProcess { pid: file.pid, gpus, driver_name: None })
 }
 
-fn process_allocator(report: &ProbeReport, nvml: &[ProcessGpu], by_uuid: &HashMap<String, u32>) -> ProcessAllocator {
+/// What the probe says is in effect decides what the counters mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Counting {
+    /// PyTorch's native allocator with fixed-size segments: every counter
+    /// kept, inactive split is memory trapped in partly used segments.
+    NativeFixed,
+    /// Native with expandable segments: segments grow in place, so free
+    /// space is not trapped and inactive split is no fragmentation.
+    NativeExpandable,
+    /// `cudaMallocAsync`: the driver's pool does the work; PyTorch's
+    /// memory_stats docstring says only allocated, active and reserved are
+    /// kept, the rest "not meaningful, and always reported as zero".
+    Async,
+    Jax,
+    /// A PyTorch probe that does not name the backend (very old files).
+    Unknown,
+}
+
+fn counting(f: &ProbeFile) -> Counting {
+    match (f.framework.as_str(), f.backend.as_deref()) {
+        ("jax", _) => Counting::Jax,
+        (_, Some("native")) if f.expandable_segments => Counting::NativeExpandable,
+        (_, Some("native")) => Counting::NativeFixed,
+        (_, Some("cudaMallocAsync")) => Counting::Async,
+        _ => Counting::Unknown,
+    }
+}
+
+fn process_allocator(report: &ProbeReport, nvml: &[ProcessGpu], matches: &[Match]) -> ProcessAllocator {
     let f = &report.file;
     // Two missed writes make a probe stale; a second of slack covers a
     // tick that reads just before the probe writes.
@@ -59,17 +96,14 @@ fn process_allocator(report: &ProbeReport, nvml: &[ProcessGpu], by_uuid: &HashMa
         (true, true) => ProbeState::Fresh,
         (true, false) => ProbeState::Stale,
     };
-    // Fragmentation means inactive split / reserved only with the native
-    // allocator and fixed-size segments: cudaMallocAsync leaves the split
-    // counters at zero, and expandable segments do not count it.
-    let native_fixed = f.framework == "torch" && f.backend.as_deref() == Some("native") && !f.expandable_segments;
+    let how = counting(f);
     let devices = f
         .devices
         .iter()
-        .map(|d| {
-            let gpu = gpu_of(d, by_uuid);
-            let nvml_used = gpu.and_then(|g| nvml.iter().find(|p| p.index == g)).and_then(|p| p.used_memory);
-            device_allocator(d, gpu, nvml_used, native_fixed, f.framework == "jax")
+        .zip(matches)
+        .map(|(d, m)| {
+            let nvml_used = m.gpu.and_then(|g| nvml.iter().find(|p| p.index == g)).and_then(|p| p.used_memory);
+            device_allocator(d, m, nvml_used, how)
         })
         .collect();
     ProcessAllocator {
@@ -77,6 +111,16 @@ fn process_allocator(report: &ProbeReport, nvml: &[ProcessGpu], by_uuid: &HashMa
         framework_version: f.framework_version.clone(),
         backend: f.backend.clone(),
         alloc_conf: f.alloc_conf.clone(),
+        alloc_conf_var: f.alloc_conf_var.clone(),
+        alloc_conf_source: f.alloc_conf_source.clone(),
+        alloc_conf_env: f.alloc_conf_env.as_ref().map(|e| AllocConfEnv {
+            pytorch_alloc_conf: e.pytorch_alloc_conf.clone(),
+            pytorch_cuda_alloc_conf: e.pytorch_cuda_alloc_conf.clone(),
+        }),
+        expandable_segments: (f.framework == "torch").then_some(f.expandable_segments),
+        cuda_visible_devices: f.cuda_visible_devices.clone().flatten(),
+        cuda_device_order: f.cuda_device_order.clone(),
+        oom_events: f.oom_events,
         rank: f.rank,
         local_rank: f.local_rank,
         world_size: f.world_size,
@@ -88,46 +132,74 @@ fn process_allocator(report: &ProbeReport, nvml: &[ProcessGpu], by_uuid: &HashMa
     }
 }
 
-fn device_allocator(
-    d: &ProbeDevice,
-    gpu: Option<u32>,
-    nvml_used: Option<u64>,
-    native_fixed: bool,
-    jax: bool,
-) -> DeviceAllocator {
-    let fragmentation = if jax {
-        // JAX: how much of the free pool is not one usable block.
-        match (d.largest_free_block, d.bytes_limit, d.allocated) {
-            (Some(largest), Some(limit), Some(used)) if limit > used => {
-                Some((1.0 - largest as f64 / (limit - used) as f64).clamp(0.0, 1.0))
-            }
-            _ => None,
-        }
-    } else {
-        match (native_fixed, d.inactive_split, d.reserved) {
-            (true, Some(split), Some(reserved)) if reserved > 0 => {
-                Some((split as f64 / reserved as f64).clamp(0.0, 1.0))
-            }
-            _ => None,
-        }
-    };
+fn device_allocator(d: &ProbeDevice, m: &Match, nvml_used: Option<u64>, how: Counting) -> DeviceAllocator {
+    // A backend that does not keep a counter reports 0 for it: that 0 is
+    // not a count, whatever the file says.
+    let kept = |v: Option<u64>| if how == Counting::Async { None } else { v };
+    let inactive_split = kept(d.inactive_split);
+    let cached = d.reserved.zip(d.allocated).map(|(r, a)| r.saturating_sub(a));
     DeviceAllocator {
-        gpu,
+        gpu: m.gpu,
+        ordinal: Some(d.index),
+        gpu_match: m.how,
+        unmatched_reason: m.unmatched_reason.clone(),
         allocated: d.allocated,
         allocated_peak: d.allocated_peak,
         reserved: d.reserved,
         reserved_peak: d.reserved_peak,
         active: d.active,
-        inactive_split: d.inactive_split,
-        requested: d.requested,
-        cached: d.reserved.zip(d.allocated).map(|(r, a)| r.saturating_sub(a)),
+        inactive_split,
+        requested: kept(d.requested),
+        cached,
         // The two figures are read at slightly different moments; a
         // reserved figure ahead of NVML's is not negative overhead.
         overhead: nvml_used.zip(d.reserved).map(|(n, r)| n.saturating_sub(r)),
-        segments: d.segments,
-        alloc_retries: d.alloc_retries,
-        ooms: d.ooms,
-        fragmentation,
+        private_pools: d.private_pools_reserved,
+        releasable: releasable(cached, inactive_split, d.private_pools_reserved, how),
+        segments: kept(d.segments),
+        alloc_retries: kept(d.alloc_retries),
+        ooms: kept(d.ooms),
+        fragmentation: fragmentation(d, how),
+        largest_free_block: d.largest_free_block,
+        bytes_limit: d.bytes_limit,
+    }
+}
+
+/// What `empty_cache()` could hand back: the cache less what it cannot
+/// return, the free space inside partly used segments and what private
+/// pools (CUDA graphs) hold. With `cudaMallocAsync` or expandable segments
+/// free space is not trapped in segments, so that part is 0; private pools
+/// a version does not report count as 0 (the hint says "at most").
+fn releasable(cached: Option<u64>, split: Option<u64>, pools: Option<u64>, how: Counting) -> Option<u64> {
+    let trapped = match how {
+        Counting::NativeFixed => split?,
+        Counting::NativeExpandable | Counting::Async => 0,
+        Counting::Jax | Counting::Unknown => return None,
+    };
+    Some(cached?.saturating_sub(trapped).saturating_sub(pools.unwrap_or(0)))
+}
+
+fn fragmentation(d: &ProbeDevice, how: Counting) -> Option<f64> {
+    match how {
+        // DESIGN §6: trapped free space over what the allocator holds.
+        Counting::NativeFixed => {
+            let (split, reserved) = (d.inactive_split?, d.reserved?);
+            (reserved > 0).then(|| (split as f64 / reserved as f64).clamp(0.0, 1.0))
+        }
+        // XLA's BFC allocator (xla/tsl/framework/bfc_allocator.cc,
+        // BFCAllocator::GetFragmentation): 1 − largest free chunk / free
+        // bytes of the memory it has obtained (pool_bytes − bytes_in_use),
+        // 0 when nothing is free. Over the pool, not bytes_limit: without
+        // preallocation the pool is far below the limit.
+        Counting::Jax => {
+            let (largest, pool, used) = (d.largest_free_block?, d.reserved?, d.allocated?);
+            let free = pool.saturating_sub(used);
+            if free == 0 {
+                return Some(0.0);
+            }
+            Some((1.0 - largest as f64 / free as f64).clamp(0.0, 1.0))
+        }
+        Counting::NativeExpandable | Counting::Async | Counting::Unknown => None,
     }
 }
 
@@ -159,26 +231,38 @@ fn gpu_totals(index: u32, processes: &[Process]) -> Option<GpuAllocator> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::GpuState;
+    use crate::model::{GpuMatch, GpuState};
     use crate::sources::probe::ProbeFile;
 
     const GIB: u64 = 1 << 30;
 
-    fn report(pid: u32, backend: &str, conf_expandable: bool, alive: bool) -> ProbeReport {
+    fn file(pid: u32, edit: impl FnOnce(&mut serde_json::Value)) -> ProbeFile {
         let mut v: serde_json::Value =
             serde_json::from_str(&crate::sources::probe::sample_json_for_tests(pid, 1)).unwrap();
-        v["backend"] = backend.into();
-        v["expandable_segments"] = conf_expandable.into();
         v["devices"][0]["uuid"] = "GPU-AAAA".into();
         v["devices"][0]["allocated"] = (4 * GIB).into();
         v["devices"][0]["reserved"] = (10 * GIB).into();
         v["devices"][0]["inactive_split"] = (3 * GIB).into();
-        ProbeReport { file: ProbeFile::parse(&v.to_string(), pid, 1).unwrap(), alive, age: Duration::from_millis(300) }
+        edit(&mut v);
+        ProbeFile::parse(&v.to_string(), pid, 1).unwrap()
+    }
+
+    fn report(pid: u32, backend: &str, conf_expandable: bool, alive: bool) -> ProbeReport {
+        let file = file(pid, |v| {
+            v["backend"] = backend.into();
+            v["expandable_segments"] = conf_expandable.into();
+        });
+        ProbeReport { file, alive, age: Duration::from_millis(300) }
+    }
+
+    fn live(file: ProbeFile) -> ProbeReport {
+        ProbeReport { file, alive: true, age: Duration::from_millis(300) }
     }
 
     fn gpu() -> Gpu {
         let mut g = Gpu::blank(0, GpuState::Ok);
         g.uuid = Some("GPU-aaaa".into());
+        g.name = Some("NVIDIA H100 80GB HBM3".into());
         g
     }
 
@@ -187,18 +271,29 @@ mod tests {
         Process::from(GpuProcess { pid, gpus, driver_name: None })
     }
 
+    /// The one device of one process joined against GPU 0.
+    fn joined(f: ProbeFile) -> (ProcessAllocator, DeviceAllocator) {
+        let mut procs = vec![nvml_process(f.pid, Some(11 * GIB))];
+        join(&mut procs, &mut [gpu()], &[], vec![live(f)]);
+        let a = procs.remove(0).allocator.unwrap();
+        let d = a.devices[0].clone();
+        (a, d)
+    }
+
     #[test]
     fn native_allocator_figures_and_gpu_totals() {
         let mut procs = vec![nvml_process(10, Some(11 * GIB)), nvml_process(20, Some(2 * GIB))];
         let mut gpus = [gpu()];
-        join(&mut procs, &mut gpus, vec![report(10, "native", false, true)]);
+        join(&mut procs, &mut gpus, &[], vec![report(10, "native", false, true)]);
         let a = procs[0].allocator.as_ref().unwrap();
         assert_eq!(a.state, ProbeState::Fresh);
         let d = &a.devices[0];
-        assert_eq!(d.gpu, Some(0), "matched by UUID, whatever the case");
+        assert_eq!((d.gpu, d.gpu_match, d.ordinal), (Some(0), Some(GpuMatch::Uuid), Some(0)), "by UUID, any case");
         assert_eq!(d.cached, Some(6 * GIB));
+        assert_eq!(d.releasable, Some(3 * GIB), "6 GiB cached, 3 GiB of it trapped in split segments");
         assert_eq!(d.overhead, Some(GIB), "NVML's 11 GiB minus 10 GiB reserved");
         assert_eq!(d.fragmentation, Some(0.3));
+        assert_eq!((d.segments, d.alloc_retries, d.ooms), (Some(4), Some(0), Some(0)));
         assert_eq!(procs[1].allocator, None);
         let t = gpus[0].allocator.as_ref().unwrap();
         assert_eq!(
@@ -209,31 +304,139 @@ mod tests {
     }
 
     #[test]
-    fn fragmentation_is_undefined_where_the_backend_makes_it_meaningless() {
-        for (backend, expandable) in [("cudaMallocAsync", false), ("native", true)] {
-            let mut procs = vec![nvml_process(10, Some(11 * GIB))];
-            join(&mut procs, &mut [gpu()], vec![report(10, backend, expandable, true)]);
-            assert_eq!(procs[0].allocator.as_ref().unwrap().devices[0].fragmentation, None, "{backend}");
-        }
+    fn settings_and_environment_reach_the_model() {
+        let (a, _) = joined(file(10, |v| {
+            v["alloc_conf"] = "expandable_segments:True".into();
+            v["alloc_conf_var"] = "PYTORCH_ALLOC_CONF".into();
+            v["alloc_conf_source"] = "runtime".into();
+            v["alloc_conf_env"]["PYTORCH_ALLOC_CONF"] = "garbage_collection_threshold:0.6".into();
+            v["expandable_segments"] = true.into();
+            v["cuda_visible_devices"] = "0".into();
+            v["cuda_device_order"] = "PCI_BUS_ID".into();
+            v["oom_events"] = 2.into();
+        }));
+        assert_eq!(a.alloc_conf_var.as_deref(), Some("PYTORCH_ALLOC_CONF"));
+        assert_eq!(a.alloc_conf_source.as_deref(), Some("runtime"));
+        let env = a.alloc_conf_env.unwrap();
+        assert_eq!(env.pytorch_alloc_conf.as_deref(), Some("garbage_collection_threshold:0.6"));
+        assert_eq!(env.pytorch_cuda_alloc_conf.as_deref(), Some("max_split_size_mb:512"));
+        assert_eq!((a.expandable_segments, a.oom_events), (Some(true), Some(2)));
+        assert_eq!(
+            (a.cuda_visible_devices.as_deref(), a.cuda_device_order.as_deref()),
+            (Some("0"), Some("PCI_BUS_ID"))
+        );
     }
 
     #[test]
-    fn jax_fragmentation_uses_the_largest_free_block() {
-        let d = ProbeDevice {
-            allocated: Some(6 * GIB),
-            bytes_limit: Some(10 * GIB),
-            largest_free_block: Some(GIB),
-            ..serde_json::from_str::<ProbeDevice>("{\"index\":0}").unwrap()
-        };
-        let f = device_allocator(&d, Some(0), None, false, true).fragmentation.unwrap();
+    fn counters_cuda_malloc_async_does_not_keep_are_null_even_when_the_file_says_0() {
+        let (_, d) = joined(file(10, |v| {
+            v["backend"] = "cudaMallocAsync".into();
+            v["devices"][0]["inactive_split"] = 0.into();
+        }));
+        assert_eq!(
+            (d.inactive_split, d.requested, d.segments, d.alloc_retries, d.ooms),
+            (None, None, None, None, None)
+        );
+        assert_eq!((d.allocated, d.reserved, d.active), (Some(4 * GIB), Some(10 * GIB), Some(120)));
+        assert_eq!(d.fragmentation, None);
+        assert_eq!(d.releasable, Some(6 * GIB), "the driver's pool traps nothing in split segments");
+    }
+
+    #[test]
+    fn fragmentation_follows_the_settings_in_effect() {
+        for (backend, expandable) in [("cudaMallocAsync", false), ("native", true)] {
+            let mut procs = vec![nvml_process(10, Some(11 * GIB))];
+            join(&mut procs, &mut [gpu()], &[], vec![report(10, backend, expandable, true)]);
+            assert_eq!(procs[0].allocator.as_ref().unwrap().devices[0].fragmentation, None, "{backend}");
+        }
+        let (_, d) = joined(file(10, |v| v["expandable_segments"] = true.into()));
+        assert_eq!(d.releasable, Some(6 * GIB), "expandable segments: split space is not trapped");
+        // A probe file too old to name the backend: nothing is assumed.
+        let (a, d) = joined(file(10, |v| v["backend"] = serde_json::Value::Null));
+        assert_eq!((a.backend, d.fragmentation, d.releasable), (None, None, None));
+    }
+
+    #[test]
+    fn private_pools_are_not_releasable() {
+        let (_, d) = joined(file(10, |v| v["devices"][0]["private_pools_reserved"] = GIB.into()));
+        assert_eq!((d.private_pools, d.releasable), (Some(GIB), Some(2 * GIB)));
+        let (_, d) = joined(file(10, |v| v["devices"][0]["inactive_split"] = serde_json::Value::Null));
+        assert_eq!(d.releasable, None, "native, fixed segments: an unknown split leaves it unknown");
+    }
+
+    fn jax(pool: u64, in_use: u64, largest: Option<u64>) -> DeviceAllocator {
+        joined(file(10, |v| {
+            v["framework"] = "jax".into();
+            v["backend"] = "jax".into();
+            let d = &mut v["devices"][0];
+            (d["reserved"], d["allocated"], d["largest_free_block"]) = (pool.into(), in_use.into(), largest.into());
+            d["bytes_limit"] = (60 * GIB).into();
+        }))
+        .1
+    }
+
+    #[test]
+    fn jax_fragmentation_is_xla_s_over_the_pool() {
+        // Preallocation off: a 2 GiB pool far below the 60 GiB limit, its
+        // free GiB one block. The old formula over bytes_limit said 0.98.
+        let d = jax(2 * GIB, GIB, Some(GIB));
+        assert_eq!((d.fragmentation, d.largest_free_block, d.bytes_limit), (Some(0.0), Some(GIB), Some(60 * GIB)));
+        let f = jax(10 * GIB, 6 * GIB, Some(GIB)).fragmentation.unwrap();
         assert!((f - 0.75).abs() < 1e-9, "{f}");
+        assert_eq!(jax(4 * GIB, 4 * GIB, Some(0)).fragmentation, Some(0.0), "a full pool");
+        assert_eq!(jax(4 * GIB, GIB, None).fragmentation, None);
+        let (a, d) = joined(file(10, |v| v["framework"] = "jax".into()));
+        assert_eq!((a.expandable_segments, d.releasable), (None, None), "no empty_cache() in JAX");
+    }
+
+    #[test]
+    fn an_unmatched_device_is_kept_with_its_figures_and_reason() {
+        let f = file(10, |v| {
+            v["devices"][0]["uuid"] = serde_json::Value::Null;
+            v["devices"][0]["pci_bus_id"] = serde_json::Value::Null;
+            v["devices"][0]["index"] = 3.into();
+        });
+        let (_, d) = joined(f.clone());
+        assert_eq!((d.gpu, d.gpu_match, d.ordinal, d.allocated), (None, None, Some(3), Some(4 * GIB)));
+        assert!(d.unmatched_reason.unwrap().contains("cuda:3 is beyond the 1 GPU(s)"));
+        // A process NVML does not list is shown too, on no GPU.
+        let mut procs = Vec::new();
+        let mut gpus = [gpu()];
+        join(&mut procs, &mut gpus, &[], vec![live(f)]);
+        assert_eq!((procs.len(), procs[0].gpus.len()), (1, 0));
+        assert_eq!(procs[0].allocator.as_ref().unwrap().devices.len(), 1);
+        assert_eq!(gpus[0].allocator, None, "an unmatched device adds to no GPU's totals");
+    }
+
+    #[test]
+    fn nvml_indices_stay_real_when_gpus_are_left_out() {
+        let all: Vec<GpuIdentity> = (0..3)
+            .map(|i| GpuIdentity {
+                index: i,
+                uuid: Some(format!("GPU-{i}{i}{i}{i}")),
+                name: Some("NVIDIA H100 80GB HBM3".into()),
+                pci_bus_id: Some(format!("00000000:{:02x}:00.0", 0x18 + i)),
+            })
+            .collect();
+        let mut watched = Gpu::blank(2, GpuState::Ok);
+        watched.uuid = Some("GPU-2222".into());
+        let f = file(10, |v| {
+            v["devices"][0]["uuid"] = serde_json::Value::Null;
+            v["devices"][0]["pci_bus_id"] = serde_json::Value::Null;
+            v["cuda_visible_devices"] = "2".into();
+        });
+        let mut procs = Vec::new();
+        join(&mut procs, std::slice::from_mut(&mut watched), &all, vec![live(f)]);
+        let d = &procs[0].allocator.as_ref().unwrap().devices[0];
+        assert_eq!((d.gpu, d.gpu_match), (Some(2), Some(GpuMatch::CudaVisibleDevices)));
+        assert_eq!(procs[0].gpus[0].index, 2);
     }
 
     #[test]
     fn unknown_nvml_figure_means_unknown_overhead_and_probe_only_processes_appear() {
         let mut procs = vec![nvml_process(10, None)];
         let mut gpus = [gpu()];
-        join(&mut procs, &mut gpus, vec![report(10, "native", false, true), report(30, "native", false, true)]);
+        join(&mut procs, &mut gpus, &[], vec![report(10, "native", false, true), report(30, "native", false, true)]);
         assert_eq!(procs[0].allocator.as_ref().unwrap().devices[0].overhead, None);
         assert_eq!(procs[1].pid, 30);
         assert_eq!(procs[1].gpus[0].used_memory, None);
@@ -243,7 +446,8 @@ mod tests {
     #[test]
     fn gone_processes_are_marked_and_not_added() {
         let mut procs = vec![nvml_process(10, Some(GIB))];
-        join(&mut procs, &mut [gpu()], vec![report(10, "native", false, false), report(40, "native", false, false)]);
+        let reports = vec![report(10, "native", false, false), report(40, "native", false, false)];
+        join(&mut procs, &mut [gpu()], &[], reports);
         assert_eq!(procs.len(), 1);
         assert_eq!(procs[0].allocator.as_ref().unwrap().state, ProbeState::Gone);
     }

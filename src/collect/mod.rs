@@ -3,6 +3,8 @@
 //! runs it off the async workers.
 
 mod allocator;
+mod device_match;
+mod visible_devices;
 
 use std::time::{Duration, Instant};
 
@@ -56,7 +58,7 @@ pub fn assemble(
     let mut host_procs = host.processes;
     let mut gpus = gpu.gpus;
     let mut processes: Vec<Process> = gpu.processes.into_iter().map(Process::from).collect();
-    allocator::join(&mut processes, &mut gpus, probes.reports);
+    allocator::join(&mut processes, &mut gpus, &gpu.all_gpus, probes.reports);
     for p in &mut processes {
         if let Some(h) = host_procs.remove(&p.pid) {
             p.apply_host(h);

@@ -9,8 +9,28 @@ pub struct ProcessAllocator {
     pub framework_version: Option<String>,
     /// PyTorch's allocator backend ("native", "cudaMallocAsync"), or "jax".
     pub backend: Option<String>,
-    /// `PYTORCH_CUDA_ALLOC_CONF` (or `PYTORCH_ALLOC_CONF`) as the process saw it.
+    /// The allocator settings in effect: the string PyTorch last parsed
+    /// where it exposes it (2.9+), else the variable the version reads.
     pub alloc_conf: Option<String>,
+    /// The variable the running version reads first, the one to set:
+    /// `PYTORCH_ALLOC_CONF` (2.9+) or `PYTORCH_CUDA_ALLOC_CONF`.
+    pub alloc_conf_var: Option<String>,
+    /// Where `alloc_conf` came from: "runtime" (PyTorch's accessor, which
+    /// sees `_set_allocator_settings` calls) or "environment".
+    pub alloc_conf_source: Option<String>,
+    /// Both variables' raw values, as the process has them.
+    pub alloc_conf_env: Option<AllocConfEnv>,
+    /// Expandable segments in effect; `None` where it does not apply (JAX)
+    /// or the probe does not say.
+    pub expandable_segments: Option<bool>,
+    /// `CUDA_VISIBLE_DEVICES` as the process has it (`None`: unset or not
+    /// reported).
+    pub cuda_visible_devices: Option<String>,
+    /// `CUDA_DEVICE_ORDER` likewise.
+    pub cuda_device_order: Option<String>,
+    /// Out-of-memory errors the probe saw raised in the process; counts
+    /// where the backend's own `ooms` does not (cudaMallocAsync).
+    pub oom_events: Option<u64>,
     pub rank: Option<u32>,
     pub local_rank: Option<u32>,
     pub world_size: Option<u32>,
@@ -21,6 +41,32 @@ pub struct ProcessAllocator {
     /// Milliseconds since the probe last wrote.
     pub age_ms: u64,
     pub devices: Vec<DeviceAllocator>,
+}
+
+impl ProcessAllocator {
+    /// The variable to name in a hint: the one this process's PyTorch
+    /// reads first, or the name every version still reads when unknown.
+    pub fn conf_var(&self) -> &str {
+        self.alloc_conf_var.as_deref().unwrap_or("PYTORCH_CUDA_ALLOC_CONF")
+    }
+}
+
+/// The raw values of the two variables PyTorch reads its allocator
+/// settings from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocConfEnv {
+    pub pytorch_alloc_conf: Option<String>,
+    pub pytorch_cuda_alloc_conf: Option<String>,
+}
+
+/// How a framework's device was matched to NVML's GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuMatch {
+    Uuid,
+    PciBusId,
+    /// The device's CUDA ordinal through `CUDA_VISIBLE_DEVICES`.
+    CudaVisibleDevices,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,11 +81,17 @@ pub enum ProbeState {
 }
 
 /// One device as one process's allocator sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeviceAllocator {
-    /// NVML's index of the GPU (matched by UUID), `None` when the probe's
-    /// device could not be matched to a GPU gpuscope watches.
+    /// NVML's index of the GPU, `None` when the probe's device could not be
+    /// matched to a GPU gpuscope watches (`unmatched_reason` says why).
     pub gpu: Option<u32>,
+    /// The framework's own index of the device (CUDA's ordinal among the
+    /// visible devices).
+    pub ordinal: Option<u32>,
+    /// How `gpu` was found; `None` when it was not.
+    pub gpu_match: Option<GpuMatch>,
+    pub unmatched_reason: Option<String>,
     /// Tensors' bytes (`allocated_bytes.all.current`).
     pub allocated: Option<u64>,
     pub allocated_peak: Option<u64>,
@@ -57,12 +109,22 @@ pub struct DeviceAllocator {
     /// NVML's figure for the process − reserved: CUDA context, cuBLAS and
     /// cuDNN workspaces, NCCL buffers, other libraries.
     pub overhead: Option<u64>,
+    /// Bytes reserved by private pools (CUDA graphs), where reported.
+    pub private_pools: Option<u64>,
+    /// What `torch.cuda.empty_cache()` could hand back: cached − inactive
+    /// split − private pools.
+    pub releasable: Option<u64>,
     pub segments: Option<u64>,
     pub alloc_retries: Option<u64>,
     pub ooms: Option<u64>,
-    /// inactive_split / reserved (JAX: 1 − largest free block / free
-    /// limit); `None` where the backend makes it meaningless.
+    /// inactive_split / reserved (JAX: XLA's own, 1 − largest free block /
+    /// free bytes of the pool); `None` where the backend makes it
+    /// meaningless.
     pub fragmentation: Option<f64>,
+    /// JAX: the largest free block in XLA's pool.
+    pub largest_free_block: Option<u64>,
+    /// JAX: the most XLA's allocator may take.
+    pub bytes_limit: Option<u64>,
 }
 
 /// A GPU's totals over the processes whose probes report on it.

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use crate::model::{Alert, Gpu, GpuState, ProbeState, ProcessAllocator, Severity, Snapshot};
+use crate::model::{Alert, DeviceAllocator, Gpu, GpuState, ProbeState, ProcessAllocator, Severity, Snapshot};
 use crate::units::{bytes, bytes_pair, opt};
 
 pub const WIDTH: usize = 80;
@@ -208,7 +208,31 @@ fn process_lines(snap: &Snapshot, lines: &mut Vec<String>) {
             ));
             lines.extend(p.allocator.as_ref().and_then(|a| allocator_line(a, g.index)));
         }
+        let unmatched = p.allocator.iter().flat_map(|a| a.devices.iter().filter(|d| d.gpu.is_none()));
+        for (i, d) in unmatched.enumerate() {
+            if i == 0 && p.gpus.is_empty() {
+                lines.push(format!("{:>7} {:<10} {:>3}  {}", p.pid, user, "-", command));
+            }
+            lines.extend(unmatched_lines(d));
+        }
     }
+}
+
+/// A device the probe reports that is on no GPU gpuscope can name: its
+/// figures, and why.
+fn unmatched_lines(d: &DeviceAllocator) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{:>8}cuda:{} gpu n/a  alloc {}  resv {}",
+        "",
+        opt(d.ordinal, |o| o.to_string()),
+        opt(d.allocated, bytes),
+        opt(d.reserved, bytes)
+    )];
+    let reason = d.unmatched_reason.as_deref().unwrap_or("not matched");
+    let indent = " ".repeat(10);
+    let options = textwrap::Options::new(WIDTH).initial_indent(&indent).subsequent_indent(&indent);
+    lines.extend(textwrap::wrap(reason, options).into_iter().map(|l| l.into_owned()));
+    lines
 }
 
 /// Cuts a line to the table width, marking the cut.

@@ -25,10 +25,23 @@ pub struct GpuProcess {
     pub driver_name: Option<String>,
 }
 
+/// A GPU as NVML enumerates it, watched or not: what a framework's device
+/// is matched against (CUDA sees every GPU, `--gpus` or not).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuIdentity {
+    pub index: u32,
+    pub uuid: Option<String>,
+    pub name: Option<String>,
+    pub pci_bus_id: Option<String>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GpuSample {
     pub driver: Driver,
     pub gpus: Vec<Gpu>,
+    /// Every GPU NVML enumerates, in its order; empty where the source
+    /// does not know more than `gpus` (then `gpus` stands for it).
+    pub all_gpus: Vec<GpuIdentity>,
     pub processes: Vec<GpuProcess>,
     pub status: SourceStatus,
 }

@@ -26,6 +26,10 @@ pub struct Spec {
     pub probed: bool,
     pub alerts: bool,
     pub lost: Option<u32>,
+    /// The inference server (GPU 2) has a probe, on `cudaMallocAsync`.
+    pub async_server: bool,
+    /// GPU 1's process has a probe whose device matches no GPU.
+    pub unmatched: bool,
 }
 
 impl Spec {
@@ -146,7 +150,7 @@ fn gpu(spec: Spec, i: u32, step: u64) -> Value {
     }
     let used = used(i, step);
     let util = if i == 3 { 0 } else { (80.0 + 15.0 * wave(step + u64::from(i), 11)) as u32 };
-    let allocator = (spec.probed && i != 2 && i != 3).then(|| {
+    let allocator = (spec.probed && i != 2 && i != 3 && !(spec.unmatched && i == 1)).then(|| {
         let (alloc, reserved) = allocator_figures(used);
         json!({
             "probed_processes": 1, "allocated": alloc, "reserved": reserved, "cached": reserved - alloc,
@@ -176,21 +180,11 @@ fn process(spec: Spec, i: u32, step: u64) -> Value {
     let pid = 4_123_401 + i;
     let inference = i == 2;
     let used = if i == 3 { GIB / 2 } else { used(i, step) };
-    let allocator = (spec.probed && !inference && i != 3).then(|| {
-        let (alloc, reserved) = allocator_figures(used);
-        json!({
-            "framework": "torch", "framework_version": "2.6.0", "backend": "native",
-            "alloc_conf": "expandable_segments:False", "rank": i, "local_rank": i, "world_size": spec.gpus,
-            "pinned_host": 2 * GIB, "pinned_host_peak": 3 * GIB, "state": "fresh", "age_ms": 400,
-            "devices": [{
-                "gpu": i, "allocated": alloc, "allocated_peak": alloc + 2 * GIB, "reserved": reserved,
-                "reserved_peak": reserved + GIB, "active": alloc, "inactive_split": if i == 1 { 20 * GIB } else { GIB },
-                "requested": alloc, "cached": reserved - alloc, "overhead": used - reserved, "segments": 120,
-                "alloc_retries": if i == 1 { 3 } else { 0 }, "ooms": 0,
-                "fragmentation": if i == 1 { 0.36 } else { 0.02 }
-            }]
-        })
-    });
+    let allocator = if spec.async_server && inference {
+        Some(async_allocator(used))
+    } else {
+        (spec.probed && !inference && i != 3).then(|| training_allocator(spec, i, used))
+    };
     let (user, command, name) = match i {
         2 => ("svc-infer", "vllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 1".to_string(), "vllm"),
         3 => ("carol", "python3 notebook_kernel.py".to_string(), "python3"),
@@ -202,6 +196,61 @@ fn process(spec: Spec, i: u32, step: u64) -> Value {
         "start_time": "2026-11-21T16:18:00.000Z", "start_time_unix_ms": T0 - 11_520_000,
         "parent_pid": 4_123_300, "cpu_percent": 101.3, "host_memory": 13_200_000_000u64,
         "allocator": allocator
+    })
+}
+
+fn training_allocator(spec: Spec, i: u32, used: u64) -> Value {
+    let (alloc, reserved) = allocator_figures(used);
+    // Trapped space is part of the cache: most of it on GPU 1.
+    let split = if i == 1 { (reserved - alloc) / 10 * 9 } else { GIB };
+    let unmatched = spec.unmatched && i == 1;
+    json!({
+        "framework": "torch", "framework_version": "2.6.0", "backend": "native",
+        "alloc_conf": "expandable_segments:False", "alloc_conf_var": "PYTORCH_CUDA_ALLOC_CONF",
+        "alloc_conf_source": "environment",
+        "alloc_conf_env": { "pytorch_alloc_conf": null, "pytorch_cuda_alloc_conf": "expandable_segments:False" },
+        "expandable_segments": false, "cuda_visible_devices": if unmatched { json!("0,1") } else { json!(null) },
+        "cuda_device_order": null, "oom_events": 0,
+        "rank": i, "local_rank": i, "world_size": spec.gpus,
+        "pinned_host": 2 * GIB, "pinned_host_peak": 3 * GIB, "state": "fresh", "age_ms": 400,
+        "devices": [{
+            "gpu": if unmatched { json!(null) } else { json!(i) }, "ordinal": i,
+            "gpu_match": if unmatched { json!(null) } else { json!("uuid") },
+            "unmatched_reason": if unmatched {
+                json!("CUDA's fastest-first order is ambiguous on mixed GPUs; set CUDA_DEVICE_ORDER=PCI_BUS_ID")
+            } else {
+                json!(null)
+            },
+            "allocated": alloc, "allocated_peak": alloc + 2 * GIB, "reserved": reserved,
+            "reserved_peak": reserved + GIB, "active": alloc, "inactive_split": split,
+            "requested": alloc, "cached": reserved - alloc, "overhead": if unmatched { json!(null) } else { json!(used - reserved) },
+            "private_pools": null, "releasable": reserved - alloc - split, "segments": 120,
+            "alloc_retries": if i == 1 { 3 } else { 0 }, "ooms": 0,
+            "fragmentation": if i == 1 { 0.36 } else { 0.02 }, "largest_free_block": null, "bytes_limit": null
+        }]
+    })
+}
+
+/// vLLM on `cudaMallocAsync` (PyTorch 2.9): only allocated, active and
+/// reserved are kept; the settings were changed at run time.
+fn async_allocator(used: u64) -> Value {
+    let reserved = used - 2 * GIB;
+    let alloc = reserved - 20 * GIB;
+    json!({
+        "framework": "torch", "framework_version": "2.9.0", "backend": "cudaMallocAsync",
+        "alloc_conf": "backend:cudaMallocAsync", "alloc_conf_var": "PYTORCH_ALLOC_CONF", "alloc_conf_source": "runtime",
+        "alloc_conf_env": { "pytorch_alloc_conf": null, "pytorch_cuda_alloc_conf": "max_split_size_mb:512" },
+        "expandable_segments": false, "cuda_visible_devices": "2", "cuda_device_order": null, "oom_events": 1,
+        "rank": null, "local_rank": null, "world_size": null,
+        "pinned_host": null, "pinned_host_peak": null, "state": "fresh", "age_ms": 400,
+        "devices": [{
+            "gpu": 2, "ordinal": 0, "gpu_match": "cuda_visible_devices", "unmatched_reason": null,
+            "allocated": alloc, "allocated_peak": alloc + GIB, "reserved": reserved, "reserved_peak": reserved,
+            "active": alloc, "inactive_split": null, "requested": null, "cached": reserved - alloc,
+            "overhead": used - reserved, "private_pools": GIB, "releasable": reserved - alloc - GIB,
+            "segments": null, "alloc_retries": null, "ooms": null, "fragmentation": null,
+            "largest_free_block": null, "bytes_limit": null
+        }]
     })
 }
 

@@ -49,10 +49,11 @@ pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
                         bytes(reserved),
                         humantime::format_duration(c.window)
                     ),
-                    hint: "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (the fix PyTorch's own OOM \
-                           message suggests) so segments grow instead of splitting; keeping tensor shapes \
-                           stable across steps helps too."
-                        .into(),
+                    hint: format!(
+                        "Set {}=expandable_segments:True (the fix PyTorch's own OOM message suggests) so \
+                         segments grow instead of splitting; keeping tensor shapes stable across steps helps too.",
+                        p.allocator.as_ref().map_or("PYTORCH_CUDA_ALLOC_CONF", |a| a.conf_var())
+                    ),
                 })
             } else if median < c.exit {
                 Verdict::Clear

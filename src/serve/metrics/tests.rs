@@ -24,6 +24,7 @@ fn device(gpu: Option<u32>) -> DeviceAllocator {
         alloc_retries: Some(2),
         ooms: Some(0),
         fragmentation: Some(0.3),
+        ..DeviceAllocator::default()
     }
 }
 
@@ -75,6 +76,13 @@ pub(crate) fn snapshot() -> Snapshot {
         framework_version: None,
         backend: Some("native".into()),
         alloc_conf: None,
+        alloc_conf_var: None,
+        alloc_conf_source: None,
+        alloc_conf_env: None,
+        expandable_segments: Some(false),
+        cuda_visible_devices: None,
+        cuda_device_order: None,
+        oom_events: None,
         rank: Some(3),
         local_rank: None,
         world_size: Some(8),

@@ -9,6 +9,7 @@ use nvml_wrapper::{Device, Nvml};
 use super::InitError;
 use crate::model::GpuSelector;
 use crate::model::{Clocks, Gpu, GpuMemory, GpuState, MigMode, Pcie, Utilization, select_gpus};
+use crate::sources::GpuIdentity;
 
 /// Facts that do not change while the driver is loaded, read once. A field
 /// that could not be read (say, the GPU was lost at start) is tried again.
@@ -48,15 +49,29 @@ impl DeviceStatic {
         gpu.pci_bus_id.clone_from(&self.pci_bus_id);
         gpu
     }
+
+    pub fn identity(&self) -> GpuIdentity {
+        GpuIdentity {
+            index: self.index,
+            uuid: self.uuid.clone(),
+            name: self.name.clone(),
+            pci_bus_id: self.pci_bus_id.clone(),
+        }
+    }
 }
 
-pub fn read_statics(nvml: &Nvml, selectors: &[GpuSelector]) -> Result<Vec<DeviceStatic>, InitError> {
+/// The selected devices, and every device's identity.
+pub fn read_statics(
+    nvml: &Nvml,
+    selectors: &[GpuSelector],
+) -> Result<(Vec<DeviceStatic>, Vec<GpuIdentity>), InitError> {
     let count = nvml.device_count().map_err(InitError::Devices)?;
     let all: Vec<DeviceStatic> =
         (0..count).map(|i| DeviceStatic::read(i, nvml.device_by_index(i).ok().as_ref())).collect();
     let ids: Vec<(u32, Option<&str>)> = all.iter().map(|d| (d.index, d.uuid.as_deref())).collect();
     let chosen = select_gpus(selectors, &ids)?;
-    Ok(chosen.into_iter().map(|pos| all[pos].clone()).collect())
+    let identities = all.iter().map(DeviceStatic::identity).collect();
+    Ok((chosen.into_iter().map(|pos| all[pos].clone()).collect(), identities))
 }
 
 /// Collects the outcome of a device's readings.

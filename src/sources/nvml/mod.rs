@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
-use super::{GpuSample, GpuSource};
+use super::{GpuIdentity, GpuSample, GpuSource};
 use crate::model::{Driver, Gpu, GpuSelector, GpuState, SourceStatus};
 use backoff::Backoff;
 use device::{DeviceStatic, read_gpu};
@@ -24,6 +24,8 @@ pub struct NvmlSource {
     selectors: Vec<GpuSelector>,
     nvml: Option<Nvml>,
     devices: Vec<DeviceStatic>,
+    /// Every device's identity, watched or not.
+    all: Vec<GpuIdentity>,
     driver: Driver,
     backoff: Backoff,
     last_error: Option<String>,
@@ -49,6 +51,7 @@ impl NvmlSource {
             selectors,
             nvml: None,
             devices: Vec::new(),
+            all: Vec::new(),
             backoff: Backoff::default(),
             last_error: None,
             names: HashMap::new(),
@@ -57,9 +60,10 @@ impl NvmlSource {
 
     fn init(&mut self) -> Result<(), InitError> {
         let nvml = self.spec.load()?;
-        let devices = device::read_statics(&nvml, &self.selectors)?;
+        let (devices, all) = device::read_statics(&nvml, &self.selectors)?;
         self.driver = library::read_driver(&nvml, &self.spec);
         self.devices = devices;
+        self.all = all;
         self.nvml = Some(nvml);
         self.backoff.reset();
         self.last_error = None;
@@ -125,7 +129,19 @@ impl GpuSource for NvmlSource {
             gpus.push(gpu);
         }
         let processes = merger.finish(nvml, &mut self.names);
-        GpuSample { driver: self.driver.clone(), gpus, processes, status: SourceStatus::ok() }
+        // Identities read late (a GPU that answered only now) catch up.
+        for st in &self.devices {
+            if let Some(id) = self.all.iter_mut().find(|i| i.index == st.index) {
+                *id = st.identity();
+            }
+        }
+        GpuSample {
+            driver: self.driver.clone(),
+            gpus,
+            all_gpus: self.all.clone(),
+            processes,
+            status: SourceStatus::ok(),
+        }
     }
 }
 

@@ -18,19 +18,43 @@ const CONTEXT: f64 = 700.0 * MIB;
 
 struct DemoProcess {
     pid: u32,
+    /// Bare, as PyTorch gives it.
     uuid: &'static str,
+    pci_bus_id: &'static str,
     rank: Option<u32>,
     backend: &'static str,
+    /// CUDA_VISIBLE_DEVICES, and the device's ordinal under it.
+    visible: Option<&'static str>,
+    ordinal: u32,
 }
 
 const PROCESSES: [DemoProcess; 3] = [
-    DemoProcess { pid: 4_123_401, uuid: "GPU-3f6a1c2e-8b4d-4e71-a0c9-5d2e7b81f403", rank: Some(0), backend: "native" },
-    DemoProcess { pid: 4_123_402, uuid: "GPU-9c04d7b5-2e1f-4a38-b6f0-c17a4e9d2b56", rank: Some(1), backend: "native" },
+    DemoProcess {
+        pid: 4_123_401,
+        uuid: "3f6a1c2e-8b4d-4e71-a0c9-5d2e7b81f403",
+        pci_bus_id: "00000000:18:00.0",
+        rank: Some(0),
+        backend: "native",
+        visible: None,
+        ordinal: 0,
+    },
+    DemoProcess {
+        pid: 4_123_402,
+        uuid: "9c04d7b5-2e1f-4a38-b6f0-c17a4e9d2b56",
+        pci_bus_id: "00000000:2a:00.0",
+        rank: Some(1),
+        backend: "native",
+        visible: None,
+        ordinal: 1,
+    },
     DemoProcess {
         pid: 4_123_510,
-        uuid: "GPU-61b8e0f2-7d3c-4c95-8e27-0a4f3b6c9d18",
+        uuid: "61b8e0f2-7d3c-4c95-8e27-0a4f3b6c9d18",
+        pci_bus_id: "00000000:3b:00.0",
         rank: None,
         backend: "cudaMallocAsync",
+        visible: Some("2"),
+        ordinal: 0,
     },
 ];
 
@@ -87,28 +111,34 @@ fn report(p: &DemoProcess, t: f64) -> ProbeReport {
         None => (65.0 * GIB, 70.0 * GIB, 0.0, 0),
     };
     let b = |x: f64| Some(x.max(0.0) as u64);
+    // cudaMallocAsync keeps only allocated, active and reserved; the probe
+    // publishes the rest as null.
+    let native = p.backend == "native";
+    let kept = |v: Option<u64>| v.filter(|_| native);
     let device = ProbeDevice {
-        index: 0,
+        index: p.ordinal,
         uuid: Some(p.uuid.into()),
+        pci_bus_id: Some(p.pci_bus_id.into()),
+        private_pools_reserved: None,
         allocated: b(allocated),
         allocated_peak: b(allocated.max(reserved * 0.95)),
         reserved: b(reserved),
         reserved_peak: b(reserved),
         active: b(allocated),
         active_peak: b(reserved * 0.95),
-        // cudaMallocAsync leaves the split counters at zero.
-        inactive_split: b(split),
-        inactive_split_peak: b(split),
-        requested: b(allocated * 0.99),
-        requested_peak: b(reserved * 0.94),
-        segments: Some(400),
-        alloc_retries: Some(retries),
-        ooms: Some(0),
-        device_allocs: Some(1500),
-        device_frees: Some(1100),
+        inactive_split: kept(b(split)),
+        inactive_split_peak: kept(b(split)),
+        requested: kept(b(allocated * 0.99)),
+        requested_peak: kept(b(reserved * 0.94)),
+        segments: kept(Some(400)),
+        alloc_retries: kept(Some(retries)),
+        ooms: kept(Some(0)),
+        device_allocs: kept(Some(1500)),
+        device_frees: kept(Some(1100)),
         largest_free_block: None,
         bytes_limit: None,
     };
+    let conf = (!native).then(|| "backend:cudaMallocAsync".to_string());
     let file = ProbeFile {
         format: super::PROBE_FORMAT.into(),
         version: 1,
@@ -121,9 +151,14 @@ fn report(p: &DemoProcess, t: f64) -> ProbeReport {
         framework: "torch".into(),
         framework_version: Some("2.5.1".into()),
         backend: Some(p.backend.into()),
-        alloc_conf: (p.backend == "cudaMallocAsync").then(|| "backend:cudaMallocAsync".into()),
-        alloc_conf_var: (p.backend == "cudaMallocAsync").then(|| "PYTORCH_CUDA_ALLOC_CONF".into()),
+        alloc_conf: conf.clone(),
+        alloc_conf_var: Some("PYTORCH_CUDA_ALLOC_CONF".into()),
+        alloc_conf_source: Some("environment".into()),
+        alloc_conf_env: Some(super::file::AllocConfEnv { pytorch_alloc_conf: None, pytorch_cuda_alloc_conf: conf }),
         expandable_segments: false,
+        cuda_visible_devices: Some(p.visible.map(Into::into)),
+        cuda_device_order: None,
+        oom_events: Some(0),
         rank: p.rank,
         local_rank: p.rank,
         world_size: p.rank.map(|_| 2),
@@ -147,6 +182,8 @@ mod tests {
         // Same phase of the saw-tooth, a minute apart: 120 MiB higher.
         let rise = at(4_123_402, 70.0).allocated.unwrap() - at(4_123_402, 10.0).allocated.unwrap();
         assert_eq!(rise, 120 << 20);
-        assert_eq!(at(4_123_510, 5.0).inactive_split, Some(0));
+        let server = at(4_123_510, 5.0);
+        assert_eq!((server.inactive_split, server.segments, server.ooms), (None, None, None));
+        assert!(server.reserved.is_some());
     }
 }

@@ -2,7 +2,7 @@
 //! `assets/gpuscope_probe.py`. Reading is strict about types and limits and
 //! lenient about new fields, so a newer probe still works with this reader.
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
 use crate::sources::sanitize_command;
 
@@ -24,14 +24,39 @@ pub struct ProbeFile {
     pub framework: String,
     pub framework_version: Option<String>,
     pub backend: Option<String>,
+    /// The allocator settings in effect (runtime accessor or environment).
     pub alloc_conf: Option<String>,
+    /// The variable the running version reads first: the one hints name.
     pub alloc_conf_var: Option<String>,
+    /// "runtime" or "environment": where `alloc_conf` came from.
+    #[serde(default)]
+    pub alloc_conf_source: Option<String>,
+    /// Both variables' raw values.
+    #[serde(default)]
+    pub alloc_conf_env: Option<AllocConfEnv>,
     pub expandable_segments: bool,
+    /// `None` when the file does not say (a probe older than the field):
+    /// then nothing can be inferred from it. `Some(None)`: unset.
+    #[serde(default, deserialize_with = "present")]
+    pub cuda_visible_devices: Option<Option<String>>,
+    #[serde(default)]
+    pub cuda_device_order: Option<String>,
+    /// OutOfMemoryErrors the probe itself saw raised.
+    #[serde(default)]
+    pub oom_events: Option<u64>,
     pub rank: Option<u32>,
     pub local_rank: Option<u32>,
     pub world_size: Option<u32>,
     pub pinned_host: Option<PinnedHost>,
     pub devices: Vec<ProbeDevice>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct AllocConfEnv {
+    #[serde(rename = "PYTORCH_ALLOC_CONF", default)]
+    pub pytorch_alloc_conf: Option<String>,
+    #[serde(rename = "PYTORCH_CUDA_ALLOC_CONF", default)]
+    pub pytorch_cuda_alloc_conf: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -42,8 +67,16 @@ pub struct PinnedHost {
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ProbeDevice {
+    /// The framework's ordinal: CUDA's among the visible devices.
     pub index: u32,
+    /// "GPU-…", "MIG-…", or bare, as the framework gives it.
     pub uuid: Option<String>,
+    /// "domain:bus:device.0" in hex, where the framework gives it.
+    #[serde(default)]
+    pub pci_bus_id: Option<String>,
+    /// Bytes held by private pools (CUDA graphs), where reported.
+    #[serde(default)]
+    pub private_pools_reserved: Option<u64>,
     pub allocated: Option<u64>,
     pub allocated_peak: Option<u64>,
     pub reserved: Option<u64>,
@@ -83,28 +116,58 @@ impl ProbeFile {
             return Err(format!("{} devices", f.devices.len()));
         }
         // Whatever the file says ends up on a terminal: no escape sequences.
-        for s in [&mut f.framework_version, &mut f.backend, &mut f.alloc_conf, &mut f.alloc_conf_var] {
+        for s in [
+            &mut f.framework_version,
+            &mut f.backend,
+            &mut f.alloc_conf,
+            &mut f.alloc_conf_var,
+            &mut f.alloc_conf_source,
+            &mut f.cuda_device_order,
+        ] {
             *s = s.as_deref().map(sanitize_command);
+        }
+        if let Some(env) = &mut f.alloc_conf_env {
+            for s in [&mut env.pytorch_alloc_conf, &mut env.pytorch_cuda_alloc_conf] {
+                *s = s.as_deref().map(sanitize_command);
+            }
+        }
+        // Spaces are part of the value's meaning here, so only a value that
+        // carries control characters is rewritten.
+        if let Some(Some(v)) = &mut f.cuda_visible_devices
+            && v.chars().any(char::is_control)
+        {
+            *v = sanitize_command(v);
         }
         for d in &mut f.devices {
             d.uuid = d.uuid.as_deref().map(sanitize_command);
+            d.pci_bus_id = d.pci_bus_id.as_deref().map(sanitize_command);
         }
         Ok(f)
     }
 }
 
+/// Tells a field that is there but null from one that is missing.
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
 #[cfg(test)]
 pub(crate) fn sample_json(pid: u32, start_ticks: u64) -> String {
+    let device = serde_json::json!({"index": 0, "uuid": "GPU-aaaa", "pci_bus_id": "00000000:18:00.0",
+        "private_pools_reserved": null, "allocated": 100, "allocated_peak": 150, "reserved": 200,
+        "reserved_peak": 250, "active": 120, "active_peak": 160, "inactive_split": 30, "inactive_split_peak": 40,
+        "requested": 90, "requested_peak": 140, "segments": 4, "alloc_retries": 0, "ooms": 0,
+        "device_allocs": 5, "device_frees": 1, "largest_free_block": null, "bytes_limit": null});
     serde_json::json!({
         "format": "gpuscope-probe", "version": 1, "pid": pid, "start_ticks": start_ticks, "seq": 3,
         "written_unix_ms": 1_795_289_400_123u64, "interval_s": 1.0, "errors": 0,
         "framework": "torch", "framework_version": "2.5.1", "backend": "native",
-        "alloc_conf": null, "alloc_conf_var": null, "expandable_segments": false,
+        "alloc_conf": "max_split_size_mb:512", "alloc_conf_var": "PYTORCH_CUDA_ALLOC_CONF",
+        "alloc_conf_source": "environment",
+        "alloc_conf_env": {"PYTORCH_ALLOC_CONF": null, "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:512"},
+        "expandable_segments": false, "cuda_visible_devices": null, "cuda_device_order": null, "oom_events": 0,
         "rank": 0, "local_rank": 0, "world_size": 2, "pinned_host": {"current": 1024, "peak": 2048},
-        "devices": [{"index": 0, "uuid": "GPU-aaaa", "allocated": 100, "allocated_peak": 150, "reserved": 200,
-            "reserved_peak": 250, "active": 120, "active_peak": 160, "inactive_split": 30, "inactive_split_peak": 40,
-            "requested": 90, "requested_peak": 140, "segments": 4, "alloc_retries": 0, "ooms": 0,
-            "device_allocs": 5, "device_frees": 1, "largest_free_block": null, "bytes_limit": null}]
+        "devices": [device]
     })
     .to_string()
 }
@@ -118,6 +181,55 @@ mod tests {
         let f = ProbeFile::parse(&sample_json(42, 7), 42, 7).unwrap();
         assert_eq!(f.devices[0].reserved, Some(200));
         assert_eq!(f.pinned_host, Some(PinnedHost { current: Some(1024), peak: Some(2048) }));
+        assert_eq!(f.devices[0].pci_bus_id.as_deref(), Some("00000000:18:00.0"));
+        assert_eq!(f.cuda_visible_devices, Some(None), "there, and unset");
+        assert_eq!((f.oom_events, f.alloc_conf_source.as_deref()), (Some(0), Some("environment")));
+        let env = f.alloc_conf_env.unwrap();
+        assert_eq!(
+            (env.pytorch_alloc_conf, env.pytorch_cuda_alloc_conf.as_deref()),
+            (None, Some("max_split_size_mb:512"))
+        );
+    }
+
+    #[test]
+    fn a_file_from_the_previous_probe_still_parses() {
+        let mut v: serde_json::Value = serde_json::from_str(&sample_json(42, 7)).unwrap();
+        let top = v.as_object_mut().unwrap();
+        for k in ["alloc_conf_source", "alloc_conf_env", "cuda_visible_devices", "cuda_device_order", "oom_events"] {
+            top.remove(k);
+        }
+        let dev = v["devices"][0].as_object_mut().unwrap();
+        dev.remove("pci_bus_id");
+        dev.remove("private_pools_reserved");
+        let f = ProbeFile::parse(&v.to_string(), 42, 7).unwrap();
+        assert_eq!(f.cuda_visible_devices, None, "missing, not unset");
+        assert_eq!((f.oom_events, f.alloc_conf_env, f.devices[0].pci_bus_id.clone()), (None, None, None));
+        let both_unset = sample_json(42, 7).replace("\"max_split_size_mb:512\"}", "null}");
+        let env = ProbeFile::parse(&both_unset, 42, 7).unwrap().alloc_conf_env;
+        assert_eq!(env, Some(AllocConfEnv::default()), "both unset is not \"not reported\"");
+    }
+
+    #[test]
+    fn new_fields_are_typed_and_sanitised() {
+        let with = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v: serde_json::Value = serde_json::from_str(&sample_json(42, 7)).unwrap();
+            f(&mut v);
+            ProbeFile::parse(&v.to_string(), 42, 7)
+        };
+        assert!(with(&|v| v["oom_events"] = (-1).into()).is_err());
+        assert!(with(&|v| v["devices"][0]["private_pools_reserved"] = "lots".into()).is_err());
+        assert!(with(&|v| v["cuda_visible_devices"] = 3.into()).is_err());
+        let f = with(&|v| {
+            v["cuda_visible_devices"] = "2, 0".into();
+            v["devices"][0]["pci_bus_id"] = "0000:3b:00.0\u{1b}[2J".into();
+            v["alloc_conf_env"]["PYTORCH_ALLOC_CONF"] = "backend:cudaMallocAsync\u{7}".into();
+        })
+        .unwrap();
+        assert_eq!(f.cuda_visible_devices, Some(Some("2, 0".into())), "spaces kept as the process has them");
+        assert_eq!(f.devices[0].pci_bus_id.as_deref(), Some("0000:3b:00.0"));
+        assert_eq!(f.alloc_conf_env.unwrap().pytorch_alloc_conf.as_deref(), Some("backend:cudaMallocAsync"));
+        let f = with(&|v| v["cuda_visible_devices"] = "0,\u{1b}[2J1".into()).unwrap();
+        assert_eq!(f.cuda_visible_devices, Some(Some("0,1".into())));
     }
 
     #[test]

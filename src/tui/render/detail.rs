@@ -6,7 +6,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use crate::model::{DeviceAllocator, ProbeState, Process, Snapshot};
+use crate::model::{DeviceAllocator, ProbeState, Process, ProcessAllocator, Snapshot};
 use crate::tui::history::RowKey;
 use crate::tui::render::format::{duration_short, or_na};
 use crate::tui::render::layout::WIDE;
@@ -100,13 +100,14 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey) -> Vec<(&'static
         lines.push((
             "allocator",
             format!(
-                "{} {}  backend {}  PYTORCH_CUDA_ALLOC_CONF={}",
+                "{} {}  backend {}  {}",
                 ctx.clean(&a.framework),
                 s(&a.framework_version),
                 s(&a.backend),
-                a.alloc_conf.as_deref().map_or_else(|| "(unset)".into(), |v| ctx.clean(v))
+                conf(ctx, a)
             ),
         ));
+        lines.extend(env_line(ctx, a).map(|l| ("", l)));
         lines.push((
             "",
             format!(
@@ -118,9 +119,12 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey) -> Vec<(&'static
                 or_na(a.pinned_host_peak, bytes)
             ),
         ));
-    }
-    if let Some(d) = device {
-        lines.extend(figures(d));
+        if let Some(d) = device {
+            lines.extend(figures(a, d));
+        }
+        for d in a.devices.iter().filter(|d| d.gpu.is_none()) {
+            lines.push(("unmatched", unmatched(ctx, d)));
+        }
     }
     let hints = hints::for_process(snap, p, device, key);
     for (i, h) in hints.iter().enumerate() {
@@ -129,25 +133,58 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey) -> Vec<(&'static
     lines
 }
 
-fn figures(d: &DeviceAllocator) -> [(&'static str, String); 2] {
+/// The settings in effect, named by the variable this version reads, and
+/// where they came from.
+fn conf(ctx: &Ctx, a: &ProcessAllocator) -> String {
+    if a.framework == "jax" {
+        return String::new();
+    }
+    let value = a.alloc_conf.as_deref().map_or_else(|| "(unset)".into(), |v| ctx.clean(v));
+    let source = match a.alloc_conf_source.as_deref() {
+        Some("runtime") => " (runtime)".to_string(),
+        Some("environment") => " (environment)".to_string(),
+        Some(other) => format!(" ({})", ctx.clean(other)),
+        None => String::new(),
+    };
+    format!("{}={value}{source}", ctx.clean(a.conf_var()))
+}
+
+/// Both variables as the environment has them, where one that is set says
+/// something else than the settings in effect (the other variable wins, or
+/// the settings were changed at run time).
+fn env_line(ctx: &Ctx, a: &ProcessAllocator) -> Option<String> {
+    let env = a.alloc_conf_env.as_ref().filter(|e| {
+        [&e.pytorch_alloc_conf, &e.pytorch_cuda_alloc_conf].into_iter().any(|v| v.is_some() && *v != a.alloc_conf)
+    })?;
+    let v = |v: &Option<String>| v.as_deref().map_or_else(|| "(unset)".into(), |v| ctx.clean(v));
+    Some(format!(
+        "env PYTORCH_ALLOC_CONF={}  PYTORCH_CUDA_ALLOC_CONF={}",
+        v(&env.pytorch_alloc_conf),
+        v(&env.pytorch_cuda_alloc_conf)
+    ))
+}
+
+fn figures(a: &ProcessAllocator, d: &DeviceAllocator) -> Vec<(&'static str, String)> {
     let b = |v: Option<u64>| or_na(v, bytes);
     let c = |v: Option<u64>| or_na(v, |v| v.to_string());
-    [
+    let seen = a.oom_events.filter(|n| *n > 0).map(|n| format!(" (probe saw {n})")).unwrap_or_default();
+    let mut lines = vec![
         (
             "this GPU",
             format!(
-                "allocated {} (peak {})  reserved {} (peak {})  cached {}",
+                "allocated {} (peak {})  reserved {} (peak {})  cached {}{}",
                 b(d.allocated),
                 b(d.allocated_peak),
                 b(d.reserved),
                 b(d.reserved_peak),
-                b(d.cached)
+                b(d.cached),
+                d.releasable.map(|r| format!(" (releasable {})", bytes(r))).unwrap_or_default()
             ),
         ),
         (
             "",
             format!(
-                "inactive split {}  fragmentation {}  overhead {}  segments {}  retries {}  OOMs {}",
+                "inactive split {}  fragmentation {}  overhead {}  segments {}  retries {}  OOMs {}{seen}",
                 b(d.inactive_split),
                 or_na(d.fragmentation, |f| format!("{:.0}%", f * 100.0)),
                 b(d.overhead),
@@ -156,5 +193,35 @@ fn figures(d: &DeviceAllocator) -> [(&'static str, String); 2] {
                 c(d.ooms)
             ),
         ),
-    ]
+    ];
+    if a.framework == "jax" {
+        lines.push(("", format!("largest free block {}  limit {}", b(d.largest_free_block), b(d.bytes_limit))));
+    }
+    if let Some(why) = uncounted(a) {
+        lines.push(("", why.into()));
+    }
+    lines
+}
+
+/// Why counters read n/a, where the backend is the reason.
+fn uncounted(a: &ProcessAllocator) -> Option<&'static str> {
+    match (a.framework.as_str(), a.backend.as_deref()) {
+        ("jax", _) => Some("XLA does not count inactive split, segments, retries or OOMs"),
+        (_, Some("cudaMallocAsync")) => {
+            Some("cudaMallocAsync does not count inactive split, segments, retries, OOMs or requested bytes")
+        }
+        (_, None) => Some("the probe does not name the allocator backend: fragmentation unknown"),
+        _ => None,
+    }
+}
+
+/// A device of this process that is on no GPU gpuscope can name.
+fn unmatched(ctx: &Ctx, d: &DeviceAllocator) -> String {
+    format!(
+        "cuda:{} gpu n/a: {}  allocated {}  reserved {}",
+        or_na(d.ordinal, |o| o.to_string()),
+        ctx.clean(d.unmatched_reason.as_deref().unwrap_or("not matched")),
+        or_na(d.allocated, bytes),
+        or_na(d.reserved, bytes)
+    )
 }
