@@ -119,7 +119,8 @@ fn torch_2_0_without_uuid_and_without_cuda_visible_devices_uses_the_ordinal() {
     let stack = Stack::start(json!({"generation": "2.0"}), json!({}), &[], &[]);
     let pid = stack.pid();
     let sim = Sim::new(&scenario(&[(0, pid)]));
-    let d = &allocator(&stack.json(&sim), pid)["devices"][0];
+    let v = stack.json(&sim);
+    let d = &allocator(&v, pid)["devices"][0];
     assert_eq!((d["gpu"].clone(), d["gpu_match"].clone()), (json!(0), json!("cuda_visible_devices")), "{d:#}");
 }
 
@@ -128,18 +129,15 @@ fn torch_2_5_bare_uuid_matches_nvmls_gpu_uuid() {
     let stack = Stack::start(json!({"generation": "2.5"}), json!({"uuid": UUIDS[1]}), &[], &[]);
     let pid = stack.pid();
     let sim = Sim::new(&scenario(&[(1, pid)]));
-    let d = &allocator(&stack.json(&sim), pid)["devices"][0];
+    let v = stack.json(&sim);
+    let d = &allocator(&v, pid)["devices"][0];
     assert_eq!((d["gpu"].clone(), d["gpu_match"].clone()), (json!(1), json!("uuid")), "{d:#}");
 }
 
 #[test]
 fn cuda_malloc_async_counters_it_does_not_keep_are_null_not_zero() {
-    let stack = Stack::start(
-        json!({"generation": "2.7", "backend": "cudaMallocAsync"}),
-        json!({"uuid": UUIDS[0]}),
-        &[],
-        &[],
-    );
+    let stack =
+        Stack::start(json!({"generation": "2.7", "backend": "cudaMallocAsync"}), json!({"uuid": UUIDS[0]}), &[], &[]);
     let pid = stack.pid();
     let sim = Sim::new(&scenario(&[(0, pid)]));
     let v = stack.json(&sim);
@@ -175,7 +173,10 @@ fn torch_2_9_reads_pytorch_alloc_conf_first_and_sees_settings_made_at_run_time()
     };
     let a = allocator(&v, pid);
     assert_eq!(a["alloc_conf_var"], "PYTORCH_ALLOC_CONF");
-    assert_eq!((a["alloc_conf"].clone(), a["alloc_conf_source"].clone()), (json!("expandable_segments:True"), json!("runtime")));
+    assert_eq!(
+        (a["alloc_conf"].clone(), a["alloc_conf_source"].clone()),
+        (json!("expandable_segments:True"), json!("runtime"))
+    );
     assert_eq!(a["expandable_segments"], true);
     assert_eq!(a["alloc_conf_env"]["pytorch_cuda_alloc_conf"], "max_split_size_mb:512", "both raw values: {a:#}");
     let d = &a["devices"][0];
@@ -192,8 +193,11 @@ fn jax_without_preallocation_fragmentation_is_xlas_own() {
     let jax_script = dir.path().join("jax.json");
     let stats = json!({"bytes_in_use": 3 * GIB, "peak_bytes_in_use": 3 * GIB, "bytes_limit": 60 * GIB,
         "pool_bytes": 4 * GIB, "peak_pool_bytes": 4 * GIB, "largest_free_block_bytes": GIB});
-    write_script(&jax_script, &json!({"backends": ["cuda"], "devices": [
-        {"id": 0, "platform": "gpu", "local_hardware_id": 0, "stats": stats}]}));
+    write_script(
+        &jax_script,
+        &json!({"backends": ["cuda"], "devices": [
+        {"id": 0, "platform": "gpu", "local_hardware_id": 0, "stats": stats}]}),
+    );
     let code = "import sys, time, gpuscope_probe\ngpuscope_probe.start(0.1)\nimport jax\n\
         jax._standin_init_backends()\nwhile True: time.sleep(0.1)\n";
     let path = format!("{}:{}", repo("tests/probe/standin").display(), repo("assets").display());
@@ -230,7 +234,8 @@ fn a_rank_forked_before_cuda_is_joined_to_its_gpu() {
     let child = stack.trainer.pid_of("fork", 2);
     wait_for_probe_file(&stack.probe_dir, child);
     let sim = Sim::new(&scenario(&[(0, child)]));
-    let a = allocator(&stack.json(&sim), child);
+    let v = stack.json(&sim);
+    let a = allocator(&v, child);
     assert_eq!(a["devices"][0]["gpu"], 0);
     assert_eq!(a["state"], "fresh");
 }
@@ -256,8 +261,9 @@ fn an_oom_seen_by_the_probe_raises_the_oom_alert_where_the_backend_counts_none()
         String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let last = lines.last().unwrap();
     assert_eq!(allocator(last, pid)["oom_events"], 1);
-    let fired = lines.iter().flat_map(|v| v["alerts"].as_array().cloned().unwrap_or_default()).find(|a| {
-        a["kind"] == "oom" && a["pid"] == pid
-    });
+    let fired = lines
+        .iter()
+        .flat_map(|v| v["alerts"].as_array().cloned().unwrap_or_default())
+        .find(|a| a["kind"] == "oom" && a["pid"] == pid);
     assert!(fired.is_some(), "no oom alert: {:#}", last["alerts"]);
 }
