@@ -99,6 +99,8 @@ fn gpuscope_run_injects_the_probe_without_code_change() {
     let probe_dir = dir.path().join("gpuscope").join("probes");
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gpuscope"));
     cmd.args(["run", "--", "python3"]).arg(repo("tests/probe/standin/run_trainer.py"));
+    // The probe's code goes to the runtime directory, wherever its figures go.
+    cmd.env("XDG_RUNTIME_DIR", dir.path());
     let trainer = Trainer::start(&torch_script(dir.path()), &probe_dir, cmd);
     let pid = trainer.pid_of("main", 1);
     assert_eq!(pid, trainer.child.id(), "gpuscope run replaces itself with the command");
