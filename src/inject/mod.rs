@@ -5,7 +5,6 @@
 //! or into a directory gpuscope did not make; `python_flags.rs` spots the
 //! Python command lines on which the probe cannot start.
 
-mod dirfd;
 mod place;
 mod python_flags;
 
@@ -15,7 +14,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use dirfd::DirFd;
+use crate::dirfd::DirFd;
 use place::{PROBE_MARKER, Payload, SITE_MARKER};
 
 use crate::sources::probe::{ProbeDir, default_dir};

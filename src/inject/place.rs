@@ -17,7 +17,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::dirfd::{DirFd, random_hex};
+use crate::dirfd::{DirFd, random_hex};
 use crate::sources::probe::current_uid;
 
 /// The first line of every `gpuscope_probe.py` gpuscope has shipped: how a

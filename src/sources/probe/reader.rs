@@ -11,16 +11,17 @@
 //! cannot be told apart from one. Such a file is skipped and counted once.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsString;
-use std::fs::{File, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::dir::{ProbeDir, current_uid};
 use super::file::{MAX_FILE_BYTES, ProbeFile};
 use super::{ProbeReport, ProbeSample, ProbeSource};
+use crate::dirfd::DirFd;
 use crate::model::ProbeStatus;
 use crate::sources::procstat::StatFile;
 
@@ -101,9 +102,8 @@ impl FileProbes {
         Some(ticks)
     }
 
-    fn read_one(&mut self, name: &str, pid: u32, ticks: u64) -> Option<ProbeReport> {
-        let path = self.dir.path.join(name);
-        let (text, key, modified) = match open_small_private(&path) {
+    fn read_one(&mut self, dir: &DirFd, name: &str, pid: u32, ticks: u64) -> Option<ProbeReport> {
+        let (text, key, modified) = match open_small_private(dir, name) {
             Ok(read) => read,
             Err((key, why)) => {
                 self.skip(name, key, why);
@@ -134,7 +134,7 @@ impl FileProbes {
             // moment); when another process has it, these figures are not
             // that one's, not even as "gone".
             Identity::Ended { pid_reused } => {
-                let _ = std::fs::remove_file(&path);
+                let _ = dir.unlink(OsStr::new(name));
                 if pid_reused {
                     return None;
                 }
@@ -143,6 +143,16 @@ impl FileProbes {
         };
         let age = SystemTime::now().duration_since(modified).unwrap_or(Duration::ZERO);
         Some(ProbeReport { file, alive, age })
+    }
+
+    fn open_dir(&self) -> Result<DirFd, String> {
+        let shown = self.dir.path.display();
+        let dir = DirFd::open_nofollow(&self.dir.path).map_err(|e| format!("cannot open {shown}: {e}"))?;
+        let m = dir.metadata().map_err(|e| format!("cannot stat {shown}: {e}"))?;
+        if m.uid() != current_uid() || m.mode() & 0o077 != 0 {
+            return Err(format!("{shown} changed: no longer a private directory of this user's"));
+        }
+        Ok(dir)
     }
 
     /// Whether the process a file names runs, has provably ended, or
@@ -207,12 +217,17 @@ impl ProbeSource for FileProbes {
             Ok(false) => return ProbeSample { reports: Vec::new(), status: self.status(true, None, 0) },
             Err(e) => return ProbeSample { reports: Vec::new(), status: self.status(false, Some(e.to_string()), 0) },
         }
-        let entries = match std::fs::read_dir(&self.dir.path) {
-            Ok(e) => e,
-            Err(e) => {
-                let error = format!("cannot list {}: {e}", self.dir.path.display());
-                return ProbeSample { reports: Vec::new(), status: self.status(false, Some(error), 0) };
-            }
+        // Judged again through the descriptor every file is then opened
+        // and removed by: a directory swapped in after the check above is
+        // caught, and nothing below it is reached through a link.
+        let listed = self.open_dir().and_then(|dir| {
+            let entries = std::fs::read_dir(&self.dir.path)
+                .map_err(|e| format!("cannot list {}: {e}", self.dir.path.display()))?;
+            Ok((dir, entries))
+        });
+        let (dir, entries) = match listed {
+            Ok(listed) => listed,
+            Err(error) => return ProbeSample { reports: Vec::new(), status: self.status(false, Some(error), 0) },
         };
         let mut reports = Vec::new();
         let mut present = HashSet::new();
@@ -222,7 +237,7 @@ impl ProbeSource for FileProbes {
             let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
             if let Some((pid, ticks)) = parse_name(&name) {
                 let was_seen = self.seen.contains(&(pid, ticks));
-                reports.extend(self.read_one(&name, pid, ticks));
+                reports.extend(self.read_one(&dir, &name, pid, ticks));
                 present.insert(name);
                 if was_seen && !self.seen.contains(&(pid, ticks)) {
                     ended.push((pid, ticks));
@@ -235,7 +250,7 @@ impl ProbeSource for FileProbes {
         // file: it goes with the process, once that has provably ended.
         for (name, id) in temps {
             if ended.contains(&id) {
-                let _ = std::fs::remove_file(self.dir.path.join(name));
+                let _ = dir.unlink(OsStr::new(&name));
             }
         }
         reports.sort_by_key(|r| r.file.pid);
@@ -272,16 +287,11 @@ fn parse_temp_name(name: &str) -> Option<(u32, u64)> {
 
 /// Opens without following a link and without blocking on a FIFO, then
 /// checks what was opened (not what the name pointed to a moment ago).
-fn open_small_private(path: &Path) -> Result<(String, Key, SystemTime), (Key, String)> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let unknown = (name.clone(), 0, 0);
-    let file: File = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| (unknown.clone(), format!("cannot open: {e}")))?;
+fn open_small_private(dir: &DirFd, name: &str) -> Result<(String, Key, SystemTime), (Key, String)> {
+    let unknown = (name.to_owned(), 0, 0);
+    let file: File = dir.open_file(OsStr::new(name)).map_err(|e| (unknown.clone(), format!("cannot open: {e}")))?;
     let meta = file.metadata().map_err(|e| (unknown, format!("cannot stat: {e}")))?;
-    let key = (name, meta.len(), meta.mtime_nsec() + meta.mtime() * 1_000_000_000);
+    let key = (name.to_owned(), meta.len(), meta.mtime_nsec() + meta.mtime() * 1_000_000_000);
     if !meta.is_file() {
         return Err((key, "not a regular file".into()));
     }
@@ -490,6 +500,17 @@ mod tests {
         let s = FileProbes::new(dir).sample();
         assert!(!s.status.ok);
         assert!(s.status.error.unwrap().contains("0700"));
+    }
+
+    #[test]
+    fn what_is_opened_is_judged_again() {
+        // As if swapped in between the path check and the open.
+        let (root, dir) = setup();
+        let link = root.path().join("gpuscope").join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(FileProbes::new(link).open_dir().unwrap_err().contains("cannot open"));
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(FileProbes::new(dir).open_dir().unwrap_err().contains("no longer a private directory"));
     }
 
     #[test]

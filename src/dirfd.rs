@@ -43,6 +43,19 @@ impl DirFd {
         Ok(Self { file: File::from(unsafe { OwnedFd::from_raw_fd(fd) }), path: path.to_path_buf() })
     }
 
+    /// Opens a directory whose last component must not be a link (the
+    /// probe directory, already judged by its path): what is opened is
+    /// then judged again through the descriptor.
+    pub fn open_nofollow(path: &Path) -> io::Result<Self> {
+        let c = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a path"))?;
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a valid NUL-terminated path; the descriptor is owned below.
+        let fd = check(unsafe { libc::open(c.as_ptr(), flags) })?;
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        Ok(Self { file: File::from(unsafe { OwnedFd::from_raw_fd(fd) }), path: path.to_path_buf() })
+    }
+
     pub fn metadata(&self) -> io::Result<Metadata> {
         self.file.metadata()
     }
@@ -135,6 +148,7 @@ mod tests {
         let elsewhere = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), root.path().join("link")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", root.path().join("file-link")).unwrap();
+        assert!(DirFd::open_nofollow(&root.path().join("link")).is_err());
         let dir = DirFd::open(root.path()).unwrap();
         let e = dir.open_dir(OsStr::new("link")).unwrap_err().raw_os_error();
         assert!(matches!(e, Some(libc::ELOOP | libc::ENOTDIR)), "{e:?}");
