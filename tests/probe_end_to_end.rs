@@ -171,7 +171,10 @@ fn a_killed_process_disappears_and_a_recycled_pid_inherits_nothing() {
     let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
     let mut next = || serde_json::from_str::<Value>(&lines.next().unwrap().unwrap()).unwrap();
     // Seen running first: only then is its file gpuscope's to remove.
-    while process(&next(), pid)["allocator"]["state"] != "fresh" {}
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while process(&next(), pid)["allocator"]["state"] != "fresh" {
+        assert!(Instant::now() < deadline, "the probed process was never seen running");
+    }
     trainer.child.kill().unwrap();
     trainer.child.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

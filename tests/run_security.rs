@@ -252,7 +252,15 @@ fn with_nowhere_to_put_the_probe_the_command_still_runs() {
     }
     let l = layout();
     // Root's own, closed to others, and nothing can be created in it.
-    let out = l.run(true, &[("XDG_RUNTIME_DIR", OsStr::new("/proc"))], &["-c", SHOW_PROBE]);
+    let proc = OsStr::new("/proc");
+    // A runtime directory that takes nothing: the temporary one, said once.
+    let out = l.run(true, &[("XDG_RUNTIME_DIR", proc)], &["-c", SHOW_PROBE]);
+    assert_eq!(ran_with_probe_in(&out), std::fs::canonicalize(l.tmp_base().join("python")).unwrap());
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("cannot create /proc/gpuscope") && err.contains("instead"), "{err}");
+    // Nowhere at all: the command runs without the probe, said once.
+    let out = l.run(true, &[("XDG_RUNTIME_DIR", proc), ("TMPDIR", proc)], &["-c", SHOW_PROBE]);
     common::assert_success(&out);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "no probe");
     let err = stderr(&out);

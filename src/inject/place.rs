@@ -45,39 +45,55 @@ pub struct Placed {
     pub warning: Option<String>,
 }
 
-/// Writes `payloads` into the usual place, else a fresh private directory.
-/// `Err` only when neither works: the caller then goes on without them.
+/// Writes `payloads` into the usual place, else a fresh private directory
+/// beside it; when the runtime directory allows neither, the temporary
+/// directory is tried the same way. `Err` only when nothing works: the
+/// caller then goes on without them.
 pub fn place(payloads: &[Payload]) -> Result<Placed, String> {
-    let (root, base) = runtime_root()?;
-    match usual(&root, &base, payloads) {
-        Ok(dir) => Ok(Placed { dir, warning: None }),
-        Err(why) => {
-            let dir = fresh(&root, &base, payloads).map_err(|e| format!("{why}; and {e}"))?;
-            let warning = format!("{why}; using {} for the probe instead", dir.display());
-            Ok(Placed { dir, warning: Some(warning) })
+    let mut reasons = Vec::new();
+    for root in runtime_roots() {
+        let (root, base) = match root {
+            Ok(root) => root,
+            Err(why) => {
+                reasons.push(why);
+                continue;
+            }
+        };
+        for attempt in [usual, fresh] {
+            match attempt(&root, &base, payloads) {
+                Ok(dir) => {
+                    let warning =
+                        reasons.first().map(|why| format!("{why}; using {} for the probe instead", dir.display()));
+                    return Ok(Placed { dir, warning });
+                }
+                Err(why) => reasons.push(why),
+            }
         }
     }
+    Err(reasons.join("; "))
 }
 
-/// `$XDG_RUNTIME_DIR` when it is this user's and closed to others, else
-/// `$TMPDIR`, else `/tmp`; with the name of gpuscope's directory in it.
-fn runtime_root() -> Result<(DirFd, String), String> {
+/// In order: `$XDG_RUNTIME_DIR` when it is this user's and closed to
+/// others, then `$TMPDIR`, then `/tmp` when `TMPDIR` is unset or
+/// unusable; each with the name of gpuscope's directory in it.
+fn runtime_roots() -> Vec<Result<(DirFd, String), String>> {
     let me = current_uid();
+    let mut roots = Vec::new();
     if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_absolute())
         && let Ok(dir) = DirFd::open(&xdg)
         && dir.metadata().is_ok_and(|m| m.uid() == me && m.mode() & 0o022 == 0)
     {
-        return Ok((dir, "gpuscope".into()));
+        roots.push(Ok((dir, "gpuscope".to_owned())));
     }
-    let base = format!("gpuscope-{me}");
-    let mut why = String::new();
     for tmp in [std::env::var_os("TMPDIR").map(PathBuf::from), Some(PathBuf::from("/tmp"))].into_iter().flatten() {
-        match DirFd::open(&tmp).map_err(|e| format!("{}: {e}", tmp.display())).and_then(shared_root) {
-            Ok(dir) => return Ok((dir, base)),
-            Err(e) => why = e,
+        let root = DirFd::open(&tmp).map_err(|e| format!("{}: {e}", tmp.display())).and_then(shared_root);
+        let usable = root.is_ok();
+        roots.push(root.map(|dir| (dir, format!("gpuscope-{me}"))));
+        if usable {
+            break;
         }
     }
-    Err(format!("no usable temporary directory ({why})"))
+    roots
 }
 
 /// A directory others may write to only if it is sticky, so that nobody
