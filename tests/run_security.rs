@@ -118,6 +118,10 @@ fn the_usual_place_is_private_and_reused() {
     // Again: the same directory, nothing new beside it.
     assert_eq!(ran_with_probe_in(&l.run(true, &[], &["-c", SHOW_PROBE])), dir);
     assert_eq!(std::fs::read_dir(&l.xdg).unwrap().count(), 1);
+    // `probe path` names the same file.
+    let out = gpuscope().args(["probe", "path"]).env("XDG_RUNTIME_DIR", &l.xdg).output().unwrap();
+    common::assert_success(&out);
+    assert_eq!(PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()), dir.join("gpuscope_probe.py"));
     // Without a runtime directory: the temporary one.
     let out = l.run(false, &[], &["-c", SHOW_PROBE]);
     assert_eq!(ran_with_probe_in(&out), std::fs::canonicalize(l.tmp_base().join("python")).unwrap());
