@@ -231,22 +231,29 @@ fn a_foreign_sitecustomize_in_the_usual_place_is_kept() {
 #[test]
 fn a_restrictive_umask_still_gives_a_usable_private_place() {
     let l = layout();
-    let mut cmd = gpuscope();
-    cmd.args(["run", "--", "python3", "-c", SHOW_PROBE]);
-    let bin = cmd.get_program().to_os_string();
-    let out = std::process::Command::new("sh")
-        .arg("-c")
-        .arg("umask 277; exec \"$0\" run -- python3 -c \"$1\"")
-        .arg(&bin)
-        .arg(SHOW_PROBE)
-        .env("XDG_RUNTIME_DIR", &l.xdg)
-        .env("GPUSCOPE_PROBE", "0")
-        .env_remove("GPUSCOPE_PROBE_DIR")
-        .env_remove("PYTHONPATH")
-        .output()
-        .unwrap();
-    let dir = ran_with_probe_in(&out);
+    let bin = gpuscope().get_program().to_os_string();
+    let run = || {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg("umask 277; exec \"$0\" run -- python3 -c \"$1\"")
+            .arg(&bin)
+            .arg(SHOW_PROBE)
+            .env("XDG_RUNTIME_DIR", &l.xdg)
+            .env("TMPDIR", &l.tmp)
+            .env("GPUSCOPE_PROBE", "0")
+            .env("GPUSCOPE_PROBE_DIR", l.xdg.join("probes"))
+            .env_remove("PYTHONPATH")
+            .output()
+            .unwrap()
+    };
+    let dir = ran_with_probe_in(&run());
+    assert_eq!(dir, std::fs::canonicalize(l.xdg.join("gpuscope/python")).unwrap());
     assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+    // The fresh directory too, when the usual place is taken.
+    std::fs::rename(l.xdg.join("gpuscope"), l.xdg.join("old")).unwrap();
+    std::os::unix::fs::symlink(l.xdg.join("old"), l.xdg.join("gpuscope")).unwrap();
+    let dir = ran_with_probe_in(&run());
+    assert_fresh_private(&dir, &l.xdg.join("gpuscope"));
 }
 
 #[test]

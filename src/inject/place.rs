@@ -119,7 +119,7 @@ fn fresh(root: &DirFd, base: &str, payloads: &[Payload]) -> Result<PathBuf, Stri
     for _ in 0..FRESH_TRIES {
         let name = OsString::from(format!("{base}.{}", random_hex()));
         match root.mkdir(&name, 0o700) {
-            Ok(true) => return fill(&private_child(root, &name)?, payloads),
+            Ok(true) => return fill(&open_private(root, &name, true)?, payloads),
             Ok(false) => continue,
             Err(e) => return Err(format!("cannot create a directory in {}: {e}", root.path.display())),
         }
@@ -140,9 +140,16 @@ fn fill(dir: &DirFd, payloads: &[Payload]) -> Result<PathBuf, String> {
 /// umask may have taken bits away); a directory found is judged, never
 /// changed.
 pub fn private_child(parent: &DirFd, name: &OsStr) -> Result<DirFd, String> {
+    let created =
+        parent.mkdir(name, 0o700).map_err(|e| format!("cannot create {}: {e}", parent.path.join(name).display()))?;
+    open_private(parent, name, created)
+}
+
+/// Opens `name` without following a link and judges it; `created`: this
+/// process has just made it, so its mode is ours to set.
+fn open_private(parent: &DirFd, name: &OsStr, created: bool) -> Result<DirFd, String> {
     let path = parent.path.join(name);
     let shown = path.display();
-    let created = parent.mkdir(name, 0o700).map_err(|e| format!("cannot create {shown}: {e}"))?;
     let dir = parent.open_dir(name).map_err(|e| match e.raw_os_error() {
         // O_NOFOLLOW | O_DIRECTORY meets a link with ENOTDIR or ELOOP; the
         // second look is for the message only.
