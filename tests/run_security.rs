@@ -22,9 +22,9 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-fn skip_unless_root(test: &str) -> bool {
+fn skip_unless_root(test: &str, why: &str) -> bool {
     if !is_root() {
-        println!("skipped {test}: making a file of another user needs root");
+        println!("skipped {test}: {why} needs root");
     }
     !is_root()
 }
@@ -144,7 +144,7 @@ fn a_link_planted_in_the_runtime_directory_is_not_followed() {
 
 #[test]
 fn a_link_planted_in_tmp_by_another_user_is_not_followed() {
-    if skip_unless_root("a_link_planted_in_tmp_by_another_user_is_not_followed") {
+    if skip_unless_root("a_link_planted_in_tmp_by_another_user_is_not_followed", "making a file of another user") {
         return;
     }
     let l = layout();
@@ -165,7 +165,10 @@ fn a_link_planted_in_tmp_by_another_user_is_not_followed() {
 
 #[test]
 fn a_directory_of_another_user_is_neither_used_nor_changed_and_does_not_block_the_job() {
-    if skip_unless_root("a_directory_of_another_user_is_neither_used_nor_changed_and_does_not_block_the_job") {
+    if skip_unless_root(
+        "a_directory_of_another_user_is_neither_used_nor_changed_and_does_not_block_the_job",
+        "making a file of another user",
+    ) {
         return;
     }
     let l = layout();
@@ -258,7 +261,10 @@ fn a_restrictive_umask_still_gives_a_usable_private_place() {
 
 #[test]
 fn with_nowhere_to_put_the_probe_the_command_still_runs() {
-    if skip_unless_root("with_nowhere_to_put_the_probe_the_command_still_runs") {
+    if skip_unless_root(
+        "with_nowhere_to_put_the_probe_the_command_still_runs",
+        "a runtime directory that is root's own",
+    ) {
         return;
     }
     let l = layout();
