@@ -73,10 +73,9 @@ pub fn main() -> ExitCode {
         Some(Command::Record { file, duration }) => record(&cli, file, *duration),
         Some(Command::Replay { file, as_json }) => replay(&cli, file, *as_json),
         Some(Command::Serve { listen }) => serve(&cli, *listen).map(|()| exit::OK),
-        Some(Command::Probe { action: ProbeAction::Path }) => inject::materialize(&inject::python_dir())
-            .map(|p| println!("{}", p.display()))
-            .map(|()| exit::OK)
-            .map_err(AppError::Inject),
+        Some(Command::Probe { action: ProbeAction::Path }) => {
+            inject::probe_path().map(|p| println!("{}", p.display())).map(|()| exit::OK).map_err(AppError::Inject)
+        }
         Some(Command::Probe { action: ProbeAction::Install { python } }) => inject::install(python)
             .map(|p| {
                 println!("installed {}", p.display());

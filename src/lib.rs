@@ -7,6 +7,7 @@ pub mod check;
 pub mod cli;
 pub mod collect;
 pub mod config;
+pub mod dirfd;
 pub mod inject;
 pub mod model;
 pub mod poller;

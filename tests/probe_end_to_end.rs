@@ -4,10 +4,10 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-
-use std::process::Command;
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::trainer::{Trainer, python_trainer, repo, wait_for_probe_file};
 use common::{MIB, Sim, Sleeper, assert_success, assert_valid};
@@ -99,6 +99,8 @@ fn gpuscope_run_injects_the_probe_without_code_change() {
     let probe_dir = dir.path().join("gpuscope").join("probes");
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gpuscope"));
     cmd.args(["run", "--", "python3"]).arg(repo("tests/probe/standin/run_trainer.py"));
+    // The probe's code goes to the runtime directory, wherever its figures go.
+    cmd.env("XDG_RUNTIME_DIR", dir.path());
     let trainer = Trainer::start(&torch_script(dir.path()), &probe_dir, cmd);
     let pid = trainer.pid_of("main", 1);
     assert_eq!(pid, trainer.child.id(), "gpuscope run replaces itself with the command");
@@ -148,7 +150,8 @@ fn a_killed_process_disappears_and_a_recycled_pid_inherits_nothing() {
     let file = wait_for_probe_file(&probe_dir, pid);
     let good: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
 
-    // A live process whose PID once belonged to a probed process.
+    // A live process whose PID once belonged to a probed process (or to
+    // one in another PID namespace: nothing tells them apart).
     let sleeper = Sleeper::spawn(&["60"]);
     let mut forged = good.clone();
     forged["pid"] = sleeper.pid().into();
@@ -156,24 +159,72 @@ fn a_killed_process_disappears_and_a_recycled_pid_inherits_nothing() {
     let forged_path = probe_dir.join(format!("{}-1.json", sleeper.pid()));
     std::fs::write(&forged_path, forged.to_string()).unwrap();
 
-    trainer.child.kill().unwrap();
-    trainer.child.wait().unwrap();
-    assert!(file.exists(), "SIGKILL leaves the file behind");
-
     // NVML still lists both PIDs (the driver can lag a process's exit).
     let sim = Sim::new(&scenario(&[(pid, 12_000), (sleeper.pid(), 100)]));
-    let json = || {
-        let out = sim.gpuscope().arg("--json").env("GPUSCOPE_PROBE_DIR", &probe_dir).output().unwrap();
-        assert_success(&out);
-        serde_json::from_slice::<Value>(&out.stdout).unwrap()
-    };
-    let first = json();
-    let state = &process(&first, pid)["allocator"]["state"];
-    assert!(state == "gone" || state.is_null(), "{state}");
-    assert_eq!(process(&first, sleeper.pid())["allocator"], Value::Null);
-    let second = json();
-    assert_eq!(process(&second, pid)["allocator"], Value::Null);
-    assert!(!file.exists() && !forged_path.exists(), "stale files are cleaned up");
+    let mut watch = sim
+        .gpuscope()
+        .args(["--json", "--watch", "--interval", "100ms"])
+        .env("GPUSCOPE_PROBE_DIR", &probe_dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let mut next = || serde_json::from_str::<Value>(&lines.next().unwrap().unwrap()).unwrap();
+    // Seen running first: only then is its file gpuscope's to remove.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while process(&next(), pid)["allocator"]["state"] != "fresh" {
+        assert!(Instant::now() < deadline, "the probed process was never seen running");
+    }
+    trainer.child.kill().unwrap();
+    trainer.child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let v = next();
+        assert_eq!(process(&v, sleeper.pid())["allocator"], Value::Null, "a recycled PID inherits nothing");
+        let state = &process(&v, pid)["allocator"]["state"];
+        assert!(state == "fresh" || state == "gone" || state.is_null(), "{state}");
+        if state.is_null() {
+            assert!(v["sources"]["probes"]["skipped"].as_u64().unwrap() >= 1, "the forged file is counted");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the killed process never went: {v}");
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(!file.exists(), "the file of the process seen running, then killed, is removed");
+    assert!(forged_path.exists(), "a file whose process was never seen running is left in place");
+}
+
+#[test]
+fn files_from_another_pid_namespace_are_left_in_place() {
+    let sim = Sim::new("[[gpu]]\n");
+    let dir = sim.probe_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    for d in [dir.parent().unwrap(), dir.as_path()] {
+        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    }
+    // What a probe in a container sharing the directory writes: its own
+    // PIDs, which here are another process (PID 1, started at another
+    // time) or none at all.
+    let files: Vec<PathBuf> = [(1u32, 987_654_321u64), (4_100_000, 5)]
+        .iter()
+        .map(|&(pid, ticks)| {
+            let path = dir.join(format!("{pid}-{ticks}.json"));
+            std::fs::write(&path, good_file(pid, ticks).to_string()).unwrap();
+            path
+        })
+        .collect();
+    let out = sim.gpuscope().args(["--json", "--watch", "--count", "3", "--interval", "50ms"]).output().unwrap();
+    assert_success(&out);
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let probes = &v["sources"]["probes"];
+        assert_eq!(probes["skipped"], 2, "{probes}");
+        assert!(probes["last_skipped"].as_str().unwrap().contains("left in place"), "{probes}");
+    }
+    for f in &files {
+        assert!(f.exists(), "{} was removed", f.display());
+    }
 }
 
 #[test]

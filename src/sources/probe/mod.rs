@@ -11,7 +11,7 @@ mod reader;
 use std::time::Duration;
 
 pub use demo::DemoProbes;
-pub use dir::{ProbeDir, default_dir};
+pub use dir::{ProbeDir, current_uid, default_dir};
 pub use file::{PROBE_FORMAT, ProbeDevice, ProbeFile};
 pub use reader::FileProbes;
 

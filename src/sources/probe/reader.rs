@@ -1,19 +1,27 @@
 //! Reads the probe directory each tick. Every file is opened without
 //! following links, checked to be a small regular file of this user's, and
 //! parsed strictly; a bad one is skipped and counted once, never fatal.
-//! Files of processes that have ended are removed, so nothing stale lingers
-//! after a `kill -9`.
+//!
+//! A file is removed only when the process it names is provably gone: this
+//! reader saw that very process (PID and start time) running in its own
+//! PID namespace, and it has ended since; its leftover temporary files go
+//! with it. Anything else stays where it is: a PID in a file from another
+//! namespace (a container sharing the directory) means another process
+//! here, and a file whose process ended while no gpuscope was watching
+//! cannot be told apart from one. Such a file is skipped and counted once.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{File, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::dir::{ProbeDir, current_uid};
 use super::file::{MAX_FILE_BYTES, ProbeFile};
 use super::{ProbeReport, ProbeSample, ProbeSource};
+use crate::dirfd::DirFd;
 use crate::model::ProbeStatus;
 use crate::sources::procstat::StatFile;
 
@@ -22,8 +30,6 @@ type Key = (String, u64, i64);
 
 /// Bounds the work of one tick however many files appear.
 const MAX_FILES: usize = 4096;
-/// A writer killed between writing and renaming leaves its temp file.
-const TEMP_FILE_MAX_AGE: Duration = Duration::from_secs(60);
 
 pub struct FileProbes {
     dir: ProbeDir,
@@ -37,6 +43,13 @@ pub struct FileProbes {
     /// runs for every file on every tick.
     stats: HashMap<u32, StatFile>,
     buf: Vec<u8>,
+    /// `pid:[inode]` of gpuscope's own PID namespace, when `proc_root`
+    /// numbers processes as this process sees them; `None` (cannot tell)
+    /// means no file is ever removed.
+    own_ns: Option<OsString>,
+    /// Processes (PID, start time) seen running in that namespace: only
+    /// their files may be removed, once they have ended.
+    seen: HashSet<(u32, u64)>,
 }
 
 impl FileProbes {
@@ -47,12 +60,14 @@ impl FileProbes {
     pub fn with_proc(dir: PathBuf, proc_root: PathBuf) -> Self {
         Self {
             dir: ProbeDir::new(dir),
-            proc_root,
             bad: HashSet::new(),
             skipped: 0,
             last_skipped: None,
             stats: HashMap::new(),
             buf: Vec::new(),
+            own_ns: own_namespace(&proc_root),
+            seen: HashSet::new(),
+            proc_root,
         }
     }
 
@@ -87,9 +102,8 @@ impl FileProbes {
         Some(ticks)
     }
 
-    fn read_one(&mut self, name: &str, pid: u32, ticks: u64) -> Option<ProbeReport> {
-        let path = self.dir.path.join(name);
-        let (text, key, modified) = match open_small_private(&path) {
+    fn read_one(&mut self, dir: &DirFd, name: &str, pid: u32, ticks: u64) -> Option<ProbeReport> {
+        let (text, key, modified) = match open_small_private(dir, name) {
             Ok(read) => read,
             Err((key, why)) => {
                 self.skip(name, key, why);
@@ -106,24 +120,94 @@ impl FileProbes {
                 return None;
             }
         };
-        let alive = match self.start_ticks(pid) {
-            Some(now) if now == ticks => true,
-            // The PID belongs to another process now: these figures are
-            // not its, not even as "gone".
-            Some(_) => {
-                let _ = std::fs::remove_file(&path);
+        let alive = match self.identify(pid, ticks) {
+            Identity::Running => true,
+            // Counted once per file, not per version: a probe in another
+            // namespace rewrites its file every second. Judged again each
+            // tick, since nothing about the file itself is wrong.
+            Identity::Unknown(why) => {
+                self.skip(name, (name.to_owned(), 0, 0), format!("{why}; left in place"));
                 return None;
             }
-            // Ended: reported as gone this once (NVML may still list the
-            // PID for a moment), then the file goes.
-            None => {
-                let _ = std::fs::remove_file(&path);
+            // Provably ended: the file goes. When the PID is free it is
+            // reported as gone this once (NVML may still list it for a
+            // moment); when another process has it, these figures are not
+            // that one's, not even as "gone".
+            Identity::Ended { pid_reused } => {
+                let _ = dir.unlink(OsStr::new(name));
+                if pid_reused {
+                    return None;
+                }
                 false
             }
         };
         let age = SystemTime::now().duration_since(modified).unwrap_or(Duration::ZERO);
         Some(ProbeReport { file, alive, age })
     }
+
+    fn open_dir(&self) -> Result<DirFd, String> {
+        let shown = self.dir.path.display();
+        let dir = DirFd::open_nofollow(&self.dir.path).map_err(|e| format!("cannot open {shown}: {e}"))?;
+        let m = dir.metadata().map_err(|e| format!("cannot stat {shown}: {e}"))?;
+        if m.uid() != current_uid() || m.mode() & 0o077 != 0 {
+            return Err(format!("{shown} changed: no longer a private directory of this user's"));
+        }
+        Ok(dir)
+    }
+
+    /// Whether the process a file names runs, has provably ended, or
+    /// cannot be told.
+    fn identify(&mut self, pid: u32, ticks: u64) -> Identity {
+        let now = self.start_ticks(pid);
+        if self.seen.contains(&(pid, ticks)) {
+            if now == Some(ticks) {
+                return Identity::Running;
+            }
+            self.seen.remove(&(pid, ticks));
+            return Identity::Ended { pid_reused: now.is_some() };
+        }
+        if now != Some(ticks) {
+            return Identity::Unknown(format!(
+                "process {pid} (start {ticks}) was never seen running in gpuscope's PID namespace"
+            ));
+        }
+        let same = match (&self.own_ns, namespace(&self.proc_root, pid)) {
+            (Some(own), Some(its)) if *own != its => {
+                return Identity::Unknown(format!("process {pid} is in another PID namespace"));
+            }
+            (Some(_), Some(_)) => true,
+            // Cannot tell: reported while it runs, never removed.
+            _ => false,
+        };
+        // Read again after the namespace: still the same process, so the
+        // namespace read was its own, not a successor's.
+        if same && self.start_ticks(pid) == Some(ticks) {
+            self.seen.insert((pid, ticks));
+        }
+        Identity::Running
+    }
+}
+
+enum Identity {
+    Running,
+    Ended { pid_reused: bool },
+    Unknown(String),
+}
+
+/// `pid:[inode]` of a process's PID namespace.
+fn namespace(proc_root: &Path, pid: u32) -> Option<OsString> {
+    std::fs::read_link(proc_root.join(pid.to_string()).join("ns/pid")).ok().map(PathBuf::into_os_string)
+}
+
+/// This process's PID namespace, provided `proc_root` is a view of it (its
+/// `self` is this process's PID as this process knows it): only then do the
+/// PIDs under `proc_root` mean what the probes' file names mean.
+fn own_namespace(proc_root: &Path) -> Option<OsString> {
+    let me = std::fs::read_link(proc_root.join("self")).ok()?;
+    if me.to_str()?.parse::<u32>().ok()? != std::process::id() {
+        return None;
+    }
+    namespace(proc_root, std::process::id())
 }
 
 impl ProbeSource for FileProbes {
@@ -133,27 +217,46 @@ impl ProbeSource for FileProbes {
             Ok(false) => return ProbeSample { reports: Vec::new(), status: self.status(true, None, 0) },
             Err(e) => return ProbeSample { reports: Vec::new(), status: self.status(false, Some(e.to_string()), 0) },
         }
-        let entries = match std::fs::read_dir(&self.dir.path) {
-            Ok(e) => e,
-            Err(e) => {
-                let error = format!("cannot list {}: {e}", self.dir.path.display());
-                return ProbeSample { reports: Vec::new(), status: self.status(false, Some(error), 0) };
-            }
+        // Judged again through the descriptor every file is then opened
+        // and removed by: a directory swapped in after the check above is
+        // caught, and nothing below it is reached through a link.
+        let listed = self.open_dir().and_then(|dir| {
+            let entries = std::fs::read_dir(&self.dir.path)
+                .map_err(|e| format!("cannot list {}: {e}", self.dir.path.display()))?;
+            Ok((dir, entries))
+        });
+        let (dir, entries) = match listed {
+            Ok(listed) => listed,
+            Err(error) => return ProbeSample { reports: Vec::new(), status: self.status(false, Some(error), 0) },
         };
         let mut reports = Vec::new();
         let mut present = HashSet::new();
+        let mut temps = Vec::new();
+        let mut ended = Vec::new();
         for entry in entries.flatten().take(MAX_FILES) {
             let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
             if let Some((pid, ticks)) = parse_name(&name) {
-                reports.extend(self.read_one(&name, pid, ticks));
+                let was_seen = self.seen.contains(&(pid, ticks));
+                reports.extend(self.read_one(&dir, &name, pid, ticks));
                 present.insert(name);
-            } else if name.starts_with('.') && name.ends_with(".tmp") {
-                remove_if_old(&entry.path());
+                if was_seen && !self.seen.contains(&(pid, ticks)) {
+                    ended.push((pid, ticks));
+                }
+            } else if let Some(id) = parse_temp_name(&name) {
+                temps.push((name, id));
+            }
+        }
+        // A writer killed between writing and renaming leaves its temporary
+        // file: it goes with the process, once that has provably ended.
+        for (name, id) in temps {
+            if ended.contains(&id) {
+                let _ = dir.unlink(OsStr::new(&name));
             }
         }
         reports.sort_by_key(|r| r.file.pid);
         // Forget bad files that are gone, so the set stays small.
         self.bad.retain(|(name, _, _)| present.contains(name));
+        self.seen.retain(|&(pid, ticks)| present.contains(&format!("{pid}-{ticks}.json")));
         let probed: HashSet<u32> = present.iter().filter_map(|n| parse_name(n)).map(|(pid, _)| pid).collect();
         self.stats.retain(|pid, _| probed.contains(pid));
         let files = u32::try_from(present.len()).unwrap_or(u32::MAX);
@@ -163,23 +266,32 @@ impl ProbeSource for FileProbes {
 
 /// `<pid>-<start_ticks>.json`
 fn parse_name(name: &str) -> Option<(u32, u64)> {
-    let stem = name.strip_suffix(".json")?;
+    parse_stem(name.strip_suffix(".json")?)
+}
+
+fn parse_stem(stem: &str) -> Option<(u32, u64)> {
     let (pid, ticks) = stem.split_once('-')?;
     Some((pid.parse().ok()?, ticks.parse().ok()?))
 }
 
+/// `.<pid>-<start_ticks>.<hex>.tmp`, as the probe names a file it has not
+/// renamed yet.
+fn parse_temp_name(name: &str) -> Option<(u32, u64)> {
+    let inner = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let (stem, hex) = inner.split_once('.')?;
+    if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    parse_stem(stem)
+}
+
 /// Opens without following a link and without blocking on a FIFO, then
 /// checks what was opened (not what the name pointed to a moment ago).
-fn open_small_private(path: &Path) -> Result<(String, Key, SystemTime), (Key, String)> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let unknown = (name.clone(), 0, 0);
-    let file: File = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| (unknown.clone(), format!("cannot open: {e}")))?;
+fn open_small_private(dir: &DirFd, name: &str) -> Result<(String, Key, SystemTime), (Key, String)> {
+    let unknown = (name.to_owned(), 0, 0);
+    let file: File = dir.open_file(OsStr::new(name)).map_err(|e| (unknown.clone(), format!("cannot open: {e}")))?;
     let meta = file.metadata().map_err(|e| (unknown, format!("cannot stat: {e}")))?;
-    let key = (name, meta.len(), meta.mtime_nsec() + meta.mtime() * 1_000_000_000);
+    let key = (name.to_owned(), meta.len(), meta.mtime_nsec() + meta.mtime() * 1_000_000_000);
     if !meta.is_file() {
         return Err((key, "not a regular file".into()));
     }
@@ -193,17 +305,6 @@ fn open_small_private(path: &Path) -> Result<(String, Key, SystemTime), (Key, St
     file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text).map_err(|e| (key.clone(), format!("unreadable: {e}")))?;
     let modified = meta.modified().unwrap_or_else(|_| SystemTime::now());
     Ok((text, key, modified))
-}
-
-fn remove_if_old(path: &Path) {
-    let old = std::fs::symlink_metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.elapsed().ok())
-        .is_some_and(|age| age > TEMP_FILE_MAX_AGE);
-    if old {
-        let _ = std::fs::remove_file(path);
-    }
 }
 
 #[cfg(test)]
@@ -248,32 +349,148 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_recycled_pid_gets_nothing_and_the_file_goes() {
-        let (_root, dir) = setup();
-        let (pid, ticks) = me();
-        // Same PID, other start time: an earlier process that had this PID.
-        let stale = dir.join(format!("{pid}-{}.json", ticks + 1));
-        std::fs::write(&stale, sample_json(pid, ticks + 1)).unwrap();
-        let s = FileProbes::new(dir).sample();
-        assert!(s.reports.is_empty());
-        assert!(!stale.exists());
+    /// A stand-in `/proc` where this process is `self` in namespace
+    /// `pid:[1]`, and processes come, go and change as the test says.
+    struct FakeProc {
+        root: tempfile::TempDir,
+    }
+
+    impl FakeProc {
+        fn new() -> Self {
+            let root = tempfile::tempdir().unwrap();
+            let me = std::process::id();
+            std::os::unix::fs::symlink(me.to_string(), root.path().join("self")).unwrap();
+            let fake = Self { root };
+            fake.process(me, 1, "pid:[1]");
+            fake
+        }
+
+        fn process(&self, pid: u32, ticks: u64, ns: &str) {
+            let dir = self.root.path().join(pid.to_string());
+            std::fs::create_dir_all(dir.join("ns")).unwrap();
+            let _ = std::fs::remove_file(dir.join("ns/pid"));
+            std::os::unix::fs::symlink(ns, dir.join("ns/pid")).unwrap();
+            self.restart(pid, ticks);
+        }
+
+        /// Written in place, as the kernel's file changes under a held
+        /// descriptor.
+        fn restart(&self, pid: u32, ticks: u64) {
+            let line = format!("{pid} (python3) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {ticks} 0 0\n");
+            std::fs::write(self.root.path().join(format!("{pid}/stat")), line).unwrap();
+        }
+
+        /// A held `/proc/PID/stat` of an exited process reads nothing.
+        fn end(&self, pid: u32) {
+            std::fs::write(self.root.path().join(format!("{pid}/stat")), "").unwrap();
+        }
+
+        fn probes(&self, dir: &Path) -> FileProbes {
+            FileProbes::with_proc(dir.to_path_buf(), self.root.path().to_path_buf())
+        }
+    }
+
+    fn probe_file(dir: &Path, pid: u32, ticks: u64) -> PathBuf {
+        let path = dir.join(format!("{pid}-{ticks}.json"));
+        std::fs::write(&path, sample_json(pid, ticks)).unwrap();
+        path
     }
 
     #[test]
-    fn an_ended_process_is_gone_once_then_removed() {
+    fn a_process_seen_running_that_ends_is_gone_once_then_its_files_go() {
         let (_root, dir) = setup();
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        child.wait().unwrap();
-        let file = dir.join(format!("{pid}-5.json"));
-        std::fs::write(&file, sample_json(pid, 5)).unwrap();
-        let mut probes = FileProbes::new(dir);
+        let proc = FakeProc::new();
+        proc.process(700, 50, "pid:[1]");
+        let file = probe_file(&dir, 700, 50);
+        let temp = dir.join(".700-50.0123abcd.tmp");
+        let others_temp = dir.join(".701-50.0123abcd.tmp");
+        std::fs::write(&temp, "half").unwrap();
+        std::fs::write(&others_temp, "half").unwrap();
+        let mut probes = proc.probes(&dir);
+        let s = probes.sample();
+        assert!(s.reports[0].alive);
+        proc.end(700);
         let s = probes.sample();
         assert_eq!(s.reports.len(), 1);
+        assert!(!s.reports[0].alive, "gone, this once");
+        assert!(!file.exists() && !temp.exists());
+        assert!(others_temp.exists(), "another process's temporary file stays");
+        assert!(probes.sample().reports.is_empty());
+        assert_eq!(probes.sample().status.skipped, 0);
+    }
+
+    #[test]
+    fn a_pid_seen_running_then_reused_gets_nothing_and_the_file_goes() {
+        let (_root, dir) = setup();
+        let proc = FakeProc::new();
+        proc.process(700, 50, "pid:[1]");
+        let file = probe_file(&dir, 700, 50);
+        let mut probes = proc.probes(&dir);
+        assert!(probes.sample().reports[0].alive);
+        proc.restart(700, 90);
+        assert!(probes.sample().reports.is_empty());
+        assert!(!file.exists());
+    }
+
+    #[test]
+    fn files_of_processes_never_seen_here_are_skipped_and_kept() {
+        let (_root, dir) = setup();
+        let proc = FakeProc::new();
+        // No such PID here: ended unseen, or a PID of another namespace.
+        let missing = probe_file(&dir, 800, 5);
+        // The PID is another process here (started at 90, not 5).
+        proc.process(801, 90, "pid:[1]");
+        let other = probe_file(&dir, 801, 5);
+        // Same PID and start, but a process of another namespace.
+        proc.process(802, 7, "pid:[2]");
+        let foreign = probe_file(&dir, 802, 7);
+        let temp = dir.join(".800-5.0123abcd.tmp");
+        std::fs::write(&temp, "half").unwrap();
+        let mut probes = proc.probes(&dir);
+        for _ in 0..3 {
+            let s = probes.sample();
+            assert!(s.reports.is_empty(), "{:?}", s.reports);
+            assert_eq!(s.status.skipped, 3, "counted once each: {:?}", s.status.last_skipped);
+            assert!(s.status.last_skipped.unwrap().contains("left in place"));
+        }
+        // Rewritten by their (foreign) writers: still counted once.
+        std::fs::write(&foreign, sample_json(802, 7).replace("\"seq\":3", "\"seq\":4")).unwrap();
+        assert_eq!(probes.sample().status.skipped, 3);
+        for f in [&missing, &other, &foreign, &temp] {
+            assert!(f.exists(), "{} kept", f.display());
+        }
+    }
+
+    #[test]
+    fn without_a_namespace_to_compare_nothing_is_removed() {
+        let (_root, dir) = setup();
+        let proc = FakeProc::new();
+        // `self` is not this process: the PIDs there are not in our terms.
+        std::fs::remove_file(proc.root.path().join("self")).unwrap();
+        std::os::unix::fs::symlink("1", proc.root.path().join("self")).unwrap();
+        proc.process(700, 50, "pid:[1]");
+        let file = probe_file(&dir, 700, 50);
+        let mut probes = proc.probes(&dir);
+        assert!(probes.sample().reports[0].alive, "still reported while it runs");
+        proc.end(700);
+        assert!(probes.sample().reports.is_empty());
+        assert!(file.exists());
+    }
+
+    #[test]
+    fn a_real_process_of_ours_is_followed_to_its_end() {
+        let (_root, dir) = setup();
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        let ticks = crate::sources::procstat::start_ticks(Path::new("/proc"), pid).unwrap();
+        let file = probe_file(&dir, pid, ticks);
+        let mut probes = FileProbes::new(dir);
+        assert!(probes.sample().reports[0].alive);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let s = probes.sample();
         assert!(!s.reports[0].alive);
         assert!(!file.exists());
-        assert!(probes.sample().reports.is_empty());
     }
 
     #[test]
@@ -286,10 +503,25 @@ mod tests {
     }
 
     #[test]
+    fn what_is_opened_is_judged_again() {
+        // As if swapped in between the path check and the open.
+        let (root, dir) = setup();
+        let link = root.path().join("gpuscope").join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(FileProbes::new(link).open_dir().unwrap_err().contains("cannot open"));
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(FileProbes::new(dir).open_dir().unwrap_err().contains("no longer a private directory"));
+    }
+
+    #[test]
     fn names_are_parsed_strictly() {
         assert_eq!(parse_name("12-34.json"), Some((12, 34)));
         assert_eq!(parse_name("12-34.json.tmp"), None);
         assert_eq!(parse_name("x-34.json"), None);
         assert_eq!(parse_name("../12-34.json"), None);
+        assert_eq!(parse_temp_name(".12-34.00ff.tmp"), Some((12, 34)));
+        assert_eq!(parse_temp_name(".12-34..tmp"), None);
+        assert_eq!(parse_temp_name(".12-34.xyz.tmp"), None);
+        assert_eq!(parse_temp_name("12-34.00ff.tmp"), None);
     }
 }

@@ -1,0 +1,175 @@
+//! Directory-relative file operations that never follow a symbolic link
+//! below the directory they start from. Every directory is judged by what
+//! was opened (`fstat` on the descriptor), never by a name looked up a
+//! moment earlier, so a link or directory swapped in between is caught.
+
+use std::ffi::{CString, OsStr};
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// An open directory and the path it was reached by (for messages and for
+/// the caller's own checks of that path).
+#[derive(Debug)]
+pub struct DirFd {
+    file: File,
+    pub path: PathBuf,
+}
+
+fn c_name(name: &OsStr) -> io::Result<CString> {
+    if name.is_empty() || name.as_bytes().contains(&b'/') {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a plain file name"));
+    }
+    CString::new(name.as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a file name"))
+}
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(ret) }
+}
+
+impl DirFd {
+    /// Opens a directory the user named (an environment variable, a
+    /// Python's site directory): links in that path are the user's own
+    /// choice and are followed; the caller judges what was opened.
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let c = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a path"))?;
+        // SAFETY: a valid NUL-terminated path; the descriptor is owned below.
+        let fd = check(unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) })?;
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        Ok(Self { file: File::from(unsafe { OwnedFd::from_raw_fd(fd) }), path: path.to_path_buf() })
+    }
+
+    /// Opens a directory whose last component must not be a link (the
+    /// probe directory, already judged by its path): what is opened is
+    /// then judged again through the descriptor.
+    pub fn open_nofollow(path: &Path) -> io::Result<Self> {
+        let c = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a path"))?;
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a valid NUL-terminated path; the descriptor is owned below.
+        let fd = check(unsafe { libc::open(c.as_ptr(), flags) })?;
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        Ok(Self { file: File::from(unsafe { OwnedFd::from_raw_fd(fd) }), path: path.to_path_buf() })
+    }
+
+    pub fn metadata(&self) -> io::Result<Metadata> {
+        self.file.metadata()
+    }
+
+    /// `chmod` through the descriptor: only for a directory this process
+    /// has just created, never for one it found.
+    pub fn set_mode(&self, mode: u32) -> io::Result<()> {
+        self.file.set_permissions(std::fs::Permissions::from_mode(mode))
+    }
+
+    /// `Ok(true)` when this call created it, `Ok(false)` when something of
+    /// that name already existed (to be judged by the caller).
+    pub fn mkdir(&self, name: &OsStr, mode: u32) -> io::Result<bool> {
+        let c = c_name(name)?;
+        // SAFETY: a valid directory descriptor and NUL-terminated name.
+        match check(unsafe { libc::mkdirat(self.file.as_raw_fd(), c.as_ptr(), mode as libc::mode_t) }) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn openat(&self, name: &OsStr, flags: libc::c_int, mode: u32) -> io::Result<File> {
+        let c = c_name(name)?;
+        let flags = flags | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a valid directory descriptor and NUL-terminated name.
+        let fd = check(unsafe { libc::openat(self.file.as_raw_fd(), c.as_ptr(), flags, mode as libc::c_uint) })?;
+        // SAFETY: `fd` was just opened and is owned by nothing else.
+        Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// A directory inside this one; a symbolic link there fails (ENOTDIR
+    /// or ELOOP).
+    pub fn open_dir(&self, name: &OsStr) -> io::Result<Self> {
+        let file = self.openat(name, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+        Ok(Self { file, path: self.path.join(name) })
+    }
+
+    /// A file inside this one, for reading; neither a link nor a FIFO can
+    /// make this follow or block.
+    pub fn open_file(&self, name: &OsStr) -> io::Result<File> {
+        self.openat(name, libc::O_RDONLY | libc::O_NONBLOCK, 0)
+    }
+
+    /// A new file; fails if anything of that name exists.
+    pub fn create_new(&self, name: &OsStr, mode: u32) -> io::Result<File> {
+        self.openat(name, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, mode)
+    }
+
+    pub fn rename(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
+        let (from, to) = (c_name(from)?, c_name(to)?);
+        let fd = self.file.as_raw_fd();
+        // SAFETY: valid descriptors and NUL-terminated names.
+        check(unsafe { libc::renameat(fd, from.as_ptr(), fd, to.as_ptr()) }).map(drop)
+    }
+
+    pub fn unlink(&self, name: &OsStr) -> io::Result<()> {
+        let c = c_name(name)?;
+        // SAFETY: a valid directory descriptor and NUL-terminated name.
+        check(unsafe { libc::unlinkat(self.file.as_raw_fd(), c.as_ptr(), 0) }).map(drop)
+    }
+
+    /// The same directory as `other` (device and inode)?
+    pub fn is(&self, other: &Metadata) -> bool {
+        self.metadata().is_ok_and(|m| m.dev() == other.dev() && m.ino() == other.ino())
+    }
+}
+
+/// Eight random bytes as hex, for names nobody can predict.
+pub fn random_hex() -> String {
+    let mut buf = [0u8; 8];
+    // SAFETY: writes at most buf.len() bytes into buf.
+    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n != 8 {
+        // Uniqueness is what matters here (creation is exclusive): the
+        // clock and PID are enough when the kernel has no getrandom.
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        buf = (u64::try_from(nanos & u128::from(u64::MAX)).unwrap_or(0) ^ u64::from(std::process::id())).to_le_bytes();
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_below_the_start_are_never_followed() {
+        let root = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), root.path().join("link")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", root.path().join("file-link")).unwrap();
+        assert!(DirFd::open_nofollow(&root.path().join("link")).is_err());
+        let dir = DirFd::open(root.path()).unwrap();
+        let e = dir.open_dir(OsStr::new("link")).unwrap_err().raw_os_error();
+        assert!(matches!(e, Some(libc::ELOOP | libc::ENOTDIR)), "{e:?}");
+        assert_eq!(dir.open_file(OsStr::new("file-link")).unwrap_err().raw_os_error(), Some(libc::ELOOP));
+        assert!(dir.create_new(OsStr::new("file-link"), 0o600).is_err(), "O_EXCL refuses an existing link");
+        assert!(!dir.mkdir(OsStr::new("link"), 0o700).unwrap(), "an existing name is reported, not replaced");
+        assert!(dir.open_dir(OsStr::new("../x")).is_err(), "names only, no paths");
+        assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn created_files_and_renames_stay_inside() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = DirFd::open(root.path()).unwrap();
+        assert!(dir.mkdir(OsStr::new("sub"), 0o700).unwrap());
+        let sub = dir.open_dir(OsStr::new("sub")).unwrap();
+        io::Write::write_all(&mut sub.create_new(OsStr::new("a"), 0o600).unwrap(), b"x").unwrap();
+        sub.rename(OsStr::new("a"), OsStr::new("b")).unwrap();
+        assert_eq!(std::fs::read(root.path().join("sub/b")).unwrap(), b"x");
+        sub.unlink(OsStr::new("b")).unwrap();
+        assert!(sub.is(&std::fs::metadata(root.path().join("sub")).unwrap()));
+        assert_ne!(random_hex(), random_hex());
+    }
+}
