@@ -30,7 +30,8 @@ Transport (gpuscope's reader implements exactly this):
                be a real directory (no symlink), owned by the user, with
                mode & 0o077 == 0; otherwise nothing is written.
     file       <pid>-<start_ticks>.json, start_ticks = field 22 of
-               /proc/self/stat (0 off Linux); written to
+               /proc/self/stat (0 off Linux); the content's pid_ns is the
+               readlink of /proc/self/ns/pid; written to
                .<pid>-<start_ticks>.<hex>.tmp (O_EXCL|O_NOFOLLOW, 0600) and
                renamed over it, so a reader never sees a partial file.
     content    one JSON object, format "gpuscope-probe", version 1; every
@@ -518,6 +519,16 @@ def _read_start_ticks():
         return 0
 
 
+def _read_pid_namespace():
+    """`pid:[inode]` of this process's PID namespace: with it, a gpuscope in
+    the same namespace can prove the process gone after it ended unseen
+    (a kill -9 while no gpuscope watched) and remove the file."""
+    try:
+        return _text(os.readlink("/proc/self/ns/pid"))
+    except (OSError, AttributeError):
+        return None
+
+
 def _mid_import(module):
     """True while a module's own import is still running in some thread."""
     spec = getattr(module, "__spec__", None)
@@ -995,6 +1006,7 @@ class _Probe(object):
         self.keep_at_exit = False
         self.pid = os.getpid()
         self.start_ticks = _read_start_ticks()
+        self.pid_ns = _read_pid_namespace()
         self.name = "%d-%d.json" % (self.pid, self.start_ticks)
         self.errors = 0
         self.seq = 0
@@ -1084,6 +1096,7 @@ class _Probe(object):
                 "version": FORMAT_VERSION,
                 "pid": self.pid,
                 "start_ticks": self.start_ticks,
+                "pid_ns": self.pid_ns,
                 "seq": self.seq + 1,
                 "written_unix_ms": int(time.time() * 1000),
                 "interval_s": self.interval,

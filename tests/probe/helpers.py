@@ -42,6 +42,7 @@ KEYS = [
     "version",
     "pid",
     "start_ticks",
+    "pid_ns",
     "seq",
     "written_unix_ms",
     "interval_s",

@@ -46,6 +46,7 @@ class DocumentTest(InProcessCase):
         self.assertEqual(doc["version"], 1)
         self.assertEqual(doc["pid"], os.getpid())
         self.assertEqual(doc["start_ticks"], gp._read_start_ticks())
+        self.assertEqual(doc["pid_ns"], os.readlink("/proc/self/ns/pid"))
         self.assertEqual(doc["seq"], 1)
         self.assertGreaterEqual(doc["written_unix_ms"], before)
         self.assertLessEqual(doc["written_unix_ms"], int(time.time() * 1000))

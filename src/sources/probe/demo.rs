@@ -144,6 +144,7 @@ fn report(p: &DemoProcess, t: f64) -> ProbeReport {
         version: 1,
         pid: p.pid,
         start_ticks: 0,
+        pid_ns: None,
         seq: t as u64,
         written_unix_ms: 0,
         interval_s: 1.0,

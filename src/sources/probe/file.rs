@@ -17,6 +17,9 @@ pub struct ProbeFile {
     pub version: u32,
     pub pid: u32,
     pub start_ticks: u64,
+    /// `pid:[inode]` of the writer's PID namespace (probes since issue 11).
+    #[serde(default)]
+    pub pid_ns: Option<String>,
     pub seq: u64,
     pub written_unix_ms: u64,
     pub interval_s: f64,

@@ -120,7 +120,7 @@ impl FileProbes {
                 return None;
             }
         };
-        let alive = match self.identify(pid, ticks) {
+        let alive = match self.identify(pid, ticks, file.pid_ns.as_deref()) {
             Identity::Running => true,
             // Counted once per file, not per version: a probe in another
             // namespace rewrites its file every second. Judged again each
@@ -157,9 +157,14 @@ impl FileProbes {
 
     /// Whether the process a file names runs, has provably ended, or
     /// cannot be told.
-    fn identify(&mut self, pid: u32, ticks: u64) -> Identity {
+    /// `claimed_ns` is the namespace the probe wrote down for itself: equal
+    /// to gpuscope's own, it makes a process that ended unseen (a kill -9
+    /// while no gpuscope watched) provably gone, since PIDs and start times
+    /// in one namespace name one process.
+    fn identify(&mut self, pid: u32, ticks: u64, claimed_ns: Option<&str>) -> Identity {
         let now = self.start_ticks(pid);
-        if self.seen.contains(&(pid, ticks)) {
+        let ours = self.own_ns.as_deref().zip(claimed_ns).is_some_and(|(own, claimed)| own == claimed);
+        if self.seen.contains(&(pid, ticks)) || (ours && now != Some(ticks)) {
             if now == Some(ticks) {
                 return Identity::Running;
             }
@@ -459,6 +464,33 @@ mod tests {
         for f in [&missing, &other, &foreign, &temp] {
             assert!(f.exists(), "{} kept", f.display());
         }
+    }
+
+    fn probe_file_in(dir: &Path, pid: u32, ticks: u64, ns: &str) -> PathBuf {
+        let mut v: serde_json::Value = serde_json::from_str(&sample_json(pid, ticks)).unwrap();
+        v["pid_ns"] = ns.into();
+        let path = dir.join(format!("{pid}-{ticks}.json"));
+        std::fs::write(&path, v.to_string()).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_probe_of_this_namespace_that_ended_unseen_is_provably_gone() {
+        let (_root, dir) = setup();
+        let proc = FakeProc::new();
+        // Killed while no gpuscope watched: its PID is free now...
+        let free = probe_file_in(&dir, 900, 5, "pid:[1]");
+        // ...or taken by a later process (started at 90, not 5).
+        proc.process(901, 90, "pid:[1]");
+        let reused = probe_file_in(&dir, 901, 5, "pid:[1]");
+        // A probe of another namespace proves nothing here.
+        let foreign = probe_file_in(&dir, 902, 5, "pid:[2]");
+        let mut probes = proc.probes(&dir);
+        let s = probes.sample();
+        assert_eq!(s.reports.iter().map(|r| (r.file.pid, r.alive)).collect::<Vec<_>>(), [(900, false)]);
+        assert!(!free.exists() && !reused.exists());
+        assert!(foreign.exists());
+        assert_eq!(s.status.skipped, 1);
     }
 
     #[test]
