@@ -156,8 +156,16 @@ fn a_killed_process_disappears_and_a_recycled_pid_inherits_nothing() {
     let mut forged = good.clone();
     forged["pid"] = sleeper.pid().into();
     forged["start_ticks"] = 1.into();
+    // Without the namespace the probe records, nothing proves it gone.
+    forged.as_object_mut().unwrap().remove("pid_ns");
     let forged_path = probe_dir.join(format!("{}-1.json", sleeper.pid()));
     std::fs::write(&forged_path, forged.to_string()).unwrap();
+    // With it (ours), the same PID and another start time prove it ended.
+    let mut claimed = good.clone();
+    claimed["pid"] = sleeper.pid().into();
+    claimed["start_ticks"] = 2.into();
+    let claimed_path = probe_dir.join(format!("{}-2.json", sleeper.pid()));
+    std::fs::write(&claimed_path, claimed.to_string()).unwrap();
 
     // NVML still lists both PIDs (the driver can lag a process's exit).
     let sim = Sim::new(&scenario(&[(pid, 12_000), (sleeper.pid(), 100)]));
@@ -193,6 +201,7 @@ fn a_killed_process_disappears_and_a_recycled_pid_inherits_nothing() {
     let _ = watch.wait();
     assert!(!file.exists(), "the file of the process seen running, then killed, is removed");
     assert!(forged_path.exists(), "a file whose process was never seen running is left in place");
+    assert!(!claimed_path.exists(), "a file of this namespace whose PID runs another process is removed");
 }
 
 #[test]
