@@ -23,8 +23,9 @@ pub(crate) struct Dev<'a> {
     pub t: f64,
 }
 
-pub(crate) fn handle_for(index: usize) -> nvmlDevice_t {
-    ptr::without_provenance_mut::<nvmlDevice_st>(HANDLE_BASE + index)
+/// The handle of the GPU at `position` among the scenario's `[[gpu]]`.
+pub(crate) fn handle_for(position: usize) -> nvmlDevice_t {
+    ptr::without_provenance_mut::<nvmlDevice_st>(HANDLE_BASE + position)
 }
 
 /// Unwinding across `extern "C"` aborts the host, so panics become
@@ -39,6 +40,7 @@ pub(crate) fn guarded(body: impl FnOnce() -> Outcome) -> nvmlReturn_t {
 /// A call that needs NVML initialised.
 pub(crate) fn run(function: &str, body: impl FnOnce(&Ctx<'_>) -> Outcome) -> nvmlReturn_t {
     timing::sleep_delay();
+    timing::hang_if_due();
     guarded(|| {
         let mut state = state::lock();
         let ctx = state.ready(function)?;
@@ -69,7 +71,9 @@ pub(crate) fn device(
 }
 
 pub(crate) fn resolve<'a>(ctx: &Ctx<'a>, handle: nvmlDevice_t) -> Result<Dev<'a>, nvmlReturn_t> {
-    let index = handle.addr().checked_sub(HANDLE_BASE).ok_or(INVALID_ARGUMENT)?;
-    let gpu = ctx.scenario.gpus.get(index).ok_or(INVALID_ARGUMENT)?;
+    let position = handle.addr().checked_sub(HANDLE_BASE).ok_or(INVALID_ARGUMENT)?;
+    let gpu = ctx.scenario.gpus.get(position).ok_or(INVALID_ARGUMENT)?;
+    // The handle of a GPU that has gone away names nothing any more.
+    let index = ctx.scenario.visible(ctx.t).iter().position(|&p| p == position).ok_or(INVALID_ARGUMENT)?;
     Ok(Dev { index: index as u32, gpu, t: ctx.t })
 }
