@@ -53,6 +53,11 @@ impl DeviceStatic {
         handle_of(dev) != self.handle
     }
 
+    /// Takes the handle as this device's, once its UUID has been checked.
+    pub fn adopt(&mut self, dev: &Device<'_>) {
+        self.handle = handle_of(dev);
+    }
+
     /// Stamps the device's identity onto an entry.
     pub fn apply(&self, mut gpu: Gpu) -> Gpu {
         gpu.uuid.clone_from(&self.uuid);

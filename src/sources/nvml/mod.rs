@@ -137,10 +137,10 @@ impl NvmlSource {
     }
 
     /// GPUs come and go (a reset, hot-plug, a driver reload): the count is
-    /// read every tick, and each index's handle compared (free); when
-    /// either differs, or a reading failed last tick, the UUIDs are read,
-    /// and a change re-enumerates, so a UUID is never shown with another
-    /// GPU's readings and a new GPU is shown from its first tick.
+    /// read every tick; when it differs, or a reading failed last tick, or
+    /// (see `read`) NVML hands out another handle for an index, the UUIDs
+    /// are read, and a change re-enumerates. So a UUID is never shown with
+    /// another GPU's readings, and a new GPU is shown from its first tick.
     fn follow_devices(&mut self) {
         let Some(nvml) = &self.nvml else { return };
         let count = self.calls.track("nvmlDeviceGetCount", None, || nvml.device_count());
@@ -151,15 +151,8 @@ impl NvmlSource {
             Err(e) if session_broken(&e) => return self.drop_session(&e),
             Err(_) => return,
         };
-        let moved = || {
-            self.all.iter().any(|d| {
-                let dev =
-                    self.calls.track("nvmlDeviceGetHandleByIndex", Some(d.index), || nvml.device_by_index(d.index));
-                dev.is_ok_and(|dev| d.moved(&dev))
-            })
-        };
         let changed = u32::try_from(self.all.len()).ok() != Some(count)
-            || ((self.suspect || moved()) && !device::same_devices(nvml, &self.calls, &self.all));
+            || (self.suspect && !device::same_devices(nvml, &self.calls, &self.all));
         self.suspect = false;
         if changed {
             match device::enumerate(nvml, &self.calls, &self.all) {
@@ -169,27 +162,22 @@ impl NvmlSource {
             }
         }
     }
-}
 
-impl GpuSource for NvmlSource {
-    fn sample(&mut self) -> GpuSample {
-        self.ensure_open();
-        self.follow_devices();
-        let Some(nvml) = &self.nvml else {
-            let error = self.last_error.clone().unwrap_or_else(|| "NVML is not initialised".into());
-            return GpuSample {
-                driver: self.driver.clone(),
-                status: SourceStatus::failed(error),
-                ..GpuSample::default()
-            };
-        };
+    /// The watched GPUs' readings and processes; `None`, before reading
+    /// anything, when an index's handle is not the one it was (comparing
+    /// costs nothing: the handle is fetched to read the GPU anyway), unless
+    /// `adopt_handles`, after the UUIDs have been checked.
+    fn read(&mut self, adopt_handles: bool) -> Option<(Vec<Gpu>, Vec<crate::sources::GpuProcess>)> {
+        let nvml = self.nvml.as_ref()?;
         let calls = &self.calls;
         let mut gpus = Vec::with_capacity(self.watched.len());
         let mut merger = ProcessMerger::default();
         for st in &mut self.watched {
             let dev = calls.track("nvmlDeviceGetHandleByIndex", Some(st.index), || nvml.device_by_index(st.index));
             let gpu = match dev {
+                Ok(dev) if st.moved(&dev) && !adopt_handles => return None,
                 Ok(dev) => {
+                    st.adopt(&dev);
                     st.refresh(&dev, calls);
                     let gpu = read_gpu(&dev, st, calls);
                     if gpu.state == GpuState::Ok {
@@ -207,7 +195,29 @@ impl GpuSource for NvmlSource {
             self.suspect |= gpu.error.is_some();
             gpus.push(gpu);
         }
-        let processes = merger.finish(nvml, &mut self.names, calls);
+        Some((gpus, merger.finish(nvml, &mut self.names, calls)))
+    }
+}
+
+impl GpuSource for NvmlSource {
+    fn sample(&mut self) -> GpuSample {
+        self.ensure_open();
+        self.follow_devices();
+        let read = self.read(false).or_else(|| {
+            // Another device at some index: check the UUIDs now, so this
+            // tick already shows each GPU with its own readings.
+            self.suspect = true;
+            self.follow_devices();
+            self.read(true)
+        });
+        let Some((gpus, processes)) = read else {
+            let error = self.last_error.clone().unwrap_or_else(|| "NVML is not initialised".into());
+            return GpuSample {
+                driver: self.driver.clone(),
+                status: SourceStatus::failed(error),
+                ..GpuSample::default()
+            };
+        };
         GpuSample { driver: self.driver.clone(), gpus, processes, status: SourceStatus::ok() }
     }
 }
