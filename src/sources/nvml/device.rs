@@ -53,9 +53,19 @@ impl DeviceStatic {
         handle_of(dev) != self.handle
     }
 
-    /// Takes the handle as this device's, once its UUID has been checked.
+    /// Takes the handle as this device's.
     pub fn adopt(&mut self, dev: &Device<'_>) {
         self.handle = handle_of(dev);
+    }
+
+    /// Whether the device behind `dev` has this device's UUID (as far as
+    /// anyone can tell: one that cannot be read is given the benefit).
+    pub fn same_uuid(&self, dev: &Device<'_>, calls: &Calls) -> bool {
+        match (calls.track("nvmlDeviceGetUUID", Some(self.index), || dev.uuid()), &self.uuid) {
+            (Ok(now), Some(was)) => &now == was,
+            (Ok(_), None) => false,
+            (Err(_), _) => true,
+        }
     }
 
     /// Stamps the device's identity onto an entry.

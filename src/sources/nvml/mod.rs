@@ -163,10 +163,10 @@ impl NvmlSource {
         }
     }
 
-    /// The watched GPUs' readings and processes; `None`, before reading
-    /// anything, when an index's handle is not the one it was (comparing
-    /// costs nothing: the handle is fetched to read the GPU anyway), unless
-    /// `adopt_handles`, after the UUIDs have been checked.
+    /// The watched GPUs' readings and processes; `None` when an index's
+    /// handle is not the one it was (comparing costs nothing: the handle is
+    /// fetched to read the GPU anyway), unless `adopt_handles` and the
+    /// device behind it still has the UUID it had.
     fn read(&mut self, adopt_handles: bool) -> Option<(Vec<Gpu>, Vec<crate::sources::GpuProcess>)> {
         let nvml = self.nvml.as_ref()?;
         let calls = &self.calls;
@@ -175,7 +175,7 @@ impl NvmlSource {
         for st in &mut self.watched {
             let dev = calls.track("nvmlDeviceGetHandleByIndex", Some(st.index), || nvml.device_by_index(st.index));
             let gpu = match dev {
-                Ok(dev) if st.moved(&dev) && !adopt_handles => return None,
+                Ok(dev) if st.moved(&dev) && !(adopt_handles && st.same_uuid(&dev, calls)) => return None,
                 Ok(dev) => {
                     st.adopt(&dev);
                     st.refresh(&dev, calls);
@@ -203,15 +203,25 @@ impl GpuSource for NvmlSource {
     fn sample(&mut self) -> GpuSample {
         self.ensure_open();
         self.follow_devices();
-        let read = self.read(false).or_else(|| {
-            // Another device at some index: check the UUIDs now, so this
-            // tick already shows each GPU with its own readings.
+        let mut read = self.read(false);
+        // Another device at some index: check the UUIDs now, so this tick
+        // already shows each GPU with its own readings. Twice, for GPUs
+        // that change again while being enumerated.
+        for _ in 0..2 {
+            if read.is_some() || self.nvml.is_none() {
+                break;
+            }
             self.suspect = true;
             self.follow_devices();
-            self.read(true)
-        });
+            read = self.read(true);
+        }
         let Some((gpus, processes)) = read else {
-            let error = self.last_error.clone().unwrap_or_else(|| "NVML is not initialised".into());
+            let error = match (&self.nvml, &self.last_error) {
+                (Some(_), _) => "the GPUs changed while they were being read; reading them again next tick".into(),
+                (None, Some(e)) => e.clone(),
+                (None, None) => "NVML is not initialised".into(),
+            };
+            self.suspect = true;
             return GpuSample {
                 driver: self.driver.clone(),
                 status: SourceStatus::failed(error),
