@@ -56,8 +56,11 @@ pub(crate) fn device(
     reading: Option<Reading>,
     body: impl FnOnce(&Dev<'_>) -> Outcome,
 ) -> nvmlReturn_t {
-    run(function, |ctx| {
+    let rc = run(function, |ctx| {
         let dev = resolve(ctx, handle)?;
+        if dev.gpu.hangs_at(dev.t) {
+            return Err(HANGS);
+        }
         if dev.gpu.is_lost() {
             return Err(GPU_IS_LOST);
         }
@@ -67,8 +70,17 @@ pub(crate) fn device(
             return Err(NOT_SUPPORTED);
         }
         body(&dev)
-    })
+    });
+    // Hangs outside the state lock, so the other GPUs still answer.
+    if rc == HANGS {
+        timing::hang();
+        return UNKNOWN;
+    }
+    rc
 }
+
+/// Not an NVML code: the body's way of saying "never return".
+const HANGS: nvmlReturn_t = 0x7fff_0000;
 
 pub(crate) fn resolve<'a>(ctx: &Ctx<'a>, handle: nvmlDevice_t) -> Result<Dev<'a>, nvmlReturn_t> {
     let position = handle.addr().checked_sub(HANDLE_BASE).ok_or(INVALID_ARGUMENT)?;

@@ -117,6 +117,9 @@ pub(crate) struct GpuSpec {
     pub throttle_reasons: u64,
     pub mig_current: bool,
     pub mig_pending: bool,
+    /// This GPU's calls made this many seconds after init or later never
+    /// return (the count and the handles still do).
+    pub hang_after_s: Option<f64>,
     pub process: Vec<ProcessSpec>,
 }
 
@@ -147,6 +150,7 @@ impl Default for GpuSpec {
             throttle_reasons: 0,
             mig_current: false,
             mig_pending: false,
+            hang_after_s: None,
             process: Vec::new(),
         }
     }

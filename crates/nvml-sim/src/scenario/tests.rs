@@ -148,6 +148,9 @@ fn bad_topology_and_hangs_are_refused() {
     let backwards = "[[gpu]]\n[[topology]]\nat_s = 2\ngpus = [0]\n[[topology]]\nat_s = 1\ngpus = []\n";
     assert!(error(backwards).contains("later than the step before"));
     assert!(error("hang_after_s = -1").contains("hang_after_s"));
+    assert!(error("[[gpu]]\nhang_after_s = nan").contains("hang_after_s"));
+    let gpu = &parse("[[gpu]]\nhang_after_s = 2").gpus[0];
+    assert!(!gpu.hangs_at(1.9) && gpu.hangs_at(2.0));
     let s = parse("hang_init = true\nhang_after_s = 3");
     assert!(s.hang_init);
     assert_eq!(s.hang_after_s, Some(3.0));
