@@ -82,7 +82,8 @@ pub enum Command {
         command: Vec<OsString>,
     },
     /// Watch for a while and report the active alerts, for scripts and cron:
-    /// exit 0 when there are none (or only info), 1 for warnings, 2 for critical ones.
+    /// exit 0 when there are none (or only info), 1 for warnings, 2 for critical ones,
+    /// 3 when the driver stopped answering (see --timeout).
     Check {
         /// How long to watch (at most 30 days).
         #[arg(long = "for", value_name = "DURATION", default_value = "10s", value_parser = bounds::parse_check_window)]
