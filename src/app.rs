@@ -1,11 +1,14 @@
 //! Start-up, mode dispatch and exit codes.
 
-use std::io;
+use std::io::{self, IsTerminal};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use clap::Parser;
 
 use crate::analysis::Analyzer;
+use crate::bounds;
 use crate::check;
 use crate::cli::{Cli, Command, DemoMode, ProbeAction};
 use crate::collect::Collector;
@@ -14,19 +17,28 @@ use crate::model::AlertKind;
 use crate::poller::{self, SnapshotRx};
 use crate::recording;
 use crate::settings::{Mode, Settings, SettingsError};
+use crate::sinks::stdout::{self, Delivered};
 use crate::sinks::{json, table};
 use crate::sources::host::SysinfoHost;
-use crate::sources::nvml::{InitError, LibrarySpec, NvmlSource};
+use crate::sources::nvml::{Calls, InitError, LibrarySpec, NvmlSource};
 use crate::sources::probe::{self, DemoProbes, FileProbes, ProbeSource};
 use crate::tui;
 
-/// Exit codes, documented in the README.
+/// Exit codes, documented in the README. `run` adds 126 and 127 (see
+/// `inject`), and otherwise exits with its command's own status.
 pub mod exit {
     pub const OK: u8 = 0;
     /// Something failed while running (an output error other than a closed pipe).
     pub const FAILURE: u8 = 1;
     /// Bad usage or config, or no usable NVML: nothing was collected.
     pub const USAGE: u8 = 2;
+    /// The driver did not answer before the deadline (`--timeout`): a hung
+    /// NVML call. Above `check`'s 2, so `[ $? -ge 2 ]` counts it critical.
+    pub const DRIVER_SILENT: u8 = 3;
+    /// `check`: warnings are active.
+    pub const CHECK_WARNING: u8 = 1;
+    /// `check`: critical alerts are active.
+    pub const CHECK_CRITICAL: u8 = 2;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +61,40 @@ pub enum AppError {
     Record { path: std::path::PathBuf, source: io::Error },
     #[error(transparent)]
     Serve(#[from] crate::serve::ServeError),
+    #[error("{0}")]
+    DriverSilent(Silence),
+    #[error("collection stopped unexpectedly (see the message above)")]
+    PollerStopped,
+}
+
+/// A driver that did not answer: for how long, and in which call.
+#[derive(Debug, Clone)]
+pub struct Silence {
+    waited: Duration,
+    call: Option<String>,
+}
+
+impl Silence {
+    fn new(since: Instant, calls: &Calls) -> Self {
+        Self { waited: since.elapsed(), call: calls.current().map(|c| c.to_string()) }
+    }
+}
+
+impl std::fmt::Display for Silence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Whole seconds (or milliseconds under one): the nanoseconds of a
+        // measured wait are noise.
+        let waited = Duration::from_millis(if self.waited < Duration::from_secs(1) {
+            bounds::millis(self.waited)
+        } else {
+            bounds::millis(self.waited).saturating_add(500) / 1000 * 1000
+        });
+        write!(f, "the NVML driver did not answer for {}", humantime::format_duration(waited))?;
+        match &self.call {
+            Some(call) => write!(f, " (stuck in {call}); giving up"),
+            None => f.write_str("; giving up"),
+        }
+    }
 }
 
 impl AppError {
@@ -60,12 +106,17 @@ impl AppError {
             Self::Recording(_) => exit::USAGE,
             Self::Record { .. } => exit::FAILURE,
             Self::Serve(e) => e.exit_code(),
+            Self::DriverSilent(_) => exit::DRIVER_SILENT,
+            Self::PollerStopped => exit::FAILURE,
         }
     }
 }
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return ExitCode::from(clap_exit(&e)),
+    };
     let result = match &cli.command {
         None => watch(&cli).map(|()| exit::OK),
         Some(Command::Check { window, fail_on }) => check(&cli, *window, fail_on),
@@ -74,15 +125,17 @@ pub fn main() -> ExitCode {
         Some(Command::Replay { file, as_json }) => replay(&cli, file, *as_json),
         Some(Command::Serve { listen }) => serve(&cli, *listen).map(|()| exit::OK),
         Some(Command::Probe { action: ProbeAction::Path }) => {
-            inject::probe_path().map(|p| println!("{}", p.display())).map(|()| exit::OK).map_err(AppError::Inject)
+            inject::probe_path().map_err(AppError::Inject).and_then(|p| print(&format!("{}\n", p.display())))
         }
-        Some(Command::Probe { action: ProbeAction::Install { python } }) => inject::install(python)
-            .map(|p| {
-                println!("installed {}", p.display());
-                println!("start it in your training script with: import gpuscope_probe; gpuscope_probe.start()");
+        Some(Command::Probe { action: ProbeAction::Install { python } }) => {
+            inject::install(python).map_err(AppError::Inject).and_then(|p| {
+                print(&format!(
+                    "installed {}\nstart it in your training script with: \
+                     import gpuscope_probe; gpuscope_probe.start()\n",
+                    p.display()
+                ))
             })
-            .map(|()| exit::OK)
-            .map_err(AppError::Inject),
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -93,18 +146,53 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Text on stdout; a closed pipe is a normal end.
+fn print(text: &str) -> Result<u8, AppError> {
+    stdout::print(text).map(|_| exit::OK).map_err(AppError::Output)
+}
+
+/// `--help` and `--version` go through the same writer as everything else
+/// (clap's own ignores a failed write); usage errors go to stderr, exit 2.
+fn clap_exit(e: &clap::Error) -> u8 {
+    use clap::error::ErrorKind;
+    if !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return exit::USAGE;
+    }
+    let text = e.render();
+    let text = if io::stdout().is_terminal() { text.ansi().to_string() } else { text.to_string() };
+    match print(&text) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("gpuscope: {err}");
+            err.exit_code()
+        }
+    }
+}
+
 /// The snapshot modes: collect, then hand snapshots to the chosen sink.
 fn watch(cli: &Cli) -> Result<(), AppError> {
     let settings = Settings::resolve(cli)?;
-    let collector = collector(&settings, settings.mode == Mode::Tui)?;
-    let (rx, control, _poller) = poller::spawn(collector).map_err(AppError::Runtime)?;
+    if settings.mode == Mode::Tui {
+        let collector = collector(&settings, true, &Calls::default())?;
+        let (rx, control, _poller) = poller::spawn(collector).map_err(AppError::Runtime)?;
+        let runtime = runtime()?;
+        let result = runtime.block_on(tui::run(rx, control, tui::TuiOptions::from_env(&settings)));
+        runtime.shutdown_background();
+        return result.map_err(AppError::Output);
+    }
+    let started = Instant::now();
+    let (rx, calls) = start_headless(&settings, bounds::later(started, settings.timeout))?;
     let runtime = runtime()?;
+    // One-shots: the whole run within the timeout. A stream: each line
+    // within an interval and the timeout of the one before.
+    let patience = settings.interval.saturating_add(settings.timeout);
+    let first = Wait { since: started, deadline: bounds::later(started, settings.timeout) };
     let result = runtime.block_on(async {
         match settings.mode {
-            Mode::Json => emit(rx, Some(1), json::write_pretty).await,
-            Mode::JsonStream { count } => emit(rx, count, json::write_line).await,
-            Mode::Table => emit(rx, Some(1), table::write).await,
-            Mode::Tui => tui::run(rx, control, tui::TuiOptions::from_env(&settings)).await.map_err(AppError::Output),
+            Mode::Json => emit(rx, Some(1), json::write_pretty, first, patience, &calls).await,
+            Mode::JsonStream { count } => emit(rx, count, json::write_line, first, patience, &calls).await,
+            Mode::Table | Mode::Tui => emit(rx, Some(1), table::write, first, patience, &calls).await,
         }
     });
     // A driver call may still be in flight on the poller's thread: leaving
@@ -113,26 +201,52 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
     result
 }
 
-/// `gpuscope check`: the exit code says how bad the alerts are.
-fn check(cli: &Cli, window: std::time::Duration, fail_on: &[AlertKind]) -> Result<u8, AppError> {
+/// `gpuscope check`: the exit code says how bad the alerts are, and a
+/// driver that stops answering is the worst of all.
+fn check(cli: &Cli, window: Duration, fail_on: &[AlertKind]) -> Result<u8, AppError> {
     let settings = Settings::resolve(cli)?;
-    let collector = collector(&settings, false)?;
-    let (rx, _control, _poller) = poller::spawn(collector).map_err(AppError::Runtime)?;
+    let started = Instant::now();
+    let window_end = bounds::later(started, window);
+    let deadline = bounds::later(window_end, settings.timeout);
+    let (rx, calls) = match start_headless(&settings, deadline) {
+        Ok(started) => started,
+        Err(AppError::DriverSilent(silence)) => return check_silent(&silence, None),
+        Err(e) => return Err(e),
+    };
     let runtime = runtime()?;
-    let last = runtime.block_on(async { check::watch_for(rx, window).await });
+    // Older than an interval at the window's end, the newest snapshot is
+    // late: wait for the next (a slow tick only costs that wait), up to the
+    // deadline, and call the driver silent only when none has come by then.
+    let fresh_within = settings.interval;
+    let seen = runtime.block_on(check::watch_for(rx, window_end.into(), fresh_within, deadline.into()));
     runtime.shutdown_background();
-    let Some(snap) = last else { return Ok(exit::FAILURE) };
-    print!("{}", check::report(&snap, window));
+    if seen.silent {
+        let since = seen.last_at.map_or(started, tokio::time::Instant::into_std);
+        return check_silent(&Silence::new(since, &calls), Some(&seen));
+    }
+    let Some(snap) = &seen.last else { return Err(AppError::PollerStopped) };
+    print(&check::report(&seen, window, None))?;
     Ok(check::exit_code(&snap.alerts, fail_on))
+}
+
+/// A check whose driver went silent: the last alerts it saw, the silence
+/// as a critical finding, a line on stderr, and its own exit code.
+fn check_silent(silence: &Silence, seen: Option<&check::Watched>) -> Result<u8, AppError> {
+    let none = check::Watched { last: None, last_at: None, silent: true };
+    let text = check::report(seen.unwrap_or(&none), Duration::ZERO, Some(&silence.to_string()));
+    eprintln!("gpuscope: {silence}");
+    print(&text)?;
+    Ok(exit::DRIVER_SILENT)
 }
 
 /// `gpuscope serve`: the Prometheus exporter, until SIGINT or SIGTERM.
 fn serve(cli: &Cli, listen: std::net::SocketAddr) -> Result<(), AppError> {
     // Headless whatever stdout is: a missing driver stops the exporter at
-    // start (exit 2) rather than leaving it up with nothing to export.
+    // start (exit 2) rather than leaving it up with nothing to export, and
+    // so does one that does not answer (exit 3). Later silences are
+    // `/healthz`'s to report.
     let settings = Settings::resolve(cli)?;
-    let collector = collector(&settings, false)?;
-    let (rx, _control, _poller) = poller::spawn(collector).map_err(AppError::Runtime)?;
+    let (rx, _calls) = start_headless(&settings, bounds::later(Instant::now(), settings.timeout))?;
     let runtime = runtime()?;
     let served = runtime.block_on(async { crate::serve::run(listen, rx, settings.interval).await });
     runtime.shutdown_background();
@@ -140,16 +254,59 @@ fn serve(cli: &Cli, listen: std::net::SocketAddr) -> Result<(), AppError> {
 }
 
 /// `gpuscope record FILE`: headless whatever stdout is.
-fn record(cli: &Cli, path: &std::path::Path, duration: Option<std::time::Duration>) -> Result<u8, AppError> {
+fn record(cli: &Cli, path: &std::path::Path, duration: Option<Duration>) -> Result<u8, AppError> {
     let settings = Settings::resolve(cli)?;
-    let collector = collector(&settings, false)?;
-    let (rx, _control, _poller) = poller::spawn(collector).map_err(AppError::Runtime)?;
+    let started = Instant::now();
+    let (rx, calls) = start_headless(&settings, bounds::later(started, settings.timeout))?;
+    let newest = rx.clone();
     let runtime = runtime()?;
     let written = runtime.block_on(async { recording::record(rx, path, duration).await });
     runtime.shutdown_background();
     let written = written.map_err(|source| AppError::Record { path: path.to_path_buf(), source })?;
     eprintln!("gpuscope: recorded {written} snapshots to {}", path.display());
-    Ok(exit::OK)
+    // The recording stops on time whatever the driver does; a driver that
+    // had stopped answering by then is reported, like a check's.
+    let last = newest.borrow().clone();
+    match silent_for(last.as_deref(), started, settings.interval.saturating_add(settings.timeout)) {
+        Some(waited) => Err(AppError::DriverSilent(Silence { waited, call: calls.current().map(|c| c.to_string()) })),
+        None => Ok(exit::OK),
+    }
+}
+
+/// How long the driver has been silent (since `started` without a
+/// snapshot at all), when longer than `patience`.
+fn silent_for(last: Option<&crate::model::Snapshot>, started: Instant, patience: Duration) -> Option<Duration> {
+    let age = match last {
+        None => started.elapsed(),
+        Some(snap) => {
+            let taken = SystemTime::UNIX_EPOCH.checked_add(Duration::from_millis(snap.time.time_unix_ms))?;
+            SystemTime::now().duration_since(taken).ok()?
+        }
+    };
+    (age > patience).then_some(age)
+}
+
+/// Opens NVML and starts the poller for a headless mode. A driver that has
+/// not answered by `deadline` (a hung `nvmlInit`) is `DriverSilent`: the
+/// opening thread is left behind, and dies with the process.
+fn start_headless(settings: &Settings, deadline: Instant) -> Result<(SnapshotRx, Calls), AppError> {
+    let started = Instant::now();
+    let calls = Calls::default();
+    let (tx, opened) = std::sync::mpsc::channel();
+    let (owned, tracked) = (settings.clone(), calls.clone());
+    std::thread::Builder::new()
+        .name("gpuscope-open".into())
+        .spawn(move || {
+            let _ = tx.send(collector(&owned, false, &tracked));
+        })
+        .map_err(AppError::Runtime)?;
+    let left = deadline.saturating_duration_since(Instant::now());
+    let collector = match opened.recv_timeout(left) {
+        Ok(collector) => collector?,
+        Err(_) => return Err(AppError::DriverSilent(Silence::new(started, &calls))),
+    };
+    let (rx, _control, _poller) = poller::spawn(collector).map_err(AppError::Runtime)?;
+    Ok((rx, calls))
 }
 
 /// `gpuscope replay FILE [--json]`.
@@ -161,12 +318,9 @@ fn replay(cli: &Cli, path: &std::path::Path, as_json: bool) -> Result<u8, AppErr
     }
     if as_json || settings.mode != Mode::Tui {
         let analyzer = Analyzer::new(&settings.history, settings.alerts.clone());
-        let mut out = io::stdout().lock();
-        return match recording::print_json(&rec, analyzer, &mut out) {
-            Ok(_) => Ok(exit::OK),
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(exit::OK),
-            Err(e) => Err(AppError::Output(e)),
-        };
+        return stdout::write_with(|out| recording::print_json(&rec, analyzer, out).map(|_| ()))
+            .map(|_| exit::OK)
+            .map_err(AppError::Output);
     }
     let runtime = runtime()?;
     let options = tui::TuiOptions::from_env(&settings);
@@ -186,15 +340,15 @@ fn runtime() -> Result<tokio::runtime::Runtime, AppError> {
 /// as the data's age or NVML's error (retried with backoff), never as a
 /// blank terminal. Every headless command needs the driver up front, and a
 /// missing one is exit 2, not an empty report.
-fn collector(settings: &Settings, for_dashboard: bool) -> Result<Collector, AppError> {
+fn collector(settings: &Settings, for_dashboard: bool, calls: &Calls) -> Result<Collector, AppError> {
     let unopened = || {
         let simulated = settings.library == LibrarySpec::Simulated;
         (NvmlSource::unopened(settings.library.clone(), settings.selectors.clone()), simulated)
     };
     let (gpu, simulated) = match (for_dashboard, settings.demo) {
-        (true, Some(DemoMode::Auto)) => open_gpus(settings).unwrap_or_else(|_| unopened()),
+        (true, Some(DemoMode::Auto)) => open_gpus(settings, calls).unwrap_or_else(|_| unopened()),
         (true, _) => unopened(),
-        (false, _) => open_gpus(settings)?,
+        (false, _) => open_gpus(settings, calls)?,
     };
     Ok(Collector {
         gpu: Box::new(gpu),
@@ -222,37 +376,51 @@ const SIM_SCENARIO_ENV: &str = "GPUSCOPE_SIM_SCENARIO";
 
 /// The real NVML, or the simulator for `--demo` (and for `--demo=auto`
 /// when no driver can be loaded).
-fn open_gpus(settings: &Settings) -> Result<(NvmlSource, bool), AppError> {
+fn open_gpus(settings: &Settings, calls: &Calls) -> Result<(NvmlSource, bool), AppError> {
     let simulated = settings.library == LibrarySpec::Simulated;
-    match NvmlSource::open(settings.library.clone(), settings.selectors.clone()) {
+    match NvmlSource::open_tracked(settings.library.clone(), settings.selectors.clone(), calls.clone()) {
         Ok(source) => Ok((source, simulated)),
         Err(InitError::Library { lib, reason }) if settings.demo == Some(DemoMode::Auto) => {
             eprintln!("gpuscope: no NVIDIA driver found ({lib}: {reason}); showing simulated GPUs");
-            Ok((NvmlSource::open(LibrarySpec::Simulated, settings.selectors.clone())?, true))
+            let sim = NvmlSource::open_tracked(LibrarySpec::Simulated, settings.selectors.clone(), calls.clone())?;
+            Ok((sim, true))
         }
         Err(e) => Err(e.into()),
     }
 }
 
-/// Writes snapshots as they come until `count` are written or the
-/// poller stops. A closed pipe (`gpuscope --json --watch | head -n 1`) is
-/// a normal end, not an error.
+/// Where a wait for the next snapshot started, and when it gives up.
+#[derive(Debug, Clone, Copy)]
+struct Wait {
+    since: Instant,
+    deadline: Instant,
+}
+
+/// Writes snapshots as they come until `count` are written. A closed pipe
+/// (`gpuscope --json --watch | head -n 1`) is a normal end, not an error;
+/// a driver that gives nothing by the deadline, or for `patience` after
+/// the last line, is `DriverSilent`.
 async fn emit(
     mut rx: SnapshotRx,
     count: Option<u64>,
     write: fn(&crate::model::Snapshot, &mut io::StdoutLock<'static>) -> io::Result<()>,
+    mut wait: Wait,
+    patience: Duration,
+    calls: &Calls,
 ) -> Result<(), AppError> {
     let mut written = 0u64;
     while count.is_none_or(|c| written < c) {
-        if rx.changed().await.is_err() {
-            break;
+        match tokio::time::timeout_at(wait.deadline.into(), rx.changed()).await {
+            Err(_) => return Err(AppError::DriverSilent(Silence::new(wait.since, calls))),
+            Ok(Err(_)) => return Err(AppError::PollerStopped),
+            Ok(Ok(())) => {}
         }
-        let Some(snap) = rx.borrow_and_update().clone() else { continue };
-        let mut out = io::stdout().lock();
-        match write(&snap, &mut out) {
-            Ok(()) => written += 1,
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
-            Err(e) => return Err(AppError::Output(e)),
+        let Some(snap): Option<Arc<crate::model::Snapshot>> = rx.borrow_and_update().clone() else { continue };
+        let now = Instant::now();
+        wait = Wait { since: now, deadline: bounds::later(now, patience) };
+        match stdout::write_with(|out| write(&snap, out)).map_err(AppError::Output)? {
+            Delivered::All => written += 1,
+            Delivered::ReaderGone => return Ok(()),
         }
     }
     Ok(())

@@ -1,31 +1,60 @@
 //! `gpuscope check`: watch for a while, print the active alerts, and say
 //! through the exit code how bad it is, for scripts and cron.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::app::exit;
 use crate::model::{Alert, AlertKind, Severity, Snapshot};
 use crate::poller::SnapshotRx;
 
-pub const EXIT_WARNING: u8 = 1;
-pub const EXIT_CRITICAL: u8 = 2;
+pub const EXIT_WARNING: u8 = exit::CHECK_WARNING;
+pub const EXIT_CRITICAL: u8 = exit::CHECK_CRITICAL;
 
-/// The newest snapshot once `window` has passed (at least one).
-pub async fn watch_for(mut rx: SnapshotRx, window: Duration) -> Option<std::sync::Arc<Snapshot>> {
-    let deadline = Instant::now() + window;
-    let mut last = None;
+/// What a check saw: the newest snapshot, and whether the driver went
+/// silent (nothing new by the deadline).
+#[derive(Debug)]
+pub struct Watched {
+    pub last: Option<Arc<Snapshot>>,
+    /// When `last` came; `None` with it.
+    pub last_at: Option<Instant>,
+    pub silent: bool,
+}
+
+/// Watches until `window_end`, then returns the newest snapshot if it is
+/// at most `fresh_within` old. A stale one (the driver stopped answering)
+/// or none at all is waited on until `deadline` for a new one: what has
+/// not come by then is a silent driver, never "no alerts".
+pub async fn watch_for(mut rx: SnapshotRx, window_end: Instant, fresh_within: Duration, deadline: Instant) -> Watched {
+    let mut seen = Watched { last: None, last_at: None, silent: false };
     loop {
-        match tokio::time::timeout_at(deadline, rx.changed()).await {
-            Ok(Ok(())) => last = rx.borrow_and_update().clone().or(last),
-            Ok(Err(_)) => return last,
-            Err(_) if last.is_some() => return last,
-            // Past the window with nothing yet (a slow driver): wait for
-            // the first snapshot rather than judge on none.
-            Err(_) => {
-                rx.changed().await.ok()?;
-                return rx.borrow_and_update().clone();
+        let until = if Instant::now() < window_end { window_end } else { deadline };
+        match tokio::time::timeout_at(until, rx.changed()).await {
+            Ok(Ok(())) => {
+                if let Some(snap) = rx.borrow_and_update().clone() {
+                    seen.last = Some(snap);
+                    seen.last_at = Some(Instant::now());
+                }
             }
+            // The poller stopped (it panicked): nothing more will come.
+            Ok(Err(_)) => {
+                seen.silent = true;
+                return seen;
+            }
+            Err(_) => {}
+        }
+        let now = Instant::now();
+        if now < window_end {
+            continue;
+        }
+        if seen.last_at.is_some_and(|at| now.duration_since(at) <= fresh_within) {
+            return seen;
+        }
+        if now >= deadline {
+            seen.silent = true;
+            return seen;
         }
     }
 }
@@ -40,8 +69,21 @@ pub fn exit_code(alerts: &[Alert], fail_on: &[AlertKind]) -> u8 {
     }
 }
 
-pub fn report(snap: &Snapshot, window: Duration) -> String {
+/// The report on stdout. A silent driver is a critical finding of its own,
+/// after whatever the last snapshot said.
+pub fn report(seen: &Watched, window: Duration, silence: Option<&str>) -> String {
+    let mut out = seen.last.as_deref().map(|snap| alerts_text(snap, window, silence.is_none())).unwrap_or_default();
+    if let Some(why) = silence {
+        out.push_str(&format!("CRITICAL driver: {why}\n"));
+    }
+    out
+}
+
+fn alerts_text(snap: &Snapshot, window: Duration, complete: bool) -> String {
     if snap.alerts.is_empty() {
+        if !complete {
+            return String::new();
+        }
         return format!("no alerts (watched {})\n", humantime::format_duration(window));
     }
     let mut out = String::new();

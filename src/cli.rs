@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::bounds;
 use crate::model::AlertKind;
 
 #[derive(Debug, Clone, Parser)]
@@ -31,9 +32,15 @@ pub struct Cli {
     #[arg(long, value_name = "N", requires = "watch")]
     pub count: Option<u64>,
 
-    /// Time between snapshots, e.g. 500ms, 2s [default: 1s, or the config's].
-    #[arg(long, global = true, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    /// Time between snapshots, e.g. 500ms, 2s; 10ms to 1 day [default: 1s, or the config's].
+    #[arg(long, global = true, value_name = "DURATION", value_parser = bounds::parse_interval)]
     pub interval: Option<Duration>,
+
+    /// Headless modes: how long to wait for a driver that does not answer
+    /// before giving up with exit 3 (check and record: beyond --for and
+    /// --duration; a stream: beyond one interval); 100ms to 1 day.
+    #[arg(long, global = true, value_name = "DURATION", default_value = "10s", value_parser = bounds::parse_timeout)]
+    pub timeout: Duration,
 
     /// GPUs to watch: indices or UUID prefixes, comma-separated (0,2 or GPU-5ea1).
     #[arg(long, global = true, value_name = "LIST")]
@@ -75,10 +82,11 @@ pub enum Command {
         command: Vec<OsString>,
     },
     /// Watch for a while and report the active alerts, for scripts and cron:
-    /// exit 0 when there are none (or only info), 1 for warnings, 2 for critical ones.
+    /// exit 0 when there are none (or only info), 1 for warnings, 2 for critical ones,
+    /// 3 when the driver stopped answering (see --timeout).
     Check {
-        /// How long to watch.
-        #[arg(long = "for", value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+        /// How long to watch (at most 30 days).
+        #[arg(long = "for", value_name = "DURATION", default_value = "10s", value_parser = bounds::parse_check_window)]
         window: Duration,
         /// Only these kinds count for the exit code (comma-separated).
         #[arg(long, value_name = "KINDS", value_delimiter = ',', value_parser = alert_kind)]
@@ -88,8 +96,8 @@ pub enum Command {
     /// .zst) until --duration is up, Ctrl-C or SIGTERM.
     Record {
         file: PathBuf,
-        /// Stop after this long (e.g. 8h).
-        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        /// Stop after this long (e.g. 8h; at most 1 year).
+        #[arg(long, value_name = "DURATION", value_parser = bounds::parse_record_duration)]
         duration: Option<Duration>,
     },
     /// Replay a recording in the dashboard, or as NDJSON with --json; alerts

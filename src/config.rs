@@ -9,9 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::config::{AlertsConfig, HistoryConfig};
 use crate::analysis::findable;
+use crate::bounds;
 
 /// Faster than this, collection itself would dominate the machine.
-pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
+pub const MIN_INTERVAL: Duration = bounds::INTERVAL.min;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -59,12 +60,10 @@ impl Config {
         // toml's message already carries the line, the column, a caret under
         // the offending key and the key's name.
         let config: Self = toml::from_str(text).map_err(|e| invalid(e.to_string().trim_end().to_string()))?;
-        if config.interval < MIN_INTERVAL {
-            return Err(invalid(format!(
-                "interval = {:?} is shorter than the minimum of {:?}",
-                config.interval, MIN_INTERVAL
-            )));
-        }
+        bounds::INTERVAL.check(config.interval).map_err(|e| {
+            invalid(format!("interval = {:?} {e}", humantime::format_duration(config.interval).to_string()))
+        })?;
+        bounds::CONFIG_SPAN.check(config.history.window).map_err(|e| invalid(format!("history.window {e}")))?;
         config.alerts.validate().map_err(invalid)?;
         if let Some(program) = config.alerts.exec.first()
             && !findable(program)
@@ -170,7 +169,26 @@ mod tests {
     #[test]
     fn too_short_interval_is_refused() {
         let msg = parse("interval = \"1ms\"").unwrap_err().to_string();
-        assert!(msg.contains("minimum"), "{msg}");
+        assert!(msg.contains("at least 10ms"), "{msg}");
+    }
+
+    #[test]
+    fn absurd_durations_are_refused() {
+        let msg = parse("interval = \"9223372036854775807s\"").unwrap_err().to_string();
+        assert!(msg.contains("interval") && msg.contains("at most 1day"), "{msg}");
+        let msg = parse("[history]\nwindow = \"500000000y\"").unwrap_err().to_string();
+        assert!(msg.contains("history.window") && msg.contains("at most 30days"), "{msg}");
+        for (table, key) in [
+            ("alerts", "exec_min_interval"),
+            ("alerts.fragmentation", "window"),
+            ("alerts.alloc_retry", "hold"),
+            ("alerts.leak", "window"),
+            ("alerts.memory_pressure", "duration"),
+            ("alerts.starved", "window"),
+        ] {
+            let msg = parse(&format!("[{table}]\n{key} = \"400days\"")).unwrap_err().to_string();
+            assert!(msg.contains(&format!("{table}.{key}")) && msg.contains("at most 30days"), "{msg}");
+        }
     }
 
     #[test]

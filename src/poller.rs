@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::bounds;
 use crate::collect::Collector;
 use crate::config::MIN_INTERVAL;
 use crate::model::Snapshot;
@@ -46,7 +47,7 @@ impl PollerControl {
     /// Takes effect from the next tick, one new period from now.
     pub fn set_interval(&self, interval: Duration) {
         let mut w = self.wanted();
-        w.interval = interval.max(MIN_INTERVAL);
+        w.interval = interval.clamp(MIN_INTERVAL, bounds::INTERVAL.max);
         w.changed = true;
         self.shared.1.notify_all();
     }
@@ -89,10 +90,10 @@ fn run(mut collector: Collector, tx: &watch::Sender<Option<Arc<Snapshot>>>, cont
         }
         // A slow collection delays the next tick instead of causing a burst
         // of catch-up ticks: the deadline counts from when this one began.
-        let mut deadline = started + collector.interval;
+        let mut deadline = bounds::later(started, collector.interval);
         while let Some(new) = control.wait(deadline) {
             collector.interval = new;
-            deadline = Instant::now() + new;
+            deadline = bounds::later(Instant::now(), new);
         }
     }
 }

@@ -25,6 +25,8 @@ pub enum Mode {
 pub struct Settings {
     pub mode: Mode,
     pub interval: Duration,
+    /// How long a headless mode waits for a driver that does not answer.
+    pub timeout: Duration,
     pub selectors: Vec<GpuSelector>,
     pub library: LibrarySpec,
     pub demo: Option<DemoMode>,
@@ -79,6 +81,7 @@ impl Settings {
         Ok(Self {
             mode,
             interval,
+            timeout: cli.timeout,
             selectors,
             library,
             demo: cli.demo,

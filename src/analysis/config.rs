@@ -180,6 +180,18 @@ impl Default for StarvedConfig {
 impl AlertsConfig {
     /// Thresholds that contradict each other are refused at load time.
     pub fn validate(&self) -> Result<(), String> {
+        let spans = [
+            ("alerts.exec_min_interval", self.exec_min_interval),
+            ("alerts.fragmentation.window", self.fragmentation.window),
+            ("alerts.alloc_retry.hold", self.alloc_retry.hold),
+            ("alerts.oom.hold", self.oom.hold),
+            ("alerts.leak.window", self.leak.window),
+            ("alerts.memory_pressure.duration", self.memory_pressure.duration),
+            ("alerts.starved.window", self.starved.window),
+        ];
+        for (name, span) in spans {
+            crate::bounds::CONFIG_SPAN.check(span).map_err(|e| format!("{name} {e}"))?;
+        }
         let f = &self.fragmentation;
         if !(0.0..=1.0).contains(&f.enter) || !(0.0..=1.0).contains(&f.exit) || f.exit > f.enter {
             return Err(format!("alerts.fragmentation: need 0 <= exit ({}) <= enter ({}) <= 1", f.exit, f.enter));

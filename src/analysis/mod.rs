@@ -28,6 +28,9 @@ pub struct Analyzer {
     counters: HashMap<ProcKey, CounterState>,
     /// Each PID's start time at the last tick, to tell a recycled PID.
     starts: HashMap<u32, Option<u64>>,
+    /// Each GPU index's UUID at the last tick, to tell when another GPU
+    /// took the index (a reset, hot-plug, a driver reload).
+    uuids: HashMap<u32, String>,
     engine: Engine,
     hook: Option<ExecHook>,
 }
@@ -47,6 +50,7 @@ impl Analyzer {
             procs: Table::new(window_ms),
             counters: HashMap::new(),
             starts: HashMap::new(),
+            uuids: HashMap::new(),
             engine: Engine::default(),
             hook,
             config,
@@ -55,6 +59,7 @@ impl Analyzer {
 
     pub fn observe(&mut self, snap: &mut Snapshot) {
         let now_ms = snap.time.time_unix_ms;
+        let moved = self.forget_moved_gpus(snap);
         self.record(snap, now_ms);
         let inputs = Inputs { snap, now_ms, gpus: &self.gpus, procs: &self.procs, config: &self.config };
         let mut verdicts = rules::judge(&inputs, &mut self.counters);
@@ -66,7 +71,8 @@ impl Analyzer {
             let recycled = key.pid.is_some_and(
                 |pid| matches!((self.starts.get(&pid), starts.get(&pid)), (Some(old), Some(new)) if old != new),
             );
-            if recycled {
+            // Likewise a GPU index now held by another GPU.
+            if recycled || key.gpu.is_some_and(|g| moved.contains(&g)) {
                 *verdict = engine::Verdict::Clear;
             }
         }
@@ -74,7 +80,7 @@ impl Analyzer {
         let pressure_ms = u64::try_from(self.config.memory_pressure.duration.as_millis()).unwrap_or(u64::MAX);
         let min_duration = |kind| if kind == AlertKind::MemoryPressure { pressure_ms } else { 0 };
         // Three missed ticks (or 10 s) without data is a gap, not a trend.
-        let max_gap = (snap.interval_ms * 3).max(10_000);
+        let max_gap = snap.interval_ms.saturating_mul(3).max(10_000);
         let events = self.engine.apply(&snap.time, verdicts, min_duration, max_gap);
         snap.alerts = self.engine.active();
         if let Some(hook) = &mut self.hook {
@@ -83,6 +89,21 @@ impl Analyzer {
             }
         }
         snap.events = events;
+    }
+
+    /// Indices whose GPU is not the one of the last tick: their history
+    /// and counters belong to the other GPU, and are dropped.
+    fn forget_moved_gpus(&mut self, snap: &Snapshot) -> HashSet<u32> {
+        let now: HashMap<u32, String> = snap.gpus.iter().filter_map(|g| Some((g.index, g.uuid.clone()?))).collect();
+        let moved: HashSet<u32> =
+            now.iter().filter(|(i, u)| self.uuids.get(*i).is_some_and(|was| was != *u)).map(|(i, _)| *i).collect();
+        self.gpus.retain_keys(|k| !moved.contains(k));
+        self.procs.retain_keys(|k| !moved.contains(&k.gpu));
+        self.counters.retain(|k, _| !moved.contains(&k.gpu));
+        // A GPU whose UUID could not be read this tick keeps its last one.
+        self.uuids.retain(|i, _| snap.gpus.iter().any(|g| g.index == *i));
+        self.uuids.extend(now);
+        moved
     }
 
     fn record(&mut self, snap: &Snapshot, now_ms: u64) {

@@ -335,6 +335,30 @@ fn memory_pressure_needs_30_seconds_escalates_and_clears_with_hysteresis() {
 }
 
 #[test]
+fn another_gpu_at_the_same_index_starts_afresh() {
+    let mut a = analyzer();
+    let mut w = World::new();
+    w.free_pct = 3.0;
+    let steps = run(&mut a, &mut w, 31, 1_000, |_, _| {});
+    assert!(has(&steps[30], AlertKind::MemoryPressure));
+    // A reset or hot-plug puts another GPU, as full, at index 0: the first
+    // GPU's alert ends, and the new one waits out its own 30 s.
+    let swapped: Vec<Vec<AlertKind>> = (0..32)
+        .map(|_| {
+            w.t_ms += 1_000;
+            let mut snap = w.snapshot();
+            snap.gpus[0].uuid = Some("GPU-other".into());
+            a.observe(&mut snap);
+            snap.alerts.iter().map(|a| a.kind).collect()
+        })
+        .collect();
+    assert!(!has(&swapped[0], AlertKind::MemoryPressure), "the old GPU's alert went with it");
+    // Cleared on the first tick, the wait starts from the second.
+    assert!(!has(&swapped[29], AlertKind::MemoryPressure));
+    assert!(has(&swapped[31], AlertKind::MemoryPressure));
+}
+
+#[test]
 fn memory_pressure_flickering_across_the_line_never_raises() {
     let mut a = analyzer();
     let mut w = World::new();
@@ -459,6 +483,27 @@ mod properties {
                 keys.sort();
                 keys.dedup();
                 prop_assert_eq!(keys.len(), n, "one change per alert per sample");
+                prop_assert!(a.history_points() <= 2 * MAX_POINTS);
+            }
+        }
+
+        /// A crafted recording: timestamps anywhere in u64 (far apart,
+        /// backwards) and any interval. The analysis must neither panic nor
+        /// overflow, in debug builds too.
+        #[test]
+        fn crafted_times_and_intervals_never_panic(
+            steps in prop::collection::vec((any::<u64>(), any::<u64>(), any::<u64>()), 1..40),
+        ) {
+            let mut a = analyzer();
+            let mut w = World::new();
+            for (t_ms, interval_ms, start_ms) in steps {
+                // SystemTime holds these; the snapshot's fields are what a
+                // recording would carry.
+                w.proc = Some(Proc { start_ms: start_ms % (1 << 50), ..Proc::default() });
+                let mut snap = w.snapshot();
+                snap.time.time_unix_ms = t_ms;
+                snap.interval_ms = interval_ms;
+                a.observe(&mut snap);
                 prop_assert!(a.history_points() <= 2 * MAX_POINTS);
             }
         }

@@ -10,9 +10,13 @@ pub struct Timestamp {
     pub time_unix_ms: u64,
 }
 
+/// RFC 3339 ends with the year 9999 (humantime panics past it): a later
+/// time (a crafted file, a clock gone mad) is shown as that.
+const LAST_RFC3339_SECS: u64 = 253_402_300_799;
+
 impl Timestamp {
     pub fn from_system(t: SystemTime) -> Self {
-        let since = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+        let since = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).min(Duration::from_secs(LAST_RFC3339_SECS));
         Self {
             time: humantime::format_rfc3339_millis(UNIX_EPOCH + since).to_string(),
             time_unix_ms: u64::try_from(since.as_millis()).unwrap_or(u64::MAX),
@@ -24,7 +28,7 @@ impl Timestamp {
     }
 
     pub fn from_unix_secs(secs: u64) -> Self {
-        Self::from_system(UNIX_EPOCH + Duration::from_secs(secs))
+        Self::from_system(UNIX_EPOCH + Duration::from_secs(secs.min(LAST_RFC3339_SECS)))
     }
 }
 
@@ -95,5 +99,12 @@ mod tests {
         let t = Timestamp::from_system(UNIX_EPOCH + Duration::from_millis(1_700_000_000_123));
         assert_eq!(t.time, "2023-11-14T22:13:20.123Z");
         assert_eq!(t.time_unix_ms, 1_700_000_000_123);
+    }
+
+    #[test]
+    fn times_past_the_year_9999_do_not_panic() {
+        assert_eq!(Timestamp::from_unix_secs(u64::MAX).time, "9999-12-31T23:59:59.000Z");
+        let far = UNIX_EPOCH + Duration::from_secs(1 << 50);
+        assert_eq!(Timestamp::from_system(far).time, "9999-12-31T23:59:59.000Z");
     }
 }

@@ -63,7 +63,7 @@ async fn snapshot(State(s): State<Shared>) -> Response {
 
 async fn healthz(State(s): State<Shared>) -> Response {
     let Some(entry) = s.latest.borrow().clone() else { return not_yet() };
-    let (age, limit) = (entry.age(SystemTime::now()), s.interval * STALE_AFTER_INTERVALS);
+    let (age, limit) = (entry.age(SystemTime::now()), s.interval.saturating_mul(STALE_AFTER_INTERVALS));
     if age <= limit {
         return ([(CONTENT_TYPE, TEXT)], "ok\n").into_response();
     }

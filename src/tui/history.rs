@@ -50,6 +50,9 @@ pub struct History {
     all: VecDeque<GpuPoint>,
     gpus: BTreeMap<u32, VecDeque<GpuPoint>>,
     processes: HashMap<RowKey, VecDeque<ProcessPoint>>,
+    /// Each index's GPU at the last snapshot: when another GPU takes the
+    /// index (a reset, hot-plug), the old one's series go.
+    uuids: BTreeMap<u32, String>,
 }
 
 impl History {
@@ -59,6 +62,7 @@ impl History {
             all: VecDeque::new(),
             gpus: BTreeMap::new(),
             processes: HashMap::new(),
+            uuids: BTreeMap::new(),
         }
     }
 
@@ -83,6 +87,7 @@ impl History {
         let t_ms = snap.time.time_unix_ms;
         let cap = self.capacity;
         push(&mut self.all, total_point(t_ms, &snap.gpus), cap);
+        self.forget_moved_gpus(snap);
         for gpu in &snap.gpus {
             push(self.gpus.entry(gpu.index).or_default(), gpu_point(t_ms, gpu), cap);
         }
@@ -100,6 +105,16 @@ impl History {
             }
         }
         self.forget_quiet_processes(t_ms);
+    }
+
+    fn forget_moved_gpus(&mut self, snap: &Snapshot) {
+        for gpu in &snap.gpus {
+            let Some(uuid) = &gpu.uuid else { continue };
+            if self.uuids.insert(gpu.index, uuid.clone()).is_some_and(|was| &was != uuid) {
+                self.gpus.remove(&gpu.index);
+                self.processes.retain(|k, _| k.gpu != gpu.index);
+            }
+        }
     }
 
     /// A process that left keeps its series for a while, so its detail view

@@ -91,6 +91,12 @@ impl State {
 
     pub fn on_snapshot(&mut self, snap: Arc<Snapshot>) {
         self.history.record(&snap);
+        // Focus and selection name a GPU, not an index: when GPUs come and
+        // go, they follow it to its new index (or let go when it left).
+        if let Some(prev) = &self.latest {
+            self.focus = self.focus.and_then(|f| follow_gpu(prev, &snap, f));
+            self.selected = self.selected.and_then(|k| Some(RowKey { gpu: follow_gpu(prev, &snap, k.gpu)?, ..k }));
+        }
         self.latest = Some(snap);
     }
 
@@ -163,5 +169,15 @@ impl State {
             _ => TICK_MS,
         };
         Duration::from_millis(wait_ms)
+    }
+}
+
+/// The index in `now` of the GPU that had `index` in `before`: unchanged
+/// when its UUID is unknown, `None` when it has gone.
+fn follow_gpu(before: &Snapshot, now: &Snapshot, index: u32) -> Option<u32> {
+    let uuid = before.gpus.iter().find(|g| g.index == index).and_then(|g| g.uuid.as_deref());
+    match uuid {
+        None => Some(index),
+        Some(u) => now.gpus.iter().find(|g| g.uuid.as_deref() == Some(u)).map(|g| g.index),
     }
 }

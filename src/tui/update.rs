@@ -227,6 +227,38 @@ mod tests {
         assert_eq!(apply(&mut s, Action::Slower, 0), Some(Effect::SetInterval(Duration::from_millis(20))));
     }
 
+    /// GPUs at indices 0 and 3 with UUIDs, as `state` has them, placed by
+    /// `layout` (index, uuid) and each with its own used memory.
+    fn gpus_at(layout: &[(u32, &str, u64)]) -> Arc<Snapshot> {
+        let mut snap = (*state(Duration::from_secs(1)).latest.unwrap()).clone();
+        snap.time.time_unix_ms += 1000;
+        snap.gpus = layout
+            .iter()
+            .map(|&(i, uuid, used)| {
+                let mut g = Gpu::blank(i, GpuState::Ok);
+                g.uuid = Some(uuid.into());
+                g.memory.used = Some(used);
+                g
+            })
+            .collect();
+        Arc::new(snap)
+    }
+
+    #[test]
+    fn focus_and_history_follow_a_gpu_to_its_new_index() {
+        let mut s = state(Duration::from_secs(1));
+        s.on_snapshot(gpus_at(&[(0, "GPU-a", 10), (1, "GPU-b", 20)]));
+        apply(&mut s, Action::Focus(2), 0);
+        assert_eq!(s.focus, Some(1));
+        // GPU a leaves: b is now index 0, and a new GPU c takes index 1.
+        s.on_snapshot(gpus_at(&[(0, "GPU-b", 21), (1, "GPU-c", 30)]));
+        assert_eq!(s.focus, Some(0), "the focus stays on GPU b");
+        let used: Vec<Option<u64>> = s.history.gpu(Some(1)).iter().map(|p| p.used).collect();
+        assert_eq!(used, [Some(30)], "index 1's chart starts afresh with GPU c");
+        s.on_snapshot(gpus_at(&[(0, "GPU-c", 31)]));
+        assert_eq!(s.focus, None, "GPU b left: back to all GPUs");
+    }
+
     #[test]
     fn tab_walks_the_gpus_and_back_to_all() {
         let mut s = state(Duration::from_secs(1));

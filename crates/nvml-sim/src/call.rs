@@ -23,8 +23,9 @@ pub(crate) struct Dev<'a> {
     pub t: f64,
 }
 
-pub(crate) fn handle_for(index: usize) -> nvmlDevice_t {
-    ptr::without_provenance_mut::<nvmlDevice_st>(HANDLE_BASE + index)
+/// The handle of the GPU at `position` among the scenario's `[[gpu]]`.
+pub(crate) fn handle_for(position: usize) -> nvmlDevice_t {
+    ptr::without_provenance_mut::<nvmlDevice_st>(HANDLE_BASE + position)
 }
 
 /// Unwinding across `extern "C"` aborts the host, so panics become
@@ -39,6 +40,7 @@ pub(crate) fn guarded(body: impl FnOnce() -> Outcome) -> nvmlReturn_t {
 /// A call that needs NVML initialised.
 pub(crate) fn run(function: &str, body: impl FnOnce(&Ctx<'_>) -> Outcome) -> nvmlReturn_t {
     timing::sleep_delay();
+    timing::hang_if_due();
     guarded(|| {
         let mut state = state::lock();
         let ctx = state.ready(function)?;
@@ -54,8 +56,11 @@ pub(crate) fn device(
     reading: Option<Reading>,
     body: impl FnOnce(&Dev<'_>) -> Outcome,
 ) -> nvmlReturn_t {
-    run(function, |ctx| {
+    let rc = run(function, |ctx| {
         let dev = resolve(ctx, handle)?;
+        if dev.gpu.hangs_at(dev.t) {
+            return Err(HANGS);
+        }
         if dev.gpu.is_lost() {
             return Err(GPU_IS_LOST);
         }
@@ -65,11 +70,22 @@ pub(crate) fn device(
             return Err(NOT_SUPPORTED);
         }
         body(&dev)
-    })
+    });
+    // Hangs outside the state lock, so the other GPUs still answer.
+    if rc == HANGS {
+        timing::hang();
+        return UNKNOWN;
+    }
+    rc
 }
 
+/// Not an NVML code: the body's way of saying "never return".
+const HANGS: nvmlReturn_t = 0x7fff_0000;
+
 pub(crate) fn resolve<'a>(ctx: &Ctx<'a>, handle: nvmlDevice_t) -> Result<Dev<'a>, nvmlReturn_t> {
-    let index = handle.addr().checked_sub(HANDLE_BASE).ok_or(INVALID_ARGUMENT)?;
-    let gpu = ctx.scenario.gpus.get(index).ok_or(INVALID_ARGUMENT)?;
+    let position = handle.addr().checked_sub(HANDLE_BASE).ok_or(INVALID_ARGUMENT)?;
+    let gpu = ctx.scenario.gpus.get(position).ok_or(INVALID_ARGUMENT)?;
+    // The handle of a GPU that has gone away names nothing any more.
+    let index = ctx.scenario.visible(ctx.t).iter().position(|&p| p == position).ok_or(INVALID_ARGUMENT)?;
     Ok(Dev { index: index as u32, gpu, t: ctx.t })
 }

@@ -9,7 +9,7 @@ mod tests;
 use nvml_wrapper_sys::bindings::NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE;
 
 pub(crate) use gpu::Gpu;
-pub(crate) use spec::{InitError, ProcessSpec, Reading};
+pub(crate) use spec::{InitError, ProcessSpec, Reading, TopologyStep};
 
 /// The built-in scenario used when `GPUSCOPE_SIM_SCENARIO` is unset.
 pub const DEMO_SCENARIO: &str = include_str!("../scenarios/demo.toml");
@@ -22,7 +22,13 @@ pub(crate) struct Scenario {
     pub call_delay_ms: u64,
     pub init_error: Option<InitError>,
     pub missing_functions: Vec<String>,
+    pub hang_init: bool,
+    pub hang_after_s: Option<f64>,
     pub gpus: Vec<Gpu>,
+    /// Which `gpus` are listed, in which order, from when; before the
+    /// first step (and without steps) all of them, in file order.
+    pub topology: Vec<TopologyStep>,
+    all: Vec<usize>,
 }
 
 impl Scenario {
@@ -50,7 +56,15 @@ impl Scenario {
                 return Err(format!("gpu[{i}]: uuid {:?} is used twice", gpu.uuid));
             }
         }
+        check_topology(&spec.topology, gpus.len())?;
+        if spec.hang_after_s.is_some_and(|s| !(s.is_finite() && s >= 0.0)) {
+            return Err("hang_after_s must be a non-negative number".into());
+        }
         Ok(Scenario {
+            all: (0..gpus.len()).collect(),
+            hang_init: spec.hang_init,
+            hang_after_s: spec.hang_after_s,
+            topology: spec.topology,
             driver_version: spec.driver_version,
             cuda_driver_version: spec.cuda_driver_version,
             nvml_version,
@@ -64,6 +78,31 @@ impl Scenario {
     pub(crate) fn hides(&self, function: &str) -> bool {
         self.missing_functions.iter().any(|f| f == function)
     }
+
+    /// The positions in `gpus` of the devices listed at time `t`, by index.
+    pub(crate) fn visible(&self, t: f64) -> &[usize] {
+        self.topology.iter().rev().find(|s| s.at_s <= t).map_or(&self.all, |s| &s.gpus)
+    }
+}
+
+fn check_topology(steps: &[TopologyStep], gpus: usize) -> Result<(), String> {
+    for (i, step) in steps.iter().enumerate() {
+        if !(step.at_s.is_finite() && step.at_s >= 0.0) {
+            return Err(format!("topology[{i}]: at_s must be a non-negative number"));
+        }
+        if i > 0 && step.at_s <= steps[i - 1].at_s {
+            return Err(format!("topology[{i}]: at_s must be later than the step before"));
+        }
+        for (j, &g) in step.gpus.iter().enumerate() {
+            if g >= gpus {
+                return Err(format!("topology[{i}]: there is no gpu[{g}]"));
+            }
+            if step.gpus[..j].contains(&g) {
+                return Err(format!("topology[{i}]: gpu[{g}] is listed twice"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Strings must survive the trip into a fixed-size C buffer.

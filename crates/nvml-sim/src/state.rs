@@ -62,6 +62,7 @@ impl State {
             eprintln!("{message}");
             UNKNOWN
         })?;
+        timing::set_init_hangs(scenario.hang_init);
         if scenario.hides(function) {
             return Err(FUNCTION_NOT_FOUND);
         }
@@ -70,6 +71,7 @@ impl State {
         }
         timing::set_delay_ms(scenario.call_delay_ms);
         let now = Instant::now();
+        timing::set_hang(now, scenario.hang_after_s);
         self.live = Some(Live { refcount: 1, scenario, source, started: now, last_check: now, seen });
         Ok(())
     }
@@ -86,6 +88,7 @@ impl State {
         if live.refcount == 0 {
             self.live = None;
             timing::set_delay_ms(0);
+            timing::set_hang(Instant::now(), None);
         }
         Ok(())
     }
@@ -121,6 +124,8 @@ impl Live {
         match self.source.load() {
             Ok(scenario) => {
                 timing::set_delay_ms(scenario.call_delay_ms);
+                timing::set_hang(self.started, scenario.hang_after_s);
+                timing::set_init_hangs(scenario.hang_init);
                 self.scenario = scenario;
             }
             Err(message) => eprintln!("{message}; keeping the previous scenario"),

@@ -1,7 +1,8 @@
 //! The artificial per-call delay and the account of real time spent inside
 //! the library, kept apart so a benchmark can subtract one from the other.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Atomic rather than behind the state mutex so that sleeping callers do
@@ -27,4 +28,39 @@ pub(crate) fn add_busy(since: Instant) {
 
 pub(crate) fn busy_ns() -> u64 {
     BUSY_NS.load(Ordering::Relaxed)
+}
+
+/// When calls start to hang (`hang_after_s`), and whether init does
+/// (`hang_init`). Outside the state mutex, like the delay, so a hung call
+/// does not also hold the lock every other call needs.
+static HANG_AT: Mutex<Option<Instant>> = Mutex::new(None);
+static INIT_HANGS: AtomicBool = AtomicBool::new(false);
+
+/// Long enough for any test to give up first, short enough that a stray
+/// process does not live forever.
+const HANG_FOR: Duration = Duration::from_secs(3600);
+
+pub(crate) fn set_hang(started: Instant, after_s: Option<f64>) {
+    let at = after_s.and_then(|s| started.checked_add(Duration::from_secs_f64(s.min(1e9))));
+    *HANG_AT.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = at;
+}
+
+pub(crate) fn set_init_hangs(hangs: bool) {
+    INIT_HANGS.store(hangs, Ordering::Relaxed);
+}
+
+pub(crate) fn init_hangs() -> bool {
+    INIT_HANGS.load(Ordering::Relaxed)
+}
+
+/// Blocks for an hour when the scenario says calls hang by now.
+pub(crate) fn hang_if_due() {
+    let at = *HANG_AT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if at.is_some_and(|at| Instant::now() >= at) {
+        hang();
+    }
+}
+
+pub(crate) fn hang() {
+    std::thread::sleep(HANG_FOR);
 }

@@ -22,7 +22,7 @@ where
     let mut ends = points.clone();
     let (first, _) = ends.next()?;
     let last = ends.next_back().map_or(first, |(t, _)| t);
-    if last.saturating_sub(first) + window_ms / BUCKETS < window_ms {
+    if last.saturating_sub(first).saturating_add(window_ms / BUCKETS) < window_ms {
         return None;
     }
     let start = last.saturating_sub(window_ms);

@@ -33,7 +33,7 @@ pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
         let Some(series) = i.gpus.get(&gpu.index) else { continue };
         let utils: Vec<f64> = series.recent(window_ms).filter_map(|(_, pt)| pt.util.map(f64::from)).collect();
         // The average must cover the whole window, not a few samples.
-        if utils.len() < 3 || series.span_ms() + window_ms / 10 < window_ms {
+        if utils.len() < 3 || series.span_ms().saturating_add(window_ms / 10) < window_ms {
             v.insert(k, Verdict::Hold);
             continue;
         }

@@ -6,39 +6,76 @@ use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, PerformanceSta
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
-use super::InitError;
-use crate::model::GpuSelector;
-use crate::model::{Clocks, Gpu, GpuMemory, GpuState, MigMode, Pcie, Utilization, select_gpus};
+use super::calls::Calls;
+use crate::model::{Clocks, Gpu, GpuMemory, GpuState, MigMode, Pcie, Utilization};
 use crate::sources::GpuIdentity;
 
-/// Facts that do not change while the driver is loaded, read once. A field
-/// that could not be read (say, the GPU was lost at start) is tried again.
+/// Facts that do not change while the device is there, read once per UUID.
+/// A field that could not be read (say, the GPU was lost at start) is
+/// tried again.
 #[derive(Debug, Clone)]
 pub struct DeviceStatic {
+    /// NVML's index now; it changes when GPUs come and go.
     pub index: u32,
-    uuid: Option<String>,
+    pub uuid: Option<String>,
     name: Option<String>,
     pci_bus_id: Option<String>,
+    /// The handle NVML gave for this index last time. Comparing it costs
+    /// nothing, and a different one means a different device may sit at
+    /// this index now.
+    handle: usize,
 }
 
 impl DeviceStatic {
-    fn read(index: u32, dev: Option<&Device<'_>>) -> Self {
-        let mut st = Self { index, uuid: None, name: None, pci_bus_id: None };
+    /// What a framework's device is matched against.
+    pub fn identity(&self) -> GpuIdentity {
+        GpuIdentity {
+            index: self.index,
+            uuid: self.uuid.clone(),
+            name: self.name.clone(),
+            pci_bus_id: self.pci_bus_id.clone(),
+        }
+    }
+
+    fn read(index: u32, dev: Option<&Device<'_>>, calls: &Calls) -> Self {
+        let mut st = Self { index, uuid: None, name: None, pci_bus_id: None, handle: 0 };
         if let Some(dev) = dev {
-            st.refresh(dev);
+            st.handle = handle_of(dev);
+            st.refresh(dev, calls);
         }
         st
     }
 
-    pub fn refresh(&mut self, dev: &Device<'_>) {
+    pub fn refresh(&mut self, dev: &Device<'_>, calls: &Calls) {
+        let index = Some(self.index);
         if self.uuid.is_none() {
-            self.uuid = dev.uuid().ok();
+            self.uuid = calls.track("nvmlDeviceGetUUID", index, || dev.uuid()).ok();
         }
         if self.name.is_none() {
-            self.name = dev.name().ok();
+            self.name = calls.track("nvmlDeviceGetName", index, || dev.name()).ok();
         }
         if self.pci_bus_id.is_none() {
-            self.pci_bus_id = dev.pci_info().ok().map(|p| p.bus_id);
+            self.pci_bus_id = calls.track("nvmlDeviceGetPciInfo", index, || dev.pci_info()).ok().map(|p| p.bus_id);
+        }
+    }
+
+    /// Whether NVML now hands out another handle for this index.
+    pub fn moved(&self, dev: &Device<'_>) -> bool {
+        handle_of(dev) != self.handle
+    }
+
+    /// Takes the handle as this device's.
+    pub fn adopt(&mut self, dev: &Device<'_>) {
+        self.handle = handle_of(dev);
+    }
+
+    /// Whether the device behind `dev` has this device's UUID (as far as
+    /// anyone can tell: one that cannot be read is given the benefit).
+    pub fn same_uuid(&self, dev: &Device<'_>, calls: &Calls) -> bool {
+        match (calls.track("nvmlDeviceGetUUID", Some(self.index), || dev.uuid()), &self.uuid) {
+            (Ok(now), Some(was)) => &now == was,
+            (Ok(_), None) => false,
+            (Err(_), _) => true,
         }
     }
 
@@ -49,41 +86,67 @@ impl DeviceStatic {
         gpu.pci_bus_id.clone_from(&self.pci_bus_id);
         gpu
     }
-
-    pub fn identity(&self) -> GpuIdentity {
-        GpuIdentity {
-            index: self.index,
-            uuid: self.uuid.clone(),
-            name: self.name.clone(),
-            pci_bus_id: self.pci_bus_id.clone(),
-        }
-    }
 }
 
-/// The selected devices, and every device's identity.
-pub fn read_statics(
-    nvml: &Nvml,
-    selectors: &[GpuSelector],
-) -> Result<(Vec<DeviceStatic>, Vec<GpuIdentity>), InitError> {
-    let count = nvml.device_count().map_err(InitError::Devices)?;
-    let all: Vec<DeviceStatic> =
-        (0..count).map(|i| DeviceStatic::read(i, nvml.device_by_index(i).ok().as_ref())).collect();
-    let ids: Vec<(u32, Option<&str>)> = all.iter().map(|d| (d.index, d.uuid.as_deref())).collect();
-    let chosen = select_gpus(selectors, &ids)?;
-    let identities = all.iter().map(DeviceStatic::identity).collect();
-    Ok((chosen.into_iter().map(|pos| all[pos].clone()).collect(), identities))
+fn handle_of(dev: &Device<'_>) -> usize {
+    // SAFETY: the pointer's value is compared, never dereferenced.
+    unsafe { dev.handle() }.addr()
+}
+
+/// Every device NVML lists now, by index. Statics already read for a UUID
+/// (in `known`) are reused, so a re-enumeration costs one call per device
+/// it has seen before.
+pub fn enumerate(nvml: &Nvml, calls: &Calls, known: &[DeviceStatic]) -> Result<Vec<DeviceStatic>, NvmlError> {
+    let count = calls.track("nvmlDeviceGetCount", None, || nvml.device_count())?;
+    Ok((0..count)
+        .map(|i| {
+            let dev = calls.track("nvmlDeviceGetHandleByIndex", Some(i), || nvml.device_by_index(i)).ok();
+            let Some(dev) = dev else { return DeviceStatic::read(i, None, calls) };
+            let uuid = calls.track("nvmlDeviceGetUUID", Some(i), || dev.uuid()).ok();
+            match known.iter().find(|k| k.uuid.is_some() && k.uuid == uuid) {
+                Some(k) => DeviceStatic { index: i, handle: handle_of(&dev), ..k.clone() },
+                None => DeviceStatic::read(i, Some(&dev), calls),
+            }
+        })
+        .collect())
+}
+
+/// The UUID at each index now, one call per device: whether the devices
+/// are still the ones `known` says.
+pub fn same_devices(nvml: &Nvml, calls: &Calls, known: &[DeviceStatic]) -> bool {
+    let count = calls.track("nvmlDeviceGetCount", None, || nvml.device_count());
+    if count.ok() != u32::try_from(known.len()).ok() {
+        return false;
+    }
+    known.iter().all(|k| {
+        let dev = calls.track("nvmlDeviceGetHandleByIndex", Some(k.index), || nvml.device_by_index(k.index));
+        match dev {
+            // A lost GPU keeps its place; its UUID cannot be read.
+            Err(NvmlError::GpuLost) => true,
+            Err(_) => false,
+            Ok(dev) => {
+                let uuid = calls.track("nvmlDeviceGetUUID", Some(k.index), || dev.uuid());
+                match (uuid, &k.uuid) {
+                    (Ok(now), Some(was)) => &now == was,
+                    (Err(NvmlError::GpuLost), _) | (Err(_), None) => true,
+                    _ => false,
+                }
+            }
+        }
+    })
 }
 
 /// Collects the outcome of a device's readings.
-#[derive(Default)]
-struct Reader {
+struct Reader<'a> {
     lost: bool,
     error: Option<String>,
+    calls: &'a Calls,
+    gpu: u32,
 }
 
-impl Reader {
-    fn take<T>(&mut self, what: &str, result: Result<T, NvmlError>) -> Option<T> {
-        match result {
+impl Reader<'_> {
+    fn take<T>(&mut self, what: &'static str, call: impl FnOnce() -> Result<T, NvmlError>) -> Option<T> {
+        match self.calls.track(what, Some(self.gpu), call) {
             Ok(v) => Some(v),
             Err(NvmlError::GpuLost) => {
                 self.lost = true;
@@ -107,12 +170,12 @@ impl Reader {
     }
 }
 
-pub fn read_gpu(dev: &Device<'_>, st: &DeviceStatic) -> Gpu {
-    let mut r = Reader::default();
+pub fn read_gpu(dev: &Device<'_>, st: &DeviceStatic, calls: &Calls) -> Gpu {
+    let mut r = Reader { lost: false, error: None, calls, gpu: st.index };
     let mut gpu = st.apply(Gpu::blank(st.index, GpuState::Ok));
     // Memory first: if the GPU has fallen off the bus, this says so and the
     // remaining calls (each of which would fail the same way) are skipped.
-    let mem = r.take("memory", dev.memory_info());
+    let mem = r.take("memory", || dev.memory_info());
     if r.lost {
         gpu.state = GpuState::Lost;
         return gpu;
@@ -123,33 +186,35 @@ pub fn read_gpu(dev: &Device<'_>, st: &DeviceStatic) -> Gpu {
         free: mem.as_ref().map(|m| m.free),
         driver_reserved: mem.as_ref().map(|m| m.reserved),
     };
-    let util = r.take("utilization", dev.utilization_rates());
+    let util = r.take("utilization", || dev.utilization_rates());
     gpu.utilization = Utilization {
         gpu: util.as_ref().map(|u| u.gpu),
         memory: util.as_ref().map(|u| u.memory),
-        encoder: r.take("encoder", dev.encoder_utilization()).map(|u| u.utilization),
-        decoder: r.take("decoder", dev.decoder_utilization()).map(|u| u.utilization),
+        encoder: r.take("encoder", || dev.encoder_utilization()).map(|u| u.utilization),
+        decoder: r.take("decoder", || dev.decoder_utilization()).map(|u| u.utilization),
     };
-    gpu.temperature_c = r.take("temperature", dev.temperature(TemperatureSensor::Gpu));
-    gpu.fan_percent = r.take("fan", dev.fan_speed(0));
-    gpu.power_draw_w = r.take("power", dev.power_usage()).map(milliwatts);
-    gpu.power_limit_w = r.take("power limit", dev.enforced_power_limit()).map(milliwatts);
+    gpu.temperature_c = r.take("temperature", || dev.temperature(TemperatureSensor::Gpu));
+    gpu.fan_percent = r.take("fan", || dev.fan_speed(0));
+    gpu.power_draw_w = r.take("power", || dev.power_usage()).map(milliwatts);
+    gpu.power_limit_w = r.take("power limit", || dev.enforced_power_limit()).map(milliwatts);
     gpu.clocks = Clocks {
-        sm_mhz: r.take("SM clock", dev.clock_info(Clock::SM)),
-        memory_mhz: r.take("memory clock", dev.clock_info(Clock::Memory)),
+        sm_mhz: r.take("SM clock", || dev.clock_info(Clock::SM)),
+        memory_mhz: r.take("memory clock", || dev.clock_info(Clock::Memory)),
     };
     // NVML reports PCIe throughput in KB/s (1024 bytes, per nvml.h).
     gpu.pcie = Pcie {
-        tx_bytes_per_s: r.take("PCIe TX", dev.pcie_throughput(PcieUtilCounter::Send)).map(|k| u64::from(k) * 1024),
-        rx_bytes_per_s: r.take("PCIe RX", dev.pcie_throughput(PcieUtilCounter::Receive)).map(|k| u64::from(k) * 1024),
+        tx_bytes_per_s: r.take("PCIe TX", || dev.pcie_throughput(PcieUtilCounter::Send)).map(|k| u64::from(k) * 1024),
+        rx_bytes_per_s: r
+            .take("PCIe RX", || dev.pcie_throughput(PcieUtilCounter::Receive))
+            .map(|k| u64::from(k) * 1024),
     };
-    gpu.performance_state = r.take("performance state", dev.performance_state()).and_then(pstate_name);
-    gpu.throttle_reasons = r.take("throttle reasons", dev.current_throttle_reasons()).map(|reasons| {
+    gpu.performance_state = r.take("performance state", || dev.performance_state()).and_then(pstate_name);
+    gpu.throttle_reasons = r.take("throttle reasons", || dev.current_throttle_reasons()).map(|reasons| {
         reasons.iter_names().map(|(name, _)| name.to_ascii_lowercase()).filter(|n| n != "none").collect()
     });
     // NVML_DEVICE_MIG_ENABLE is 1 (nvml.h).
     gpu.mig_mode =
-        r.take("MIG mode", dev.mig_mode()).map(|m| MigMode { current: m.current == 1, pending: m.pending == 1 });
+        r.take("MIG mode", || dev.mig_mode()).map(|m| MigMode { current: m.current == 1, pending: m.pending == 1 });
 
     if r.lost {
         // Lost part-way through: what was read may be from before the loss,

@@ -3,6 +3,7 @@
 //! loaded again with backoff, while the rest of the snapshot goes on.
 
 mod backoff;
+mod calls;
 mod device;
 mod library;
 mod processes;
@@ -12,9 +13,10 @@ use std::collections::HashMap;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
-use super::{GpuIdentity, GpuSample, GpuSource};
-use crate::model::{Driver, Gpu, GpuSelector, GpuState, SourceStatus};
+use super::{GpuSample, GpuSource};
+use crate::model::{Driver, Gpu, GpuSelector, GpuState, SourceStatus, select_gpus};
 use backoff::Backoff;
+pub use calls::{Call, Calls};
 use device::{DeviceStatic, read_gpu};
 pub use library::{DEFAULT_LIBRARY, InitError, LibrarySpec};
 use processes::ProcessMerger;
@@ -22,22 +24,52 @@ use processes::ProcessMerger;
 pub struct NvmlSource {
     spec: LibrarySpec,
     selectors: Vec<GpuSelector>,
+    /// The GPUs the selectors chose, by UUID, once they have been applied:
+    /// `--gpus 0` keeps meaning the GPU that was 0 at start when GPUs come
+    /// and go. `None` until then, and when every GPU is watched.
+    chosen: Option<Chosen>,
     nvml: Option<Nvml>,
-    devices: Vec<DeviceStatic>,
-    /// Every device's identity, watched or not.
-    all: Vec<GpuIdentity>,
+    /// Every device NVML lists, by index; `watched` are the selected ones.
+    all: Vec<DeviceStatic>,
+    watched: Vec<DeviceStatic>,
+    /// Set when a reading failed: the next tick checks, one call per
+    /// device, that each index still holds the GPU it held.
+    suspect: bool,
     driver: Driver,
     backoff: Backoff,
     last_error: Option<String>,
     /// NVML's process names, kept per PID while the PID stays on a GPU.
     names: HashMap<u32, Option<String>>,
+    calls: Calls,
+}
+
+/// Selected GPUs: by UUID, or by index where the UUID could not be read.
+#[derive(Debug, Clone)]
+struct Chosen {
+    uuids: Vec<String>,
+    indices: Vec<u32>,
+}
+
+impl Chosen {
+    fn keeps(&self, d: &DeviceStatic) -> bool {
+        match &d.uuid {
+            Some(u) => self.uuids.contains(u),
+            None => self.indices.contains(&d.index),
+        }
+    }
 }
 
 impl NvmlSource {
     /// Loads and initialises NVML now, so that a missing driver or a
     /// selector matching no GPU is reported before any output starts.
     pub fn open(spec: LibrarySpec, selectors: Vec<GpuSelector>) -> Result<Self, InitError> {
+        Self::open_tracked(spec, selectors, Calls::default())
+    }
+
+    /// `open`, saying through `calls` which NVML call is in progress.
+    pub fn open_tracked(spec: LibrarySpec, selectors: Vec<GpuSelector>, calls: Calls) -> Result<Self, InitError> {
         let mut source = Self::unopened(spec, selectors);
+        source.calls = calls;
         source.init()?;
         Ok(source)
     }
@@ -49,25 +81,41 @@ impl NvmlSource {
             driver: Driver { library: Some(spec.describe()), ..Driver::default() },
             spec,
             selectors,
+            chosen: None,
             nvml: None,
-            devices: Vec::new(),
             all: Vec::new(),
+            watched: Vec::new(),
+            suspect: false,
             backoff: Backoff::default(),
             last_error: None,
             names: HashMap::new(),
+            calls: Calls::default(),
         }
     }
 
     fn init(&mut self) -> Result<(), InitError> {
-        let nvml = self.spec.load()?;
-        let (devices, all) = device::read_statics(&nvml, &self.selectors)?;
-        self.driver = library::read_driver(&nvml, &self.spec);
-        self.devices = devices;
-        self.all = all;
+        let nvml = self.calls.track("nvmlInit_v2", None, || self.spec.load())?;
+        let all = device::enumerate(&nvml, &self.calls, &self.all).map_err(InitError::Devices)?;
+        if self.chosen.is_none() && !self.selectors.is_empty() {
+            let ids: Vec<(u32, Option<&str>)> = all.iter().map(|d| (d.index, d.uuid.as_deref())).collect();
+            let picked: Vec<&DeviceStatic> = select_gpus(&self.selectors, &ids)?.into_iter().map(|p| &all[p]).collect();
+            self.chosen = Some(Chosen {
+                uuids: picked.iter().filter_map(|d| d.uuid.clone()).collect(),
+                indices: picked.iter().filter(|d| d.uuid.is_none()).map(|d| d.index).collect(),
+            });
+        }
+        self.driver = self.calls.track("nvmlSystemGetDriverVersion", None, || library::read_driver(&nvml, &self.spec));
+        self.set_devices(all);
         self.nvml = Some(nvml);
         self.backoff.reset();
         self.last_error = None;
         Ok(())
+    }
+
+    fn set_devices(&mut self, all: Vec<DeviceStatic>) {
+        self.watched = all.iter().filter(|d| self.chosen.as_ref().is_none_or(|c| c.keeps(d))).cloned().collect();
+        self.all = all;
+        self.suspect = false;
     }
 
     /// Gives up a session the driver has turned against (unloaded, or
@@ -87,35 +135,53 @@ impl NvmlSource {
             self.backoff.failed();
         }
     }
-}
 
-impl GpuSource for NvmlSource {
-    fn sample(&mut self) -> GpuSample {
-        self.ensure_open();
-        // Cheap, and the one call that fails when the session as a whole
-        // has gone bad, even on a machine with no GPUs to query.
-        if let Some(Err(e)) = self.nvml.as_ref().map(Nvml::device_count)
-            && session_broken(&e)
-        {
-            self.drop_session(&e);
-        }
-        let Some(nvml) = &self.nvml else {
-            let error = self.last_error.clone().unwrap_or_else(|| "NVML is not initialised".into());
-            return GpuSample {
-                driver: self.driver.clone(),
-                status: SourceStatus::failed(error),
-                ..GpuSample::default()
-            };
+    /// GPUs come and go (a reset, hot-plug, a driver reload): the count is
+    /// read every tick; when it differs, or a reading failed last tick, or
+    /// (see `read`) NVML hands out another handle for an index, the UUIDs
+    /// are read, and a change re-enumerates. So a UUID is never shown with
+    /// another GPU's readings, and a new GPU is shown from its first tick.
+    fn follow_devices(&mut self) {
+        let Some(nvml) = &self.nvml else { return };
+        let count = self.calls.track("nvmlDeviceGetCount", None, || nvml.device_count());
+        let count = match count {
+            Ok(n) => n,
+            // Cheap, and the one call that fails when the session as a
+            // whole has gone bad, even on a machine with no GPUs to query.
+            Err(e) if session_broken(&e) => return self.drop_session(&e),
+            Err(_) => return,
         };
-        let mut gpus = Vec::with_capacity(self.devices.len());
+        let changed = u32::try_from(self.all.len()).ok() != Some(count)
+            || (self.suspect && !device::same_devices(nvml, &self.calls, &self.all));
+        self.suspect = false;
+        if changed {
+            match device::enumerate(nvml, &self.calls, &self.all) {
+                Ok(all) => self.set_devices(all),
+                Err(e) if session_broken(&e) => self.drop_session(&e),
+                Err(_) => self.suspect = true,
+            }
+        }
+    }
+
+    /// The watched GPUs' readings and processes; `None` when an index's
+    /// handle is not the one it was (comparing costs nothing: the handle is
+    /// fetched to read the GPU anyway), unless `adopt_handles` and the
+    /// device behind it still has the UUID it had.
+    fn read(&mut self, adopt_handles: bool) -> Option<(Vec<Gpu>, Vec<crate::sources::GpuProcess>)> {
+        let nvml = self.nvml.as_ref()?;
+        let calls = &self.calls;
+        let mut gpus = Vec::with_capacity(self.watched.len());
         let mut merger = ProcessMerger::default();
-        for st in &mut self.devices {
-            let gpu = match nvml.device_by_index(st.index) {
+        for st in &mut self.watched {
+            let dev = calls.track("nvmlDeviceGetHandleByIndex", Some(st.index), || nvml.device_by_index(st.index));
+            let gpu = match dev {
+                Ok(dev) if st.moved(&dev) && !(adopt_handles && st.same_uuid(&dev, calls)) => return None,
                 Ok(dev) => {
-                    st.refresh(&dev);
-                    let gpu = read_gpu(&dev, st);
+                    st.adopt(&dev);
+                    st.refresh(&dev, calls);
+                    let gpu = read_gpu(&dev, st, calls);
                     if gpu.state == GpuState::Ok {
-                        merger.add_device(st.index, &dev);
+                        merger.add_device(st.index, &dev, calls);
                     }
                     gpu
                 }
@@ -126,22 +192,45 @@ impl GpuSource for NvmlSource {
                     gpu
                 }
             };
+            self.suspect |= gpu.error.is_some();
             gpus.push(gpu);
         }
-        let processes = merger.finish(nvml, &mut self.names);
-        // Identities read late (a GPU that answered only now) catch up.
-        for st in &self.devices {
-            if let Some(id) = self.all.iter_mut().find(|i| i.index == st.index) {
-                *id = st.identity();
+        Some((gpus, merger.finish(nvml, &mut self.names, calls)))
+    }
+}
+
+impl GpuSource for NvmlSource {
+    fn sample(&mut self) -> GpuSample {
+        self.ensure_open();
+        self.follow_devices();
+        let mut read = self.read(false);
+        // Another device at some index: check the UUIDs now, so this tick
+        // already shows each GPU with its own readings. Twice, for GPUs
+        // that change again while being enumerated.
+        for _ in 0..2 {
+            if read.is_some() || self.nvml.is_none() {
+                break;
             }
+            self.suspect = true;
+            self.follow_devices();
+            read = self.read(true);
         }
-        GpuSample {
-            driver: self.driver.clone(),
-            gpus,
-            all_gpus: self.all.clone(),
-            processes,
-            status: SourceStatus::ok(),
-        }
+        let Some((gpus, processes)) = read else {
+            let error = match (&self.nvml, &self.last_error) {
+                (Some(_), _) => "the GPUs changed while they were being read; reading them again next tick".into(),
+                (None, Some(e)) => e.clone(),
+                (None, None) => "NVML is not initialised".into(),
+            };
+            self.suspect = true;
+            return GpuSample {
+                driver: self.driver.clone(),
+                status: SourceStatus::failed(error),
+                ..GpuSample::default()
+            };
+        };
+        // Every GPU NVML lists, watched or not: CUDA sees them all.
+        let all_gpus = self.all.iter().map(DeviceStatic::identity).collect();
+        GpuSample { driver: self.driver.clone(), gpus, all_gpus, processes, status: SourceStatus::ok() }
     }
 }
 

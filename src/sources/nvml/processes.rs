@@ -8,6 +8,7 @@ use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device, Nvml};
 
+use super::calls::Calls;
 use crate::model::{ProcessGpu, ProcessType};
 use crate::sources::GpuProcess;
 
@@ -20,11 +21,16 @@ pub struct ProcessMerger {
 }
 
 impl ProcessMerger {
-    pub fn add_device(&mut self, index: u32, dev: &Device<'_>) {
+    pub fn add_device(&mut self, index: u32, dev: &Device<'_>, calls: &Calls) {
         // A failing list (unsupported in some containers, say) leaves the
         // device's processes out rather than failing the device.
-        let compute = dev.running_compute_processes().unwrap_or_default();
-        let graphics = dev.running_graphics_processes().unwrap_or_default();
+        let at = Some(index);
+        let compute = calls
+            .track("nvmlDeviceGetComputeRunningProcesses", at, || dev.running_compute_processes())
+            .unwrap_or_default();
+        let graphics = calls
+            .track("nvmlDeviceGetGraphicsRunningProcesses", at, || dev.running_graphics_processes())
+            .unwrap_or_default();
         self.add(index, &compute, ProcessType::Compute);
         self.add(index, &graphics, ProcessType::Graphics);
     }
@@ -50,7 +56,7 @@ impl ProcessMerger {
 
     /// The merged list, ordered by PID, with NVML's process names (cached
     /// per PID; entries for PIDs no longer on any GPU are dropped).
-    pub fn finish(self, nvml: &Nvml, names: &mut HashMap<u32, Option<String>>) -> Vec<GpuProcess> {
+    pub fn finish(self, nvml: &Nvml, names: &mut HashMap<u32, Option<String>>, calls: &Calls) -> Vec<GpuProcess> {
         names.retain(|pid, _| self.by_pid.contains_key(pid));
         self.by_pid
             .into_iter()
@@ -58,7 +64,8 @@ impl ProcessMerger {
                 let driver_name = names
                     .entry(pid)
                     .or_insert_with(|| {
-                        nvml.sys_process_name(pid, NAME_LEN)
+                        calls
+                            .track("nvmlSystemGetProcessName", None, || nvml.sys_process_name(pid, NAME_LEN))
                             .ok()
                             .map(|n| crate::sources::sanitize_command(&n))
                             .filter(|n| !n.is_empty())

@@ -112,7 +112,9 @@ impl ProbeFile {
         if !matches!(f.framework.as_str(), "torch" | "jax") {
             return Err(format!("unknown framework {:?}", f.framework));
         }
-        if !(f.interval_s.is_finite() && f.interval_s > 0.0) {
+        // The probe clamps it to 0.1..60 s; anything past an hour is not a
+        // probe's, and a huge one would overflow the freshness arithmetic.
+        if !(f.interval_s > 0.0 && f.interval_s <= 3600.0) {
             return Err(format!("bad interval {}", f.interval_s));
         }
         if f.devices.len() > MAX_DEVICES {
@@ -243,6 +245,10 @@ mod tests {
         assert!(other.contains("43-7"), "{other}");
         let negative = sample_json(42, 7).replace("\"allocated\":100", "\"allocated\":-5");
         assert!(ProbeFile::parse(&negative, 42, 7).is_err());
+        for interval in ["1e300", "1.7976931348623157e308", "0", "-1"] {
+            let bad = sample_json(42, 7).replace("\"interval_s\":1.0", &format!("\"interval_s\":{interval}"));
+            assert!(ProbeFile::parse(&bad, 42, 7).unwrap_err().contains("bad interval"), "{interval}");
+        }
         let escape = sample_json(42, 7).replace("\"2.5.1\"", "\"2.5\\u001b[2J\"");
         assert_eq!(ProbeFile::parse(&escape, 42, 7).unwrap().framework_version.as_deref(), Some("2.5"));
     }

@@ -10,17 +10,17 @@ use crate::code::{INVALID_ARGUMENT, NOT_FOUND, nvmlReturn_t};
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> nvmlReturn_t {
-    call::run("nvmlDeviceGetCount_v2", |ctx| unsafe { out::put(count, ctx.scenario.gpus.len() as c_uint) })
+    call::run("nvmlDeviceGetCount_v2", |ctx| unsafe { out::put(count, ctx.scenario.visible(ctx.t).len() as c_uint) })
 }
 
-/// Works for lost GPUs too: NVML still enumerates a GPU that fell off the bus.
+/// Works for lost GPUs too: NVML still enumerates a GPU that fell off the
+/// bus. A handle names the GPU, not the index: when GPUs come and go, the
+/// index of a GPU may change, its handle does not.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(index: c_uint, device: *mut nvmlDevice_t) -> nvmlReturn_t {
     call::run("nvmlDeviceGetHandleByIndex_v2", |ctx| {
-        if index as usize >= ctx.scenario.gpus.len() {
-            return Err(INVALID_ARGUMENT);
-        }
-        unsafe { out::put(device, call::handle_for(index as usize)) }
+        let position = *ctx.scenario.visible(ctx.t).get(index as usize).ok_or(INVALID_ARGUMENT)?;
+        unsafe { out::put(device, call::handle_for(position)) }
     })
 }
 
@@ -31,8 +31,9 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(uuid: *const c_char, device: 
             return Err(INVALID_ARGUMENT);
         }
         let wanted = unsafe { CStr::from_ptr(uuid) }.to_bytes();
-        let index = (ctx.scenario.gpus.iter()).position(|gpu| gpu.uuid.as_bytes() == wanted).ok_or(NOT_FOUND)?;
-        unsafe { out::put(device, call::handle_for(index)) }
+        let visible = ctx.scenario.visible(ctx.t).iter();
+        let position = visible.copied().find(|&p| ctx.scenario.gpus[p].uuid.as_bytes() == wanted).ok_or(NOT_FOUND)?;
+        unsafe { out::put(device, call::handle_for(position)) }
     })
 }
 

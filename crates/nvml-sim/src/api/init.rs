@@ -34,6 +34,9 @@ pub unsafe extern "C" fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char 
 
 fn init(function: &str) -> nvmlReturn_t {
     let rc = call::guarded(|| state::lock().init(function));
+    if timing::init_hangs() {
+        timing::hang();
+    }
     // Init is where a driver without persistence mode is slowest, so it
     // pays the delay too, once the scenario saying how long is loaded.
     if rc == SUCCESS {

@@ -41,6 +41,9 @@ impl Gpu {
         if spec.pstate > 15 {
             return Err(format!("pstate {} is outside 0..=15", spec.pstate));
         }
+        if spec.hang_after_s.is_some_and(|s| !(s.is_finite() && s >= 0.0)) {
+            return Err("hang_after_s must be a non-negative number".into());
+        }
         if !(spec.power_limit_w.is_finite() && spec.power_limit_w >= 0.0) {
             return Err("power_limit_w must be a non-negative number".into());
         }
@@ -51,6 +54,11 @@ impl Gpu {
             }
         }
         Ok(Gpu { uuid, pci, spec })
+    }
+
+    /// Whether a call on this GPU at time `t` never returns.
+    pub(crate) fn hangs_at(&self, t: f64) -> bool {
+        self.spec.hang_after_s.is_some_and(|s| t >= s)
     }
 
     pub(crate) fn is_lost(&self) -> bool {

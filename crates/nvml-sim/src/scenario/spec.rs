@@ -14,7 +14,22 @@ pub(crate) struct ScenarioSpec {
     pub call_delay_ms: u64,
     pub init_error: Option<InitError>,
     pub missing_functions: Vec<String>,
+    /// `nvmlInit` never returns: a driver hung at start.
+    pub hang_init: bool,
+    /// Every call but init and shutdown made this many seconds after init
+    /// or later never returns: a driver that hangs while in use.
+    pub hang_after_s: Option<f64>,
     pub gpu: Vec<GpuSpec>,
+    /// GPUs coming and going: from `at_s` on, the devices listed are the
+    /// `[[gpu]]` tables at these positions, in this order.
+    pub topology: Vec<TopologyStep>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TopologyStep {
+    pub at_s: f64,
+    pub gpus: Vec<usize>,
 }
 
 impl Default for ScenarioSpec {
@@ -26,7 +41,10 @@ impl Default for ScenarioSpec {
             call_delay_ms: 0,
             init_error: None,
             missing_functions: Vec::new(),
+            hang_init: false,
+            hang_after_s: None,
             gpu: Vec::new(),
+            topology: Vec::new(),
         }
     }
 }
@@ -99,6 +117,9 @@ pub(crate) struct GpuSpec {
     pub throttle_reasons: u64,
     pub mig_current: bool,
     pub mig_pending: bool,
+    /// This GPU's calls made this many seconds after init or later never
+    /// return (the count and the handles still do).
+    pub hang_after_s: Option<f64>,
     pub process: Vec<ProcessSpec>,
 }
 
@@ -129,6 +150,7 @@ impl Default for GpuSpec {
             throttle_reasons: 0,
             mig_current: false,
             mig_pending: false,
+            hang_after_s: None,
             process: Vec::new(),
         }
     }

@@ -125,3 +125,33 @@ fn demo_scenario_describes_the_documented_node() {
     let idle = &s.gpus[3];
     assert_eq!((idle.spec.pstate, idle.memory(0.0).used), (8, 0));
 }
+
+#[test]
+fn topology_lists_gpus_from_each_step_on() {
+    let s = parse(
+        "[[gpu]]\n[[gpu]]\n[[gpu]]\n\
+         [[topology]]\nat_s = 0\ngpus = [0, 1]\n\
+         [[topology]]\nat_s = 2.5\ngpus = [1]\n\
+         [[topology]]\nat_s = 5\ngpus = [2, 1, 0]\n",
+    );
+    assert_eq!(s.visible(0.0), [0, 1]);
+    assert_eq!(s.visible(2.4), [0, 1]);
+    assert_eq!(s.visible(2.5), [1]);
+    assert_eq!(s.visible(99.0), [2, 1, 0]);
+    assert_eq!(parse("[[gpu]]\n[[gpu]]\n").visible(7.0), [0, 1], "no steps: all, in file order");
+}
+
+#[test]
+fn bad_topology_and_hangs_are_refused() {
+    assert!(error("[[gpu]]\n[[topology]]\nat_s = 0\ngpus = [1]\n").contains("there is no gpu[1]"));
+    assert!(error("[[gpu]]\n[[topology]]\nat_s = 0\ngpus = [0, 0]\n").contains("listed twice"));
+    let backwards = "[[gpu]]\n[[topology]]\nat_s = 2\ngpus = [0]\n[[topology]]\nat_s = 1\ngpus = []\n";
+    assert!(error(backwards).contains("later than the step before"));
+    assert!(error("hang_after_s = -1").contains("hang_after_s"));
+    assert!(error("[[gpu]]\nhang_after_s = nan").contains("hang_after_s"));
+    let gpu = &parse("[[gpu]]\nhang_after_s = 2").gpus[0];
+    assert!(!gpu.hangs_at(1.9) && gpu.hangs_at(2.0));
+    let s = parse("hang_init = true\nhang_after_s = 3");
+    assert!(s.hang_init);
+    assert_eq!(s.hang_after_s, Some(3.0));
+}

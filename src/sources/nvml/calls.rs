@@ -1,0 +1,59 @@
+//! Which NVML call is in progress, so that a headless mode giving up on a
+//! hung driver can say where it hung. Shared with the thread that waits;
+//! set before every call, cleared after, at the cost of an uncontended lock.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// One call: the NVML function (or the reading it serves) and the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call {
+    pub what: &'static str,
+    pub gpu: Option<u32>,
+}
+
+impl fmt::Display for Call {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.gpu {
+            Some(gpu) => write!(f, "{} on GPU {gpu}", self.what),
+            None => f.write_str(self.what),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Calls(Arc<Mutex<Option<Call>>>);
+
+impl Calls {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Call>> {
+        // A plain value, consistent at every point: a panic elsewhere
+        // cannot leave it half-written.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `call` marked as in progress.
+    pub fn track<T>(&self, what: &'static str, gpu: Option<u32>, call: impl FnOnce() -> T) -> T {
+        *self.slot() = Some(Call { what, gpu });
+        let result = call();
+        *self.slot() = None;
+        result
+    }
+
+    /// The call in progress now, if any.
+    pub fn current(&self) -> Option<Call> {
+        *self.slot()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_the_call_only_while_it_runs() {
+        let calls = Calls::default();
+        let seen = calls.track("nvmlDeviceGetMemoryInfo", Some(1), || calls.current());
+        assert_eq!(seen.map(|c| c.to_string()).as_deref(), Some("nvmlDeviceGetMemoryInfo on GPU 1"));
+        assert_eq!(calls.current(), None);
+    }
+}
