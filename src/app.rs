@@ -70,7 +70,14 @@ pub fn main() -> ExitCode {
         None => watch(&cli).map(|()| exit::OK),
         Some(Command::Check { window, fail_on }) => check(&cli, *window, fail_on),
         Some(Command::Run { command }) => Err(AppError::Inject(inject::run(command))),
-        Some(Command::Record { file, duration }) => record(&cli, file, *duration),
+        Some(Command::Record { file, duration, force, append }) => {
+            let existing = match (force, append) {
+                (true, _) => recording::Existing::Replace,
+                (_, true) => recording::Existing::Append,
+                _ => recording::Existing::Refuse,
+            };
+            record(&cli, file, *duration, existing)
+        }
         Some(Command::Replay { file, as_json }) => replay(&cli, file, *as_json),
         Some(Command::Serve { listen }) => serve(&cli, *listen).map(|()| exit::OK),
         Some(Command::Probe { action: ProbeAction::Path }) => inject::materialize(&inject::python_dir())
@@ -141,12 +148,22 @@ fn serve(cli: &Cli, listen: std::net::SocketAddr) -> Result<(), AppError> {
 }
 
 /// `gpuscope record FILE`: headless whatever stdout is.
-fn record(cli: &Cli, path: &std::path::Path, duration: Option<std::time::Duration>) -> Result<u8, AppError> {
+fn record(
+    cli: &Cli,
+    path: &std::path::Path,
+    duration: Option<std::time::Duration>,
+    existing: recording::Existing,
+) -> Result<u8, AppError> {
     let settings = Settings::resolve(cli)?;
+    // Before collection: a refused file costs nothing.
+    let target = recording::Target::open(path, existing)?;
+    if let Some(note) = &target.note {
+        eprintln!("gpuscope: {note}");
+    }
     let collector = collector(&settings, false)?;
     let (rx, _control, _poller) = poller::spawn(collector).map_err(AppError::Runtime)?;
     let runtime = runtime()?;
-    let written = runtime.block_on(async { recording::record(rx, path, duration).await });
+    let written = runtime.block_on(async { recording::record(rx, target, duration).await });
     runtime.shutdown_background();
     let written = written.map_err(|source| AppError::Record { path: path.to_path_buf(), source })?;
     eprintln!("gpuscope: recorded {written} snapshots to {}", path.display());
@@ -156,19 +173,24 @@ fn record(cli: &Cli, path: &std::path::Path, duration: Option<std::time::Duratio
 /// `gpuscope replay FILE [--json]`.
 fn replay(cli: &Cli, path: &std::path::Path, as_json: bool) -> Result<u8, AppError> {
     let settings = Settings::resolve(cli)?;
-    let rec = recording::Recording::open(path)?;
-    if rec.skipped > 0 {
-        eprintln!("gpuscope: skipped {} damaged or foreign lines in {}", rec.skipped, path.display());
-    }
     if as_json || settings.mode != Mode::Tui {
-        let analyzer = Analyzer::new(&settings.history, settings.alerts.clone());
+        let analyzer = Analyzer::for_replay(&settings.history, settings.alerts.clone());
         let mut out = io::stdout().lock();
-        return match recording::print_json(&rec, analyzer, &mut out) {
-            Ok(_) => Ok(exit::OK),
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(exit::OK),
-            Err(e) => Err(AppError::Output(e)),
+        return match recording::print_json(path, analyzer, &mut out) {
+            Ok(summary) => {
+                eprintln!("gpuscope: {}: {} snapshots, {}", path.display(), summary.snapshots, summary.skipped);
+                Ok(exit::OK)
+            }
+            Err(recording::StreamError::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(exit::OK),
+            Err(recording::StreamError::Output(e)) => Err(AppError::Output(e)),
+            Err(recording::StreamError::Open(e)) => Err(e.into()),
         };
     }
+    let rec = recording::Recording::open(path)?;
+    if let Some(header) = &rec.header {
+        recording::warn_if_newer(path, header);
+    }
+    eprintln!("gpuscope: {}: {} snapshots, {}", path.display(), rec.len(), rec.skipped);
     let runtime = runtime()?;
     let options = tui::TuiOptions::from_env(&settings);
     let result = runtime.block_on(tui::replay(rec, settings.history.clone(), settings.alerts.clone(), options));

@@ -91,6 +91,12 @@ pub enum Command {
         /// Stop after this long (e.g. 8h).
         #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
         duration: Option<Duration>,
+        /// Replace FILE if it exists (without this, an existing FILE is refused).
+        #[arg(long, conflicts_with = "append")]
+        force: bool,
+        /// Add to FILE if it is a recording of the same schema.
+        #[arg(long)]
+        append: bool,
     },
     /// Replay a recording in the dashboard, or as NDJSON with --json; alerts
     /// are recomputed with the current thresholds.

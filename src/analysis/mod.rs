@@ -53,6 +53,16 @@ impl Analyzer {
         }
     }
 
+    /// For recordings: the same rules, and never the `[alerts] exec` hook,
+    /// since a recorded alert is about the past and the hook acts now.
+    pub fn for_replay(history: &HistoryConfig, config: AlertsConfig) -> Self {
+        Self::new(history, AlertsConfig { exec: Vec::new(), ..config })
+    }
+
+    pub fn runs_hooks(&self) -> bool {
+        self.hook.is_some()
+    }
+
     pub fn observe(&mut self, snap: &mut Snapshot) {
         let now_ms = snap.time.time_unix_ms;
         self.record(snap, now_ms);

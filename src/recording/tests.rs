@@ -54,7 +54,7 @@ fn plain_and_zstd_round_trip() {
         write_recording(&path, 30, &[]);
         let rec = Recording::open(&path).unwrap();
         assert_eq!(rec.len(), 30, "{name}");
-        assert_eq!(rec.skipped, 0);
+        assert_eq!(rec.skipped.total(), 0);
         assert_eq!(rec.header.as_ref().unwrap().host.as_deref(), Some("node01"));
         assert_eq!(rec.get(7).unwrap(), snapshot(7, false));
         assert_eq!(rec.position_at(T0 + 7_500), 7);
@@ -76,7 +76,7 @@ fn damage_is_skipped_and_counted() {
     std::fs::write(&path, text).unwrap();
     let rec = Recording::open(&path).unwrap();
     assert_eq!(rec.len(), 10);
-    assert_eq!(rec.skipped, 2, "the garbage line and the torn last line");
+    assert_eq!((rec.skipped.foreign, rec.skipped.torn), (1, 1), "the garbage line and the torn last line");
     assert!(rec.get(4).is_ok(), "unknown fields are ignored");
 
     // A zstd recording cut short (the writer was killed): every complete
@@ -109,6 +109,78 @@ fn foreign_and_empty_files_are_refused_clearly() {
     }
     let err = Recording::open(&dir.path().join("missing.ndjson")).err().unwrap().to_string();
     assert!(err.contains("cannot read"), "{err}");
+}
+
+#[test]
+fn a_long_line_is_consumed_to_its_end_but_held_only_to_the_cap() {
+    use super::lines::{Line, next_line};
+    let mut input = vec![b'x'; 1 << 20];
+    input.extend_from_slice(b"\nabc\ntail");
+    let mut reader = std::io::BufReader::with_capacity(4096, &input[..]);
+    let mut line = Line::default();
+    assert!(next_line(&mut reader, &mut line, 100).unwrap());
+    assert!(line.too_long && line.complete && line.bytes.capacity() <= 100);
+    assert_eq!(line.consumed, (1 << 20) + 1);
+    assert!(next_line(&mut reader, &mut line, 100).unwrap());
+    assert_eq!((line.bytes.as_slice(), line.complete, line.too_long), (&b"abc"[..], true, false));
+    assert!(next_line(&mut reader, &mut line, 100).unwrap());
+    assert_eq!((line.bytes.as_slice(), line.complete), (&b"tail"[..], false));
+    assert!(!next_line(&mut reader, &mut line, 100).unwrap());
+}
+
+#[test]
+fn the_dashboard_says_a_fifo_cannot_be_seeked() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string; mkfifo only creates a file.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(fifo, b"{}\n"))
+    };
+    let err = Recording::open(&fifo).err().unwrap().to_string();
+    let _ = writer.join();
+    assert!(err.contains("not a regular file") && err.contains("replay --json"), "{err}");
+}
+
+/// A recording with an alert in it never runs the `[alerts] exec` hook:
+/// the alert is about the past, the hook acts now.
+#[tokio::test]
+async fn replay_never_runs_the_alert_hook() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ndjson");
+    let lost = [1..2, 2..3];
+    write_recording(&path, 5, &lost);
+    let ran = dir.path().join("hook-ran");
+    let alerts = AlertsConfig {
+        exec: vec!["sh".into(), "-c".into(), format!("touch {}", ran.display())],
+        ..AlertsConfig::default()
+    };
+    let live = crate::analysis::Analyzer::new(&HistoryConfig::default(), alerts.clone());
+    assert!(live.runs_hooks(), "the same config runs the hook live");
+    let replayed = crate::analysis::Analyzer::for_replay(&HistoryConfig::default(), alerts.clone());
+    assert!(!replayed.runs_hooks());
+    let rec = Recording::open(&path).unwrap();
+    let (mut rx, h) = player::start(rec, HistoryConfig::default(), alerts.clone(), |_| {});
+    h.commands.send(Command::Faster).unwrap();
+    for _ in 0..4 {
+        h.commands.send(Command::Faster).unwrap();
+    }
+    let mut saw_alert = false;
+    while rx.changed().await.is_ok() {
+        let snap = rx.borrow_and_update().clone().unwrap();
+        saw_alert |= !snap.alerts.is_empty();
+        if snap.time.time_unix_ms >= T0 + 4_000 {
+            break;
+        }
+    }
+    assert!(saw_alert, "the recording raises an alert on the way");
+    let mut out = Vec::new();
+    super::print_json(&path, crate::analysis::Analyzer::for_replay(&HistoryConfig::default(), alerts), &mut out)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!ran.exists(), "the hook ran for a recorded alert");
 }
 
 fn start(path: &Path) -> (crate::poller::SnapshotRx, player::Handle) {

@@ -118,11 +118,13 @@ fn on_event(state: &mut State, event: Event, control: Option<&PollerControl>, cl
                         control.set_interval(interval);
                     }
                 }
-                Some(Effect::Signal(target, signal)) => {
+                // Never in a replay: `update` offers no kill there, and
+                // this is the last place a signal could leave from.
+                Some(Effect::Signal(target, signal)) if state.replay.is_none() => {
                     let result = kill::send(target, signal);
                     update::signal_sent(state, signal, result);
                 }
-                None => {}
+                Some(Effect::Signal(..)) | None => {}
             }
             Flow::Redraw
         }

@@ -53,7 +53,9 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
         Action::TogglePause => toggle_pause(state),
         Action::Kill => ask_to_kill(state, now_ms),
         Action::Confirm => {
-            if let Some(View::Confirm(c)) = state.top() {
+            if let Some(View::Confirm(c)) = state.top()
+                && state.replay.is_none()
+            {
                 return Some(Effect::Signal(c.target, c.signal));
             }
         }
@@ -142,6 +144,11 @@ fn change_interval(state: &mut State, to: Duration) -> Option<Effect> {
 }
 
 fn ask_to_kill(state: &mut State, now_ms: u64) {
+    // A recorded PID may belong to any process today.
+    if state.replay.is_some() {
+        state.status = Some("replay: gpuscope sends no signals (a recorded PID is not today's process)".into());
+        return;
+    }
     if state.read_only {
         state.status = Some("read-only (--read-only): gpuscope sends no signals".into());
         return;
