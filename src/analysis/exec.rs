@@ -30,7 +30,7 @@ impl ExecHook {
             return;
         }
         self.last.insert(key, Instant::now());
-        let Ok(json) = serde_json::to_vec(alert) else { return };
+        let Ok(json) = crate::sinks::json::to_vec(alert) else { return };
         let argv = self.argv.clone();
         std::thread::spawn(move || run(&argv, &json));
     }
