@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::analysis::Analyzer;
+use crate::analysis::{self, Analyzer};
 use crate::check;
 use crate::cli::{Cli, Command, DemoMode, ProbeAction};
 use crate::collect::Collector;
@@ -118,8 +118,16 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
     // A driver call may still be in flight on the poller's thread: leaving
     // without joining it is what lets a hung driver not hang the exit.
     runtime.shutdown_background();
+    let one_shot = matches!(settings.mode, Mode::Json | Mode::Table);
+    analysis::finish_hooks(if one_shot { HOOKS_ONE_SHOT } else { HOOKS_AT_EXIT });
     result
 }
+
+/// How long a one-shot mode (`-1`, `--json`, `check`) waits for the alert
+/// hooks its alerts started, and any other mode for those still running
+/// when it ends; then they are killed with their process groups.
+const HOOKS_ONE_SHOT: std::time::Duration = std::time::Duration::from_secs(10);
+const HOOKS_AT_EXIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `gpuscope check`: the exit code says how bad the alerts are.
 fn check(cli: &Cli, window: std::time::Duration, fail_on: &[AlertKind]) -> Result<u8, AppError> {
@@ -129,6 +137,7 @@ fn check(cli: &Cli, window: std::time::Duration, fail_on: &[AlertKind]) -> Resul
     let runtime = runtime()?;
     let last = runtime.block_on(async { check::watch_for(rx, window).await });
     runtime.shutdown_background();
+    analysis::finish_hooks(HOOKS_ONE_SHOT);
     let Some(snap) = last else { return Ok(exit::FAILURE) };
     print!("{}", check::report(&snap, window));
     Ok(check::exit_code(&snap.alerts, fail_on))
@@ -144,6 +153,7 @@ fn serve(cli: &Cli, listen: std::net::SocketAddr) -> Result<(), AppError> {
     let runtime = runtime()?;
     let served = runtime.block_on(async { crate::serve::run(listen, rx, settings.interval).await });
     runtime.shutdown_background();
+    analysis::finish_hooks(HOOKS_AT_EXIT);
     Ok(served?)
 }
 
@@ -165,6 +175,7 @@ fn record(
     let runtime = runtime()?;
     let written = runtime.block_on(async { recording::record(rx, target, duration).await });
     runtime.shutdown_background();
+    analysis::finish_hooks(HOOKS_AT_EXIT);
     let written = written.map_err(|source| AppError::Record { path: path.to_path_buf(), source })?;
     eprintln!("gpuscope: recorded {written} snapshots to {}", path.display());
     Ok(exit::OK)

@@ -19,7 +19,7 @@ use rules::{CounterState, GpuPoint, Inputs, ProcKey, ProcPoint, process_gpus};
 
 use crate::model::{AlertEvent, AlertKind, Change, Snapshot};
 
-pub use exec::{ExecHook, findable};
+pub use exec::{Counts as HookCounts, ExecHook, finish_hooks, resolve as resolve_program};
 
 pub struct Analyzer {
     config: AlertsConfig,
