@@ -79,7 +79,10 @@ pub fn main() -> ExitCode {
             record(&cli, file, *duration, existing)
         }
         Some(Command::Replay { file, as_json }) => replay(&cli, file, *as_json),
-        Some(Command::Serve { listen }) => serve(&cli, *listen).map(|()| exit::OK),
+        Some(Command::Serve { listen, max_connections, header_timeout }) => {
+            let limits = crate::serve::Limits { max_connections: *max_connections, header_timeout: *header_timeout };
+            serve(&cli, *listen, limits).map(|()| exit::OK)
+        }
         Some(Command::Probe { action: ProbeAction::Path }) => inject::materialize(&inject::python_dir())
             .map(|p| println!("{}", p.display()))
             .map(|()| exit::OK)
@@ -144,14 +147,14 @@ fn check(cli: &Cli, window: std::time::Duration, fail_on: &[AlertKind]) -> Resul
 }
 
 /// `gpuscope serve`: the Prometheus exporter, until SIGINT or SIGTERM.
-fn serve(cli: &Cli, listen: std::net::SocketAddr) -> Result<(), AppError> {
+fn serve(cli: &Cli, listen: std::net::SocketAddr, limits: crate::serve::Limits) -> Result<(), AppError> {
     // Headless whatever stdout is: a missing driver stops the exporter at
     // start (exit 2) rather than leaving it up with nothing to export.
     let settings = Settings::resolve(cli)?;
     let collector = collector(&settings, false)?;
     let (rx, _control, _poller) = poller::spawn(collector).map_err(AppError::Runtime)?;
     let runtime = runtime()?;
-    let served = runtime.block_on(async { crate::serve::run(listen, rx, settings.interval).await });
+    let served = runtime.block_on(async { crate::serve::run(listen, rx, settings.interval, limits).await });
     runtime.shutdown_background();
     analysis::finish_hooks(HOOKS_AT_EXIT);
     Ok(served?)
