@@ -283,6 +283,28 @@ async fn read_only_never_asks() {
     child.wait().unwrap();
 }
 
+/// Ctrl-Z does not quit: off a real terminal there is nothing to hand
+/// back, and the loop still clears the screen and draws it all again, as
+/// it does after `fg`.
+#[tokio::test]
+async fn ctrl_z_suspends_then_redraws_everything() {
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.shows("GPUs").await;
+    let (clears, frames) = (d.screen.2.load(std::sync::atomic::Ordering::SeqCst), d.screen.frames());
+    d.keys.send(Ok(Event::Key(KeyEvent::new(KeyCode::Char('z'), KeyModifiers::CONTROL)))).unwrap();
+    for _ in 0..200 {
+        if d.screen.frames() > frames {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(d.screen.2.load(std::sync::atomic::Ordering::SeqCst), clears + 1, "one full clear");
+    assert!(d.screen.frames() > frames, "then a new frame");
+    d.shows("GPUs").await;
+    assert!(!d.done.is_finished(), "Ctrl-Z is not quit");
+    d.quit().await;
+}
+
 /// A replay over a recording whose PID now belongs to a live process:
 /// K, Delete and a stray `y` send nothing, and the help says so.
 #[tokio::test]

@@ -33,6 +33,26 @@ impl Drop for TerminalGuard {
     }
 }
 
+/// Ctrl-Z or SIGTSTP: hands the terminal back as it was (cooked mode,
+/// the normal screen, a cursor), stops this process the way SIGTSTP would
+/// have, and on `fg` (SIGCONT) takes the terminal again. The caller redraws
+/// everything: the screen is whatever the shell left.
+pub fn suspend() -> io::Result<()> {
+    restore();
+    // SAFETY: raise(2) only sends a signal to this process; SIGSTOP cannot
+    // be caught, so it returns once something sends SIGCONT.
+    unsafe { libc::raise(libc::SIGSTOP) };
+    reenter()
+}
+
+/// Raw mode, the alternate screen and a hidden cursor again, after a stop
+/// (ours, or a SIGSTOP from outside that gave no chance to clean up).
+pub fn reenter() -> io::Result<()> {
+    terminal::enable_raw_mode()?;
+    ACTIVE.store(true, Ordering::SeqCst);
+    execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)
+}
+
 /// Undoes `enter`, once; errors are ignored because the terminal may be
 /// gone (a dropped SSH connection) and there is nobody left to tell.
 pub fn restore() {

@@ -10,6 +10,7 @@ use crate::tui::render::layout::centered;
 
 pub const KEYS: &[(&str, &str)] = &[
     ("q, Ctrl-C", "quit"),
+    ("Ctrl-Z", "suspend (fg resumes)"),
     ("?", "this help (Esc closes it)"),
     ("j k, Down Up", "select the next / previous process"),
     ("PgDn PgUp", "a page down / up"),
