@@ -173,7 +173,13 @@ fn record(
     if let Some(note) = &target.note {
         eprintln!("gpuscope: {note}");
     }
-    let collector = collector(&settings, false)?;
+    let collector = match collector(&settings, false) {
+        Ok(c) => c,
+        Err(e) => {
+            target.discard_if_unused();
+            return Err(e);
+        }
+    };
     let (rx, _control, _poller) = poller::spawn(collector).map_err(AppError::Runtime)?;
     let runtime = runtime()?;
     let written = runtime.block_on(async { recording::record(rx, target, duration).await });

@@ -195,3 +195,22 @@ fn record_appends_to_a_recording_of_the_same_schema() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
     assert!(record(&sim, &path, &["--append", "--force"]).status.code() == Some(2), "one or the other");
 }
+
+/// A `record` that collects nothing (no driver) leaves no empty file that
+/// the next `record` would refuse; a file that was there stays.
+#[test]
+fn a_record_that_collects_nothing_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ndjson");
+    let out = gpuscope().args(["--nvml-lib", "/nonexistent/libnvidia-ml.so.1", "record"]).arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!path.exists(), "an empty file was left behind");
+    std::fs::write(&path, "").unwrap();
+    let out = gpuscope()
+        .args(["--nvml-lib", "/nonexistent/libnvidia-ml.so.1", "record", "--force"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(path.exists(), "not ours to remove");
+}

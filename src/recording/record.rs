@@ -38,6 +38,9 @@ pub async fn record(mut rx: SnapshotRx, target: Target, duration: Option<Duratio
             () = &mut deadline, if duration.is_some() => break,
         }
     }
+    if let Some(unused) = target {
+        unused.discard_if_unused();
+    }
     let written = recorder.as_ref().map_or(0, Recorder::snapshots);
     if let Some(r) = recorder {
         r.finish()?;

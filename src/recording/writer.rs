@@ -43,6 +43,8 @@ pub struct Target {
     append: bool,
     /// What was there before, for the user: "replacing", "appending to".
     pub note: Option<String>,
+    /// Where this run created the file (it did not exist before).
+    created: Option<std::path::PathBuf>,
 }
 
 impl Target {
@@ -52,7 +54,7 @@ impl Target {
         let new = || OpenOptions::new().write(true).create_new(true).open(path);
         let (file, zstd, append, note) = match (existing, there) {
             (Existing::Refuse, _) | (_, false) => match new() {
-                Ok(f) => (f, is_zstd(path), false, None),
+                Ok(f) => (f, is_zstd(path), false, None::<String>),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     return Err(OpenError::Exists { path: path.to_path_buf() });
                 }
@@ -70,7 +72,21 @@ impl Target {
                 (file, zstd, true, Some(note))
             }
         };
-        Ok(Self { file, zstd, append, note })
+        let created = (!there || existing == Existing::Refuse).then(|| path.to_path_buf());
+        Ok(Self { file, zstd, append, note, created })
+    }
+
+    /// A file this run created and never wrote to is removed: a run that
+    /// collected nothing (no driver, stopped at once) leaves nothing behind
+    /// that the next `record` would refuse. Only while the path is still
+    /// that empty file.
+    pub fn discard_if_unused(self) {
+        use std::os::unix::fs::MetadataExt;
+        let Some(path) = &self.created else { return };
+        let (Ok(ours), Ok(there)) = (self.file.metadata(), std::fs::symlink_metadata(path)) else { return };
+        if ours.len() == 0 && (ours.dev(), ours.ino()) == (there.dev(), there.ino()) {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -132,7 +148,7 @@ impl Recorder {
     /// A new file at `path`, replacing any (tests and tools).
     pub fn create(path: &Path, header: &Header) -> io::Result<Self> {
         let file = File::create(path)?;
-        Self::start(Target { file, zstd: is_zstd(path), append: false, note: None }, header)
+        Self::start(Target { file, zstd: is_zstd(path), append: false, note: None, created: None }, header)
     }
 
     /// Starts writing; an appended recording keeps its own header.

@@ -164,13 +164,14 @@ pub fn alert_text(a: &Alert, width: usize) -> String {
         Severity::Info => "INFO",
     };
     let kind = serde_json::to_value(a.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-    let head = format!("{severity} {kind}: {}", a.message);
+    // `check` prints this as it is: invisible characters made visible here.
+    let head = visible(&format!("{severity} {kind}: {}", a.message)).into_owned();
     let mut out = String::new();
     for line in textwrap::wrap(&head, textwrap::Options::new(width).subsequent_indent("    ")) {
         out.push_str(&line);
         out.push('\n');
     }
-    let hint = format!("hint: {}", a.hint);
+    let hint = visible(&format!("hint: {}", a.hint)).into_owned();
     for line in
         textwrap::wrap(&hint, textwrap::Options::new(width).initial_indent("    ").subsequent_indent("          "))
     {
@@ -243,4 +244,32 @@ fn cell(s: &str, columns: usize) -> String {
     let s = take_columns(&visible(s), columns);
     let pad = columns.saturating_sub(s.width());
     s + &" ".repeat(pad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{AlertKind, Timestamp};
+
+    #[test]
+    fn alerts_and_lines_show_invisible_characters_and_fit_by_width() {
+        let a = Alert {
+            kind: AlertKind::GpuLost,
+            severity: Severity::Critical,
+            gpu: Some(0),
+            pid: None,
+            since: Timestamp::from_unix_secs(1_700_000_000),
+            value: None,
+            threshold: None,
+            message: "GPU 0 (H100\u{202E}) fell off the bus".into(),
+            hint: "reset\u{200B} it".into(),
+        };
+        let text = alert_text(&a, 100);
+        assert!(text.contains("H100\u{FFFD})") && text.contains("reset\u{FFFD} it"), "{text}");
+        let wide = format!("  0 {}", "数".repeat(60));
+        let cut = fit(&wide);
+        assert!(cut.ends_with("...") && cut.width() <= WIDTH && cut.width() >= WIDTH - 1, "{cut}");
+        assert_eq!(cell("数据处理", 5), "数据 ");
+        assert_eq!(cell("ab", 4), "ab  ");
+    }
 }
