@@ -212,6 +212,19 @@ fn ctrl_z_suspends_and_fg_resumes() {
     tmux.key("q");
     wait_exit(pid);
     assert_restored(&tmux, "before-the-suspend", "after suspend, fg and q");
+
+    // Under a shell without job control nothing would resume it: Ctrl-Z
+    // says so instead of stopping.
+    let _ = std::fs::remove_file(dir.path().join("pid"));
+    let launch = launcher(dir.path(), "--demo");
+    tmux.line(&format!("clear; echo no-job-control; sh -c 'sh {}; true'", launch.display()));
+    let pid = self::pid(dir.path());
+    tmux.wait_for("the dashboard", |s| s.contains("GPUs") && s.contains("NVIDIA H100 80GB HBM3"));
+    tmux.key("C-z");
+    tmux.shows("not suspended: no shell with job control");
+    tmux.key("q");
+    wait_exit(pid);
+    assert_restored(&tmux, "no-job-control", "after Ctrl-Z without job control");
 }
 
 #[test]

@@ -22,6 +22,8 @@ use crate::tui::state::State;
 use crate::tui::update::{self, Effect};
 use crate::tui::{keys, kill, render, terminal};
 
+const NO_JOB_CONTROL: &str = "not suspended: no shell with job control would resume gpuscope";
+
 /// About ten frames a second at most.
 pub const FRAME: Duration = Duration::from_millis(100);
 
@@ -70,8 +72,8 @@ where
                 Some(Ok(event)) => match on_event(&mut state, event, control.as_ref(), &clock) {
                     Flow::Quit => return Ok(()),
                     Flow::Suspend => {
-                        if options.real_terminal {
-                            terminal::suspend()?;
+                        if options.real_terminal && !terminal::suspend()? {
+                            state.status = Some(NO_JOB_CONTROL.into());
                         }
                         redraw_all(terminal)?;
                         dirty = true;
@@ -87,7 +89,11 @@ where
                 }
             } => {
                 match stop {
-                    Stop::Suspend => terminal::suspend()?,
+                    Stop::Suspend => {
+                        if !terminal::suspend()? {
+                            state.status = Some(NO_JOB_CONTROL.into());
+                        }
+                    }
                     Stop::Continued => terminal::reenter()?,
                 }
                 redraw_all(terminal)?;
