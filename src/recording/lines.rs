@@ -62,7 +62,7 @@ pub struct Line {
 
 /// Reads the next line into `line`; `false` at the end of the input. A
 /// line over `cap` is consumed to its end without being stored.
-pub fn next_line(reader: &mut impl BufRead, line: &mut Line, cap: usize) -> io::Result<bool> {
+pub fn next_line(reader: &mut (impl BufRead + ?Sized), line: &mut Line, cap: usize) -> io::Result<bool> {
     line.bytes.clear();
     line.consumed = 0;
     line.complete = false;

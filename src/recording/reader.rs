@@ -7,7 +7,7 @@
 //! `replay --json`.
 
 use std::fs::File;
-use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -97,16 +97,13 @@ impl Recording {
         if !input.regular {
             return Err(OpenError::NotSeekable { path: path.to_path_buf() });
         }
-        let data = if input.zstd {
-            let mut tmp = tempfile::tempfile().map_err(io_err)?;
-            io::copy(&mut input.reader, &mut tmp).map_err(io_err)?;
-            tmp.seek(SeekFrom::Start(0)).map_err(io_err)?;
-            tmp
-        } else {
-            File::open(path).map_err(io_err)?
+        let (data, too_long) = match input.zstd {
+            true => spool(&mut input.reader).map_err(io_err)?,
+            false => (File::open(path).map_err(io_err)?, 0),
         };
         let mut rec =
             Self { path: path.to_path_buf(), header: None, entries: Vec::new(), skipped: Skipped::default(), data };
+        rec.skipped.too_long = too_long;
         rec.index().map_err(io_err)?;
         if rec.entries.is_empty() && rec.header.is_none() {
             return Err(OpenError::Foreign { path: path.to_path_buf(), why: "no gpuscope snapshot in it".into() });
@@ -140,6 +137,12 @@ impl Recording {
         Ok(())
     }
 
+    /// The size of what is read from (the spool, for zstd).
+    #[cfg(test)]
+    pub(super) fn data_bytes(&self) -> u64 {
+        self.data.metadata().map_or(0, |m| m.len())
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -164,6 +167,28 @@ impl Recording {
     pub fn position_at(&self, time_ms: u64) -> usize {
         self.entries.partition_point(|e| e.time_ms <= time_ms).saturating_sub(1)
     }
+}
+
+/// Decompresses into an anonymous temporary file, leaving out lines over
+/// the cap (counted): a small `.zst` of zeros without a newline costs
+/// neither memory nor the temporary directory's space.
+fn spool(reader: &mut dyn std::io::BufRead) -> io::Result<(File, u64)> {
+    let mut out = std::io::BufWriter::new(tempfile::tempfile()?);
+    let mut line = Line::default();
+    let mut too_long = 0;
+    while lines::next_line(reader, &mut line, MAX_LINE)? {
+        if line.too_long {
+            too_long += 1;
+            continue;
+        }
+        out.write_all(&line.bytes)?;
+        if line.complete {
+            out.write_all(b"\n")?;
+        }
+    }
+    let mut file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
+    file.seek(SeekFrom::Start(0))?;
+    Ok((file, too_long))
 }
 
 /// What a pass over a recording found.

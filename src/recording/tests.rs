@@ -128,6 +128,23 @@ fn a_long_line_is_consumed_to_its_end_but_held_only_to_the_cap() {
     assert!(!next_line(&mut reader, &mut line, 100).unwrap());
 }
 
+/// A `.zst` of an endless line in front of a recording: the line is
+/// skipped while decompressing, never stored, and the rest indexes.
+#[test]
+fn a_zstd_bomb_line_is_left_out_of_the_spool() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("r.ndjson");
+    write_recording(&plain, 5, &[]);
+    let mut data = vec![b'0'; (64 << 20) + 10];
+    data.push(b'\n');
+    data.extend(std::fs::read(&plain).unwrap());
+    let zst = dir.path().join("bomb.zst");
+    std::fs::write(&zst, zstd::encode_all(&data[..], 3).unwrap()).unwrap();
+    let rec = Recording::open(&zst).unwrap();
+    assert_eq!((rec.len(), rec.skipped.too_long), (5, 1));
+    assert!(rec.data_bytes() < 1 << 20, "the long line was spooled");
+}
+
 #[test]
 fn the_dashboard_says_a_fifo_cannot_be_seeked() {
     let dir = tempfile::tempdir().unwrap();
