@@ -191,6 +191,7 @@ fn render(c: &mut Criterion, template: &gpuscope::model::Snapshot) {
         interval: Duration::from_secs(1),
         clock: clock.clone(),
         replay: None,
+        real_terminal: false,
     };
     let mut state = State::new(&options);
     for s in 0..=600 {

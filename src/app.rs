@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use clap::Parser;
 
-use crate::analysis::Analyzer;
+use crate::analysis::{self, Analyzer};
 use crate::bounds;
 use crate::check;
 use crate::cli::{Cli, Command, DemoMode, ProbeAction};
@@ -121,9 +121,19 @@ pub fn main() -> ExitCode {
         None => watch(&cli).map(|()| exit::OK),
         Some(Command::Check { window, fail_on }) => check(&cli, *window, fail_on),
         Some(Command::Run { command }) => Err(AppError::Inject(inject::run(command))),
-        Some(Command::Record { file, duration }) => record(&cli, file, *duration),
+        Some(Command::Record { file, duration, force, append }) => {
+            let existing = match (force, append) {
+                (true, _) => recording::Existing::Replace,
+                (_, true) => recording::Existing::Append,
+                _ => recording::Existing::Refuse,
+            };
+            record(&cli, file, *duration, existing)
+        }
         Some(Command::Replay { file, as_json }) => replay(&cli, file, *as_json),
-        Some(Command::Serve { listen }) => serve(&cli, *listen).map(|()| exit::OK),
+        Some(Command::Serve { listen, max_connections, header_timeout }) => {
+            let limits = crate::serve::Limits { max_connections: *max_connections, header_timeout: *header_timeout };
+            serve(&cli, *listen, limits).map(|()| exit::OK)
+        }
         Some(Command::Probe { action: ProbeAction::Path }) => {
             inject::probe_path().map_err(AppError::Inject).and_then(|p| print(&format!("{}\n", p.display())))
         }
@@ -198,8 +208,16 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
     // A driver call may still be in flight on the poller's thread: leaving
     // without joining it is what lets a hung driver not hang the exit.
     runtime.shutdown_background();
+    let one_shot = matches!(settings.mode, Mode::Json | Mode::Table);
+    analysis::finish_hooks(if one_shot { HOOKS_ONE_SHOT } else { HOOKS_AT_EXIT });
     result
 }
+
+/// How long a one-shot mode (`-1`, `--json`, `check`) waits for the alert
+/// hooks its alerts started, and any other mode for those still running
+/// when it ends; then they are killed with their process groups.
+const HOOKS_ONE_SHOT: Duration = Duration::from_secs(10);
+const HOOKS_AT_EXIT: Duration = Duration::from_secs(1);
 
 /// `gpuscope check`: the exit code says how bad the alerts are, and a
 /// driver that stops answering is the worst of all.
@@ -220,6 +238,7 @@ fn check(cli: &Cli, window: Duration, fail_on: &[AlertKind]) -> Result<u8, AppEr
     let fresh_within = settings.interval;
     let seen = runtime.block_on(check::watch_for(rx, window_end.into(), fresh_within, deadline.into()));
     runtime.shutdown_background();
+    analysis::finish_hooks(HOOKS_ONE_SHOT);
     if seen.silent {
         let since = seen.last_at.map_or(started, tokio::time::Instant::into_std);
         return check_silent(&Silence::new(since, &calls), Some(&seen));
@@ -240,7 +259,7 @@ fn check_silent(silence: &Silence, seen: Option<&check::Watched>) -> Result<u8, 
 }
 
 /// `gpuscope serve`: the Prometheus exporter, until SIGINT or SIGTERM.
-fn serve(cli: &Cli, listen: std::net::SocketAddr) -> Result<(), AppError> {
+fn serve(cli: &Cli, listen: std::net::SocketAddr, limits: crate::serve::Limits) -> Result<(), AppError> {
     // Headless whatever stdout is: a missing driver stops the exporter at
     // start (exit 2) rather than leaving it up with nothing to export, and
     // so does one that does not answer (exit 3). Later silences are
@@ -248,20 +267,38 @@ fn serve(cli: &Cli, listen: std::net::SocketAddr) -> Result<(), AppError> {
     let settings = Settings::resolve(cli)?;
     let (rx, _calls) = start_headless(&settings, bounds::later(Instant::now(), settings.timeout))?;
     let runtime = runtime()?;
-    let served = runtime.block_on(async { crate::serve::run(listen, rx, settings.interval).await });
+    let served = runtime.block_on(async { crate::serve::run(listen, rx, settings.interval, limits).await });
     runtime.shutdown_background();
+    analysis::finish_hooks(HOOKS_AT_EXIT);
     Ok(served?)
 }
 
 /// `gpuscope record FILE`: headless whatever stdout is.
-fn record(cli: &Cli, path: &std::path::Path, duration: Option<Duration>) -> Result<u8, AppError> {
+fn record(
+    cli: &Cli,
+    path: &std::path::Path,
+    duration: Option<Duration>,
+    existing: recording::Existing,
+) -> Result<u8, AppError> {
     let settings = Settings::resolve(cli)?;
+    // Before collection: a refused file costs nothing.
+    let target = recording::Target::open(path, existing)?;
+    if let Some(note) = &target.note {
+        eprintln!("gpuscope: {note}");
+    }
     let started = Instant::now();
-    let (rx, calls) = start_headless(&settings, bounds::later(started, settings.timeout))?;
+    let (rx, calls) = match start_headless(&settings, bounds::later(started, settings.timeout)) {
+        Ok(started) => started,
+        Err(e) => {
+            target.discard_if_unused();
+            return Err(e);
+        }
+    };
     let newest = rx.clone();
     let runtime = runtime()?;
-    let written = runtime.block_on(async { recording::record(rx, path, duration).await });
+    let written = runtime.block_on(async { recording::record(rx, target, duration).await });
     runtime.shutdown_background();
+    analysis::finish_hooks(HOOKS_AT_EXIT);
     let written = written.map_err(|source| AppError::Record { path: path.to_path_buf(), source })?;
     eprintln!("gpuscope: recorded {written} snapshots to {}", path.display());
     // The recording stops on time whatever the driver does; a driver that
@@ -312,16 +349,24 @@ fn start_headless(settings: &Settings, deadline: Instant) -> Result<(SnapshotRx,
 /// `gpuscope replay FILE [--json]`.
 fn replay(cli: &Cli, path: &std::path::Path, as_json: bool) -> Result<u8, AppError> {
     let settings = Settings::resolve(cli)?;
-    let rec = recording::Recording::open(path)?;
-    if rec.skipped > 0 {
-        eprintln!("gpuscope: skipped {} damaged or foreign lines in {}", rec.skipped, path.display());
-    }
     if as_json || settings.mode != Mode::Tui {
-        let analyzer = Analyzer::new(&settings.history, settings.alerts.clone());
-        return stdout::write_with(|out| recording::print_json(&rec, analyzer, out).map(|_| ()))
-            .map(|_| exit::OK)
-            .map_err(AppError::Output);
+        let analyzer = Analyzer::for_replay(&settings.history, settings.alerts.clone());
+        let mut out = io::stdout().lock();
+        return match recording::print_json(path, analyzer, &mut out) {
+            Ok(summary) => {
+                eprintln!("gpuscope: {}: {} snapshots, {}", path.display(), summary.snapshots, summary.skipped);
+                Ok(exit::OK)
+            }
+            Err(recording::StreamError::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(exit::OK),
+            Err(recording::StreamError::Output(e)) => Err(AppError::Output(e)),
+            Err(recording::StreamError::Open(e)) => Err(e.into()),
+        };
     }
+    let rec = recording::Recording::open(path)?;
+    if let Some(header) = &rec.header {
+        recording::warn_if_newer(path, header);
+    }
+    eprintln!("gpuscope: {}: {} snapshots, {}", path.display(), rec.len(), rec.skipped);
     let runtime = runtime()?;
     let options = tui::TuiOptions::from_env(&settings);
     let result = runtime.block_on(tui::replay(rec, settings.history.clone(), settings.alerts.clone(), options));

@@ -99,6 +99,12 @@ pub enum Command {
         /// Stop after this long (e.g. 8h; at most 1 year).
         #[arg(long, value_name = "DURATION", value_parser = bounds::parse_record_duration)]
         duration: Option<Duration>,
+        /// Replace FILE if it exists (without this, an existing FILE is refused).
+        #[arg(long, conflicts_with = "append")]
+        force: bool,
+        /// Add to FILE if it is a recording of the same schema.
+        #[arg(long)]
+        append: bool,
     },
     /// Replay a recording in the dashboard, or as NDJSON with --json; alerts
     /// are recomputed with the current thresholds.
@@ -120,6 +126,13 @@ pub enum Command {
         /// command lines and users to whoever can reach it.
         #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9835")]
         listen: SocketAddr,
+        /// Open connections at most; at the cap, the one idle the longest is closed.
+        #[arg(long, value_name = "N", default_value_t = crate::serve::DEFAULT_MAX_CONNECTIONS, value_parser = max_connections)]
+        max_connections: usize,
+        /// How long a client may take to send a request's headers (an idle
+        /// keep-alive connection included) before it is closed.
+        #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = header_timeout)]
+        header_timeout: Duration,
     },
 }
 
@@ -133,6 +146,22 @@ pub enum ProbeAction {
         #[arg(long, default_value = "python3")]
         python: PathBuf,
     },
+}
+
+fn max_connections(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n @ 1..=65_536) => Ok(n),
+        _ => Err("expected a number from 1 to 65536".into()),
+    }
+}
+
+/// 100ms to 1h: shorter cuts off real clients, longer is no defence.
+fn header_timeout(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&d) {
+        return Err("expected a duration from 100ms to 1h".into());
+    }
+    Ok(d)
 }
 
 /// An alert kind as JSON writes it (`alloc_retry`), so the command line

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::config::{AlertsConfig, HistoryConfig};
-use crate::analysis::findable;
+use crate::analysis::resolve_program;
 use crate::bounds;
 
 /// Faster than this, collection itself would dominate the machine.
@@ -65,10 +65,10 @@ impl Config {
         })?;
         bounds::CONFIG_SPAN.check(config.history.window).map_err(|e| invalid(format!("history.window {e}")))?;
         config.alerts.validate().map_err(invalid)?;
-        if let Some(program) = config.alerts.exec.first()
-            && !findable(program)
-        {
-            return Err(invalid(format!("alerts.exec: cannot find the program {program:?}")));
+        // Checked now: a hook that cannot run would otherwise fail
+        // silently, at the first alert.
+        if let Some(program) = config.alerts.exec.first() {
+            resolve_program(program).map_err(|why| invalid(format!("alerts.exec: {why}")))?;
         }
         Ok(config)
     }
@@ -139,6 +139,11 @@ mod tests {
         assert!(msg.contains("alerts.fragmentation"), "{msg}");
         let msg = parse("[alerts]\nexec = [\"/nonexistent/notify\"]\n").unwrap_err().to_string();
         assert!(msg.contains("/nonexistent/notify"), "{msg}");
+        let dir = tempfile::tempdir().unwrap();
+        let hook = dir.path().join("page-me");
+        std::fs::write(&hook, "#!/bin/sh\n").unwrap();
+        let msg = parse(&format!("[alerts]\nexec = [{:?}]\n", hook.display().to_string())).unwrap_err().to_string();
+        assert!(msg.contains("alerts.exec") && msg.contains("page-me") && msg.contains("not executable"), "{msg}");
         let msg = parse("[alerts.leak]\nwindow = \"5m\"\nslope = 3\n").unwrap_err().to_string();
         assert!(msg.contains("slope") && msg.contains("line 3"), "{msg}");
     }

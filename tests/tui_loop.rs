@@ -283,6 +283,67 @@ async fn read_only_never_asks() {
     child.wait().unwrap();
 }
 
+/// Ctrl-Z does not quit: off a real terminal there is nothing to hand
+/// back, and the loop still clears the screen and draws it all again, as
+/// it does after `fg`.
+#[tokio::test]
+async fn ctrl_z_suspends_then_redraws_everything() {
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.shows("GPUs").await;
+    let (clears, frames) = (d.screen.2.load(std::sync::atomic::Ordering::SeqCst), d.screen.frames());
+    d.keys.send(Ok(Event::Key(KeyEvent::new(KeyCode::Char('z'), KeyModifiers::CONTROL)))).unwrap();
+    for _ in 0..200 {
+        if d.screen.frames() > frames {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(d.screen.2.load(std::sync::atomic::Ordering::SeqCst), clears + 1, "one full clear");
+    assert!(d.screen.frames() > frames, "then a new frame");
+    d.shows("GPUs").await;
+    assert!(!d.done.is_finished(), "Ctrl-Z is not quit");
+    d.quit().await;
+}
+
+/// A replay over a recording whose PID now belongs to a live process:
+/// K, Delete and a stray `y` send nothing, and the help says so.
+#[tokio::test]
+async fn replay_never_signals_a_live_process() {
+    use gpuscope::recording::player::{Handle, Status};
+    let mut child = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let mut snap = snapshot(Spec::gpus(1));
+    snap.processes[0].pid = child.id();
+    let (commands, _cmd_rx) = mpsc::unbounded_channel();
+    let status = Status {
+        file: "r.ndjson".into(),
+        position: 0,
+        len: 1,
+        speed: 1.0,
+        paused: true,
+        at_end: true,
+        alerts_indexed: Some(0),
+        note: None,
+    };
+    let (_status_tx, status) = watch::channel(status);
+    let replay = Some(Handle { commands, status });
+    let d = Dashboard::start(Some(snap), None, TuiOptions { replay, ..options() });
+    d.shows("GPUs").await;
+    for key in [KeyCode::Char('K'), KeyCode::Delete, KeyCode::Char('y'), KeyCode::Char('y')] {
+        d.press(key);
+    }
+    d.shows("sends no signals").await;
+    d.press(KeyCode::Char('?'));
+    d.shows("no signal is ever sent").await;
+    let help = d.shows("exec hook never runs").await;
+    assert!(!help.contains("send SIGTERM"), "{help}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(child.try_wait().unwrap().is_none(), "the live process got a signal");
+    assert!(!d.screen.screen().contains("Send SIGTERM"));
+    d.quit().await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 #[tokio::test]
 async fn a_burst_of_input_costs_a_few_frames_not_one_each() {
     let d = Dashboard::start(four_gpus(), None, options());

@@ -245,3 +245,39 @@ fn tiny_terminals_never_panic() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// Invisible formatting characters in a command, a user and a host name
+/// are drawn as a visible mark, and wide characters are fitted by display
+/// width: every row of the frame is exactly as wide as the terminal.
+#[test]
+fn spoofing_and_wide_characters_are_drawn_safely() {
+    let mut snap = snapshot(Spec::gpus(1).probed());
+    snap.host.hostname = Some("node\u{202E}10".into());
+    for p in &mut snap.processes {
+        p.command = Some(format!("python3 ev\u{202E}yp.niart\u{2066} 训练{} {}", "模型".repeat(30), "🔥😀".repeat(20)));
+        p.user = Some("al\u{200B}ice".into());
+    }
+    let mut s = state(Spec::gpus(1).probed());
+    s.on_snapshot(Arc::new(snap));
+    let invisible = |c: char| matches!(c, '\u{202E}' | '\u{2066}' | '\u{200B}');
+    for (w, h, actions) in [(80, 24, &[][..]), (200, 50, &[]), (80, 24, &[Action::OpenDetail])] {
+        act(&mut s, actions);
+        let terminal = render(&mut s, w, h);
+        let buf = terminal.backend().buffer();
+        let text: String = buf.content.iter().map(|c| c.symbol()).collect();
+        assert!(!text.chars().any(invisible), "{w}x{h} {actions:?}");
+        assert!(text.contains("ev\u{FFFD}yp.nia") && text.contains("node\u{FFFD}10"), "{w}x{h} {actions:?}:\n{text}");
+        // As a terminal shows it: a wide character covers the next cell.
+        for row in buf.content.chunks(w as usize) {
+            let (mut columns, mut cells) = (0, row.iter());
+            while let Some(cell) = cells.next() {
+                let cw = unicode_width::UnicodeWidthStr::width(cell.symbol()).max(1);
+                columns += cw;
+                if cw > 1 {
+                    cells.nth(cw - 2);
+                }
+            }
+            assert!(columns <= w as usize, "{w}x{h}: a row of {columns} columns");
+        }
+    }
+}

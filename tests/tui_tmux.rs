@@ -21,7 +21,10 @@ impl Tmux {
             found.as_ref().is_ok_and(|o| o.status.success()),
             "tmux is needed for this test and was not found; .ci/run installs it (apt-get install tmux)"
         );
-        let socket = format!("gpuscope-test-{}", std::process::id());
+        // One server per test: tests run in parallel, and each kills its own.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let socket = format!("gpuscope-test-{}-{n}", std::process::id());
         let tmux = Self { socket };
         let (w, h) = (width.to_string(), height.to_string());
         tmux.run(&["-f", "/dev/null", "new-session", "-d", "-x", &w, "-y", &h, "bash", "--norc", "--noprofile"]);
@@ -168,6 +171,60 @@ fn dashboard_in_a_real_terminal() {
     assert!(sent.success());
     wait_exit(pid);
     assert_restored(&tmux, "before-the-hangup", "after SIGHUP");
+}
+
+/// Ctrl-Z hands the terminal back to the shell as it was (normal screen,
+/// cursor, cooked mode); `fg` brings the dashboard back, drawn whole, and
+/// keys work again. `kill -TSTP` does the same as the key.
+#[test]
+fn ctrl_z_suspends_and_fg_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmux = Tmux::start(80, 24);
+    tmux.line("PS1='$ '");
+    let pid = start_dashboard(&tmux, dir.path(), "before-the-suspend");
+    for (how, stop) in [("Ctrl-Z", None), ("SIGTSTP", Some("-TSTP"))] {
+        match stop {
+            None => tmux.key("C-z"),
+            Some(sig) => assert!(Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success()),
+        }
+        let screen = tmux.wait_for("the shell's prompt", |s| s.contains("Stopped") && !s.contains("GPUs"));
+        assert!(screen.contains("before-the-suspend"), "{how}: the normal screen is back:\n{screen}");
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        assert!(state.rsplit(')').next().unwrap().trim_start().starts_with('T'), "{how}: stopped: {state}");
+        tmux.line("stty -a; echo stty-done");
+        let screen = tmux.wait_for("stty's report", |s| s.lines().any(|l| l.trim() == "stty-done"));
+        let flags: Vec<&str> = screen.split_whitespace().collect();
+        for good in ["icanon", "echo", "isig"] {
+            assert!(flags.contains(&good), "{how}: {good} is off while suspended:\n{screen}");
+        }
+        // What the normal screen shows when the dashboard ends.
+        tmux.line("clear; echo before-the-suspend");
+        tmux.wait_for("a clear screen", |s| s.lines().next().is_some_and(|l| l.contains("before-the-suspend")));
+        tmux.line("fg");
+        let screen = tmux.wait_for("the dashboard again", |s| s.contains("GPUs") && s.contains("Processes"));
+        assert!(!screen.contains("stty-done") && !screen.contains("Stopped"), "{how}: not redrawn whole:\n{screen}");
+        assert_eq!(screen.lines().count(), 24, "{screen}");
+        tmux.key("?");
+        tmux.shows("this help");
+        tmux.key("Escape");
+        tmux.wait_for("help closed", |s| !s.contains("this help"));
+    }
+    tmux.key("q");
+    wait_exit(pid);
+    assert_restored(&tmux, "before-the-suspend", "after suspend, fg and q");
+
+    // Under a shell without job control nothing would resume it: Ctrl-Z
+    // says so instead of stopping.
+    let _ = std::fs::remove_file(dir.path().join("pid"));
+    let launch = launcher(dir.path(), "--demo");
+    tmux.line(&format!("clear; echo no-job-control; sh -c 'sh {}; true'", launch.display()));
+    let pid = self::pid(dir.path());
+    tmux.wait_for("the dashboard", |s| s.contains("GPUs") && s.contains("NVIDIA H100 80GB HBM3"));
+    tmux.key("C-z");
+    tmux.shows("not suspended: no shell with job control");
+    tmux.key("q");
+    wait_exit(pid);
+    assert_restored(&tmux, "no-job-control", "after Ctrl-Z without job control");
 }
 
 #[test]

@@ -19,7 +19,7 @@ use rules::{CounterState, GpuPoint, Inputs, ProcKey, ProcPoint, process_gpus};
 
 use crate::model::{AlertEvent, AlertKind, Change, Snapshot};
 
-pub use exec::{ExecHook, findable};
+pub use exec::{Counts as HookCounts, ExecHook, finish_hooks, resolve as resolve_program};
 
 pub struct Analyzer {
     config: AlertsConfig,
@@ -55,6 +55,16 @@ impl Analyzer {
             hook,
             config,
         }
+    }
+
+    /// For recordings: the same rules, and never the `[alerts] exec` hook,
+    /// since a recorded alert is about the past and the hook acts now.
+    pub fn for_replay(history: &HistoryConfig, config: AlertsConfig) -> Self {
+        Self::new(history, AlertsConfig { exec: Vec::new(), ..config })
+    }
+
+    pub fn runs_hooks(&self) -> bool {
+        self.hook.is_some()
     }
 
     pub fn observe(&mut self, snap: &mut Snapshot) {

@@ -5,6 +5,7 @@
 //! fields from a newer gpuscope are skipped or ignored, and counted).
 
 mod header;
+mod lines;
 pub mod player;
 mod reader;
 mod record;
@@ -14,11 +15,13 @@ pub(crate) mod tests;
 mod writer;
 
 pub use header::{FORMAT, Header};
-pub use reader::{OpenError, Recording};
+pub use lines::Skipped;
+pub use reader::{OpenError, Recording, StreamError, Summary, warn_if_newer};
 pub use record::record;
 pub use replay_json::print as print_json;
-pub use writer::Recorder;
+pub use writer::{Existing, Recorder, Target};
 
+/// Whether to write zstd: the reader goes by the file's first bytes instead.
 fn is_zstd(path: &std::path::Path) -> bool {
     path.extension().is_some_and(|e| e == "zst")
 }

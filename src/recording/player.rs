@@ -87,10 +87,10 @@ pub fn start(
     let (index_tx, index_rx) = tokio::sync::oneshot::channel();
     let for_index = (rec.clone(), history.clone(), alerts.clone());
     tokio::task::spawn_blocking(move || {
-        let _ = index_tx.send(alert_times(&for_index.0, Analyzer::new(&for_index.1, for_index.2)));
+        let _ = index_tx.send(alert_times(&for_index.0, Analyzer::for_replay(&for_index.1, for_index.2)));
     });
     let player = Player {
-        analyzer: Analyzer::new(&history, alerts.clone()),
+        analyzer: Analyzer::for_replay(&history, alerts.clone()),
         rec,
         history,
         alerts,
@@ -190,7 +190,7 @@ impl Player {
     fn seek(&mut self, time_ms: u64, snaps: &watch::Sender<Option<Arc<Snapshot>>>, on_time: &impl Fn(u64)) {
         let target = self.rec.position_at(time_ms);
         let from = self.rec.position_at(self.rec.entries[target].time_ms.saturating_sub(WARM_UP_MS));
-        self.analyzer = Analyzer::new(&self.history, self.alerts.clone());
+        self.analyzer = Analyzer::for_replay(&self.history, self.alerts.clone());
         for i in from..target {
             if let Ok(mut snap) = self.rec.get(i) {
                 self.analyzer.observe(&mut snap);

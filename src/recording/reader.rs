@@ -2,16 +2,19 @@
 //! offset and length per snapshot line), so a day at 1 Hz costs a couple of
 //! megabytes; snapshots are parsed when they are shown. A `.zst` file is
 //! decompressed once into an anonymous temporary file, which makes seeking
-//! backwards as cheap as forwards.
+//! backwards as cheap as forwards. The dashboard seeks, so it needs a
+//! regular file; `stream` reads anything once, front to back, for
+//! `replay --json`.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{FORMAT, Header, is_zstd};
-use crate::model::Snapshot;
+use super::lines::{self, Line, MAX_LINE, Skipped};
+use super::{FORMAT, Header};
+use crate::model::{SCHEMA_VERSION, Snapshot};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
@@ -25,8 +28,8 @@ pub struct Recording {
     /// `None` for a bare `--json --watch` stream, which replays too.
     pub header: Option<Header>,
     pub entries: Vec<Entry>,
-    /// Lines that were not snapshots: garbage, a torn last line.
-    pub skipped: u64,
+    /// Lines that were not snapshots, by why.
+    pub skipped: Skipped,
     data: File,
 }
 
@@ -36,6 +39,17 @@ pub enum OpenError {
     Io { path: PathBuf, source: io::Error },
     #[error("{path} is not a gpuscope recording: {why}")]
     Foreign { path: PathBuf, why: String },
+    #[error(
+        "{path} is not a regular file (a pipe or a FIFO?): the dashboard seeks in a recording and needs a \
+         file; save it to one first, or read it once with `gpuscope replay --json`"
+    )]
+    NotSeekable { path: PathBuf },
+    #[error("{path} already exists: pass --force to replace it or --append to add to it")]
+    Exists { path: PathBuf },
+    #[error("cannot append to {path}: {why}")]
+    Append { path: PathBuf, why: String },
+    #[error("cannot write the recording {path}: {source}")]
+    Write { path: PathBuf, source: io::Error },
 }
 
 /// The two fields the index needs; serde skips the rest of the line.
@@ -46,29 +60,50 @@ struct Stamp {
     time_unix_ms: u64,
 }
 
-/// A line longer than this is not a snapshot gpuscope wrote.
-const MAX_LINE: usize = 64 << 20;
+/// What a line of a recording is.
+enum Kind {
+    Blank,
+    Header(Header),
+    Stamped(u64),
+    Skip(fn(&mut Skipped)),
+}
+
+fn classify(line: &Line, first: bool) -> Kind {
+    if line.too_long {
+        return Kind::Skip(|s| s.too_long += 1);
+    }
+    let body = trim(&line.bytes);
+    if body.is_empty() {
+        return Kind::Blank;
+    }
+    if first
+        && let Ok(h) = serde_json::from_slice::<Header>(body)
+        && h.format == FORMAT
+    {
+        return Kind::Header(h);
+    }
+    match serde_json::from_slice::<Stamp>(body) {
+        Ok(_) if !line.complete => Kind::Skip(|s| s.torn += 1),
+        Ok(s) => Kind::Stamped(s.time_unix_ms),
+        Err(_) if !line.complete => Kind::Skip(|s| s.torn += 1),
+        Err(_) => Kind::Skip(|s| s.foreign += 1),
+    }
+}
 
 impl Recording {
     pub fn open(path: &Path) -> Result<Self, OpenError> {
         let io_err = |source| OpenError::Io { path: path.to_path_buf(), source };
-        let file = File::open(path).map_err(io_err)?;
-        let data = if is_zstd(path) {
-            let mut tmp = tempfile::tempfile().map_err(io_err)?;
-            let decoded = zstd::Decoder::new(file).and_then(|mut d| io::copy(&mut d, &mut tmp));
-            // A recording whose writer was killed ends in an unfinished
-            // frame: everything decoded before that point is good.
-            if let Err(e) = decoded
-                && tmp.stream_position().map_err(io_err)? == 0
-            {
-                return Err(OpenError::Foreign { path: path.to_path_buf(), why: format!("not zstd data ({e})") });
-            }
-            tmp.seek(SeekFrom::Start(0)).map_err(io_err)?;
-            tmp
-        } else {
-            file
+        let mut input = lines::open(path).map_err(io_err)?;
+        if !input.regular {
+            return Err(OpenError::NotSeekable { path: path.to_path_buf() });
+        }
+        let (data, too_long) = match input.zstd {
+            true => spool(&mut input.reader).map_err(io_err)?,
+            false => (File::open(path).map_err(io_err)?, 0),
         };
-        let mut rec = Self { path: path.to_path_buf(), header: None, entries: Vec::new(), skipped: 0, data };
+        let mut rec =
+            Self { path: path.to_path_buf(), header: None, entries: Vec::new(), skipped: Skipped::default(), data };
+        rec.skipped.too_long = too_long;
         rec.index().map_err(io_err)?;
         if rec.entries.is_empty() && rec.header.is_none() {
             return Err(OpenError::Foreign { path: path.to_path_buf(), why: "no gpuscope snapshot in it".into() });
@@ -78,46 +113,34 @@ impl Recording {
 
     fn index(&mut self) -> io::Result<()> {
         let mut reader = BufReader::new(&self.data);
-        let mut line = Vec::new();
+        let mut line = Line::default();
         let mut offset = 0u64;
         let mut first = true;
-        loop {
-            line.clear();
-            let n = reader.by_ref().take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line)?;
-            if n == 0 {
-                break;
-            }
+        while lines::next_line(&mut reader, &mut line, MAX_LINE)? {
             let start = offset;
-            offset += n as u64;
-            let complete = line.last() == Some(&b'\n');
-            let body = trim(&line);
-            if body.is_empty() {
-                continue;
-            }
-            if first {
+            offset += line.consumed;
+            let kind = classify(&line, first);
+            if !matches!(kind, Kind::Blank) {
                 first = false;
-                if let Ok(h) = serde_json::from_slice::<Header>(body)
-                    && h.format == FORMAT
-                {
-                    self.header = Some(h);
-                    continue;
-                }
             }
-            match serde_json::from_slice::<Stamp>(body) {
-                Ok(s) if complete => self.entries.push(Entry {
-                    time_ms: s.time_unix_ms,
+            match kind {
+                Kind::Blank => {}
+                Kind::Header(h) => self.header = Some(h),
+                Kind::Stamped(time_ms) => self.entries.push(Entry {
+                    time_ms,
                     offset: start,
-                    len: u32::try_from(body.len()).unwrap_or(u32::MAX),
+                    len: u32::try_from(trim(&line.bytes).len()).unwrap_or(u32::MAX),
                 }),
-                _ => self.skipped += 1,
-            }
-            if !complete && n > MAX_LINE {
-                // An endless line: skip to its end rather than hold it.
-                let mut rest = Vec::new();
-                offset += reader.read_until(b'\n', &mut rest)? as u64;
+                Kind::Skip(count) => count(&mut self.skipped),
             }
         }
         Ok(())
+    }
+
+    /// The size of what is read from (the spool, for zstd).
+    #[cfg(test)]
+    pub(super) fn data_bytes(&self) -> u64 {
+        self.data.metadata().map_or(0, |m| m.len())
     }
 
     pub fn len(&self) -> usize {
@@ -143,6 +166,95 @@ impl Recording {
     /// one when `time_ms` is earlier than all).
     pub fn position_at(&self, time_ms: u64) -> usize {
         self.entries.partition_point(|e| e.time_ms <= time_ms).saturating_sub(1)
+    }
+}
+
+/// Decompresses into an anonymous temporary file, leaving out lines over
+/// the cap (counted): a small `.zst` of zeros without a newline costs
+/// neither memory nor the temporary directory's space.
+fn spool(reader: &mut dyn std::io::BufRead) -> io::Result<(File, u64)> {
+    let mut out = std::io::BufWriter::new(tempfile::tempfile()?);
+    let mut line = Line::default();
+    let mut too_long = 0;
+    while lines::next_line(reader, &mut line, MAX_LINE)? {
+        if line.too_long {
+            too_long += 1;
+            continue;
+        }
+        out.write_all(&line.bytes)?;
+        if line.complete {
+            out.write_all(b"\n")?;
+        }
+    }
+    let mut file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
+    file.seek(SeekFrom::Start(0))?;
+    Ok((file, too_long))
+}
+
+/// What a pass over a recording found.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub header: Option<Header>,
+    pub snapshots: u64,
+    pub skipped: Skipped,
+}
+
+/// Reads `path` once, front to back, handing each snapshot to `each`: works
+/// on pipes and FIFOs, plain or zstd, and holds one line at a time.
+pub fn stream(path: &Path, mut each: impl FnMut(Snapshot) -> io::Result<()>) -> Result<Summary, StreamError> {
+    let io_err = |source| OpenError::Io { path: path.to_path_buf(), source };
+    let mut input = lines::open(path).map_err(io_err)?;
+    let mut summary = Summary::default();
+    let mut line = Line::default();
+    let mut first = true;
+    while lines::next_line(&mut input.reader, &mut line, MAX_LINE).map_err(io_err)? {
+        let kind = classify(&line, first);
+        if !matches!(kind, Kind::Blank) {
+            first = false;
+        }
+        match kind {
+            Kind::Blank => {}
+            Kind::Header(h) => {
+                warn_if_newer(path, &h);
+                summary.header = Some(h);
+            }
+            Kind::Stamped(_) => match serde_json::from_slice::<Snapshot>(trim(&line.bytes)) {
+                Ok(snap) => {
+                    summary.snapshots += 1;
+                    each(snap).map_err(StreamError::Output)?;
+                }
+                Err(_) => summary.skipped.unreadable += 1,
+            },
+            Kind::Skip(count) => count(&mut summary.skipped),
+        }
+    }
+    if summary.header.is_none() && summary.snapshots == 0 && summary.skipped.unreadable == 0 {
+        let why = "no gpuscope snapshot in it".into();
+        return Err(StreamError::Open(OpenError::Foreign { path: path.to_path_buf(), why }));
+    }
+    Ok(summary)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// Writing what was read failed (the caller's sink).
+    #[error("{0}")]
+    Output(io::Error),
+}
+
+/// A recording from a newer gpuscope still replays: fields this one does
+/// not know are ignored, and snapshots it cannot read are counted.
+pub fn warn_if_newer(path: &Path, header: &Header) {
+    if header.schema_version > SCHEMA_VERSION {
+        eprintln!(
+            "gpuscope: warning: {} was written by gpuscope {} (schema {}); this gpuscope reads schema \
+             {SCHEMA_VERSION}: fields it does not know are ignored and snapshots it cannot read are skipped",
+            path.display(),
+            header.gpuscope_version,
+            header.schema_version
+        );
     }
 }
 

@@ -3,19 +3,19 @@
 //! snapshot, which names the host.
 
 use std::io;
-use std::path::Path;
 use std::time::Duration;
 
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::{Header, Recorder};
+use super::{Header, Recorder, Target};
 use crate::poller::SnapshotRx;
 
-pub async fn record(mut rx: SnapshotRx, path: &Path, duration: Option<Duration>) -> io::Result<u64> {
+pub async fn record(mut rx: SnapshotRx, target: Target, duration: Option<Duration>) -> io::Result<u64> {
     let mut term = signal(SignalKind::terminate())?;
     let mut hup = signal(SignalKind::hangup())?;
     let deadline = tokio::time::sleep(duration.unwrap_or(Duration::MAX));
     tokio::pin!(deadline);
+    let mut target = Some(target);
     let mut recorder: Option<Recorder> = None;
     loop {
         tokio::select! {
@@ -24,9 +24,9 @@ pub async fn record(mut rx: SnapshotRx, path: &Path, duration: Option<Duration>)
                     break;
                 }
                 let Some(snap) = rx.borrow_and_update().clone() else { continue };
-                if recorder.is_none() {
+                if let Some(target) = target.take() {
                     let header = Header::new(snap.host.hostname.clone(), snap.interval_ms);
-                    recorder = Some(Recorder::create(path, &header)?);
+                    recorder = Some(Recorder::start(target, &header)?);
                 }
                 // A write error (a full disk) ends the recording; what was
                 // written before it stays readable.
@@ -37,6 +37,9 @@ pub async fn record(mut rx: SnapshotRx, path: &Path, duration: Option<Duration>)
             _ = hup.recv() => break,
             () = &mut deadline, if duration.is_some() => break,
         }
+    }
+    if let Some(unused) = target {
+        unused.discard_if_unused();
     }
     let written = recorder.as_ref().map_or(0, Recorder::snapshots);
     if let Some(r) = recorder {

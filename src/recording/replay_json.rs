@@ -1,24 +1,19 @@
 //! `gpuscope replay FILE --json`: the recording back as NDJSON, with alerts
-//! recomputed under the current thresholds.
+//! recomputed under the current thresholds. Read once, front to back, so a
+//! pipe or a FIFO works as well as a file.
 
-use std::io::{self, Write};
+use std::io::Write;
+use std::path::Path;
 
-use super::Recording;
+use super::reader::{StreamError, Summary, stream};
 use crate::analysis::Analyzer;
 use crate::sinks::json;
 
-/// Returns how many lines could not be read as snapshots.
-pub fn print(rec: &Recording, mut analyzer: Analyzer, out: &mut impl Write) -> io::Result<u64> {
-    let mut unreadable = 0;
-    for i in 0..rec.len() {
-        let Ok(mut snap) = rec.get(i) else {
-            unreadable += 1;
-            continue;
-        };
+pub fn print(path: &Path, mut analyzer: Analyzer, out: &mut impl Write) -> Result<Summary, StreamError> {
+    stream(path, |mut snap| {
         snap.alerts.clear();
         snap.events.clear();
         analyzer.observe(&mut snap);
-        json::write_line(&snap, out)?;
-    }
-    Ok(unreadable)
+        json::write_line(&snap, out)
+    })
 }

@@ -54,7 +54,7 @@ fn plain_and_zstd_round_trip() {
         write_recording(&path, 30, &[]);
         let rec = Recording::open(&path).unwrap();
         assert_eq!(rec.len(), 30, "{name}");
-        assert_eq!(rec.skipped, 0);
+        assert_eq!(rec.skipped.total(), 0);
         assert_eq!(rec.header.as_ref().unwrap().host.as_deref(), Some("node01"));
         assert_eq!(rec.get(7).unwrap(), snapshot(7, false));
         assert_eq!(rec.position_at(T0 + 7_500), 7);
@@ -76,7 +76,7 @@ fn damage_is_skipped_and_counted() {
     std::fs::write(&path, text).unwrap();
     let rec = Recording::open(&path).unwrap();
     assert_eq!(rec.len(), 10);
-    assert_eq!(rec.skipped, 2, "the garbage line and the torn last line");
+    assert_eq!((rec.skipped.foreign, rec.skipped.torn), (1, 1), "the garbage line and the torn last line");
     assert!(rec.get(4).is_ok(), "unknown fields are ignored");
 
     // A zstd recording cut short (the writer was killed): every complete
@@ -109,6 +109,95 @@ fn foreign_and_empty_files_are_refused_clearly() {
     }
     let err = Recording::open(&dir.path().join("missing.ndjson")).err().unwrap().to_string();
     assert!(err.contains("cannot read"), "{err}");
+}
+
+#[test]
+fn a_long_line_is_consumed_to_its_end_but_held_only_to_the_cap() {
+    use super::lines::{Line, next_line};
+    let mut input = vec![b'x'; 1 << 20];
+    input.extend_from_slice(b"\nabc\ntail");
+    let mut reader = std::io::BufReader::with_capacity(4096, &input[..]);
+    let mut line = Line::default();
+    assert!(next_line(&mut reader, &mut line, 100).unwrap());
+    assert!(line.too_long && line.complete && line.bytes.capacity() <= 100);
+    assert_eq!(line.consumed, (1 << 20) + 1);
+    assert!(next_line(&mut reader, &mut line, 100).unwrap());
+    assert_eq!((line.bytes.as_slice(), line.complete, line.too_long), (&b"abc"[..], true, false));
+    assert!(next_line(&mut reader, &mut line, 100).unwrap());
+    assert_eq!((line.bytes.as_slice(), line.complete), (&b"tail"[..], false));
+    assert!(!next_line(&mut reader, &mut line, 100).unwrap());
+}
+
+/// A `.zst` of an endless line in front of a recording: the line is
+/// skipped while decompressing, never stored, and the rest indexes.
+#[test]
+fn a_zstd_bomb_line_is_left_out_of_the_spool() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("r.ndjson");
+    write_recording(&plain, 5, &[]);
+    let mut data = vec![b'0'; (64 << 20) + 10];
+    data.push(b'\n');
+    data.extend(std::fs::read(&plain).unwrap());
+    let zst = dir.path().join("bomb.zst");
+    std::fs::write(&zst, zstd::encode_all(&data[..], 3).unwrap()).unwrap();
+    let rec = Recording::open(&zst).unwrap();
+    assert_eq!((rec.len(), rec.skipped.too_long), (5, 1));
+    assert!(rec.data_bytes() < 1 << 20, "the long line was spooled");
+}
+
+#[test]
+fn the_dashboard_says_a_fifo_cannot_be_seeked() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string; mkfifo only creates a file.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(fifo, b"{}\n"))
+    };
+    let err = Recording::open(&fifo).err().unwrap().to_string();
+    let _ = writer.join();
+    assert!(err.contains("not a regular file") && err.contains("replay --json"), "{err}");
+}
+
+/// A recording with an alert in it never runs the `[alerts] exec` hook:
+/// the alert is about the past, the hook acts now.
+#[tokio::test]
+async fn replay_never_runs_the_alert_hook() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ndjson");
+    let lost = [1..2, 2..3];
+    write_recording(&path, 5, &lost);
+    let ran = dir.path().join("hook-ran");
+    let alerts = AlertsConfig {
+        exec: vec!["sh".into(), "-c".into(), format!("touch {}", ran.display())],
+        ..AlertsConfig::default()
+    };
+    let live = crate::analysis::Analyzer::new(&HistoryConfig::default(), alerts.clone());
+    assert!(live.runs_hooks(), "the same config runs the hook live");
+    let replayed = crate::analysis::Analyzer::for_replay(&HistoryConfig::default(), alerts.clone());
+    assert!(!replayed.runs_hooks());
+    let rec = Recording::open(&path).unwrap();
+    let (mut rx, h) = player::start(rec, HistoryConfig::default(), alerts.clone(), |_| {});
+    h.commands.send(Command::Faster).unwrap();
+    for _ in 0..4 {
+        h.commands.send(Command::Faster).unwrap();
+    }
+    let mut saw_alert = false;
+    while rx.changed().await.is_ok() {
+        let snap = rx.borrow_and_update().clone().unwrap();
+        saw_alert |= !snap.alerts.is_empty();
+        if snap.time.time_unix_ms >= T0 + 4_000 {
+            break;
+        }
+    }
+    assert!(saw_alert, "the recording raises an alert on the way");
+    let mut out = Vec::new();
+    super::print_json(&path, crate::analysis::Analyzer::for_replay(&HistoryConfig::default(), alerts), &mut out)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!ran.exists(), "the hook ran for a recorded alert");
 }
 
 fn start(path: &Path) -> (crate::poller::SnapshotRx, player::Handle) {
@@ -173,4 +262,96 @@ async fn seeks_and_jumps_between_alerts() {
     assert_eq!(shown(&mut rx).await, 200);
     h.commands.send(Command::Seek(i64::MIN / 2)).unwrap();
     assert_eq!(shown(&mut rx).await, 0, "seeking past the start stops at it");
+}
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::analysis::Analyzer;
+    use crate::recording::lines::{Line, next_line};
+
+    /// Bytes that look like a recording more often than chance would:
+    /// snapshot lines, JSON fragments, long runs, newlines, NULs.
+    fn recording_ish() -> impl Strategy<Value = Vec<u8>> {
+        let good = serde_json::to_string(&snapshot(1, false)).unwrap();
+        let header = serde_json::to_string(&Header::new(Some("h".into()), 1000)).unwrap();
+        let piece = prop_oneof![
+            Just(good.clone().into_bytes()),
+            Just(header.into_bytes()),
+            Just(b"\n".to_vec()),
+            (0..good.len()).prop_map(move |n| good.as_bytes()[..n].to_vec()),
+            prop::collection::vec(any::<u8>(), 0..64),
+            (0usize..5000, any::<u8>()).prop_map(|(n, b)| vec![b; n]),
+            Just(b"{\"schema_version\":1,\"time_unix_ms\":18446744073709551615}".to_vec()),
+            Just(b"{\"schema_version\":99,\"time_unix_ms\":-1}".to_vec()),
+        ];
+        prop::collection::vec(piece, 0..24).prop_map(|p| p.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+        /// A line is never held past the cap, and the reader accounts for
+        /// every byte of the input.
+        #[test]
+        fn lines_are_capped_and_account_for_every_byte(
+            input in prop::collection::vec(prop_oneof![Just(b'\n'), any::<u8>()], 0..4096),
+            cap in 1usize..64,
+            chunk in 1usize..32,
+        ) {
+            let mut reader = std::io::BufReader::with_capacity(chunk, &input[..]);
+            let mut line = Line::default();
+            let mut total = 0u64;
+            while next_line(&mut reader, &mut line, cap).unwrap() {
+                prop_assert!(line.bytes.len() <= cap && line.bytes.capacity() <= cap.max(8) * 2);
+                prop_assert!(line.too_long || line.bytes.len() as u64 + u64::from(line.complete) == line.consumed);
+                total += line.consumed;
+            }
+            prop_assert_eq!(total, input.len() as u64);
+        }
+
+        /// Whatever the file holds, opening, indexing, reading every entry
+        /// and streaming it never panic, and both ways agree on the count.
+        #[test]
+        fn any_bytes_open_or_are_refused_without_a_panic(bytes in recording_ish()) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("r.ndjson");
+            std::fs::write(&path, &bytes).unwrap();
+            let indexed = Recording::open(&path);
+            let mut out = Vec::new();
+            let analyzer = Analyzer::for_replay(&HistoryConfig::default(), AlertsConfig::default());
+            let streamed = super::super::print_json(&path, analyzer, &mut out);
+            if let Ok(rec) = &indexed {
+                let readable = (0..rec.len()).filter(|&i| rec.get(i).is_ok()).count() as u64;
+                let summary = streamed.as_ref().unwrap();
+                prop_assert_eq!(readable, summary.snapshots);
+                prop_assert_eq!(rec.len() as u64, summary.snapshots + summary.skipped.unreadable);
+            }
+        }
+
+        /// A zstd recording cut anywhere (or with a byte changed) opens
+        /// without a panic, and what reads back is what was written.
+        #[test]
+        fn a_damaged_zstd_recording_reads_back_what_it_can(cut in 0usize..100_000, flip in any::<Option<(usize, u8)>>()) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("r.ndjson.zst");
+            write_recording(&path, 40, &[]);
+            let mut bytes = std::fs::read(&path).unwrap();
+            bytes.truncate(cut % (bytes.len() + 1));
+            if let Some((at, b)) = flip && !bytes.is_empty() {
+                let at = at % bytes.len();
+                bytes[at] ^= b;
+            }
+            std::fs::write(&path, &bytes).unwrap();
+            if let Ok(rec) = Recording::open(&path) {
+                prop_assert!(rec.len() <= 40);
+                if flip.is_none() {
+                    for i in 0..rec.len() {
+                        prop_assert_eq!(rec.get(i).unwrap(), snapshot(i as u64, false));
+                    }
+                }
+            }
+        }
+    }
 }

@@ -2,13 +2,16 @@
 //! value is a new series in every Prometheus that scrapes us.
 
 use crate::model::Process;
+use crate::sources::{SHOWN_FOR_INVISIBLE, is_invisible};
 
 /// Command lines longer than this are cut: enough to tell `train.py` from
 /// `serve.py`, too little for a long argument list to bloat every series.
 pub const COMMAND_MAX_CHARS: usize = 60;
 
 /// The process's command line (its name when the host cannot see it),
-/// on one line, cut to [`COMMAND_MAX_CHARS`] with an ellipsis.
+/// on one line, cut to [`COMMAND_MAX_CHARS`] with an ellipsis, with
+/// invisible formatting characters shown as U+FFFD (Grafana would apply a
+/// bidirectional override).
 pub fn command(p: &Process) -> String {
     let raw = p.command.as_deref().or(p.name.as_deref()).unwrap_or("");
     let mut out = String::with_capacity(raw.len().min(COMMAND_MAX_CHARS * 4));
@@ -20,7 +23,7 @@ pub fn command(p: &Process) -> String {
                 out.push('…');
                 return out;
             }
-            out.push(c);
+            out.push(if is_invisible(c) { SHOWN_FOR_INVISIBLE } else { c });
             chars += 1;
         }
     }
@@ -53,6 +56,7 @@ mod tests {
         assert_eq!(command(&p), "python3 train.py --lr 3");
         assert_eq!(command(&process(None, Some("vllm"))), "vllm");
         assert_eq!(command(&process(None, None)), "");
+        assert_eq!(command(&process(Some("evil\u{202E}txt.exe\u{200B}"), None)), "evil\u{FFFD}txt.exe\u{FFFD}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! `/metrics` (Prometheus text 0.0.4, or OpenMetrics 1.0 on request),
 //! `/snapshot` (the JSON), `/healthz`.
 
+mod conns;
 pub mod encode;
 mod labels;
 pub mod metrics;
@@ -18,6 +19,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
 use crate::poller::SnapshotRx;
+pub use conns::{DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Limits, MAX_HEADER_BYTES};
 
 /// How long in-flight scrapes may finish after SIGINT/SIGTERM before the
 /// server stops regardless: a scraper that holds its connection open must
@@ -46,7 +48,12 @@ impl ServeError {
 }
 
 /// Serves until SIGINT or SIGTERM, then returns `Ok`.
-pub async fn run(listen: SocketAddr, snapshots: SnapshotRx, interval: Duration) -> Result<(), ServeError> {
+pub async fn run(
+    listen: SocketAddr,
+    snapshots: SnapshotRx,
+    interval: Duration,
+    limits: Limits,
+) -> Result<(), ServeError> {
     let listener = TcpListener::bind(listen).await.map_err(|source| ServeError::Bind { addr: listen, source })?;
     let local = listener.local_addr().map_err(ServeError::Serve)?;
     let mut term = signal(SignalKind::terminate()).map_err(ServeError::Signal)?;
@@ -58,25 +65,20 @@ pub async fn run(listen: SocketAddr, snapshots: SnapshotRx, interval: Duration) 
     }
     eprintln!("gpuscope: serving http://{local}/metrics (also /snapshot and /healthz)");
 
-    let (stop_tx, mut stop_rx) = watch::channel(false);
+    let (stop_tx, stop_rx) = watch::channel(false);
     let stop = async move {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
         }
         stop_tx.send_replace(true);
+        // Serving ends on its own once it has seen the stop.
+        std::future::pending::<()>().await;
     };
-    let server = axum::serve(listener, routes::router(state::track(snapshots), interval)).with_graceful_shutdown(stop);
-    let grace_over = async move {
-        if stop_rx.wait_for(|stopping| *stopping).await.is_err() {
-            // The server ended without a signal; its own result decides.
-            std::future::pending::<()>().await;
-        }
-        tokio::time::sleep(SHUTDOWN_GRACE).await;
-    };
+    let router = routes::router(state::track(snapshots), interval);
     tokio::select! {
-        served = server => served.map_err(ServeError::Serve),
-        () = grace_over => Ok(()),
+        () = conns::serve(listener, router, limits, stop_rx, SHUTDOWN_GRACE) => Ok(()),
+        () = stop => Ok(()),
     }
 }
 
@@ -89,7 +91,7 @@ mod tests {
     #[test]
     fn listens_on_loopback_by_default() {
         let listen = |args: &[&str]| match Cli::try_parse_from(args).map(|c| c.command) {
-            Ok(Some(Command::Serve { listen })) => Ok(listen.to_string()),
+            Ok(Some(Command::Serve { listen, .. })) => Ok(listen.to_string()),
             other => Err(format!("{other:?}")),
         };
         assert_eq!(listen(&["gpuscope", "serve"]).unwrap(), "127.0.0.1:9835");

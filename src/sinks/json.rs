@@ -1,11 +1,19 @@
-//! `--json` (one pretty snapshot) and `--json --watch` (NDJSON).
+//! `--json` (one pretty snapshot) and `--json --watch` (NDJSON). Strings
+//! stay what they were (a command line is data), but invisible formatting
+//! characters (bidirectional overrides, zero-width spaces, see
+//! `sources::is_invisible`) are written as `\uXXXX` escapes: the JSON
+//! means the same, and `cat` of it cannot be made to show something else.
 
 use std::io::{self, Write};
 
+use serde::Serialize;
+use serde_json::ser::{CompactFormatter, Formatter, PrettyFormatter};
+
 use crate::model::Snapshot;
+use crate::sources::is_invisible;
 
 pub fn write_pretty(snap: &Snapshot, out: &mut impl Write) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, snap)?;
+    write_with(snap, &mut *out, Escaping(PrettyFormatter::new()))?;
     out.write_all(b"\n")?;
     out.flush()
 }
@@ -13,7 +21,98 @@ pub fn write_pretty(snap: &Snapshot, out: &mut impl Write) -> io::Result<()> {
 /// One compact line, flushed so a reader at the other end of a pipe gets it
 /// now and not when a buffer fills.
 pub fn write_line(snap: &Snapshot, out: &mut impl Write) -> io::Result<()> {
-    serde_json::to_writer(&mut *out, snap)?;
+    write_with(snap, &mut *out, Escaping(CompactFormatter))?;
     out.write_all(b"\n")?;
     out.flush()
+}
+
+/// Any value as compact JSON, escaped the same way (recordings, the alert hook).
+pub fn to_vec(value: &impl Serialize) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    write_with(value, &mut out, Escaping(CompactFormatter))?;
+    Ok(out)
+}
+
+fn write_with(value: &impl Serialize, out: impl Write, formatter: impl Formatter) -> io::Result<()> {
+    let mut ser = serde_json::Serializer::with_formatter(out, formatter);
+    value.serialize(&mut ser).map_err(io::Error::from)
+}
+
+/// serde_json escapes only what JSON requires (quotes, backslashes,
+/// control characters); this escapes invisible characters too, and
+/// otherwise formats as the formatter it wraps.
+struct Escaping<F>(F);
+
+impl<F: Formatter> Formatter for Escaping<F> {
+    fn write_string_fragment<W: ?Sized + Write>(&mut self, w: &mut W, fragment: &str) -> io::Result<()> {
+        let mut rest = fragment;
+        while let Some((at, c)) = rest.char_indices().find(|&(_, c)| is_invisible(c)) {
+            w.write_all(&rest.as_bytes()[..at])?;
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                write!(w, "\\u{unit:04x}")?;
+            }
+            rest = &rest[at + c.len_utf8()..];
+        }
+        w.write_all(rest.as_bytes())
+    }
+
+    fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_array(w)
+    }
+
+    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array(w)
+    }
+
+    fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+
+    fn end_array_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array_value(w)
+    }
+
+    fn begin_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object(w)
+    }
+
+    fn end_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object(w)
+    }
+
+    fn begin_object_key<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+
+    fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+
+    fn end_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object_value(w)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invisible_characters_are_escaped_and_read_back_the_same() {
+        let value = serde_json::json!({"command": "evil\u{202E}txt.exe \u{200B}x \u{E0001} é 日 😀 \"q\"\n"});
+        for pretty in [false, true] {
+            let mut out = Vec::new();
+            match pretty {
+                true => write_with(&value, &mut out, Escaping(PrettyFormatter::new())).unwrap(),
+                false => write_with(&value, &mut out, Escaping(CompactFormatter)).unwrap(),
+            }
+            let text = String::from_utf8(out).unwrap();
+            assert!(text.contains("evil\\u202etxt.exe \\u200bx \\udb40\\udc01 é 日 😀 \\\"q\\\"\\n"), "{text}");
+            assert!(!text.chars().any(is_invisible), "{text}");
+            let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, value, "faithful");
+            assert_eq!(pretty, text.contains('\n'), "the wrapped formatter still decides the layout");
+        }
+    }
 }

@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use crate::model::{Alert, DeviceAllocator, Gpu, GpuState, ProbeState, ProcessAllocator, Severity, Snapshot};
+use crate::sources::visible;
 use crate::units::{bytes, bytes_pair, opt};
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 pub const WIDTH: usize = 80;
 
@@ -75,9 +77,9 @@ fn header(snap: &Snapshot, lines: &mut Vec<String>) {
 
 fn gpu_lines(gpu: &Gpu, lines: &mut Vec<String>) {
     let name = gpu.name.as_deref().unwrap_or("n/a");
-    let short_name: String = name.chars().take(24).collect();
+    let short_name = cell(name, 24);
     if gpu.state == GpuState::Lost {
-        lines.push(format!("{:>3} {:<24} LOST: fell off the bus (reset the GPU or reboot)", gpu.index, short_name));
+        lines.push(format!("{:>3} {} LOST: fell off the bus (reset the GPU or reboot)", gpu.index, short_name));
         return;
     }
     let pct = |v: Option<u32>| opt(v, |v| format!("{v}%"));
@@ -87,7 +89,7 @@ fn gpu_lines(gpu: &Gpu, lines: &mut Vec<String>) {
         _ => "n/a".into(),
     };
     lines.push(format!(
-        "{:>3} {:<24} {:>4} {:>5} {:>11} {:>5} {:>4}  {}",
+        "{:>3} {} {:>4} {:>5} {:>11} {:>5} {:>4}  {}",
         gpu.index,
         short_name,
         opt(gpu.temperature_c, |t| format!("{t}C")),
@@ -162,13 +164,14 @@ pub fn alert_text(a: &Alert, width: usize) -> String {
         Severity::Info => "INFO",
     };
     let kind = serde_json::to_value(a.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-    let head = format!("{severity} {kind}: {}", a.message);
+    // `check` prints this as it is: invisible characters made visible here.
+    let head = visible(&format!("{severity} {kind}: {}", a.message)).into_owned();
     let mut out = String::new();
     for line in textwrap::wrap(&head, textwrap::Options::new(width).subsequent_indent("    ")) {
         out.push_str(&line);
         out.push('\n');
     }
-    let hint = format!("hint: {}", a.hint);
+    let hint = visible(&format!("hint: {}", a.hint)).into_owned();
     for line in
         textwrap::wrap(&hint, textwrap::Options::new(width).initial_indent("    ").subsequent_indent("          "))
     {
@@ -192,11 +195,11 @@ fn process_lines(snap: &Snapshot, lines: &mut Vec<String>) {
         "PID", "USER", "GPU", "TYPE", "GPU MEM", "CPU%", "HOST MEM", "COMMAND"
     ));
     for p in &snap.processes {
-        let user: String = p.user.as_deref().unwrap_or("n/a").chars().take(10).collect();
+        let user = cell(p.user.as_deref().unwrap_or("n/a"), 10);
         let command = p.command.as_deref().or(p.name.as_deref()).unwrap_or("n/a");
         for g in &p.gpus {
             lines.push(format!(
-                "{:>7} {:<10} {:>3} {:<4} {:>9} {:>6} {:>9}  {}",
+                "{:>7} {} {:>3} {:<4} {:>9} {:>6} {:>9}  {}",
                 p.pid,
                 user,
                 g.index,
@@ -235,13 +238,62 @@ fn unmatched_lines(d: &DeviceAllocator) -> Vec<String> {
     lines
 }
 
-/// Cuts a line to the table width, marking the cut.
+/// A line as the table shows it: invisible formatting characters made
+/// visible, cut to the table width by display width (a CJK character or
+/// an emoji takes two columns), marking the cut.
 fn fit(line: &str) -> String {
-    let line = line.trim_end();
-    if line.chars().count() <= WIDTH {
+    let shown = visible(line);
+    let line = shown.trim_end();
+    if line.width() <= WIDTH {
         return line.to_string();
     }
-    let mut cut: String = line.chars().take(WIDTH - 3).collect();
+    let mut cut = take_columns(line, WIDTH - 3);
     cut.push_str("...");
     cut
+}
+
+/// The longest start of `s` that fits in `columns`.
+fn take_columns(s: &str, columns: usize) -> String {
+    let mut used = 0;
+    s.chars()
+        .take_while(|c| {
+            used += c.width().unwrap_or(0);
+            used <= columns
+        })
+        .collect()
+}
+
+/// `s` in exactly `columns` columns: cut, then padded.
+fn cell(s: &str, columns: usize) -> String {
+    let s = take_columns(&visible(s), columns);
+    let pad = columns.saturating_sub(s.width());
+    s + &" ".repeat(pad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{AlertKind, Timestamp};
+
+    #[test]
+    fn alerts_and_lines_show_invisible_characters_and_fit_by_width() {
+        let a = Alert {
+            kind: AlertKind::GpuLost,
+            severity: Severity::Critical,
+            gpu: Some(0),
+            pid: None,
+            since: Timestamp::from_unix_secs(1_700_000_000),
+            value: None,
+            threshold: None,
+            message: "GPU 0 (H100\u{202E}) fell off the bus".into(),
+            hint: "reset\u{200B} it".into(),
+        };
+        let text = alert_text(&a, 100);
+        assert!(text.contains("H100\u{FFFD})") && text.contains("reset\u{FFFD} it"), "{text}");
+        let wide = format!("  0 {}", "数".repeat(60));
+        let cut = fit(&wide);
+        assert!(cut.ends_with("...") && cut.width() <= WIDTH && cut.width() >= WIDTH - 1, "{cut}");
+        assert_eq!(cell("数据处理", 5), "数据 ");
+        assert_eq!(cell("ab", 4), "ab  ");
+    }
 }

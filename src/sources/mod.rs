@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use crate::model::{Driver, Gpu, Host, ProcessGpu, SourceStatus, Timestamp};
 
-pub use sanitize::sanitize_command;
+pub use sanitize::{SHOWN_FOR_INVISIBLE, is_invisible, sanitize_command, visible};
 
 /// One GPU process as the driver sees it.
 #[derive(Debug, Clone, PartialEq)]

@@ -19,9 +19,42 @@ pub fn sanitize_command(raw: &str) -> String {
     stripped.chars().map(|c| if c.is_control() { ' ' } else { c }).collect::<String>().trim().to_string()
 }
 
+/// Characters that change how text around them is shown without showing
+/// themselves: bidirectional overrides and isolates, zero-width spaces and
+/// joiners, the byte order mark, and every other format character
+/// (general category Cf), plus the line and paragraph separators. A
+/// command line can use them to pass for another (`U+202E` shows
+/// `evil\u{202E}txt.exe` as `evilexe.txt`).
+pub fn is_invisible(c: char) -> bool {
+    use unicode_general_category::{GeneralCategory, get_general_category};
+    !c.is_ascii()
+        && matches!(
+            get_general_category(c),
+            GeneralCategory::Format | GeneralCategory::LineSeparator | GeneralCategory::ParagraphSeparator
+        )
+}
+
+/// What a text output shows for an invisible character: a mark people see.
+pub const SHOWN_FOR_INVISIBLE: char = '\u{FFFD}';
+
+/// Text made safe to show: invisible characters (see `is_invisible`)
+/// become U+FFFD and control characters a space. Borrowed when there is
+/// nothing to change, which is nearly always.
+pub fn visible(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().all(|c| !c.is_control() && !is_invisible(c)) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let shown = s.chars().map(|c| match c {
+        c if c.is_control() => ' ',
+        c if is_invisible(c) => SHOWN_FOR_INVISIBLE,
+        c => c,
+    });
+    std::borrow::Cow::Owned(shown.collect())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::sanitize_command;
+    use super::*;
 
     #[test]
     fn escape_sequences_and_controls_go() {
@@ -31,5 +64,23 @@ mod tests {
         assert_eq!(sanitize_command("naïve 日本"), "naïve 日本");
         assert_eq!(sanitize_command(" python  train.py "), "python  train.py");
         assert!(!sanitize_command("c1\u{9b}2Jcsi").chars().any(char::is_control), "a C1 control takes the slow path");
+    }
+
+    #[test]
+    fn invisible_format_characters_become_visible_marks() {
+        for c in ['\u{202A}', '\u{202E}', '\u{2066}', '\u{2069}', '\u{200E}', '\u{200F}', '\u{200B}', '\u{200D}'] {
+            assert!(is_invisible(c), "{:04X}", c as u32);
+        }
+        for c in ['\u{2060}', '\u{FEFF}', '\u{00AD}', '\u{061C}', '\u{E0001}', '\u{2028}', '\u{2029}'] {
+            assert!(is_invisible(c), "{:04X}", c as u32);
+        }
+        for c in ['a', ' ', 'é', '日', '😀', '\u{0301}'] {
+            assert!(!is_invisible(c), "{c}");
+        }
+        assert_eq!(visible("python train.py"), "python train.py");
+        assert!(matches!(visible("naïve 日本"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(visible("evil\u{202E}txt.exe"), "evil\u{FFFD}txt.exe");
+        assert_eq!(visible("zero\u{200B}width\u{FEFF}"), "zero\u{FFFD}width\u{FFFD}");
+        assert_eq!(visible("tab\there"), "tab here");
     }
 }

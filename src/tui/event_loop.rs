@@ -12,20 +12,24 @@ use std::time::Duration;
 use crossterm::event::Event;
 use futures_util::{Stream, StreamExt};
 use ratatui::Terminal;
-use ratatui::backend::Backend;
+use ratatui::backend::{Backend, ClearType};
 use tokio::time::Instant;
 
 use crate::poller::{PollerControl, SnapshotRx};
 use crate::tui::options::{Clock, TuiOptions};
+use crate::tui::signals::{Stop, StopSignals};
 use crate::tui::state::State;
 use crate::tui::update::{self, Effect};
-use crate::tui::{keys, kill, render};
+use crate::tui::{keys, kill, render, terminal};
+
+const NO_JOB_CONTROL: &str = "not suspended: no shell with job control would resume gpuscope";
 
 /// About ten frames a second at most.
 pub const FRAME: Duration = Duration::from_millis(100);
 
 enum Flow {
     Quit,
+    Suspend,
     Redraw,
     Same,
 }
@@ -51,6 +55,7 @@ where
     let mut last_draw: Option<Instant> = None;
     let mut snapshots_open = true;
     let mut replay_status = options.replay.as_ref().map(|r| r.status.clone());
+    let mut stops = if options.real_terminal { Some(StopSignals::new()?) } else { None };
     loop {
         if dirty && last_draw.is_none_or(|t| t.elapsed() >= FRAME) {
             let mut page = state.page;
@@ -66,9 +71,33 @@ where
                 Some(Err(e)) => return Err(e),
                 Some(Ok(event)) => match on_event(&mut state, event, control.as_ref(), &clock) {
                     Flow::Quit => return Ok(()),
+                    Flow::Suspend => {
+                        if options.real_terminal && !terminal::suspend()? {
+                            state.status = Some(NO_JOB_CONTROL.into());
+                        }
+                        redraw_all(terminal)?;
+                        dirty = true;
+                    }
                     Flow::Redraw => dirty = true,
                     Flow::Same => {}
                 },
+            },
+            stop = async {
+                match stops.as_mut() {
+                    Some(s) => s.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                match stop {
+                    Stop::Suspend => {
+                        if !terminal::suspend()? {
+                            state.status = Some(NO_JOB_CONTROL.into());
+                        }
+                    }
+                    Stop::Continued => terminal::reenter()?,
+                }
+                redraw_all(terminal)?;
+                dirty = true;
             },
             changed = snapshots.changed(), if snapshots_open => {
                 match changed {
@@ -102,12 +131,27 @@ where
     }
 }
 
+/// The next frame is drawn whole: after a stop the screen holds whatever
+/// the shell left there. (Not `Terminal::clear`, which asks the terminal
+/// where its cursor is: the answer would go to the key reader instead.)
+fn redraw_all<B>(terminal: &mut Terminal<B>) -> io::Result<()>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+{
+    terminal.backend_mut().clear_region(ClearType::All).map_err(io::Error::other)?;
+    // The previous frame is forgotten, so every cell of the next is drawn.
+    terminal.swap_buffers();
+    Ok(())
+}
+
 fn on_event(state: &mut State, event: Event, control: Option<&PollerControl>, clock: &Clock) -> Flow {
     match event {
         Event::Key(key) => {
             let Some(action) = keys::map(key, state.input_mode()) else { return Flow::Same };
             match update::apply(state, action, clock.now_ms()) {
                 Some(Effect::Quit) => return Flow::Quit,
+                Some(Effect::Suspend) => return Flow::Suspend,
                 Some(Effect::Replay(cmd)) => {
                     if let Some(replay) = &state.replay {
                         let _ = replay.commands.send(cmd);
@@ -118,11 +162,13 @@ fn on_event(state: &mut State, event: Event, control: Option<&PollerControl>, cl
                         control.set_interval(interval);
                     }
                 }
-                Some(Effect::Signal(target, signal)) => {
+                // Never in a replay: `update` offers no kill there, and
+                // this is the last place a signal could leave from.
+                Some(Effect::Signal(target, signal)) if state.replay.is_none() => {
                     let result = kill::send(target, signal);
                     update::signal_sent(state, signal, result);
                 }
-                None => {}
+                Some(Effect::Signal(..)) | None => {}
             }
             Flow::Redraw
         }

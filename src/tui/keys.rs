@@ -11,6 +11,8 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     Quit,
+    /// Ctrl-Z: in raw mode it is a key, not SIGTSTP.
+    Suspend,
     /// A playback command for the replayed recording.
     Replay(Command),
     ToggleHelp,
@@ -59,6 +61,9 @@ pub fn map(key: KeyEvent, mode: InputMode) -> Option<Action> {
     let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
     if ctrl && matches!(key.code, KeyCode::Char('c' | 'C')) {
         return Some(Action::Quit);
+    }
+    if ctrl && matches!(key.code, KeyCode::Char('z' | 'Z')) {
+        return Some(Action::Suspend);
     }
     if ctrl || key.modifiers.contains(KeyModifiers::ALT) {
         return None;
@@ -158,6 +163,10 @@ mod tests {
             Some(Action::Kill)
         );
         assert_eq!(dash(KeyCode::Delete), Some(Action::Kill));
+        for mode in [InputMode::Dashboard, InputMode::Replay, InputMode::Filter, InputMode::Help, InputMode::Confirm] {
+            let ctrl_z = KeyEvent::new(KeyCode::Char('z'), KeyModifiers::CONTROL);
+            assert_eq!(map(ctrl_z, mode), Some(Action::Suspend), "{mode:?}");
+        }
     }
 
     #[test]

@@ -40,6 +40,7 @@ pub async fn replay(
     options.clock = clock.clone();
     let (snapshots, handle) = crate::recording::player::start(rec, history, alerts, move |t| clock.set(t));
     options.replay = Some(handle);
+    options.real_terminal = true;
     let mut signals = signals::QuitSignals::new()?;
     let _guard = terminal::TerminalGuard::enter()?;
     let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
@@ -52,7 +53,8 @@ pub async fn replay(
 /// Runs the dashboard on this process's terminal until `q`, Ctrl-C,
 /// SIGTERM, SIGHUP or SIGINT; the terminal is restored on every way out,
 /// a panic included.
-pub async fn run(snapshots: SnapshotRx, control: PollerControl, options: TuiOptions) -> io::Result<()> {
+pub async fn run(snapshots: SnapshotRx, control: PollerControl, mut options: TuiOptions) -> io::Result<()> {
+    options.real_terminal = true;
     let mut signals = signals::QuitSignals::new()?;
     let _guard = terminal::TerminalGuard::enter()?;
     let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;

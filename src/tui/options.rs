@@ -21,6 +21,9 @@ pub struct TuiOptions {
     pub clock: Clock,
     /// Replaying a recording: its player's commands and status.
     pub replay: Option<Handle>,
+    /// Drawing on this process's terminal (not a test backend): Ctrl-Z
+    /// and SIGTSTP hand it back to the shell, SIGCONT takes it again.
+    pub real_terminal: bool,
 }
 
 impl TuiOptions {
@@ -34,6 +37,7 @@ impl TuiOptions {
             interval: settings.interval,
             clock: Clock::System,
             replay: None,
+            real_terminal: false,
         }
     }
 }

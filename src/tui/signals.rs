@@ -7,6 +7,35 @@ use std::io;
 
 use tokio::signal::unix::{SignalKind, signal};
 
+/// SIGTSTP (`kill -TSTP`; Ctrl-Z itself arrives as a key in raw mode)
+/// and SIGCONT (after a stop, ours or anyone's).
+pub struct StopSignals {
+    tstp: tokio::signal::unix::Signal,
+    cont: tokio::signal::unix::Signal,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    Suspend,
+    Continued,
+}
+
+impl StopSignals {
+    pub fn new() -> io::Result<Self> {
+        Ok(Self {
+            tstp: signal(SignalKind::from_raw(libc::SIGTSTP))?,
+            cont: signal(SignalKind::from_raw(libc::SIGCONT))?,
+        })
+    }
+
+    pub async fn recv(&mut self) -> Stop {
+        tokio::select! {
+            _ = self.tstp.recv() => Stop::Suspend,
+            _ = self.cont.recv() => Stop::Continued,
+        }
+    }
+}
+
 pub struct QuitSignals {
     term: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,

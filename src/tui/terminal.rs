@@ -33,6 +33,42 @@ impl Drop for TerminalGuard {
     }
 }
 
+/// Ctrl-Z or SIGTSTP: hands the terminal back as it was (cooked mode,
+/// the normal screen, a cursor), stops this process the way SIGTSTP would
+/// have, and on `fg` (SIGCONT) takes the terminal again. The caller redraws
+/// everything: the screen is whatever the shell left.
+pub fn suspend() -> io::Result<bool> {
+    if !job_control() {
+        return Ok(false);
+    }
+    restore();
+    // SAFETY: raise(2) only sends a signal to this process; SIGSTOP cannot
+    // be caught, so it returns once something sends SIGCONT.
+    unsafe { libc::raise(libc::SIGSTOP) };
+    reenter().map(|()| true)
+}
+
+/// Whether a shell will resume us: the parent (the shell) is in this
+/// session but another process group, as with an interactive shell's
+/// jobs. Stopped without one (started by ssh directly, a script without
+/// job control), nothing would ever send SIGCONT.
+fn job_control() -> bool {
+    // SAFETY: these calls only read process ids.
+    unsafe {
+        let parent = libc::getppid();
+        let (group, parent_group) = (libc::getpgrp(), libc::getpgid(parent));
+        parent_group >= 0 && parent_group != group && libc::getsid(parent) == libc::getsid(0)
+    }
+}
+
+/// Raw mode, the alternate screen and a hidden cursor again, after a stop
+/// (ours, or a SIGSTOP from outside that gave no chance to clean up).
+pub fn reenter() -> io::Result<()> {
+    terminal::enable_raw_mode()?;
+    ACTIVE.store(true, Ordering::SeqCst);
+    execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)
+}
+
 /// Undoes `enter`, once; errors are ignored because the terminal may be
 /// gone (a dropped SSH connection) and there is nobody left to tell.
 pub fn restore() {

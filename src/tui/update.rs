@@ -16,6 +16,8 @@ pub const MAX_INTERVAL: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Effect {
     Quit,
+    /// Ctrl-Z: hand the terminal back to the shell until `fg`.
+    Suspend,
     Replay(Command),
     SetInterval(Duration),
     Signal(Target, Signal),
@@ -25,6 +27,7 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
     state.status = None;
     match action {
         Action::Quit => return Some(Effect::Quit),
+        Action::Suspend => return Some(Effect::Suspend),
         Action::Replay(cmd) => return Some(Effect::Replay(cmd)),
         Action::ToggleHelp => state.views.push(View::Help),
         Action::Back => back(state),
@@ -53,7 +56,9 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
         Action::TogglePause => toggle_pause(state),
         Action::Kill => ask_to_kill(state, now_ms),
         Action::Confirm => {
-            if let Some(View::Confirm(c)) = state.top() {
+            if let Some(View::Confirm(c)) = state.top()
+                && state.replay.is_none()
+            {
                 return Some(Effect::Signal(c.target, c.signal));
             }
         }
@@ -142,6 +147,11 @@ fn change_interval(state: &mut State, to: Duration) -> Option<Effect> {
 }
 
 fn ask_to_kill(state: &mut State, now_ms: u64) {
+    // A recorded PID may belong to any process today.
+    if state.replay.is_some() {
+        state.status = Some("replay: gpuscope sends no signals (a recorded PID is not today's process)".into());
+        return;
+    }
     if state.read_only {
         state.status = Some("read-only (--read-only): gpuscope sends no signals".into());
         return;
@@ -177,7 +187,15 @@ mod tests {
     use crate::tui::{Clock, TuiOptions};
 
     fn options(interval: Duration) -> TuiOptions {
-        TuiOptions { ascii: false, color: false, read_only: false, interval, clock: Clock::manual(0), replay: None }
+        TuiOptions {
+            ascii: false,
+            color: false,
+            read_only: false,
+            interval,
+            clock: Clock::manual(0),
+            replay: None,
+            real_terminal: false,
+        }
     }
 
     fn state(interval: Duration) -> State {

@@ -50,6 +50,7 @@ pub fn options() -> TuiOptions {
         interval: Duration::from_secs(1),
         clock: Clock::manual(T0 + 400),
         replay: None,
+        real_terminal: false,
     }
 }
 
@@ -309,11 +310,13 @@ pub fn uses_color(terminal: &Terminal<TestBackend>) -> bool {
 pub struct SharedBackend(
     pub std::sync::Arc<std::sync::Mutex<TestBackend>>,
     pub std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Whole-screen clears: a full redraw follows each.
+    pub std::sync::Arc<std::sync::atomic::AtomicUsize>,
 );
 
 impl SharedBackend {
     pub fn new(w: u16, h: u16) -> Self {
-        Self(std::sync::Arc::new(std::sync::Mutex::new(TestBackend::new(w, h))), Default::default())
+        Self(std::sync::Arc::new(std::sync::Mutex::new(TestBackend::new(w, h))), Default::default(), Default::default())
     }
 
     pub fn frames(&self) -> usize {
@@ -365,6 +368,9 @@ impl ratatui::backend::Backend for SharedBackend {
     }
 
     fn clear_region(&mut self, clear_type: ratatui::backend::ClearType) -> Result<(), Self::Error> {
+        if clear_type == ratatui::backend::ClearType::All {
+            self.2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
         self.0.lock().unwrap().clear_region(clear_type)
     }
 

@@ -85,14 +85,14 @@ static ALLOCATOR: [(&Def, AllocReading); 8] = [
 struct Who<'a> {
     process: &'a Process,
     pid: String,
+    user: std::borrow::Cow<'a, str>,
     command: String,
     rank: String,
 }
 
 impl Who<'_> {
     fn labels<'s>(&'s self, gpu: &'s str) -> [(&'static str, &'s str); 5] {
-        let user = self.process.user.as_deref().unwrap_or("");
-        [("gpu", gpu), ("pid", &self.pid), ("user", user), ("command", &self.command), ("rank", &self.rank)]
+        [("gpu", gpu), ("pid", &self.pid), ("user", &self.user), ("command", &self.command), ("rank", &self.rank)]
     }
 }
 
@@ -103,6 +103,7 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot) {
         .map(|p| Who {
             process: p,
             pid: p.pid.to_string(),
+            user: crate::sources::visible(p.user.as_deref().unwrap_or("")),
             command: labels::command(p),
             rank: p.allocator.as_ref().and_then(|a| a.rank).map(|r| r.to_string()).unwrap_or_default(),
         })

@@ -10,6 +10,7 @@ use crate::tui::render::layout::centered;
 
 pub const KEYS: &[(&str, &str)] = &[
     ("q, Ctrl-C", "quit"),
+    ("Ctrl-Z", "suspend (fg resumes)"),
     ("?", "this help (Esc closes it)"),
     ("j k, Down Up", "select the next / previous process"),
     ("PgDn PgUp", "a page down / up"),
@@ -37,7 +38,10 @@ pub const REPLAY_KEYS: &[(&str, &str)] = &[
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     let t = &ctx.theme;
     let keys: Vec<&(&str, &str)> = match ctx.state.replay {
-        Some(_) => REPLAY_KEYS.iter().chain(KEYS.iter().filter(|(k, _)| !matches!(*k, "p, Space" | "+, -"))).collect(),
+        Some(_) => REPLAY_KEYS
+            .iter()
+            .chain(KEYS.iter().filter(|(k, _)| !matches!(*k, "p, Space" | "+, -" | "K, Delete")))
+            .collect(),
         None => KEYS.iter().collect(),
     };
     let key_w = keys.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
@@ -47,7 +51,10 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
         .collect();
     lines.push(Line::raw(""));
     lines.push(Line::styled(" > selected   ! alert   ? figure from a quiet probe", t.dim));
-    if ctx.state.read_only {
+    if ctx.state.replay.is_some() {
+        lines.push(Line::styled(" replay: no signal is ever sent (K, Delete are off)", t.warn));
+        lines.push(Line::styled(" and the [alerts] exec hook never runs", t.warn));
+    } else if ctx.state.read_only {
         lines.push(Line::styled(" read-only: K and Delete are off", t.warn));
     }
     let width = lines.iter().map(Line::width).max().unwrap_or(0) as u16 + 3;

@@ -4,6 +4,8 @@
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
+use crate::sources::{SHOWN_FOR_INVISIBLE, is_invisible};
+
 pub fn width(s: &str) -> usize {
     Span::raw(s).width()
 }
@@ -45,12 +47,15 @@ pub fn right(s: &str, w: usize, mark: &str) -> String {
 }
 
 /// Data from outside (names, commands, messages) as it may be drawn:
-/// control characters never, non-ASCII not in ASCII mode.
+/// control characters never, invisible formatting characters (a
+/// bidirectional override, a zero-width space) as a visible mark, and
+/// non-ASCII not in ASCII mode.
 pub fn clean(s: &str, ascii: bool) -> String {
     s.chars()
         .map(|c| match c {
             c if c.is_control() => ' ',
             c if ascii && !c.is_ascii() => '?',
+            c if is_invisible(c) => SHOWN_FOR_INVISIBLE,
             c => c,
         })
         .collect()
@@ -112,6 +117,8 @@ mod tests {
     fn ascii_mode_cleans_data() {
         assert_eq!(clean("naïve\tx", true), "na?ve x");
         assert_eq!(clean("naïve", false), "naïve");
+        assert_eq!(clean("evil\u{202E}txt.exe\u{200B}", false), "evil\u{FFFD}txt.exe\u{FFFD}");
+        assert_eq!(clean("evil\u{202E}x", true), "evil?x");
     }
 
     #[test]
