@@ -171,6 +171,26 @@ fn record_refuses_an_existing_file_unless_told() {
 }
 
 #[test]
+fn record_never_writes_through_a_planted_link() {
+    let sim = Sim::new(SCENARIO);
+    let victim = sim.dir.path().join("victim.txt");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let link = sim.dir.path().join("planted.ndjson");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    for flags in [&[][..], &["--force"][..], &["--append"][..]] {
+        let out = record(&sim, &link, flags);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "precious\n",
+            "{flags:?}: the link's target is untouched"
+        );
+    }
+    let out = record(&sim, &link, &["--force"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
 fn record_appends_to_a_recording_of_the_same_schema() {
     let sim = Sim::new(SCENARIO);
     for name in ["a.ndjson", "a.ndjson.zst"] {

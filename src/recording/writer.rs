@@ -4,6 +4,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use super::lines;
@@ -61,7 +62,7 @@ impl Target {
                 Err(e) => return Err(write_err(e)),
             },
             (Existing::Replace, true) => (
-                File::create(path).map_err(write_err)?,
+                replace_no_follow(path).map_err(write_err)?,
                 is_zstd(path),
                 false,
                 Some(format!("replacing {}", path.display())),
@@ -90,6 +91,18 @@ impl Target {
     }
 }
 
+/// `--force`: truncates the file at `path` itself, never what a link
+/// planted there points to (a root cron job's `record --force /tmp/x`
+/// would otherwise wipe any file of the system).
+fn replace_no_follow(path: &Path) -> io::Result<File> {
+    OpenOptions::new().write(true).truncate(true).create(true).custom_flags(libc::O_NOFOLLOW).open(path).map_err(|e| {
+        match e.raw_os_error() {
+            Some(libc::ELOOP) => io::Error::other("it is a symbolic link, and gpuscope does not write through links"),
+            _ => e,
+        }
+    })
+}
+
 /// The existing file must be a whole recording of this schema, in the
 /// format it will be continued in.
 fn open_for_append(path: &Path) -> Result<(File, bool, usize), OpenError> {
@@ -116,6 +129,7 @@ fn open_for_append(path: &Path) -> Result<(File, bool, usize), OpenError> {
     let mut file = OpenOptions::new()
         .read(true)
         .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .map_err(|source| OpenError::Write { path: path.to_path_buf(), source })?;
     if !zstd {
