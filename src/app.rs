@@ -137,7 +137,19 @@ pub fn main() -> ExitCode {
         Some(Command::Probe { action: ProbeAction::Path }) => {
             inject::probe_path().map_err(AppError::Inject).and_then(|p| print(&format!("{}\n", p.display())))
         }
-        Some(Command::Probe { action: ProbeAction::Install { python } }) => {
+        Some(Command::Probe { action: ProbeAction::Install { target: Some(dir), .. } }) => {
+            inject::install_into(dir).map_err(AppError::Inject).and_then(|p| {
+                print(&format!(
+                    "installed {} and {}\nput {} on PYTHONPATH (in an image: ENV PYTHONPATH={}) and every Python \
+                     there starts the probe by itself\n",
+                    p.display(),
+                    dir.join("sitecustomize.py").display(),
+                    dir.display(),
+                    dir.display()
+                ))
+            })
+        }
+        Some(Command::Probe { action: ProbeAction::Install { python, target: None } }) => {
             inject::install(python).map_err(AppError::Inject).and_then(|p| {
                 print(&format!(
                     "installed {}\nstart it in your training script with: \

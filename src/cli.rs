@@ -140,11 +140,17 @@ pub enum Command {
 pub enum ProbeAction {
     /// Write the probe to gpuscope's private directory and print its path.
     Path,
-    /// Copy the probe into the Python's user site (or its virtualenv).
+    /// Copy the probe into the Python's user site (or its virtualenv), or
+    /// with --target into a directory of your choice (a container image).
     Install {
         /// The Python to install for.
-        #[arg(long, default_value = "python3")]
+        #[arg(long, default_value = "python3", conflicts_with = "target")]
         python: PathBuf,
+        /// Write the probe and its sitecustomize shim into DIR instead: put
+        /// DIR on PYTHONPATH (an image's `ENV PYTHONPATH=DIR`, or a mounted
+        /// volume) and every Python there starts the probe by itself.
+        #[arg(long, value_name = "DIR")]
+        target: Option<PathBuf>,
     },
 }
 

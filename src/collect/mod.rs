@@ -35,8 +35,9 @@ impl Collector {
         let started = Instant::now();
         let time = Timestamp::now();
         let gpu = self.gpu.sample();
-        let probes = self.probes.sample();
-        let mut pids: Vec<u32> = gpu.processes.iter().map(|p| p.pid).collect();
+        let gpu_pids: Vec<u32> = gpu.processes.iter().map(|p| p.pid).collect();
+        let probes = self.probes.sample_with(&gpu_pids);
+        let mut pids = gpu_pids;
         pids.extend(probes.reports.iter().filter(|r| r.alive).map(|r| r.file.pid));
         pids.sort_unstable();
         pids.dedup();

@@ -136,6 +136,19 @@ pub fn install(python: &Path) -> Result<PathBuf, InjectError> {
     Ok(site.join(PROBE.name))
 }
 
+/// `gpuscope probe install --target DIR`: the probe and its
+/// `sitecustomize` shim, readable by every user (an image's processes may
+/// run as anyone), into a directory the caller names; files of that name
+/// that gpuscope did not write are left alone, with an error.
+pub fn install_into(dir: &Path) -> Result<PathBuf, InjectError> {
+    std::fs::create_dir_all(dir).map_err(|e| InjectError::Install(format!("cannot create {}: {e}", dir.display())))?;
+    let opened = DirFd::open(dir).map_err(|e| InjectError::Install(format!("cannot open {}: {e}", dir.display())))?;
+    for payload in [PROBE, SITE] {
+        place::write_ours(&opened, &Payload { mode: 0o644, ..payload }).map_err(InjectError::Install)?;
+    }
+    Ok(dir.join(PROBE.name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

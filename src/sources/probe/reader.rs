@@ -11,6 +11,8 @@
 //! cannot be told apart from one. Such a file is skipped and counted once.
 
 use std::collections::{HashMap, HashSet};
+
+use super::container::ProcessViews;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::Read;
@@ -50,6 +52,11 @@ pub struct FileProbes {
     /// Processes (PID, start time) seen running in that namespace: only
     /// their files may be removed, once they have ended.
     seen: HashSet<(u32, u64)>,
+    /// GPU processes whose probe writes elsewhere (a container, another
+    /// user's directory), read through their own roots.
+    views: ProcessViews,
+    /// Reasons already counted for those, each once.
+    view_bad: HashSet<String>,
 }
 
 impl FileProbes {
@@ -67,6 +74,8 @@ impl FileProbes {
             buf: Vec::new(),
             own_ns: own_namespace(&proc_root),
             seen: HashSet::new(),
+            views: ProcessViews::new(proc_root.clone()),
+            view_bad: HashSet::new(),
             proc_root,
         }
     }
@@ -216,6 +225,32 @@ fn own_namespace(proc_root: &Path) -> Option<OsString> {
 }
 
 impl ProbeSource for FileProbes {
+    fn sample_with(&mut self, gpu_pids: &[u32]) -> ProbeSample {
+        let mut sample = self.sample();
+        let reported: HashSet<u32> = sample.reports.iter().map(|r| r.file.pid).collect();
+        let me = std::process::id();
+        for &pid in gpu_pids.iter().filter(|&&p| p != me && !reported.contains(&p)) {
+            match self.views.read(pid) {
+                Ok(report) => sample.reports.push(report),
+                Err(Some(why)) => {
+                    if self.view_bad.len() > 1024 {
+                        self.view_bad.clear();
+                    }
+                    if self.view_bad.insert(why.clone()) {
+                        self.skipped += 1;
+                        self.last_skipped = Some(why);
+                    }
+                }
+                Err(None) => {}
+            }
+        }
+        self.views.retain(gpu_pids);
+        sample.reports.sort_by_key(|r| r.file.pid);
+        sample.status.skipped = self.skipped;
+        sample.status.last_skipped.clone_from(&self.last_skipped);
+        sample
+    }
+
     fn sample(&mut self) -> ProbeSample {
         match self.dir.check() {
             Ok(true) => {}

@@ -1,0 +1,291 @@
+//! Probe files of processes gpuscope's own directory does not hold: a
+//! process in a container (another mount and PID namespace: its probe
+//! wrote into the container's own `/tmp` or runtime directory, and named
+//! the file by its PID in there), another user's process when gpuscope
+//! runs as root, or one started with its own `GPUSCOPE_PROBE_DIR`.
+//!
+//! Each is read through that process's own view of the filesystem,
+//! `/proc/PID/root`, at the place the probe inside it would have chosen
+//! (from its environment), every component opened without following a
+//! link, so nothing leads out of that root. The file must be named for the
+//! process's PID in its own namespace (the last `NSpid` entry) and its
+//! start time, sit in directories of the process's own user that nobody
+//! else can enter, and belong to that user: a file planted elsewhere, or
+//! claiming another PID, is never attached. Nothing here is ever removed:
+//! these files are not gpuscope's.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use super::ProbeReport;
+use super::file::{MAX_FILE_BYTES, ProbeFile};
+use crate::dirfd::DirFd;
+use crate::sources::procstat;
+
+/// `/proc/PID/environ` is a few KiB; a bound keeps a hostile one cheap.
+const MAX_ENVIRON: u64 = 256 * 1024;
+
+/// What a process looks like from here, read once per process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Identity {
+    /// Its PID in its own namespace, as its probe names the file.
+    inner_pid: u32,
+    /// Its real uid as this namespace sees it: file owners are checked
+    /// against it.
+    uid: u32,
+    /// Where its probe writes, inside its root; `None` when the probe
+    /// could not have written anywhere gpuscope may read.
+    dir: Option<PathBuf>,
+}
+
+/// Reads the probe files of the processes it is given, through their own
+/// roots.
+pub struct ProcessViews {
+    proc_root: PathBuf,
+    /// Per (pid, start ticks): a recycled PID is a new process.
+    known: HashMap<(u32, u64), Identity>,
+    buf: Vec<u8>,
+}
+
+/// Why a process's file was not read, for the probes' skip count; `None`
+/// when there is nothing to say (no probe there, no permission to look).
+pub type Outcome = Result<ProbeReport, Option<String>>;
+
+impl ProcessViews {
+    pub fn new(proc_root: PathBuf) -> Self {
+        Self { proc_root, known: HashMap::new(), buf: Vec::new() }
+    }
+
+    /// One process's probe file, read through its root.
+    pub fn read(&mut self, pid: u32) -> Outcome {
+        let ticks = procstat::start_ticks(&self.proc_root, pid).ok_or(None)?;
+        let identity = match self.known.get(&(pid, ticks)) {
+            Some(id) => id.clone(),
+            None => {
+                let id = identify(&self.proc_root, pid).ok_or(None)?;
+                self.known.insert((pid, ticks), id.clone());
+                id
+            }
+        };
+        let dir = identity.dir.as_deref().ok_or(None)?;
+        let report = self.read_file(pid, ticks, &identity, dir)?;
+        // Still the same process after the read: the file was its own.
+        if procstat::start_ticks(&self.proc_root, pid) != Some(ticks) {
+            return Err(None);
+        }
+        Ok(report)
+    }
+
+    /// Forgets processes not in `pids`, so the map stays small.
+    pub fn retain(&mut self, pids: &[u32]) {
+        self.known.retain(|(pid, _), _| pids.contains(pid));
+    }
+
+    fn read_file(&mut self, pid: u32, ticks: u64, id: &Identity, dir: &Path) -> Outcome {
+        let root = DirFd::open(&self.proc_root.join(pid.to_string()).join("root")).map_err(|_| None)?;
+        let probes = walk(root, dir, id.uid)?;
+        let name = format!("{}-{ticks}.json", id.inner_pid);
+        let file = probes.open_file(OsStr::new(&name)).map_err(|_| None)?;
+        let meta = file.metadata().map_err(|_| None)?;
+        let shown = || format!("{} (process {pid}): ", probes.path.join(&name).display());
+        if !meta.is_file() || meta.uid() != id.uid || meta.len() > MAX_FILE_BYTES {
+            return Err(Some(format!("{}not a regular file of uid {} within the size limit", shown(), id.uid)));
+        }
+        self.buf.clear();
+        file.take(MAX_FILE_BYTES + 1).read_to_end(&mut self.buf).map_err(|_| None)?;
+        let text = std::str::from_utf8(&self.buf).map_err(|_| Some(format!("{}not UTF-8", shown())))?;
+        let mut parsed =
+            ProbeFile::parse(text, id.inner_pid, ticks).map_err(|why| Some(format!("{}{why}", shown())))?;
+        // Known by its PID in its own namespace; NVML and gpuscope know it
+        // by this one.
+        parsed.pid = pid;
+        let modified = meta.modified().unwrap_or_else(|_| SystemTime::now());
+        let age = SystemTime::now().duration_since(modified).unwrap_or(Duration::ZERO);
+        Ok(ProbeReport { file: parsed, alive: true, age })
+    }
+}
+
+/// Opens `dir` (absolute, inside the process's root) one component at a
+/// time without following links, and checks the last two directories as
+/// the probe does: real directories of `uid`, closed to everyone else.
+fn walk(root: DirFd, dir: &Path, uid: u32) -> Result<DirFd, Option<String>> {
+    let names: Vec<&OsStr> = dir
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(name),
+            _ => None,
+        })
+        .collect();
+    let mut current = root;
+    for (i, name) in names.iter().enumerate() {
+        current = current.open_dir(name).map_err(|_| None)?;
+        if i + 2 >= names.len() {
+            let m = current.metadata().map_err(|_| None)?;
+            if m.uid() != uid || m.mode() & 0o077 != 0 {
+                return Err(Some(format!(
+                    "{} inside process root: owned by uid {} with mode {:o}, not a private directory of uid {uid}",
+                    dir.display(),
+                    m.uid(),
+                    m.mode() & 0o7777
+                )));
+            }
+        }
+    }
+    Ok(current)
+}
+
+/// Its PIDs, user and probe directory, from `/proc/PID/status`, `uid_map`
+/// and `environ`.
+fn identify(proc_root: &Path, pid: u32) -> Option<Identity> {
+    let base = proc_root.join(pid.to_string());
+    let status = std::fs::read_to_string(base.join("status")).ok()?;
+    let (inner_pid, uid) = parse_status(&status)?;
+    let inner_uid = std::fs::read_to_string(base.join("uid_map")).ok().and_then(|m| inner_id(&m, uid)).unwrap_or(uid);
+    let mut environ = Vec::new();
+    std::fs::File::open(base.join("environ")).ok()?.take(MAX_ENVIRON).read_to_end(&mut environ).ok()?;
+    let env = parse_environ(&environ);
+    let runtime_owned = |runtime: &Path| runtime_dir_of(proc_root, pid, runtime, uid);
+    let dir = probe_dir(&env, inner_uid, runtime_owned);
+    Some(Identity { inner_pid, uid, dir })
+}
+
+/// The innermost `NSpid` (the PID its probe knows itself by) and the real
+/// uid.
+fn parse_status(status: &str) -> Option<(u32, u32)> {
+    let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).map(str::split_whitespace);
+    let inner_pid = field("NSpid:").and_then(|f| f.last()).and_then(|p| p.parse().ok())?;
+    let uid = field("Uid:").and_then(|mut f| f.next()).and_then(|u| u.parse().ok())?;
+    Some((inner_pid, uid))
+}
+
+/// `uid_map` lines are "inside outside count": the inside id of `outside`.
+fn inner_id(map: &str, outside: u32) -> Option<u32> {
+    map.lines().find_map(|line| {
+        let mut f = line.split_whitespace().map(|n| n.parse::<u64>().ok());
+        let (inside, start, count) = (f.next()??, f.next()??, f.next()??);
+        let offset = u64::from(outside).checked_sub(start).filter(|o| *o < count)?;
+        u32::try_from(inside + offset).ok()
+    })
+}
+
+fn parse_environ(raw: &[u8]) -> HashMap<&[u8], &[u8]> {
+    raw.split(|b| *b == 0)
+        .filter_map(|entry| {
+            let eq = entry.iter().position(|b| *b == b'=')?;
+            Some((&entry[..eq], &entry[eq + 1..]))
+        })
+        .collect()
+}
+
+/// The probe's own choice (`_directory_plan` in assets/gpuscope_probe.py):
+/// `GPUSCOPE_PROBE_DIR`, else `$XDG_RUNTIME_DIR/gpuscope/probes` when that
+/// is a directory of the user's, else `/tmp/gpuscope-UID/probes`.
+fn probe_dir(env: &HashMap<&[u8], &[u8]>, inner_uid: u32, runtime_owned: impl Fn(&Path) -> bool) -> Option<PathBuf> {
+    let path_of = |key: &[u8]| env.get(key).filter(|v| !v.is_empty()).map(|v| PathBuf::from(OsStr::from_bytes(v)));
+    if let Some(dir) = path_of(b"GPUSCOPE_PROBE_DIR") {
+        // The probe makes a relative one absolute against its working
+        // directory, which may have changed since: not worth a guess.
+        return lexical(&dir);
+    }
+    if let Some(runtime) = path_of(b"XDG_RUNTIME_DIR").and_then(|r| lexical(&r))
+        && runtime_owned(&runtime)
+    {
+        return Some(runtime.join("gpuscope").join("probes"));
+    }
+    Some(PathBuf::from(format!("/tmp/gpuscope-{inner_uid}/probes")))
+}
+
+/// An absolute path with `.` and `..` resolved by name, as Python's
+/// `os.path.abspath` does; `..` above the root stays at the root, so
+/// nothing leads out of the process's root.
+fn lexical(path: &Path) -> Option<PathBuf> {
+    if !path.is_absolute() {
+        return None;
+    }
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::Normal(name) => out.push(name),
+            Component::ParentDir => {
+                out.pop();
+            }
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
+/// Whether `runtime` (inside the process's root) is a directory of `uid`,
+/// as the probe requires before it uses it.
+fn runtime_dir_of(proc_root: &Path, pid: u32, runtime: &Path, uid: u32) -> bool {
+    let Ok(root) = DirFd::open(&proc_root.join(pid.to_string()).join("root")) else { return false };
+    let mut current = root;
+    for c in runtime.components() {
+        if let Component::Normal(name) = c {
+            match current.open_dir(name) {
+                Ok(next) => current = next,
+                Err(_) => return false,
+            }
+        }
+    }
+    current.metadata().is_ok_and(|m| m.is_dir() && m.uid() == uid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_gives_the_innermost_pid_and_the_real_uid() {
+        let status = "Name:\tpython3\nUid:\t1000\t1000\t1000\t1000\nNSpid:\t48213\t57\n";
+        assert_eq!(parse_status(status), Some((57, 1000)));
+        let host = "Uid:\t0\t0\t0\t0\nNSpid:\t900\n";
+        assert_eq!(parse_status(host), Some((900, 0)));
+        assert_eq!(parse_status("Uid:\tx\nNSpid:\t1\n"), None);
+    }
+
+    #[test]
+    fn uid_maps_translate_the_outside_id() {
+        let map = "         0     100000      65536\n";
+        assert_eq!(inner_id(map, 100_000), Some(0));
+        assert_eq!(inner_id(map, 101_000), Some(1000));
+        assert_eq!(inner_id(map, 1000), None);
+        assert_eq!(inner_id("0 0 4294967295\n", 1000), Some(1000));
+        assert_eq!(inner_id("garbage", 1), None);
+    }
+
+    #[test]
+    fn the_probe_directory_is_chosen_as_the_probe_chooses_it() {
+        let env = |pairs: &[(&'static str, &'static str)]| -> HashMap<&'static [u8], &'static [u8]> {
+            pairs.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect()
+        };
+        let owned = |_: &Path| true;
+        let not_owned = |_: &Path| false;
+        assert_eq!(probe_dir(&env(&[]), 1000, owned), Some(PathBuf::from("/tmp/gpuscope-1000/probes")));
+        let xdg = env(&[("XDG_RUNTIME_DIR", "/run/user/1000")]);
+        assert_eq!(probe_dir(&xdg, 1000, owned), Some(PathBuf::from("/run/user/1000/gpuscope/probes")));
+        assert_eq!(probe_dir(&xdg, 1000, not_owned), Some(PathBuf::from("/tmp/gpuscope-1000/probes")));
+        let shared = env(&[("GPUSCOPE_PROBE_DIR", "/shared/../scratch/./probes"), ("XDG_RUNTIME_DIR", "/run/user/1")]);
+        assert_eq!(probe_dir(&shared, 0, owned), Some(PathBuf::from("/scratch/probes")));
+        assert_eq!(probe_dir(&env(&[("GPUSCOPE_PROBE_DIR", "relative/probes")]), 0, owned), None);
+    }
+
+    #[test]
+    fn dot_dot_never_climbs_out_of_the_root() {
+        assert_eq!(lexical(Path::new("/../../etc/../tmp")), Some(PathBuf::from("/tmp")));
+        assert_eq!(lexical(Path::new("/a/b/../../../..")), Some(PathBuf::from("/")));
+    }
+
+    #[test]
+    fn environ_is_split_on_nul_and_the_first_equals_sign() {
+        let env = parse_environ(b"A=1\0B=x=y\0broken\0\0C=\0");
+        assert_eq!(env.get(&b"B"[..]), Some(&&b"x=y"[..]));
+        assert_eq!(env.get(&b"C"[..]), Some(&&b""[..]));
+        assert!(!env.contains_key(&b"broken"[..]));
+    }
+}
