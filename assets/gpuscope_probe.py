@@ -47,8 +47,11 @@ private_pool_memory_reserved(i) and torch._C._accelerator_getAllocatorSettings()
 where the release has them, and for JAX local_devices()/memory_stats(). Every
 call is feature-detected, never chosen by version number. It wraps
 sys.excepthook and threading.excepthook (calling the previous hooks) to count
-OutOfMemoryErrors that escape, and queues one callable with
-torch.cuda._lazy_call.
+OutOfMemoryErrors that escape, queues one callable with
+torch.cuda._lazy_call, and attaches one out-of-memory observer
+(torch._C._cuda_attach_out_of_memory_observer, PyTorch 2.0+): only when that
+observer fires does it call torch.cuda.memory_snapshot(), for the segment
+summary of the post-mortem.
 No exception ever reaches the host program.
 """
 
@@ -109,6 +112,13 @@ _hooks_installed = False
 _cuda_hooked = None
 # OutOfMemoryErrors this process let escape to an exception hook.
 _oom_events = 0
+# Post-mortems of out-of-memory failures, oldest first, bounded.
+_oom_records = []
+_MAX_OOM_RECORDS = 8
+_MAX_OOM_SEGMENTS = 16
+# An OutOfMemoryError within this long of an observer's record is the same
+# failure seen twice, not a second one.
+_OOM_SAME_FAILURE_S = 2.0
 
 
 # ---------------------------------------------------------------- public API
@@ -348,18 +358,166 @@ def _is_cuda_oom(exc):
 def _note_exception(exc):
     """Counts an OutOfMemoryError that reached an exception hook and
     publishes at once: the process may be about to exit, and with
-    cudaMallocAsync PyTorch keeps no OOM counter at all."""
+    cudaMallocAsync PyTorch keeps no OOM counter at all. Where no observer
+    recorded this failure, its post-mortem is what the message says."""
     global _oom_events
     try:
         if not _is_cuda_oom(exc):
             return
         _oom_events += 1
-        probe = _probe
-        if probe is not None and probe.pid == os.getpid():
-            probe.keep_at_exit = True
-            probe.cycle()
+        now = time.time()
+        if not any(r["source"] == "observer" and now - r["time_unix_ms"] / 1000.0 < _OOM_SAME_FAILURE_S
+                   for r in _oom_records):
+            _keep_oom_record(_exception_record(exc, now))
+        _publish_now()
     except BaseException:
         pass
+
+
+def _publish_now():
+    probe = _probe
+    if probe is not None and probe.pid == os.getpid():
+        probe.keep_at_exit = True
+        probe.cycle()
+
+
+def _keep_oom_record(record):
+    _oom_records.append(record)
+    del _oom_records[:-_MAX_OOM_RECORDS]
+
+
+# PyTorch's format_size writes "N bytes", "N.NN KiB", "MiB" or "GiB".
+_SIZE = re.compile(r"Tried to allocate ([0-9.]+) (bytes|KiB|MiB|GiB|TiB)")
+_GPU = re.compile(r"GPU (\d+)")
+_UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def _exception_record(exc, now):
+    """What PyTorch's own message says ("Tried to allocate 2.00 GiB. GPU 0
+    has a total capacity of ..."), and the counters as they are now."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    size = _SIZE.search(text)
+    gpu = _GPU.search(text)
+    requested = int(float(size.group(1)) * _UNITS[size.group(2)]) if size else None
+    device = int(gpu.group(1)) if gpu else None
+    record = _oom_record("exception", now, device, requested, None, None)
+    if device is not None:
+        _add_counters(record, device)
+    return record
+
+
+def _oom_record(source, now, device, requested, device_allocated, device_free):
+    return {
+        "source": source,
+        "time_unix_ms": int(now * 1000),
+        "device": device,
+        "requested": requested,
+        "device_allocated": device_allocated,
+        "device_free": device_free,
+        "allocated": None,
+        "reserved": None,
+        "inactive_split": None,
+        "pools": None,
+        "segments": None,
+    }
+
+
+def _torch_cuda():
+    torch = sys.modules.get("torch")
+    return getattr(torch, "cuda", None) if torch is not None else None
+
+
+def _add_counters(record, device):
+    cuda = _torch_cuda()
+    try:
+        stats = cuda.memory_stats_as_nested_dict(device)
+    except Exception:
+        return
+    if isinstance(stats, dict):
+        record["allocated"] = _stat(stats, "allocated_bytes", "current")
+        record["reserved"] = _stat(stats, "reserved_bytes", "current")
+        record["inactive_split"] = _stat(stats, "inactive_split_bytes", "current")
+
+
+def _on_out_of_memory(device, alloc, device_allocated, device_free):
+    """PyTorch's out-of-memory observer (torch._C._cuda_attach_out_of_memory_observer,
+    called by the caching allocator with its lock released, before it
+    raises): the counters and the segments at the moment of failure. It may
+    fire several times for one failure (cuDNN retrying with a smaller
+    workspace); each is kept, in order, bounded."""
+    try:
+        if not _armed:
+            return
+        record = _oom_record("observer", time.time(), _count(device), _count(alloc),
+                             _count(device_allocated), _count(device_free))
+        if record["device"] is not None:
+            _add_counters(record, record["device"])
+            record["pools"], record["segments"] = _segment_summary(record["device"], record["requested"])
+        _keep_oom_record(record)
+        _publish_now()
+    except BaseException:
+        pass
+
+
+def _segment_summary(device, requested):
+    """Per pool and per segment, from torch.cuda.memory_snapshot(): only
+    here, at the moment of failure, never on a timer (it walks every block
+    under the allocator's lock)."""
+    cuda = _torch_cuda()
+    try:
+        segments = cuda.memory_snapshot()
+    except Exception:
+        return None, None
+    pools = {}
+    rows = []
+    for seg in segments if isinstance(segments, list) else []:
+        if not isinstance(seg, dict) or seg.get("device") != device:
+            continue
+        row = _segment_row(seg, requested)
+        rows.append(row)
+        pool = pools.setdefault(row["pool"], {
+            "pool": row["pool"], "segments": 0, "total": 0, "allocated": 0, "free": 0,
+            "largest_free_block": 0, "free_below_request": 0 if requested is not None else None,
+        })
+        pool["segments"] += 1
+        for key in ("total", "allocated", "free"):
+            pool[key] += row[key]
+        pool["largest_free_block"] = max(pool["largest_free_block"], row["largest_free_block"])
+        if requested is not None:
+            pool["free_below_request"] += row.pop("free_below_request")
+        else:
+            row.pop("free_below_request")
+    rows.sort(key=lambda r: r["total"], reverse=True)
+    return [pools[name] for name in sorted(pools)], rows[:_MAX_OOM_SEGMENTS]
+
+
+def _segment_row(seg, requested):
+    free = largest = below = 0
+    blocks = seg.get("blocks")
+    blocks = blocks if isinstance(blocks, list) else []
+    for block in blocks:
+        if not isinstance(block, dict) or block.get("state") != "inactive":
+            continue
+        size = _count(block.get("size")) or 0
+        free += size
+        largest = max(largest, size)
+        if requested is not None and size < requested:
+            below += size
+    return {
+        "pool": "small" if seg.get("segment_type") == "small" else "large",
+        "total": _count(seg.get("total_size")) or 0,
+        "allocated": _count(seg.get("allocated_size")) or 0,
+        "free": free,
+        # Free bytes in a segment that also holds live blocks are trapped
+        # (inactive split); a wholly free segment is cache empty_cache()
+        # could return.
+        "split": len(blocks) > 1,
+        "largest_free_block": largest,
+        "free_below_request": below,
+    }
 
 
 def _install_exception_hooks():
@@ -722,6 +880,8 @@ class _TorchReader(object):
         self.backend_failures = 0
         self.host_failures = 0
         self.private_failures = 0
+        # None until tried once; then whether PyTorch took the observer.
+        self.oom_observer = None
         # (torch.cuda, device indices) for cheap retry/OOM checks between
         # samples; None where those counters are not kept (cudaMallocAsync).
         self.watch = None
@@ -734,6 +894,7 @@ class _TorchReader(object):
         if is_initialized is None or not is_initialized():
             return None
         backend = self._backend(cuda, probe)
+        self._attach_oom_observer(torch)
         count = _count(cuda.device_count()) or 0
         devices = []
         for index in range(min(count, _MAX_DEVICES)):
@@ -758,6 +919,7 @@ class _TorchReader(object):
             "backend": backend,
             "pinned_host": self._pinned_host(cuda, probe),
             "oom_events": _oom_events,
+            "last_oom": list(_oom_records),
             "devices": devices,
         }
         body.update(_alloc_settings(torch))
@@ -792,6 +954,22 @@ class _TorchReader(object):
             for key in _NOT_KEPT_BY_ASYNC:
                 device[key] = None
         return device
+
+    def _attach_oom_observer(self, torch):
+        """Once CUDA is up; feature-detected (PyTorch 2.0+). The
+        cudaMallocAsync backend refuses observers: then OutOfMemoryErrors
+        that escape are all there is."""
+        if self.oom_observer is not None:
+            return
+        attach = getattr(getattr(torch, "_C", None), "_cuda_attach_out_of_memory_observer", None)
+        self.oom_observer = False
+        if attach is None:
+            return
+        try:
+            attach(_on_out_of_memory)
+            self.oom_observer = True
+        except Exception:
+            pass
 
     def _identity(self, cuda, index, probe):
         if index in self.identities:
@@ -948,6 +1126,7 @@ class _JaxReader(object):
             "expandable_segments": False,
             "pinned_host": None,
             "oom_events": None,
+            "last_oom": None,
             "devices": devices,
         }
 
@@ -1112,6 +1291,7 @@ class _Probe(object):
                 "cuda_visible_devices": _env_raw("CUDA_VISIBLE_DEVICES"),
                 "cuda_device_order": _env_raw("CUDA_DEVICE_ORDER"),
                 "oom_events": body["oom_events"],
+                "last_oom": body["last_oom"],
                 "rank": _env_int("RANK"),
                 "local_rank": _env_int("LOCAL_RANK"),
                 "world_size": _env_int("WORLD_SIZE"),
@@ -1188,10 +1368,11 @@ def _after_fork_in_child():
     # CUDA process never can (PyTorch marks it a bad fork: is_initialized()
     # stays False and initialising raises), so it stays silent. Locks are
     # replaced in case the fork caught another thread holding one.
-    global _probe, _lock, _oom_events
+    global _probe, _lock, _oom_events, _oom_records
     _probe = None
     _lock = threading.Lock()
     _oom_events = 0
+    _oom_records = []
 
 
 def _at_exit():

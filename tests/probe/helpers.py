@@ -58,6 +58,7 @@ KEYS = [
     "cuda_visible_devices",
     "cuda_device_order",
     "oom_events",
+    "last_oom",
     "rank",
     "local_rank",
     "world_size",

@@ -107,7 +107,7 @@ FIELD_TO_COUNTER = {
 # private_pool_memory_reserved() only in the newest release (PR 178240).
 # _lazy_call (the lazy-init queue) exists in every release modelled.
 _BASE = ("lazy_call",)
-_2_0 = _BASE + ("allocator_backend", "oom_error")
+_2_0 = _BASE + ("allocator_backend", "oom_error", "oom_observer")
 _2_1 = _2_0 + ("uuid", "set_allocator_settings", "requested_bytes", "device_alloc_counters")
 _2_7 = _2_1 + ("host_memory_stats",)
 _2_9 = _2_7 + ("settings_accessor", "pci")
@@ -125,6 +125,8 @@ IMPORTED_AT = time.monotonic()
 state = {"initialized": False, "bad_fork": False, "last_settings": ""}
 # torch.cuda's own queue: callables given to _lazy_call before CUDA is up.
 queued_calls = []
+# What torch._C._cuda_attach_out_of_memory_observer was given.
+oom_observers = []
 calls = {}
 violations = []
 _last_good = {}
@@ -135,7 +137,9 @@ def reset():
     state["initialized"] = False
     state["bad_fork"] = False
     state["last_settings"] = ""
+    state["oom_in_progress"] = False
     del queued_calls[:]
+    del oom_observers[:]
     with _calls_lock:
         calls.clear()
     del violations[:]
@@ -226,7 +230,7 @@ def has(current, feature):
     if feature == "lazy_call":
         return current.get("lazy_call", True) is not False
     return feature in ("uuid", "oom_error", "set_allocator_settings", "requested_bytes",
-                       "device_alloc_counters")
+                       "device_alloc_counters", "oom_observer")
 
 
 def layout(current):
@@ -314,3 +318,46 @@ def build_stats(alloc, layout="current", backend="native", requested=True):
     result["oversize_allocations"] = _stat()
     result["oversize_segments"] = _stat()
     return result
+
+
+MIB = 1 << 20
+
+
+def build_segments(device, spec):
+    """Segments as torch.cuda.memory_snapshot() returns them, from a
+    script's list of {"pool": "large"|"small", "blocks": [[state, MiB], ...]}
+    (state: active_allocated, active_pending_free or inactive). Each
+    segment's blocks are contiguous from its address, as PyTorch splits
+    them; sizes and counts follow c10/cuda/CUDACachingAllocator.cpp's
+    snapshot (total_size, allocated_size, active_size, requested_size)."""
+    segments = []
+    address = 0x7F0000000000 + device * (1 << 36)
+    for seg in spec:
+        blocks = []
+        cursor = address
+        allocated = active = requested = 0
+        for state_name, mib in seg.get("blocks", []):
+            size = int(float(mib) * MIB)
+            used = state_name != "inactive"
+            req = size if used else 0
+            blocks.append({"address": cursor, "size": size, "requested_size": req, "state": state_name})
+            cursor += size
+            if state_name == "active_allocated":
+                allocated += size
+            if used:
+                active += size
+                requested += req
+        total = cursor - address
+        segments.append({
+            "device": device,
+            "address": address,
+            "total_size": total,
+            "allocated_size": allocated,
+            "active_size": active,
+            "requested_size": requested,
+            "stream": 0,
+            "segment_type": seg.get("pool", "large"),
+            "blocks": blocks,
+        })
+        address += max(total, 2 * MIB)
+    return segments

@@ -24,7 +24,6 @@ FORBIDDEN = (
     "reset_max_memory_cached",
     "reset_peak_host_memory_stats",
     "reset_accumulated_host_memory_stats",
-    "memory_snapshot",
     "_snapshot",
     "memory_summary",
     "list_gpu_processes",
@@ -179,6 +178,50 @@ def _host_memory_stats():
         return {}
     _standin.maybe_raise("host_memory_stats", current)
     return copy.deepcopy(current.get("host") or {})
+
+
+def memory_snapshot(*args, **kwargs):
+    """torch.cuda.memory_snapshot(): the segments of every device, shaped as
+    PyTorch's (see _standin.build_segments). The probe may call it only at
+    the moment of an OOM (inside the observer), never on a timer."""
+    _standin.count("memory_snapshot")
+    if not _standin.state.get("oom_in_progress"):
+        _standin.violation("memory_snapshot outside an OOM")
+    current = _standin.script()
+    segments = []
+    for key, entry in sorted(_standin.devices_of(current).items()):
+        segments.extend(_standin.build_segments(int(key), (entry or {}).get("segments") or []))
+    return segments
+
+
+def _format_size(size):
+    # c10/cuda/CUDACachingAllocator.cpp, format_size.
+    if size <= 1024:
+        return "%d bytes" % size
+    for limit, unit, scale in ((1 << 20, "KiB", 1 << 10), (1 << 30, "MiB", 1 << 20)):
+        if size <= limit:
+            return "%.2f %s" % (size / float(scale), unit)
+    return "%.2f GiB" % (size / float(1 << 30))
+
+
+def _standin_oom(device, size):
+    """What the caching allocator does when cudaMalloc fails for good: call
+    the out-of-memory observers (lock released), then raise."""
+    current = _standin.script()
+    entry = _standin.devices_of(current).get(str(device)) or {}
+    alloc = entry.get("alloc") or {}
+    free = int(entry.get("device_free", 0))
+    _standin.state["oom_in_progress"] = True
+    try:
+        for observer in list(_standin.oom_observers):
+            observer(device, size, int(alloc.get("reserved", 0)), free)
+    finally:
+        _standin.state["oom_in_progress"] = False
+    message = ("CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of 79.19 GiB "
+               "of which %s is free." % (_format_size(size), device, _format_size(free)))
+    if _standin.has(current, "oom_error"):
+        raise _OutOfMemoryError(message)
+    raise RuntimeError(message)
 
 
 def _lazy_call_impl(callable, **kwargs):
