@@ -116,6 +116,10 @@ _oom_events = 0
 _oom_records = []
 _MAX_OOM_RECORDS = 8
 _MAX_OOM_SEGMENTS = 16
+# The summary walks every block in the failing thread, about 0.4-0.8 us a
+# block (benches/oom_snapshot_cost.py): past this many, the rest is left
+# out and the record says so, so the pause stays around 40 ms at most.
+_MAX_OOM_BLOCKS = 50000
 # An OutOfMemoryError within this long of an observer's record is the same
 # failure seen twice, not a second one.
 _OOM_SAME_FAILURE_S = 2.0
@@ -422,6 +426,7 @@ def _oom_record(source, now, device, requested, device_allocated, device_free):
         "inactive_split": None,
         "pools": None,
         "segments": None,
+        "truncated": False,
     }
 
 
@@ -455,7 +460,8 @@ def _on_out_of_memory(device, alloc, device_allocated, device_free):
                              _count(device_allocated), _count(device_free))
         if record["device"] is not None:
             _add_counters(record, record["device"])
-            record["pools"], record["segments"] = _segment_summary(record["device"], record["requested"])
+            summary = _segment_summary(record["device"], record["requested"])
+            record["pools"], record["segments"], record["truncated"] = summary
         _keep_oom_record(record)
         _publish_now()
     except BaseException:
@@ -470,12 +476,19 @@ def _segment_summary(device, requested):
     try:
         segments = cuda.memory_snapshot()
     except Exception:
-        return None, None
+        return None, None, False
     pools = {}
     rows = []
+    walked = 0
+    truncated = False
     for seg in segments if isinstance(segments, list) else []:
         if not isinstance(seg, dict) or seg.get("device") != device:
             continue
+        blocks = seg.get("blocks")
+        walked += len(blocks) if isinstance(blocks, list) else 0
+        if walked > _MAX_OOM_BLOCKS:
+            truncated = True
+            break
         row = _segment_row(seg, requested)
         rows.append(row)
         pool = pools.setdefault(row["pool"], {
@@ -491,7 +504,7 @@ def _segment_summary(device, requested):
         else:
             row.pop("free_below_request")
     rows.sort(key=lambda r: r["total"], reverse=True)
-    return [pools[name] for name in sorted(pools)], rows[:_MAX_OOM_SEGMENTS]
+    return [pools[name] for name in sorted(pools)], rows[:_MAX_OOM_SEGMENTS], truncated
 
 
 def _segment_row(seg, requested):

@@ -267,3 +267,68 @@ fn an_oom_seen_by_the_probe_raises_the_oom_alert_where_the_backend_counts_none()
         .find(|a| a["kind"] == "oom" && a["pid"] == pid);
     assert!(fired.is_some(), "no oom alert: {:#}", last["alerts"]);
 }
+
+/// Three 1.3 GiB segments split by live tensors: 2100 MiB free, no free
+/// block over 400 MiB.
+fn fragmented_segments() -> Value {
+    let seg = json!({"pool": "large", "blocks": [["active_allocated", 512], ["inactive", 300],
+        ["active_allocated", 100], ["inactive", 400]]});
+    json!([seg, seg, seg])
+}
+
+#[test]
+fn an_oom_post_mortem_reaches_json_the_table_the_alert_and_a_replay() {
+    let stack = Stack::start(
+        json!({"generation": "2.5"}),
+        json!({"uuid": UUIDS[0], "device_free": 300 << 20, "segments": fragmented_segments()}),
+        &["--oom-caught", "2048"],
+        &[],
+    );
+    let pid = stack.pid();
+    let sim = Sim::new(&scenario(&[(0, pid)]));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let v = loop {
+        let v = stack.json(&sim);
+        if allocator(&v, pid)["last_oom"].as_array().is_some_and(|a| !a.is_empty()) || Instant::now() > deadline {
+            break v;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let r = &allocator(&v, pid)["last_oom"][0];
+    assert_eq!(
+        (r["source"].clone(), r["gpu"].clone(), r["requested"].clone()),
+        (json!("observer"), json!(0), json!(2 * GIB))
+    );
+    let verdict =
+        "needed 2.0 GiB on GPU 0; 2.1 GiB free in the allocator but the largest free block is 400 MiB (fragmentation)";
+    assert_eq!(r["verdict"], verdict, "{r:#}");
+    assert_eq!(allocator(&v, pid)["devices"][0]["largest_free_block"], 400 << 20);
+    // A one-shot look right after the OOM raises the alert with the reading.
+    let alert = v["alerts"].as_array().unwrap().iter().find(|a| a["kind"] == "oom" && a["pid"] == pid).cloned();
+    let alert = alert.unwrap_or_else(|| panic!("no oom alert: {:#}", v["alerts"]));
+    assert!(alert["message"].as_str().unwrap().ends_with(verdict), "{alert:#}");
+    let table = sim.gpuscope().arg("-1").env("GPUSCOPE_PROBE_DIR", &stack.probe_dir).output().unwrap();
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert!(text.contains("CUDA out of memory: needed 2.0 GiB on GPU 0"), "{text}");
+    // Recorded, then replayed: the post-mortem and its alert at its moment.
+    let rec = stack._dir.path().join("run.ndjson");
+    let out = sim
+        .gpuscope()
+        .args(["record", "--interval", "100ms", "--duration", "1s"])
+        .arg(&rec)
+        .env("GPUSCOPE_PROBE_DIR", &stack.probe_dir)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let out = common::gpuscope().args(["replay", "--json"]).arg(&rec).output().unwrap();
+    assert_success(&out);
+    let replayed: Vec<Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let first = &replayed[0];
+    assert_eq!(allocator(first, pid)["last_oom"][0]["verdict"], verdict);
+    assert!(
+        first["alerts"].as_array().unwrap().iter().any(|a| a["kind"] == "oom" && a["pid"] == pid),
+        "{:#}",
+        first["alerts"]
+    );
+}

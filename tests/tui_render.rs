@@ -123,6 +123,23 @@ fn detail_view_of_an_unmatched_device() {
 }
 
 #[test]
+fn detail_view_shows_the_last_oom_post_mortem() {
+    let mut s = state(Spec { oom: true, ..Spec::gpus(2).probed() });
+    act(&mut s, &[Action::OpenDetail]);
+    let text = render_text(&mut s, 80, 24);
+    assert!(text.contains("last OOM"), "{text}");
+    let wide = render_text(&mut s, 200, 50);
+    assert!(
+        wide.contains("needed 2.0 GiB on GPU 1; 6.4 GiB free in the allocator but the largest free block"),
+        "{wide}"
+    );
+    assert!(wide.contains("is 912 MiB (fragmentation)"), "{wide}");
+    assert!(wide.contains("large pool: 96 segments"), "{wide}");
+    insta::assert_snapshot!("detail_oom_80x24", text);
+    insta::assert_snapshot!("detail_oom_200x50", wide);
+}
+
+#[test]
 fn filter_narrows_the_table() {
     let mut s = state(Spec::gpus(4).probed());
     act(&mut s, &[Action::FilterStart]);

@@ -119,6 +119,7 @@ fn process(p: &Proc) -> Process {
         cuda_visible_devices: None,
         cuda_device_order: None,
         oom_events: p.oom_events,
+        last_oom: Vec::new(),
         rank: None,
         local_rank: None,
         world_size: None,

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use super::device_match::{Gpus, Match, match_device};
 use crate::model::{
-    AllocConfEnv, DeviceAllocator, Gpu, GpuAllocator, ProbeState, Process, ProcessAllocator, ProcessGpu, ProcessType,
+    AllocConfEnv, DeviceAllocator, Gpu, GpuAllocator, OomPostMortem, ProbeState, Process, ProcessAllocator, ProcessGpu,
+    ProcessType,
 };
 use crate::sources::probe::{ProbeDevice, ProbeFile, ProbeReport};
 use crate::sources::{GpuIdentity, GpuProcess};
@@ -97,13 +98,23 @@ fn process_allocator(report: &ProbeReport, nvml: &[ProcessGpu], matches: &[Match
         (true, false) => ProbeState::Stale,
     };
     let how = counting(f);
+    let last_oom = post_mortems(f, matches);
     let devices = f
         .devices
         .iter()
         .zip(matches)
         .map(|(d, m)| {
             let nvml_used = m.gpu.and_then(|g| nvml.iter().find(|p| p.index == g)).and_then(|p| p.used_memory);
-            device_allocator(d, m, nvml_used, how)
+            let mut device = device_allocator(d, m, nvml_used, how);
+            // The newest post-mortem's segments say it for PyTorch.
+            if device.largest_free_block.is_none() {
+                device.largest_free_block = last_oom
+                    .iter()
+                    .rev()
+                    .find(|r| r.device == Some(d.index))
+                    .and_then(OomPostMortem::largest_free_block);
+            }
+            device
         })
         .collect();
     ProcessAllocator {
@@ -121,6 +132,7 @@ fn process_allocator(report: &ProbeReport, nvml: &[ProcessGpu], matches: &[Match
         cuda_visible_devices: f.cuda_visible_devices.clone().flatten(),
         cuda_device_order: f.cuda_device_order.clone(),
         oom_events: f.oom_events,
+        last_oom,
         rank: f.rank,
         local_rank: f.local_rank,
         world_size: f.world_size,
@@ -130,6 +142,23 @@ fn process_allocator(report: &ProbeReport, nvml: &[ProcessGpu], matches: &[Match
         age_ms: u64::try_from(report.age.as_millis()).unwrap_or(u64::MAX),
         devices,
     }
+}
+
+/// The probe's post-mortems, each placed on its GPU the way its device was
+/// and read into one line.
+fn post_mortems(f: &ProbeFile, matches: &[Match]) -> Vec<OomPostMortem> {
+    let gpu_of =
+        |ordinal: u32| f.devices.iter().zip(matches).find(|(d, _)| d.index == ordinal).and_then(|(_, m)| m.gpu);
+    f.last_oom
+        .iter()
+        .flatten()
+        .map(|r| {
+            let mut r = r.clone();
+            r.gpu = r.device.and_then(gpu_of);
+            r.verdict = Some(r.read());
+            r
+        })
+        .collect()
 }
 
 fn device_allocator(d: &ProbeDevice, m: &Match, nvml_used: Option<u64>, how: Counting) -> DeviceAllocator {

@@ -31,6 +31,10 @@ pub struct ProcessAllocator {
     /// Out-of-memory errors the probe saw raised in the process; counts
     /// where the backend's own `ooms` does not (cudaMallocAsync).
     pub oom_events: Option<u64>,
+    /// Post-mortems of out-of-memory failures, oldest first (a few at
+    /// most): what the allocator looked like at that moment.
+    #[serde(default)]
+    pub last_oom: Vec<OomPostMortem>,
     pub rank: Option<u32>,
     pub local_rank: Option<u32>,
     pub world_size: Option<u32>,
@@ -139,4 +143,104 @@ pub struct GpuAllocator {
     pub overhead: Option<u64>,
     /// What NVML attributes to processes without a probe.
     pub unprobed: Option<u64>,
+}
+
+/// What the allocator looked like when an allocation failed for good:
+/// from PyTorch's out-of-memory observer (the counters and a summary of
+/// the segments at that moment), or from the OutOfMemoryError that escaped
+/// where no observer exists (cudaMallocAsync, PyTorch before 2.0).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OomPostMortem {
+    /// "observer" or "exception".
+    pub source: String,
+    pub time_unix_ms: u64,
+    /// The framework's device ordinal.
+    pub device: Option<u32>,
+    /// NVML's index of that device's GPU, once gpuscope has matched it.
+    #[serde(default)]
+    pub gpu: Option<u32>,
+    /// Bytes the failed allocation asked for.
+    pub requested: Option<u64>,
+    /// What the observer was told: the allocator's total on the device,
+    /// and the device's free memory as the driver saw it.
+    pub device_allocated: Option<u64>,
+    pub device_free: Option<u64>,
+    pub allocated: Option<u64>,
+    pub reserved: Option<u64>,
+    pub inactive_split: Option<u64>,
+    /// Per pool ("large", "small"); `None` without a segment summary.
+    pub pools: Option<Vec<OomPool>>,
+    /// The largest segments, largest first.
+    pub segments: Option<Vec<OomSegment>>,
+    /// The probe stopped walking blocks at its bound (50,000): the pools
+    /// cover only the segments before that.
+    #[serde(default)]
+    pub truncated: bool,
+    /// The one-line reading of the above, gpuscope's.
+    #[serde(default)]
+    pub verdict: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OomPool {
+    pub pool: String,
+    pub segments: u64,
+    pub total: u64,
+    pub allocated: u64,
+    pub free: u64,
+    pub largest_free_block: u64,
+    /// Free bytes in blocks smaller than the request: free, yet of no use.
+    pub free_below_request: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OomSegment {
+    pub pool: String,
+    pub total: u64,
+    pub allocated: u64,
+    pub free: u64,
+    /// Live blocks share the segment: its free bytes are trapped (inactive
+    /// split); a segment that is all free is cache `empty_cache()` returns.
+    pub split: bool,
+    pub largest_free_block: u64,
+}
+
+impl OomPostMortem {
+    /// The largest free block of the allocator on that device, where the
+    /// segments were seen.
+    pub fn largest_free_block(&self) -> Option<u64> {
+        self.pools.as_ref()?.iter().map(|p| p.largest_free_block).max()
+    }
+
+    /// Why the allocation failed, in one line: free memory scattered in
+    /// pieces too small for the request (fragmentation), or none left.
+    pub fn read(&self) -> String {
+        use crate::units::bytes;
+        let on = match (self.gpu, self.device) {
+            (Some(g), _) => format!(" on GPU {g}"),
+            (None, Some(d)) => format!(" on cuda:{d}"),
+            (None, None) => String::new(),
+        };
+        let need = self.requested.map_or_else(|| "an allocation".to_string(), bytes);
+        let device = self.device_free.map_or_else(|| "n/a".to_string(), bytes);
+        let (Some(pools), Some(requested)) = (self.pools.as_deref(), self.requested) else {
+            let why = if self.source == "exception" {
+                "the allocator gave no segment detail; only the OutOfMemoryError was seen"
+            } else {
+                "no segment detail"
+            };
+            return format!("needed {need}{on}: out of memory ({why})");
+        };
+        let free: u64 = pools.iter().map(|p| p.free).sum();
+        let largest = self.largest_free_block().unwrap_or(0);
+        if free >= requested && largest < requested {
+            format!(
+                "needed {need}{on}; {} free in the allocator but the largest free block is {} (fragmentation)",
+                bytes(free),
+                bytes(largest)
+            )
+        } else {
+            format!("needed {need}{on}; {} free in the allocator, {device} on the device (out of memory)", bytes(free))
+        }
+    }
 }

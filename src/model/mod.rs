@@ -10,7 +10,10 @@ mod snapshot;
 mod time;
 
 pub use alert::{Alert, AlertEvent, AlertKind, Change, Severity};
-pub use allocator::{AllocConfEnv, DeviceAllocator, GpuAllocator, GpuMatch, ProbeState, ProcessAllocator};
+pub use allocator::{
+    AllocConfEnv, DeviceAllocator, GpuAllocator, GpuMatch, OomPool, OomPostMortem, OomSegment, ProbeState,
+    ProcessAllocator,
+};
 pub use gpu::{Clocks, Gpu, GpuMemory, GpuState, MigMode, Pcie, Utilization};
 pub use host::Host;
 pub use process::{Process, ProcessGpu, ProcessType};

@@ -105,6 +105,16 @@ class ObserverTest(InProcessCase):
         (record,) = self.only_document()["last_oom"]
         self.assertEqual((record["device"], record["requested"]), (0, 20 * MIB))
 
+    def test_the_walk_over_blocks_is_bounded_and_says_so(self):
+        self.start({"generation": "2.5", "devices": {"0": {"alloc": alloc(), "segments": FRAGMENTED}}})
+        saved = gp._MAX_OOM_BLOCKS
+        gp._MAX_OOM_BLOCKS = 6  # one segment and a half
+        self.addCleanup(setattr, gp, "_MAX_OOM_BLOCKS", saved)
+        self.oom(0, GIB)
+        (record,) = self.only_document()["last_oom"]
+        self.assertIs(record["truncated"], True)
+        self.assertEqual(sum(p["segments"] for p in record["pools"]), 1)
+
     def test_the_observer_in_another_thread_publishes_too(self):
         self.start({"generation": "2.9", "devices": {"0": {"alloc": alloc(), "segments": FRAGMENTED}}})
         errors = []

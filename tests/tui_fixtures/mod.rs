@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 pub const T0: u64 = 1_795_289_400_000;
 pub const GIB: u64 = 1 << 30;
 const TOTAL: u64 = 85_520_809_984;
+const MIB: u64 = 1 << 20;
 const DRIVER_RESERVED: u64 = 546_308_096;
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -30,6 +31,9 @@ pub struct Spec {
     pub async_server: bool,
     /// GPU 1's process has a probe whose device matches no GPU.
     pub unmatched: bool,
+    /// GPU 1's process hit an OOM a minute ago: fragmentation, with its
+    /// post-mortem.
+    pub oom: bool,
 }
 
 impl Spec {
@@ -227,8 +231,33 @@ fn training_allocator(spec: Spec, i: u32, used: u64) -> Value {
             "requested": alloc, "cached": reserved - alloc, "overhead": if unmatched { json!(null) } else { json!(used - reserved) },
             "private_pools": null, "releasable": reserved - alloc - split, "segments": 120,
             "alloc_retries": if i == 1 { 3 } else { 0 }, "ooms": 0,
-            "fragmentation": if i == 1 { 0.36 } else { 0.02 }, "largest_free_block": null, "bytes_limit": null
-        }]
+            "fragmentation": if i == 1 { 0.36 } else { 0.02 },
+            "largest_free_block": if spec.oom && i == 1 { json!(912 * MIB) } else { json!(null) }, "bytes_limit": null
+        }],
+        "last_oom": if spec.oom && i == 1 { json!([post_mortem()]) } else { json!([]) }
+    })
+}
+
+/// An allocation of 2 GiB failed with 6.4 GiB free in the allocator, in
+/// pieces no larger than 912 MiB.
+fn post_mortem() -> Value {
+    let segment = |total: u64, free: u64, largest: u64| {
+        json!({"pool": "large", "total": total, "allocated": total - free, "free": free, "split": true,
+               "largest_free_block": largest})
+    };
+    json!({
+        "source": "observer", "time_unix_ms": T0 - 60_000, "device": 1, "gpu": 1,
+        "requested": 2 * GIB, "device_allocated": 70 * GIB, "device_free": 300 * MIB,
+        "allocated": 62 * GIB, "reserved": 70 * GIB, "inactive_split": 6 * GIB,
+        "pools": [
+            {"pool": "large", "segments": 96, "total": 69 * GIB, "allocated": 62 * GIB + 700 * MIB,
+             "free": 6 * GIB + 300 * MIB, "largest_free_block": 912 * MIB, "free_below_request": 6 * GIB + 300 * MIB},
+            {"pool": "small", "segments": 120, "total": 240 * MIB, "allocated": 140 * MIB, "free": 100 * MIB,
+             "largest_free_block": 2 * MIB, "free_below_request": 100 * MIB}
+        ],
+        "segments": [segment(2 * GIB, 912 * MIB, 912 * MIB), segment(GIB, 600 * MIB, 400 * MIB),
+                     segment(GIB, 300 * MIB, 200 * MIB)], "truncated": false,
+        "verdict": "needed 2.0 GiB on GPU 1; 6.4 GiB free in the allocator but the largest free block is 912 MiB (fragmentation)"
     })
 }
 

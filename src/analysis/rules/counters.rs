@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use super::{Inputs, ProcKey, Verdicts, key, process_gpus};
 use crate::analysis::config::EventConfig;
 use crate::analysis::engine::{Raise, Verdict};
-use crate::model::{AlertKind, ProcessAllocator, Severity};
+use crate::model::{AlertKind, OomPostMortem, ProcessAllocator, Severity};
 
 #[derive(Debug, Clone, Default)]
 pub struct CounterState {
@@ -21,6 +21,8 @@ pub struct CounterState {
     oom_events: Option<u64>,
     last_retry_rise_ms: Option<u64>,
     last_oom_rise_ms: Option<u64>,
+    /// The newest post-mortem already raised, by its time.
+    post_mortem_ms: Option<u64>,
 }
 
 /// NVML's free memory at or below this is "none": a device that has run
@@ -67,14 +69,42 @@ pub fn judge(i: &Inputs<'_>, states: &mut HashMap<ProcKey, CounterState>, v: &mu
             v.insert(key(AlertKind::AllocRetry, gpu, Some(p.pid)), verdict);
         }
         if c.oom.enabled {
-            let rose = oom_rose || event_rose || device_full;
+            let post_mortem = new_post_mortem(a, gpu, s.post_mortem_ms, i.now_ms, &c.oom);
+            if let Some(r) = post_mortem {
+                s.post_mortem_ms = Some(r.time_unix_ms);
+            }
+            let rose = oom_rose || event_rose || device_full || post_mortem.is_some();
             let verdict = event(&mut s.last_oom_rise_ms, rose, i.now_ms, &c.oom, || {
-                oom_raise(p.pid, gpu, a, ooms, (oom_rose || event_rose, device_full))
+                let mut raise =
+                    oom_raise(p.pid, gpu, a, ooms, (oom_rose || event_rose || post_mortem.is_some(), device_full));
+                if let Some(r) = post_mortem.or_else(|| newest_post_mortem(a, gpu)) {
+                    raise.message = format!("PID {} on GPU {gpu}: CUDA out of memory: {}", p.pid, r.read());
+                }
+                raise
             });
             v.insert(key(AlertKind::Oom, gpu, Some(p.pid)), verdict);
         }
     }
     states.retain(|k, _| seen.contains(k));
+}
+
+/// A post-mortem on `gpu` newer than the last one raised and younger than
+/// the alert's hold: the first look after a crash (a one-shot `--json`,
+/// `check`, a replay) shows the OOM that just happened.
+fn new_post_mortem<'a>(
+    a: &'a ProcessAllocator,
+    gpu: u32,
+    raised_ms: Option<u64>,
+    now_ms: u64,
+    c: &EventConfig,
+) -> Option<&'a OomPostMortem> {
+    let hold_ms = u64::try_from(c.hold.as_millis()).unwrap_or(u64::MAX);
+    newest_post_mortem(a, gpu)
+        .filter(|r| raised_ms.is_none_or(|t| r.time_unix_ms > t) && now_ms.saturating_sub(r.time_unix_ms) < hold_ms)
+}
+
+fn newest_post_mortem(a: &ProcessAllocator, gpu: u32) -> Option<&OomPostMortem> {
+    a.last_oom.iter().rev().find(|r| r.gpu == Some(gpu) || r.gpu.is_none())
 }
 
 /// `counted`: the allocator's or the probe's own count rose; `inferred`:

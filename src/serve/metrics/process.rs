@@ -49,6 +49,11 @@ pub static RETRIES: Def = counter(
     "cudaMalloc failures the allocator answered by flushing its cache and retrying.",
 );
 pub static OOMS: Def = counter("gpuscope_allocator_ooms", None, "Out-of-memory errors the allocator raised.");
+pub static LARGEST_FREE_BLOCK: Def = gauge(
+    "gpuscope_allocator_largest_free_block_bytes",
+    Some("bytes"),
+    "The allocator's largest free block: JAX's, or PyTorch's at its latest out-of-memory failure.",
+);
 
 pub static ALL: &[&Def] = &[
     &GPU_MEMORY,
@@ -62,6 +67,7 @@ pub static ALL: &[&Def] = &[
     &FRAGMENTATION,
     &RETRIES,
     &OOMS,
+    &LARGEST_FREE_BLOCK,
 ];
 
 type AllocReading = fn(&DeviceAllocator) -> Option<Value>;
@@ -70,7 +76,7 @@ fn v<T: Into<Value>>(x: Option<T>) -> Option<Value> {
     x.map(Into::into)
 }
 
-static ALLOCATOR: [(&Def, AllocReading); 8] = [
+static ALLOCATOR: [(&Def, AllocReading); 9] = [
     (&ALLOCATED, |d| v(d.allocated)),
     (&RESERVED, |d| v(d.reserved)),
     (&CACHED, |d| v(d.cached)),
@@ -79,6 +85,7 @@ static ALLOCATOR: [(&Def, AllocReading); 8] = [
     (&FRAGMENTATION, |d| v(d.fragmentation)),
     (&RETRIES, |d| v(d.alloc_retries)),
     (&OOMS, |d| v(d.ooms)),
+    (&LARGEST_FREE_BLOCK, |d| v(d.largest_free_block)),
 ];
 
 /// The labels one process's series share.

@@ -24,6 +24,7 @@ fn device(gpu: Option<u32>) -> DeviceAllocator {
         alloc_retries: Some(2),
         ooms: Some(0),
         fragmentation: Some(0.3),
+        largest_free_block: Some(400 << 20),
         ..DeviceAllocator::default()
     }
 }
@@ -83,6 +84,7 @@ pub(crate) fn snapshot() -> Snapshot {
         cuda_visible_devices: None,
         cuda_device_order: None,
         oom_events: None,
+        last_oom: Vec::new(),
         rank: Some(3),
         local_rank: None,
         world_size: Some(8),

@@ -160,6 +160,7 @@ fn report(p: &DemoProcess, t: f64) -> ProbeReport {
         cuda_visible_devices: Some(p.visible.map(Into::into)),
         cuda_device_order: None,
         oom_events: Some(0),
+        last_oom: None,
         rank: p.rank,
         local_rank: p.rank,
         world_size: p.rank.map(|_| 2),

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Deserializer};
 
+use crate::model::OomPostMortem;
 use crate::sources::sanitize_command;
 
 pub const PROBE_FORMAT: &str = "gpuscope-probe";
@@ -47,6 +48,8 @@ pub struct ProbeFile {
     /// OutOfMemoryErrors the probe itself saw raised.
     #[serde(default)]
     pub oom_events: Option<u64>,
+    #[serde(default)]
+    pub last_oom: Option<Vec<OomPostMortem>>,
     pub rank: Option<u32>,
     pub local_rank: Option<u32>,
     pub world_size: Option<u32>,
@@ -117,6 +120,7 @@ impl ProbeFile {
         if !(f.interval_s > 0.0 && f.interval_s <= 3600.0) {
             return Err(format!("bad interval {}", f.interval_s));
         }
+        check_post_mortems(f.last_oom.as_deref().unwrap_or_default())?;
         if f.devices.len() > MAX_DEVICES {
             return Err(format!("{} devices", f.devices.len()));
         }
@@ -154,6 +158,31 @@ impl ProbeFile {
 /// Tells a field that is there but null from one that is missing.
 fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
     T::deserialize(d).map(Some)
+}
+
+/// The probe keeps 8 post-mortems of at most 16 segments and two pools;
+/// anything beyond a little more than that is not a probe's file.
+fn check_post_mortems(records: &[OomPostMortem]) -> Result<(), String> {
+    if records.len() > 16 {
+        return Err(format!("{} OOM post-mortems", records.len()));
+    }
+    for r in records {
+        let pools = r.pools.as_deref().unwrap_or_default();
+        let segments = r.segments.as_deref().unwrap_or_default();
+        let known = |p: &str| matches!(p, "large" | "small");
+        if pools.len() > 4 || segments.len() > 64 {
+            return Err("an OOM post-mortem larger than a probe writes".into());
+        }
+        if !matches!(r.source.as_str(), "observer" | "exception")
+            || !pools.iter().all(|p| known(&p.pool))
+            || !segments.iter().all(|s| known(&s.pool))
+            || r.verdict.is_some()
+            || r.gpu.is_some()
+        {
+            return Err("an OOM post-mortem the probe would not write".into());
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

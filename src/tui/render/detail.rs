@@ -125,6 +125,7 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey) -> Vec<(&'static
         for d in a.devices.iter().filter(|d| d.gpu.is_none()) {
             lines.push(("unmatched", unmatched(ctx, d)));
         }
+        lines.extend(post_mortem(ctx, snap, a, key.gpu));
     }
     let hints = hints::for_process(snap, p, device, key);
     for (i, h) in hints.iter().enumerate() {
@@ -204,6 +205,48 @@ fn figures(a: &ProcessAllocator, d: &DeviceAllocator) -> Vec<(&'static str, Stri
 }
 
 /// Why counters read n/a, where the backend is the reason.
+/// The newest OOM post-mortem on this GPU: its one-line reading, when it
+/// happened, and the pools behind it (largest free block, free bytes in
+/// blocks too small for the request), then the largest segments.
+fn post_mortem(ctx: &Ctx, snap: &Snapshot, a: &ProcessAllocator, gpu: u32) -> Vec<(&'static str, String)> {
+    let Some(r) = a.last_oom.iter().rev().find(|r| r.gpu == Some(gpu) || r.gpu.is_none()) else {
+        return Vec::new();
+    };
+    let ago = snap.time.time_unix_ms.saturating_sub(r.time_unix_ms);
+    let reading = r.verdict.clone().unwrap_or_else(|| r.read());
+    let mut lines = vec![("last OOM", format!("{} ago: {}", duration_short(ago), ctx.clean(&reading)))];
+    for pool in r.pools.iter().flatten() {
+        lines.push((
+            "",
+            format!(
+                "{} pool: {} segments {}  allocated {}  free {}  largest free {}  free in smaller blocks {}",
+                ctx.clean(&pool.pool),
+                pool.segments,
+                bytes(pool.total),
+                bytes(pool.allocated),
+                bytes(pool.free),
+                bytes(pool.largest_free_block),
+                or_na(pool.free_below_request, bytes)
+            ),
+        ));
+    }
+    for seg in r.segments.iter().flatten().take(4) {
+        let kind = if seg.split { "split" } else { "whole" };
+        lines.push((
+            "",
+            format!(
+                "  segment {} ({}, {kind}): allocated {}  free {}  largest free {}",
+                bytes(seg.total),
+                ctx.clean(&seg.pool),
+                bytes(seg.allocated),
+                bytes(seg.free),
+                bytes(seg.largest_free_block)
+            ),
+        ));
+    }
+    lines
+}
+
 fn uncounted(a: &ProcessAllocator) -> Option<&'static str> {
     match (a.framework.as_str(), a.backend.as_deref()) {
         ("jax", _) => Some("XLA does not count inactive split, segments, retries or OOMs"),

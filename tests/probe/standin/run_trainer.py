@@ -34,6 +34,9 @@ from the script named by STANDIN_TORCH_SCRIPT (format: torch/_standin.py).
     --oom-after S       S seconds after initialising CUDA, let a
                         torch.cuda.OutOfMemoryError escape from a worker
                         thread (the process lives on)
+    --oom-caught MIB    after initialising CUDA, an allocation of MIB on device 0
+                        fails for good (the allocator's observers fire, then
+                        the OutOfMemoryError), and the training code catches it
     --seconds S         exit normally after S seconds (default: run until
                         SIGTERM or SIGINT, which also exit normally, so the
                         probe's atexit cleanup runs; SIGKILL leaves the file)
@@ -70,6 +73,7 @@ def parse_args(argv):
     parser.add_argument("--mp-rank1", choices=("spawn", "fork", "forkserver"), default=None)
     parser.add_argument("--set-allocator-settings", default=None)
     parser.add_argument("--oom-after", type=float, default=None)
+    parser.add_argument("--oom-caught", type=float, default=None)
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--pids-file", default=None)
     return parser.parse_args(argv)
@@ -175,6 +179,12 @@ def main(argv=None):
         torch.cuda.memory._set_allocator_settings(args.set_allocator_settings)
     if args.oom_after is not None:
         raise_oom_in_a_thread(torch, args.oom_after)
+    if args.oom_caught is not None:
+        time.sleep(0.3)  # the probe's first sample attaches the observer
+        try:
+            torch.cuda._standin_oom(0, int(args.oom_caught * (1 << 20)))
+        except RuntimeError:
+            pass
 
     children = []
     spawned = None
