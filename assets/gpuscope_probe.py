@@ -1209,6 +1209,7 @@ class _Probe(object):
         self._thread = None
         self._torch = _TorchReader()
         self._jax = _JaxReader()
+        self._requests = _Requests(self)
         self._last_events = {}
 
     # -- lifecycle
@@ -1362,11 +1363,150 @@ class _Probe(object):
             elif self._torch.events_rose(self._last_events):
                 force = True
                 continue
+            self._requests.poll(monotonic())
             delay = due - monotonic()
             if peek and self._torch.watch is not None:
                 delay = min(delay, _PEEK_GAP)
             if delay > 0:
                 stop_event.wait(delay)
+
+
+# ------------------------------------------------------------------ requests
+
+# At most one request read a second, whatever gpuscope writes.
+_REQUEST_GAP = 1.0
+_MAX_REQUEST_BYTES = 4096
+_MAX_HISTORY_S = 600.0
+_HISTORY_ENTRIES = 100000
+
+
+class _Requests(object):
+    """What gpuscope asks of this process's probe: `<pid>-<ticks>.request`
+    beside the published file, in the same private directory (so nobody
+    else can write it; it must be a regular file of this user's, or it is
+    ignored). The answer is `<pid>-<ticks>.memviz.json`, and the snapshot
+    PyTorch's memory viewer opens, `<pid>-<ticks>.memviz.pickle`, both in
+    that directory. Nothing is taken unless asked."""
+
+    def __init__(self, probe):
+        self.probe = probe
+        self.checked = 0.0
+        self.history_until = None
+        self.history_id = None
+
+    def _base(self):
+        path = self.probe._written_path
+        if path is None:
+            return None, None
+        directory, name = os.path.split(path)
+        return directory, name[: -len(".json")]
+
+    def poll(self, now):
+        try:
+            if self.history_until is not None and now >= self.history_until:
+                self.history_until = None
+                self._dump(self.history_id, stop_history=True)
+            if now - self.checked < _REQUEST_GAP:
+                return
+            self.checked = now
+            request = self._take()
+            if request is not None:
+                self._serve(request, now)
+        except Exception:
+            self.probe.errors += 1
+
+    def _take(self):
+        directory, stem = self._base()
+        if directory is None:
+            return None
+        path = os.path.join(directory, stem + ".request")
+        try:
+            fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+        except OSError:
+            return None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_size > _MAX_REQUEST_BYTES:
+                return None
+            raw = os.read(fd, _MAX_REQUEST_BYTES + 1)
+        finally:
+            os.close(fd)
+        # Consumed; only a request of this user's is removed.
+        _unlink(path)
+        try:
+            request = json.loads(raw.decode("utf-8"))
+        except ValueError:
+            return None
+        return request if isinstance(request, dict) and request.get("kind") == "memviz" else None
+
+    def _serve(self, request, now):
+        ident = _text(request.get("id"))
+        memory = getattr(_torch_cuda(), "memory", None)
+        if getattr(memory, "_dump_snapshot", None) is None:
+            self._answer(ident, "error", error="this PyTorch has no torch.cuda.memory._dump_snapshot (2.1+)")
+            return
+        history = request.get("history_s")
+        if history is None:
+            self._dump(ident, stop_history=False)
+            return
+        try:
+            seconds = min(max(float(history), 0.0), _MAX_HISTORY_S)
+        except (TypeError, ValueError):
+            self._answer(ident, "error", error="history_s is not a number of seconds")
+            return
+        if not _record_history(memory, True):
+            self._answer(ident, "error", error="this PyTorch cannot record allocation history")
+            return
+        self.history_until = now + seconds
+        self.history_id = ident
+        self._answer(ident, "recording", until_unix_ms=int((time.time() + seconds) * 1000))
+
+    def _dump(self, ident, stop_history):
+        directory, stem = self._base()
+        memory = getattr(_torch_cuda(), "memory", None)
+        if directory is None or memory is None:
+            return
+        final = stem + ".memviz.pickle"
+        temp = os.path.join(directory, ".%s.memviz.%s.tmp" % (stem, os.urandom(8).hex()))
+        try:
+            memory._dump_snapshot(temp)
+            os.replace(temp, os.path.join(directory, final))
+        except Exception as exc:
+            _unlink(temp)
+            self._answer(ident, "error", error=_text("_dump_snapshot failed: %s" % exc))
+            return
+        finally:
+            if stop_history:
+                _record_history(memory, False)
+        self._answer(ident, "done", file=final)
+
+    def _answer(self, ident, state, error=None, file=None, until_unix_ms=None):
+        directory, stem = self._base()
+        if directory is None:
+            return
+        doc = {"format": "gpuscope-memviz", "version": 1, "id": ident, "state": state,
+               "file": file, "error": error, "until_unix_ms": until_unix_ms}
+        payload = json.dumps(doc, separators=(",", ":")).encode("ascii")
+        _write_atomic(directory, stem + ".memviz.json", payload)
+
+
+def _record_history(memory, on):
+    """torch.cuda.memory._record_memory_history: 2.1+ takes
+    enabled="all"/None and max_entries; 2.0 took a bool."""
+    record = getattr(memory, "_record_memory_history", None)
+    if record is None:
+        return False
+    try:
+        if on:
+            record(enabled="all", max_entries=_HISTORY_ENTRIES)
+        else:
+            record(enabled=None)
+        return True
+    except TypeError:
+        record(on)
+        return True
+    except Exception:
+        return False
 
 
 # ------------------------------------------------------- process boundaries
