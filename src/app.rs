@@ -65,6 +65,8 @@ pub enum AppError {
     DriverSilent(Silence),
     #[error("collection stopped unexpectedly (see the message above)")]
     PollerStopped,
+    #[error(transparent)]
+    Memviz(#[from] crate::memviz::MemvizError),
 }
 
 /// A driver that did not answer: for how long, and in which call.
@@ -108,6 +110,8 @@ impl AppError {
             Self::Serve(e) => e.exit_code(),
             Self::DriverSilent(_) => exit::DRIVER_SILENT,
             Self::PollerStopped => exit::FAILURE,
+            Self::Memviz(e) if e.refused() => exit::USAGE,
+            Self::Memviz(_) => exit::FAILURE,
         }
     }
 }
@@ -121,6 +125,14 @@ pub fn main() -> ExitCode {
         None => watch(&cli).map(|()| exit::OK),
         Some(Command::Check { window, fail_on }) => check(&cli, *window, fail_on),
         Some(Command::Run { command }) => Err(AppError::Inject(inject::run(command))),
+        Some(Command::Memviz { pid, output, history }) => {
+            crate::memviz::run(*pid, output.as_deref(), *history).map_err(AppError::Memviz).and_then(|path| {
+                print(&format!(
+                    "{}\nopen it in PyTorch's memory viewer: https://pytorch.org/memory_viz\n",
+                    path.display()
+                ))
+            })
+        }
         Some(Command::Record { file, duration, force, append }) => {
             let existing = match (force, append) {
                 (true, _) => recording::Existing::Replace,

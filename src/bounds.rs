@@ -56,6 +56,13 @@ pub fn parse_interval(text: &str) -> Result<Duration, String> {
     INTERVAL.parse(text)
 }
 
+/// `memviz --history`: the probe records at most 10 minutes.
+pub const MEMVIZ_HISTORY: Bounds = Bounds { min: Duration::from_secs(1), max: Duration::from_secs(600) };
+
+pub fn parse_memviz_history(text: &str) -> Result<Duration, String> {
+    MEMVIZ_HISTORY.parse(text)
+}
+
 pub fn parse_check_window(text: &str) -> Result<Duration, String> {
     CHECK_WINDOW.parse(text)
 }

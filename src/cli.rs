@@ -114,6 +114,19 @@ pub enum Command {
         #[arg(long = "json")]
         as_json: bool,
     },
+    /// Ask a probed PyTorch process for the snapshot PyTorch's memory
+    /// viewer opens (pytorch.org/memory_viz), taken by its own probe.
+    Memviz {
+        /// The process (it must run the probe, and be yours).
+        pid: u32,
+        /// Copy the snapshot to FILE (never over an existing file).
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Record allocation history (with stack traces) for this long
+        /// first, then dump and stop: the viewer's full timeline.
+        #[arg(long, value_name = "DURATION", value_parser = bounds::parse_memviz_history)]
+        history: Option<std::time::Duration>,
+    },
     /// The Python allocator probe, for `import gpuscope_probe; gpuscope_probe.start()`.
     Probe {
         #[command(subcommand)]

@@ -10,6 +10,7 @@ pub mod collect;
 pub mod config;
 pub mod dirfd;
 pub mod inject;
+pub mod memviz;
 pub mod model;
 pub mod poller;
 pub mod recording;
