@@ -67,6 +67,8 @@ pub enum AppError {
     PollerStopped,
     #[error(transparent)]
     Memviz(#[from] crate::memviz::MemvizError),
+    #[error(transparent)]
+    Attach(#[from] crate::attach::AttachError),
 }
 
 /// A driver that did not answer: for how long, and in which call.
@@ -112,6 +114,8 @@ impl AppError {
             Self::PollerStopped => exit::FAILURE,
             Self::Memviz(e) if e.refused() => exit::USAGE,
             Self::Memviz(_) => exit::FAILURE,
+            Self::Attach(e) if e.refused() => exit::USAGE,
+            Self::Attach(_) => exit::FAILURE,
         }
     }
 }
@@ -125,6 +129,7 @@ pub fn main() -> ExitCode {
         None => watch(&cli).map(|()| exit::OK),
         Some(Command::Check { window, fail_on }) => check(&cli, *window, fail_on),
         Some(Command::Run { command }) => Err(AppError::Inject(inject::run(command))),
+        Some(Command::Attach { pid, script_only }) => attach(*pid, *script_only),
         Some(Command::Memviz { pid, output, history }) => {
             crate::memviz::run(*pid, output.as_deref(), *history).map_err(AppError::Memviz).and_then(|path| {
                 print(&format!(
@@ -178,6 +183,23 @@ pub fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// `gpuscope attach PID`.
+fn attach(pid: u32, script_only: bool) -> Result<u8, AppError> {
+    use crate::attach;
+    let target = attach::inspect(std::path::Path::new("/proc"), pid)?;
+    if script_only {
+        let script = attach::prepare(&target)?;
+        return print(&format!("{}\n", script.display()));
+    }
+    // Refused before anything is written: an interpreter with no safe way in.
+    attach::supported(&target)?;
+    let script = attach::prepare(&target)?;
+    attach::remote_exec(&target, &script)?;
+    print(&format!(
+        "the probe is started in process {pid} at its next safe point; its figures appear once it uses CUDA\n"
+    ))
 }
 
 /// Text on stdout; a closed pipe is a normal end.

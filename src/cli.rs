@@ -114,6 +114,16 @@ pub enum Command {
         #[arg(long = "json")]
         as_json: bool,
     },
+    /// Start the allocator probe inside a running Python process (Python
+    /// 3.14+, through sys.remote_exec); older Pythons need a restart.
+    Attach {
+        /// The process (yours; any, as root).
+        pid: u32,
+        /// Only write the script that would run inside the process and
+        /// print its path (to run it another way, or to read it first).
+        #[arg(long)]
+        script_only: bool,
+    },
     /// Ask a probed PyTorch process for the snapshot PyTorch's memory
     /// viewer opens (pytorch.org/memory_viz), taken by its own probe.
     Memviz {

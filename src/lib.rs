@@ -3,6 +3,7 @@
 
 pub mod analysis;
 pub mod app;
+pub mod attach;
 pub mod bounds;
 pub mod check;
 pub mod cli;

@@ -37,6 +37,9 @@ from the script named by STANDIN_TORCH_SCRIPT (format: torch/_standin.py).
     --oom-caught MIB    after initialising CUDA, an allocation of MIB on device 0
                         fails for good (the allocator's observers fire, then
                         the OutOfMemoryError), and the training code catches it
+    --exec-from FILE    in the main thread, between steps, run the script whose
+                        path appears in FILE (what sys.remote_exec does at a
+                        safe point in Python 3.14, which these machines lack)
     --seconds S         exit normally after S seconds (default: run until
                         SIGTERM or SIGINT, which also exit normally, so the
                         probe's atexit cleanup runs; SIGKILL leaves the file)
@@ -74,6 +77,7 @@ def parse_args(argv):
     parser.add_argument("--set-allocator-settings", default=None)
     parser.add_argument("--oom-after", type=float, default=None)
     parser.add_argument("--oom-caught", type=float, default=None)
+    parser.add_argument("--exec-from", default=None)
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--pids-file", default=None)
     return parser.parse_args(argv)
@@ -161,6 +165,18 @@ def raise_oom_in_a_thread(torch, delay):
     threading.Thread(target=step, name="oom-step", daemon=True).start()
 
 
+def exec_requested(trigger):
+    try:
+        with open(trigger, "r", encoding="utf-8") as handle:
+            script = handle.read().strip()
+    except OSError:
+        return
+    os.unlink(trigger)
+    with open(script, "r", encoding="utf-8") as handle:
+        code = compile(handle.read(), script, "exec")
+    exec(code, {"__name__": "__remote_exec__"})
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.script:
@@ -218,6 +234,8 @@ def main(argv=None):
         deadline = None if args.seconds is None else time.monotonic() + args.seconds
         while deadline is None or time.monotonic() < deadline:
             time.sleep(0.05)
+            if args.exec_from:
+                exec_requested(args.exec_from)
     finally:
         for pid in children:
             try:
