@@ -209,3 +209,53 @@ fn gpus_flag_selects_by_index_and_uuid_prefix() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no GPU matches \"7\""), "{err}");
 }
+
+/// gpuscope in a container of its own, with NVML's (host) PIDs that happen
+/// to be local processes too: they keep NVML's figures and name, and take
+/// nothing from the local process of the same number.
+#[test]
+fn in_a_container_host_pids_never_take_a_local_process_s_identity() {
+    let trainer = Sleeper::spawn(&["60"]);
+    let viewer = Sleeper::spawn(&["61"]);
+    let sim = Sim::new(&scenario(trainer.pid(), viewer.pid()));
+    let out = sim.gpuscope().env("GPUSCOPE_PID_NAMESPACE", "container").arg("--json").output().unwrap();
+    assert_success(&out);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(&v);
+    assert_eq!(v["sources"]["host"]["pid_namespace"], "container");
+    let procs = v["processes"].as_array().unwrap();
+    let t = procs.iter().find(|p| p["pid"] == trainer.pid()).unwrap();
+    assert_eq!(t["other_namespace"], true);
+    assert_eq!(t["gpus"][0]["used_memory"], 30000 * MIB, "NVML's figure is kept");
+    for field in ["user", "command", "host_memory", "start_time", "parent_pid", "workload"] {
+        assert_eq!(t[field], Value::Null, "{field}: {t:#}");
+    }
+    assert_eq!(v["gpus"][0]["memory"]["used"], 40000 * MIB);
+
+    let table = sim.gpuscope().env("GPUSCOPE_PID_NAMESPACE", "container").arg("-1").output().unwrap();
+    assert_success(&table);
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert_eq!(text.matches("gpuscope runs in a container").count(), 1, "{text}");
+    assert!(text.contains("[host]") && !text.contains("sleep 60"), "{text}");
+
+    let bad = sim.gpuscope().env("GPUSCOPE_PID_NAMESPACE", "sideways").arg("--json").output().unwrap();
+    let v: Value = serde_json::from_slice(&bad.stdout).unwrap();
+    assert_eq!(v["sources"]["host"]["error"], "GPUSCOPE_PID_NAMESPACE must be `host` or `container`, not \"sideways\"");
+}
+
+#[test]
+fn the_host_namespace_is_reported_and_processes_carry_a_workload_field() {
+    let trainer = Sleeper::spawn(&["60"]);
+    let viewer = Sleeper::spawn(&["61"]);
+    let sim = Sim::new(&scenario(trainer.pid(), viewer.pid()));
+    let v = sim.json(&[]);
+    assert_valid(&v);
+    assert_eq!(v["sources"]["host"]["pid_namespace"], "host");
+    let t = v["processes"].as_array().unwrap().iter().find(|p| p["pid"] == trainer.pid()).unwrap().clone();
+    assert_eq!(t["other_namespace"], false);
+    // Whatever cgroup this test runs in, the field is there, and a child
+    // shares its parent's cgroup, so both name the same workload (or none).
+    let me = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    assert!(t.get("workload").is_some(), "{t:#}");
+    assert_eq!(t["workload"].is_null(), gpuscope::sources::workload::parse(&me).is_none(), "{me}\n{t:#}");
+}
