@@ -280,4 +280,23 @@ fn processes_in_a_workload_carry_its_labels() {
     }
     // The namespace is never known without the kubelet's API: left out, not guessed.
     assert!(!l.iter().any(|l| l.contains("namespace=")));
+    promtool_accepts(&encode(Format::Text, &snap, 7));
+}
+
+/// `promtool check metrics` lints the exposition (names, types, labels).
+fn promtool_accepts(body: &str) {
+    use std::io::Write;
+    let child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let Ok(mut child) = child else {
+        println!("promtool not found: the lint is skipped");
+        return;
+    };
+    child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
