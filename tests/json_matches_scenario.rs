@@ -209,3 +209,162 @@ fn gpus_flag_selects_by_index_and_uuid_prefix() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no GPU matches \"7\""), "{err}");
 }
+
+/// gpuscope in a container of its own, with NVML's (host) PIDs that happen
+/// to be local processes too: they keep NVML's figures and name, and take
+/// nothing from the local process of the same number.
+#[test]
+fn in_a_container_host_pids_never_take_a_local_process_s_identity() {
+    let trainer = Sleeper::spawn(&["60"]);
+    let viewer = Sleeper::spawn(&["61"]);
+    let sim = Sim::new(&scenario(trainer.pid(), viewer.pid()));
+    let out = sim.gpuscope().env("GPUSCOPE_PID_NAMESPACE", "container").arg("--json").output().unwrap();
+    assert_success(&out);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(&v);
+    assert_eq!(v["sources"]["host"]["pid_namespace"], "container");
+    let procs = v["processes"].as_array().unwrap();
+    let t = procs.iter().find(|p| p["pid"] == trainer.pid()).unwrap();
+    assert_eq!(t["other_namespace"], true);
+    assert_eq!(t["gpus"][0]["used_memory"], 30000 * MIB, "NVML's figure is kept");
+    for field in ["user", "command", "host_memory", "start_time", "parent_pid", "workload"] {
+        assert_eq!(t[field], Value::Null, "{field}: {t:#}");
+    }
+    assert_eq!(v["gpus"][0]["memory"]["used"], 40000 * MIB);
+
+    let table = sim.gpuscope().env("GPUSCOPE_PID_NAMESPACE", "container").arg("-1").output().unwrap();
+    assert_success(&table);
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert_eq!(text.matches("gpuscope runs in a container").count(), 1, "{text}");
+    assert!(text.contains("[host]") && !text.contains("sleep 60"), "{text}");
+
+    let bad = sim.gpuscope().env("GPUSCOPE_PID_NAMESPACE", "sideways").arg("--json").output().unwrap();
+    let v: Value = serde_json::from_slice(&bad.stdout).unwrap();
+    assert_eq!(v["sources"]["host"]["error"], "GPUSCOPE_PID_NAMESPACE must be `host` or `container`, not \"sideways\"");
+}
+
+#[test]
+fn the_host_namespace_is_reported_and_processes_carry_a_workload_field() {
+    let trainer = Sleeper::spawn(&["60"]);
+    let viewer = Sleeper::spawn(&["61"]);
+    let sim = Sim::new(&scenario(trainer.pid(), viewer.pid()));
+    let v = sim.json(&[]);
+    assert_valid(&v);
+    assert_eq!(v["sources"]["host"]["pid_namespace"], "host");
+    let t = v["processes"].as_array().unwrap().iter().find(|p| p["pid"] == trainer.pid()).unwrap().clone();
+    assert_eq!(t["other_namespace"], false);
+    // Whatever cgroup this test runs in, the field is there, and a child
+    // shares its parent's cgroup, so both name the same workload (or none).
+    let me = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    assert!(t.get("workload").is_some(), "{t:#}");
+    assert_eq!(t["workload"].is_null(), gpuscope::sources::workload::parse(&me).is_none(), "{me}\n{t:#}");
+}
+
+/// The detection itself, without a container runtime: gpuscope started in
+/// a PID namespace (and procfs) of its own by `unshare`, on an NVML that
+/// lists this namespace's PIDs, which are the host's as seen from there.
+#[test]
+fn started_in_a_new_pid_namespace_gpuscope_sees_it_is_in_a_container() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: unshare --pid needs root");
+        return;
+    }
+    let trainer = Sleeper::spawn(&["60"]);
+    let viewer = Sleeper::spawn(&["61"]);
+    let sim = Sim::new(&scenario(trainer.pid(), viewer.pid()));
+    let home = sim.dir.path().join("home");
+    let out = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(assert_cmd::cargo::cargo_bin("gpuscope"))
+        .arg("--nvml-lib")
+        .arg(&sim.lib)
+        .arg("--json")
+        .env("XDG_CONFIG_HOME", &home)
+        .env("GPUSCOPE_PROBE_DIR", home.join("no-probes"))
+        .env("GPUSCOPE_SIM_SCENARIO", &sim.scenario)
+        .env_remove("GPUSCOPE_PID_NAMESPACE")
+        .env_remove("GPUSCOPE_NVML_LIB")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(&v);
+    assert_eq!(v["sources"]["host"]["pid_namespace"], "container", "{v:#}");
+    let procs = v["processes"].as_array().unwrap();
+    let t = procs.iter().find(|p| p["pid"] == trainer.pid()).unwrap();
+    assert_eq!((t["other_namespace"].clone(), t["command"].clone()), (json!(true), Value::Null), "{t:#}");
+    assert_eq!(t["gpus"][0]["used_memory"], 30000 * MIB);
+}
+
+/// A cgroup made for the test, removed (deepest first) once its process is
+/// gone; nothing outside it is touched.
+struct TestCgroup {
+    dirs: Vec<std::path::PathBuf>,
+}
+
+impl TestCgroup {
+    /// `<root>/gpuscope-test-<pid>/docker/<id>` in a writable hierarchy:
+    /// cgroup v2, else v1's `pids`.
+    fn create(id: &str) -> Option<Self> {
+        let v2 = std::path::Path::new("/sys/fs/cgroup");
+        let root = if v2.join("cgroup.controllers").exists() { v2.to_path_buf() } else { v2.join("pids") };
+        let top = root.join(format!("gpuscope-test-{}", std::process::id()));
+        let mut made = Self { dirs: Vec::new() };
+        for dir in [top.clone(), top.join("docker"), top.join("docker").join(id)] {
+            std::fs::create_dir(&dir).ok()?;
+            made.dirs.push(dir);
+        }
+        Some(made)
+    }
+
+    fn adopt(&self, pid: u32) -> bool {
+        let leaf = self.dirs.last().unwrap();
+        std::fs::write(leaf.join("cgroup.procs"), pid.to_string()).is_ok()
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        for dir in self.dirs.iter().rev() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// A process in a cgroup named as Docker names its containers shows that
+/// container in the JSON, read by the real host source.
+#[test]
+fn a_process_in_a_docker_style_cgroup_shows_its_container() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: making a cgroup needs root");
+        return;
+    }
+    let id = format!("{:016x}", std::process::id()).repeat(4);
+    // Made first so that it is dropped last, after its process is gone,
+    // even when an assertion fails.
+    let Some(cgroup) = TestCgroup::create(&id) else {
+        println!("skipped: no writable cgroup hierarchy here");
+        return;
+    };
+    let trainer = Sleeper::spawn(&["60"]);
+    let viewer = Sleeper::spawn(&["61"]);
+    if !cgroup.adopt(trainer.pid()) {
+        println!("skipped: cannot move a process into a new cgroup here");
+        return;
+    }
+    let sim = Sim::new(&scenario(trainer.pid(), viewer.pid()));
+    let v = sim.json(&[]);
+    assert_valid(&v);
+    let procs = v["processes"].as_array().unwrap();
+    let t = procs.iter().find(|p| p["pid"] == trainer.pid()).unwrap();
+    assert_eq!(t["workload"]["kind"], "docker", "{t:#}");
+    assert_eq!(t["workload"]["container_id"], id);
+    let w = procs.iter().find(|p| p["pid"] == viewer.pid()).unwrap();
+    assert_ne!(w["workload"]["container_id"], id, "the other process is not in it");
+    let table = sim.gpuscope().arg("-1").output().unwrap();
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert!(text.contains(&format!("[{}]", &id[..12])), "{text}");
+}

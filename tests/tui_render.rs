@@ -298,3 +298,58 @@ fn spoofing_and_wide_characters_are_drawn_safely() {
         }
     }
 }
+
+#[test]
+fn workloads_get_a_column_a_filter_and_a_grouping() {
+    let mut s = state(Spec::gpus(4).workloads());
+    // At 80 columns every other column has a figure to show: WORKLOAD is
+    // the one that gives way, and Enter shows the workload in full.
+    let small = render_text(&mut s, 80, 24);
+    assert!(!small.contains("WORKLOAD"), "{small}");
+    insta::assert_snapshot!("workloads_80x24", small);
+    let medium = render_text(&mut s, 100, 30);
+    assert!(medium.contains("WORKLOAD") && medium.contains("pod:7a1b2c3d"), "{medium}");
+    act(&mut s, &[Action::OpenDetail]);
+    let detail = render_text(&mut s, 80, 24);
+    assert!(
+        detail.contains("workload  docker  container") && detail.contains(&"9f2e4d6c8b0a1e3f".repeat(4)),
+        "{detail}"
+    );
+    insta::assert_snapshot!("workloads_detail_80x24", detail);
+    act(&mut s, &[Action::Back]);
+    let big = render_text(&mut s, 200, 50);
+    for tag in ["pod:7a1b2c3d", "slurm:48214.0", "9f2e4d6c8b0a"] {
+        assert!(big.contains(tag), "{tag}:\n{big}");
+    }
+    insta::assert_snapshot!("workloads_200x50", big);
+
+    // With probes, the allocator columns keep their place over WORKLOAD.
+    let mut probed = state(Spec::gpus(4).probed().workloads());
+    let narrow = render_text(&mut probed, 100, 30);
+    assert!(narrow.contains("ALLOC") && !narrow.contains("WORKLOAD"), "{narrow}");
+
+    act(&mut s, &[Action::GroupByWorkload]);
+    let grouped = render_text(&mut s, 200, 50);
+    assert!(grouped.contains("by workload"), "{grouped}");
+    let order: Vec<usize> =
+        ["pod:7a1b2c3d", "9f2e4d6c8b0a", "slurm:48214.0"].iter().map(|t| grouped.find(t).unwrap()).collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "pods, containers, then jobs:\n{grouped}");
+    insta::assert_snapshot!("workloads_grouped_200x50", grouped);
+
+    act(&mut s, &[Action::FilterStart]);
+    for c in "slurm".chars() {
+        act(&mut s, &[Action::FilterInput(c)]);
+    }
+    let filtered = render_text(&mut s, 120, 30);
+    assert!(filtered.contains("Processes 1") && filtered.contains("slurm:48214.0"), "{filtered}");
+}
+
+#[test]
+fn in_a_container_the_header_says_so_once_and_host_pids_are_marked() {
+    let mut s = state(Spec { container: true, ..Spec::gpus(2) });
+    let text = render_text(&mut s, 200, 50);
+    assert_eq!(text.matches("in a container").count(), 1, "{text}");
+    assert!(text.contains("[host] python3") && !text.contains("alice"), "{text}");
+    insta::assert_snapshot!("container_200x50", text);
+    insta::assert_snapshot!("container_80x24", render_text(&mut s, 80, 24));
+}

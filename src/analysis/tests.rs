@@ -141,6 +141,8 @@ fn process(p: &Proc) -> Process {
         cpu_percent: None,
         host_memory: None,
         allocator,
+        workload: None,
+        other_namespace: false,
     }
 }
 

@@ -6,11 +6,12 @@ mod allocator;
 mod device_match;
 mod visible_devices;
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use crate::analysis::Analyzer;
-use crate::model::{Process, SCHEMA_VERSION, Snapshot, Sources, Timestamp};
-use crate::sources::probe::{ProbeSample, ProbeSource};
+use crate::model::{HostStatus, PidNamespace, Process, SCHEMA_VERSION, Snapshot, Sources, Timestamp};
+use crate::sources::probe::{ProbeReport, ProbeSample, ProbeSource};
 use crate::sources::{GpuProcess, GpuSample, GpuSource, HostProcess, HostSample, HostSource};
 
 pub struct Collector {
@@ -36,8 +37,10 @@ impl Collector {
         let time = Timestamp::now();
         let gpu = self.gpu.sample();
         let gpu_pids: Vec<u32> = gpu.processes.iter().map(|p| p.pid).collect();
-        let probes = self.probes.sample_with(&gpu_pids);
-        let mut pids = gpu_pids;
+        // Host PIDs are not looked up as local ones.
+        let foreign = nvml_pids_are_foreign(self.host.pid_namespace(), self.simulated);
+        let probes = if foreign { self.probes.sample() } else { self.probes.sample_with(&gpu_pids) };
+        let mut pids = if foreign { Vec::new() } else { gpu_pids };
         pids.extend(probes.reports.iter().filter(|r| r.alive).map(|r| r.file.pid));
         pids.sort_unstable();
         pids.dedup();
@@ -59,8 +62,12 @@ pub fn assemble(
     let mut host_procs = host.processes;
     let mut gpus = gpu.gpus;
     let mut processes: Vec<Process> = gpu.processes.into_iter().map(Process::from).collect();
-    allocator::join(&mut processes, &mut gpus, &gpu.all_gpus, probes.reports);
-    for p in &mut processes {
+    if nvml_pids_are_foreign(host.pid_namespace, simulated) {
+        join_across_namespaces(&mut processes, &mut gpus, &gpu.all_gpus, probes.reports);
+    } else {
+        allocator::join(&mut processes, &mut gpus, &gpu.all_gpus, probes.reports);
+    }
+    for p in processes.iter_mut().filter(|p| !p.other_namespace) {
         if let Some(h) = host_procs.remove(&p.pid) {
             p.apply_host(h);
         }
@@ -77,8 +84,41 @@ pub fn assemble(
         processes,
         alerts: Vec::new(),
         events: Vec::new(),
-        sources: Sources { nvml: gpu.status, host: host.status, probes: probes.status },
+        sources: Sources {
+            nvml: gpu.status,
+            host: HostStatus { pid_namespace: host.pid_namespace, ..host.status.into() },
+            probes: probes.status,
+        },
     }
+}
+
+/// NVML reports host PIDs. gpuscope's own simulator runs in gpuscope's
+/// process and reports this namespace's.
+fn nvml_pids_are_foreign(ns: Option<PidNamespace>, simulated: bool) -> bool {
+    ns == Some(PidNamespace::Container) && !simulated
+}
+
+/// In a PID namespace of its own, NVML's rows keep their host PIDs and
+/// figures, marked as another namespace's; probes, which know their
+/// process by its local PID, become rows of their own. Where a local PID
+/// is also one of NVML's host PIDs the two rows could not be told apart,
+/// so that probe is left out rather than shown under a stranger's PID.
+fn join_across_namespaces(
+    processes: &mut Vec<Process>,
+    gpus: &mut [crate::model::Gpu],
+    all_gpus: &[crate::sources::GpuIdentity],
+    reports: Vec<ProbeReport>,
+) {
+    let host_pids: HashSet<u32> = processes.iter().map(|p| p.pid).collect();
+    for p in processes.iter_mut() {
+        p.other_namespace = true;
+    }
+    let local_reports = reports.into_iter().filter(|r| !host_pids.contains(&r.file.pid)).collect();
+    let mut local = Vec::new();
+    allocator::join(&mut local, gpus, all_gpus, local_reports);
+    processes.extend(local);
+    // Again with no reports: the order, and each GPU's totals over both.
+    allocator::join(processes, gpus, all_gpus, Vec::new());
 }
 
 impl From<GpuProcess> for Process {
@@ -96,6 +136,8 @@ impl From<GpuProcess> for Process {
             cpu_percent: None,
             host_memory: None,
             allocator: None,
+            workload: None,
+            other_namespace: false,
         }
     }
 }
@@ -111,5 +153,131 @@ impl Process {
         self.parent_pid = h.parent_pid;
         self.cpu_percent = h.cpu_percent;
         self.host_memory = h.memory;
+        self.workload = h.workload;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::Analyzer;
+    use crate::analysis::config::{AlertsConfig, HistoryConfig};
+    use crate::model::{Gpu, GpuState, ProcessGpu, ProcessType, SourceStatus, Workload, WorkloadKind};
+    use crate::sources::fake::{ScriptedGpu, ScriptedHost, ScriptedProbes};
+    use crate::sources::probe::ProbeFile;
+
+    const GIB: u64 = 1 << 30;
+
+    fn gpu_sample(pids: &[u32]) -> GpuSample {
+        let mut g = Gpu::blank(0, GpuState::Ok);
+        g.uuid = Some("GPU-aaaa".into());
+        let processes = pids
+            .iter()
+            .map(|&pid| GpuProcess {
+                pid,
+                gpus: vec![ProcessGpu { index: 0, kind: ProcessType::Compute, used_memory: Some(3 * GIB) }],
+                driver_name: Some("python3".into()),
+            })
+            .collect();
+        GpuSample { gpus: vec![g], processes, status: SourceStatus::ok(), ..GpuSample::default() }
+    }
+
+    /// A local process that happens to have PID 42, and one with 7.
+    fn host_sample(ns: Option<PidNamespace>) -> HostSample {
+        let workload = Workload {
+            kind: WorkloadKind::Docker,
+            container_id: Some("a".repeat(64)),
+            pod_uid: None,
+            qos: None,
+            slurm_job: None,
+            slurm_step: None,
+            slurm_uid: None,
+        };
+        let bash = HostProcess {
+            name: Some("bash".into()),
+            command: Some("bash".into()),
+            user: Some("mallory".into()),
+            workload: Some(workload),
+            ..HostProcess::default()
+        };
+        let trainer =
+            HostProcess { name: Some("python3".into()), command: Some("python3 train.py".into()), ..bash.clone() };
+        HostSample {
+            processes: [(42, bash), (7, trainer)].into(),
+            status: SourceStatus::ok(),
+            pid_namespace: ns,
+            ..HostSample::default()
+        }
+    }
+
+    fn probe(pid: u32) -> ProbeReport {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&crate::sources::probe::sample_json_for_tests(pid, 1)).unwrap();
+        v["devices"][0]["uuid"] = "GPU-aaaa".into();
+        v["devices"][0]["reserved"] = (2 * GIB).into();
+        ProbeReport { file: ProbeFile::parse(&v.to_string(), pid, 1).unwrap(), alive: true, age: Duration::ZERO }
+    }
+
+    fn probes(pids: &[u32]) -> ProbeSample {
+        ProbeSample { reports: pids.iter().map(|&p| probe(p)).collect(), ..ProbeSample::default() }
+    }
+
+    fn at(snap: &Snapshot, pid: u32) -> &Process {
+        snap.processes.iter().find(|p| p.pid == pid).unwrap()
+    }
+
+    #[test]
+    fn in_the_host_namespace_the_host_and_its_workload_join_by_pid() {
+        let host = host_sample(Some(PidNamespace::Host));
+        let snap = assemble(gpu_sample(&[42]), host, probes(&[]), Timestamp::now(), Duration::from_secs(1), false);
+        let p = at(&snap, 42);
+        assert_eq!((p.user.as_deref(), p.other_namespace), (Some("mallory"), false));
+        assert_eq!(p.workload.as_ref().map(|w| w.kind), Some(WorkloadKind::Docker));
+        assert_eq!(snap.sources.host.pid_namespace, Some(PidNamespace::Host));
+    }
+
+    #[test]
+    fn in_a_container_a_host_pid_never_takes_a_local_process_s_identity() {
+        let host = host_sample(Some(PidNamespace::Container));
+        // NVML's 42 is the host's 42; the probe's 42 is the local one.
+        let snap = assemble(gpu_sample(&[42]), host, probes(&[42, 7]), Timestamp::now(), Duration::from_secs(1), false);
+        assert_eq!(snap.sources.host.pid_namespace, Some(PidNamespace::Container));
+        let nvml = at(&snap, 42);
+        assert!(nvml.other_namespace);
+        assert_eq!(nvml.name.as_deref(), Some("python3"), "NVML's own name, not the local bash");
+        assert_eq!((nvml.user.as_ref(), nvml.command.as_ref(), nvml.workload.as_ref()), (None, None, None));
+        assert_eq!(nvml.gpus[0].used_memory, Some(3 * GIB), "NVML's figure is kept");
+        assert!(nvml.allocator.is_none(), "a probe with a colliding local PID is not joined");
+        assert_eq!(snap.processes.iter().filter(|p| p.pid == 42).count(), 1, "no second row under the same PID");
+        // A local probe without a collision is a row of its own, with what the host knows.
+        let local = at(&snap, 7);
+        assert!(!local.other_namespace && local.allocator.is_some());
+        assert_eq!(local.command.as_deref(), Some("python3 train.py"));
+        assert_eq!(snap.gpus[0].allocator.as_ref().map(|a| a.probed_processes), Some(1));
+    }
+
+    #[test]
+    fn the_simulator_reports_this_namespace_s_pids() {
+        let host = host_sample(Some(PidNamespace::Container));
+        let snap = assemble(gpu_sample(&[42]), host, probes(&[]), Timestamp::now(), Duration::from_secs(1), true);
+        assert!(!at(&snap, 42).other_namespace);
+        assert_eq!(at(&snap, 42).user.as_deref(), Some("mallory"));
+    }
+
+    #[test]
+    fn in_a_container_the_host_is_not_asked_about_host_pids() {
+        let host = ScriptedHost::new([host_sample(Some(PidNamespace::Container))]);
+        let asked = host.asked.clone();
+        let mut c = Collector {
+            gpu: Box::new(ScriptedGpu::new([gpu_sample(&[42, 43])])),
+            host: Box::new(host),
+            probes: Box::new(ScriptedProbes::new([probes(&[7])])),
+            analyzer: Analyzer::new(&HistoryConfig::default(), AlertsConfig::default()),
+            interval: Duration::from_secs(1),
+            simulated: false,
+        };
+        let snap = c.tick();
+        assert_eq!(asked.lock().unwrap().as_slice(), [vec![7]]);
+        assert_eq!(snap.processes.iter().filter(|p| p.other_namespace).count(), 2);
     }
 }

@@ -8,6 +8,7 @@ mod process;
 mod select;
 mod snapshot;
 mod time;
+mod workload;
 
 pub use alert::{Alert, AlertEvent, AlertKind, Change, Severity};
 pub use allocator::{
@@ -18,6 +19,7 @@ pub use gpu::{Clocks, Gpu, GpuMemory, GpuState, MigMode, Pcie, Utilization};
 pub use host::Host;
 pub use process::{Process, ProcessGpu, ProcessType};
 pub use select::{GpuSelector, SelectError, parse_selectors, select_gpus};
-pub use snapshot::{Driver, ProbeStatus, SCHEMA_VERSION, Snapshot, SourceStatus, Sources};
+pub use snapshot::{Driver, HostStatus, ProbeStatus, SCHEMA_VERSION, Snapshot, SourceStatus, Sources};
 pub use time::Timestamp;
 pub(crate) use time::timestamp_fields;
+pub use workload::{PidNamespace, PodQos, SHORT_ID, Workload, WorkloadKind};

@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use super::{ProcessAllocator, Timestamp};
+use super::{ProcessAllocator, Timestamp, Workload};
 
 /// A process that holds at least one GPU, joined with what the host knows
 /// of it. Host fields are `None` when the process is not visible from here
@@ -25,6 +25,13 @@ pub struct Process {
     pub host_memory: Option<u64>,
     /// The allocator probe's figures; `None` when the process has no probe.
     pub allocator: Option<ProcessAllocator>,
+    /// The container, pod or Slurm job; `None` when in none (or unseen).
+    #[serde(default)]
+    pub workload: Option<Workload>,
+    /// True when NVML's PID is the host's and gpuscope runs in another PID
+    /// namespace: nothing local is known of the process.
+    #[serde(default)]
+    pub other_namespace: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

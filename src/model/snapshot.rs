@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use super::{Alert, AlertEvent, Gpu, Host, Process, Timestamp};
+use super::{Alert, AlertEvent, Gpu, Host, PidNamespace, Process, Timestamp};
 
 /// Bumped whenever a field is renamed, removed or changes meaning; adding a
 /// field is not a break. `assets/snapshot.schema.json` pins the current shape.
@@ -46,8 +46,25 @@ pub struct Driver {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sources {
     pub nvml: SourceStatus,
-    pub host: SourceStatus,
+    pub host: HostStatus,
     pub probes: ProbeStatus,
+}
+
+/// The host source's health, and whether NVML's PIDs are ours.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostStatus {
+    pub ok: bool,
+    pub error: Option<String>,
+    /// `container` when gpuscope runs in a PID namespace other than the
+    /// host's: NVML's PIDs then name no local process. `null` when unknown.
+    #[serde(default)]
+    pub pid_namespace: Option<PidNamespace>,
+}
+
+impl From<SourceStatus> for HostStatus {
+    fn from(s: SourceStatus) -> Self {
+        Self { ok: s.ok, error: s.error, pid_namespace: None }
+    }
 }
 
 /// The allocator probes' directory and what reading it found.

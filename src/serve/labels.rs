@@ -47,6 +47,8 @@ mod tests {
             cpu_percent: None,
             host_memory: None,
             allocator: None,
+            workload: None,
+            other_namespace: false,
         }
     }
 

@@ -4,12 +4,17 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use crate::model::{Alert, DeviceAllocator, Gpu, GpuState, ProbeState, ProcessAllocator, Severity, Snapshot};
+use crate::model::{
+    Alert, DeviceAllocator, Gpu, GpuState, PidNamespace, ProbeState, Process, ProcessAllocator, Severity, Snapshot,
+};
 use crate::sources::visible;
 use crate::units::{bytes, bytes_pair, opt};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 pub const WIDTH: usize = 80;
+
+/// Said once, under the processes, rather than on every row.
+pub const CONTAINER_NOTE: &str = "note: gpuscope runs in a container: [host] PIDs are the host's, not seen here";
 
 pub fn write(snap: &Snapshot, out: &mut impl Write) -> io::Result<()> {
     let text = render(snap);
@@ -41,6 +46,9 @@ pub fn render(snap: &Snapshot) -> String {
     process_lines(snap, &mut lines);
     if let Some(err) = &snap.sources.host.error {
         lines.push(format!("host: {err}"));
+    }
+    if snap.sources.host.pid_namespace == Some(PidNamespace::Container) {
+        lines.push(CONTAINER_NOTE.into());
     }
     let mut text = String::new();
     for line in lines {
@@ -198,8 +206,8 @@ fn process_lines(snap: &Snapshot, lines: &mut Vec<String>) {
         let user = cell(p.user.as_deref().unwrap_or("n/a"), 10);
         let command = p.command.as_deref().or(p.name.as_deref()).unwrap_or("n/a");
         for g in &p.gpus {
-            lines.push(format!(
-                "{:>7} {} {:>3} {:<4} {:>9} {:>6} {:>9}  {}",
+            let row = format!(
+                "{:>7} {} {:>3} {:<4} {:>9} {:>6} {:>9}  ",
                 p.pid,
                 user,
                 g.index,
@@ -207,8 +215,8 @@ fn process_lines(snap: &Snapshot, lines: &mut Vec<String>) {
                 opt(g.used_memory, bytes),
                 opt(p.cpu_percent, |c| format!("{c:.1}")),
                 opt(p.host_memory, bytes),
-                command
-            ));
+            );
+            lines.extend(with_command(row, p));
             lines.extend(p.allocator.as_ref().and_then(|a| allocator_line(a, g.index)));
         }
         let unmatched = p.allocator.iter().flat_map(|a| a.devices.iter().filter(|d| d.gpu.is_none()));
@@ -236,6 +244,30 @@ fn unmatched_lines(d: &DeviceAllocator) -> Vec<String> {
     let options = textwrap::Options::new(WIDTH).initial_indent(&indent).subsequent_indent(&indent);
     lines.extend(textwrap::wrap(reason, options).into_iter().map(|l| l.into_owned()));
     lines
+}
+
+/// The command after the figures, then the workload's tag (`[host]` for a
+/// PID of another namespace) where both fit in the width; else the tag
+/// gets a line of its own under the row, since the command is what the
+/// row is read by.
+fn with_command(mut row: String, p: &Process) -> Vec<String> {
+    let command = p.command.as_deref().or(p.name.as_deref()).unwrap_or("n/a");
+    let tag = match (&p.workload, p.other_namespace) {
+        (_, true) => "[host]".to_string(),
+        (Some(w), false) => format!("[{}]", w.tag()),
+        (None, false) => {
+            row.push_str(command);
+            return vec![row];
+        }
+    };
+    let room = WIDTH.saturating_sub(row.chars().count() + 1 + tag.chars().count());
+    row.push_str(command);
+    if command.chars().count() <= room {
+        row.push(' ');
+        row.push_str(&tag);
+        return vec![row];
+    }
+    vec![row, format!("{:>8}in {tag}", "")]
 }
 
 /// A line as the table shows it: invisible formatting characters made
@@ -273,7 +305,85 @@ fn cell(s: &str, columns: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{AlertKind, Timestamp};
+    use crate::model::{
+        AlertKind, Driver, Host, HostStatus, PidNamespace, ProcessGpu, ProcessType, SCHEMA_VERSION, Sources, Timestamp,
+        Workload, WorkloadKind,
+    };
+
+    fn process(pid: u32, command: &str, workload: Option<Workload>) -> Process {
+        Process {
+            pid,
+            gpus: vec![ProcessGpu { index: 0, kind: ProcessType::Compute, used_memory: Some(1 << 30) }],
+            gpu_memory_total: Some(1 << 30),
+            name: Some("python3".into()),
+            user: Some("alice".into()),
+            command: Some(command.into()),
+            start_time: None,
+            parent_pid: None,
+            cpu_percent: None,
+            host_memory: None,
+            allocator: None,
+            workload,
+            other_namespace: false,
+        }
+    }
+
+    fn snap(processes: Vec<Process>, ns: Option<PidNamespace>) -> Snapshot {
+        Snapshot {
+            schema_version: SCHEMA_VERSION,
+            time: Timestamp::from_unix_secs(1_700_000_000),
+            interval_ms: 1000,
+            collection_ms: 1.0,
+            simulated: false,
+            host: Host::default(),
+            driver: Driver::default(),
+            gpus: Vec::new(),
+            processes,
+            alerts: Vec::new(),
+            events: Vec::new(),
+            sources: Sources { host: HostStatus { ok: true, error: None, pid_namespace: ns }, ..Sources::default() },
+        }
+    }
+
+    fn slurm() -> Workload {
+        Workload {
+            kind: WorkloadKind::Slurm,
+            container_id: None,
+            pod_uid: None,
+            qos: None,
+            slurm_job: Some(4242),
+            slurm_step: Some("batch".into()),
+            slurm_uid: None,
+        }
+    }
+
+    #[test]
+    fn a_workload_tag_follows_the_command_or_its_row_within_80_columns() {
+        let long = format!("python3 train.py {}", "--flag value ".repeat(10));
+        let mut docker = slurm();
+        (docker.kind, docker.slurm_job, docker.container_id) = (WorkloadKind::Docker, None, Some("ab".repeat(32)));
+        let procs = vec![process(6, "top", Some(docker)), process(8, &long, Some(slurm()))];
+        let text = render(&snap(procs, None));
+        let lines: Vec<&str> = text.lines().collect();
+        let at = |pid: &str| lines.iter().position(|l| l.trim_start().starts_with(pid)).unwrap();
+        assert!(lines[at("6 ")].ends_with("  top [abababababab]"), "{text}");
+        // Where both do not fit, the tag has a line of its own.
+        assert!(lines[at("8 ")].ends_with("..."), "{text}");
+        assert_eq!(lines[at("8 ") + 1], "        in [slurm:4242.batch]", "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
+        assert!(!render(&snap(vec![process(9, "x", None)], None)).contains('['), "no tag without a workload");
+    }
+
+    #[test]
+    fn in_a_container_host_pids_are_marked_and_the_note_said_once() {
+        let mut host_pid = process(7, "ignored", None);
+        (host_pid.command, host_pid.user, host_pid.other_namespace) = (None, None, true);
+        let text = render(&snap(vec![host_pid.clone(), Process { pid: 8, ..host_pid }], Some(PidNamespace::Container)));
+        assert_eq!(text.matches(CONTAINER_NOTE).count(), 1, "{text}");
+        assert_eq!(text.matches("python3 [host]").count(), 2, "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
+        assert!(!render(&snap(Vec::new(), Some(PidNamespace::Host))).contains("container"));
+    }
 
     #[test]
     fn alerts_and_lines_show_invisible_characters_and_fit_by_width() {

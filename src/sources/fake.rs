@@ -49,6 +49,10 @@ impl HostSource for ScriptedHost {
         }
         self.last.clone()
     }
+
+    fn pid_namespace(&self) -> Option<crate::model::PidNamespace> {
+        self.script.front().unwrap_or(&self.last).pid_namespace
+    }
 }
 
 pub struct ScriptedProbes {

@@ -11,7 +11,8 @@ use sysinfo::{Pid, Process as SysProcess, ProcessRefreshKind, ProcessesToUpdate,
 
 use super::procstat::{self, Stat, StatFile};
 use super::{HostProcess, HostSample, HostSource, sanitize_command};
-use crate::model::{Host, SourceStatus, Timestamp};
+use super::{pidns, workload};
+use crate::model::{Host, PidNamespace, SourceStatus, Timestamp};
 
 /// Processes whose stat file is held open at once.
 const MAX_OPEN: usize = 256;
@@ -28,6 +29,9 @@ pub struct SysinfoHost {
     ticks_per_second: f64,
     page_size: u64,
     buf: Vec<u8>,
+    pid_namespace: Option<PidNamespace>,
+    /// A bad `GPUSCOPE_PID_NAMESPACE`, reported with every sample.
+    pid_namespace_error: Option<String>,
 }
 
 /// A process seen before: what does not change, and the last reading to
@@ -56,7 +60,19 @@ impl SysinfoHost {
             ticks_per_second: procstat::ticks_per_second() as f64,
             page_size: procstat::page_size(),
             buf: Vec::new(),
-        })
+            pid_namespace: None,
+            pid_namespace_error: None,
+        }
+        .with_pid_namespace(pidns::current(Path::new("/proc"))))
+    }
+
+    /// A bad override is reported, and the namespace then counts as unknown.
+    fn with_pid_namespace(mut self, ns: Result<Option<PidNamespace>, String>) -> Self {
+        (self.pid_namespace, self.pid_namespace_error) = match ns {
+            Ok(ns) => (ns, None),
+            Err(e) => (None, Some(e)),
+        };
+        self
     }
 
     fn user_name_of(&mut self, p: &ProcessView) -> Option<String> {
@@ -87,7 +103,11 @@ impl SysinfoHost {
             let Some(p) = system.process(Pid::from_u32(pid)) else { continue };
             let view = ProcessView::of(p);
             let user = self.user_name_of(&view);
-            let fixed = fixed_fields(&view, user);
+            let mut fixed = fixed_fields(&view, user);
+            fixed.workload = workload::read(Path::new("/proc"), pid)
+                // Read after the PID's stat: dropped should the PID have
+                // gone to another process in between.
+                .filter(|_| procstat::start_ticks(Path::new("/proc"), pid) == Some(stat.start_ticks));
             let known = Known { file, start_ticks: stat.start_ticks, cpu_ticks: stat.cpu_ticks, at: now, fixed };
             self.known.insert(pid, known);
         }
@@ -171,9 +191,10 @@ impl HostSource for SysinfoHost {
                 }
             }
         }
-        let status = match self.first_sight(fresh, now) {
-            Ok(()) => SourceStatus::ok(),
-            Err(e) => SourceStatus::failed(format!("reading new processes: {e}")),
+        let status = match (self.first_sight(fresh, now), &self.pid_namespace_error) {
+            (Err(e), _) => SourceStatus::failed(format!("reading new processes: {e}")),
+            (Ok(()), Some(e)) => SourceStatus::failed(e.clone()),
+            (Ok(()), None) => SourceStatus::ok(),
         };
         let mut processes = HashMap::with_capacity(stats.len());
         for (pid, stat, first) in stats {
@@ -184,7 +205,11 @@ impl HostSource for SysinfoHost {
         // Forget PIDs that are gone so a recycled PID starts fresh.
         self.known.retain(|pid, _| processes.contains_key(pid));
 
-        HostSample { host, processes, status }
+        HostSample { host, processes, status, pid_namespace: self.pid_namespace }
+    }
+
+    fn pid_namespace(&self) -> Option<PidNamespace> {
+        self.pid_namespace
     }
 }
 
@@ -237,6 +262,8 @@ mod tests {
         assert!(p.command.as_deref().unwrap().contains("gpuscope"), "{p:?}");
         assert!(p.memory.unwrap() > 0);
         assert_eq!(p.cpu_percent, None);
+        assert_eq!(p.workload, workload::read(Path::new("/proc"), me), "the cgroup is read on first sight");
+        assert_eq!(first.pid_namespace, pidns::current(Path::new("/proc")).unwrap());
         assert!(!first.processes.contains_key(&(u32::MAX - 1)));
 
         // Burn some CPU between the readings, so there is a rate to see.
@@ -263,5 +290,15 @@ mod tests {
         assert_eq!(host.known[&me].start_ticks, start);
         assert_eq!(host.sample(&[]).processes.len(), 0);
         assert!(host.known.is_empty(), "PIDs no longer asked for are forgotten");
+    }
+
+    #[test]
+    fn a_bad_namespace_override_is_reported_and_counts_as_unknown() {
+        let mut host = SysinfoHost::new().unwrap().with_pid_namespace(Err("GPUSCOPE_PID_NAMESPACE must be".into()));
+        let s = host.sample(&[]);
+        assert_eq!(s.status.error.as_deref(), Some("GPUSCOPE_PID_NAMESPACE must be"));
+        assert_eq!((s.pid_namespace, host.pid_namespace()), (None, None));
+        let host = SysinfoHost::new().unwrap().with_pid_namespace(Ok(Some(PidNamespace::Container)));
+        assert_eq!(host.pid_namespace(), Some(PidNamespace::Container));
     }
 }

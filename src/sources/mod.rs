@@ -5,13 +5,15 @@
 pub mod fake;
 pub mod host;
 pub mod nvml;
+pub mod pidns;
 pub mod probe;
 pub mod procstat;
 mod sanitize;
+pub mod workload;
 
 use std::collections::HashMap;
 
-use crate::model::{Driver, Gpu, Host, ProcessGpu, SourceStatus, Timestamp};
+use crate::model::{Driver, Gpu, Host, PidNamespace, ProcessGpu, SourceStatus, Timestamp, Workload};
 
 pub use sanitize::{SHOWN_FOR_INVISIBLE, is_invisible, sanitize_command, visible};
 
@@ -60,6 +62,8 @@ pub struct HostProcess {
     pub parent_pid: Option<u32>,
     pub cpu_percent: Option<f64>,
     pub memory: Option<u64>,
+    /// The container, pod or Slurm job, from `/proc/PID/cgroup` at first sight.
+    pub workload: Option<Workload>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -68,9 +72,17 @@ pub struct HostSample {
     /// Only the processes asked for that the host could see.
     pub processes: HashMap<u32, HostProcess>,
     pub status: SourceStatus,
+    /// `None` where it could not be told.
+    pub pid_namespace: Option<PidNamespace>,
 }
 
 pub trait HostSource: Send {
     /// Samples the machine and the given PIDs (the GPU processes).
     fn sample(&mut self, pids: &[u32]) -> HostSample;
+
+    /// Whether PIDs NVML reports are this namespace's: asked before each
+    /// sample, so that host PIDs are never looked up as local ones.
+    fn pid_namespace(&self) -> Option<PidNamespace> {
+        None
+    }
 }

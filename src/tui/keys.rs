@@ -28,6 +28,8 @@ pub enum Action {
     Focus(u8),
     SortNext,
     SortReverse,
+    /// `w`: group the process table by container, pod or Slurm job.
+    GroupByWorkload,
     FilterStart,
     FilterInput(char),
     FilterBackspace,
@@ -119,6 +121,7 @@ fn dashboard(code: KeyCode) -> Option<Action> {
         KeyCode::Char(c @ '0'..='9') => Action::Focus(c as u8 - b'0'),
         KeyCode::Char('s') => Action::SortNext,
         KeyCode::Char('S') => Action::SortReverse,
+        KeyCode::Char('w') => Action::GroupByWorkload,
         KeyCode::Char('/') => Action::FilterStart,
         KeyCode::Enter => Action::OpenDetail,
         KeyCode::Char('p' | ' ') => Action::TogglePause,
@@ -193,6 +196,7 @@ mod tests {
         assert_eq!(dash(KeyCode::Char('7')), Some(Action::Focus(7)));
         assert_eq!(dash(KeyCode::Char('s')), Some(Action::SortNext));
         assert_eq!(dash(KeyCode::Char('S')), Some(Action::SortReverse));
+        assert_eq!(dash(KeyCode::Char('w')), Some(Action::GroupByWorkload));
         assert_eq!(dash(KeyCode::Char(' ')), Some(Action::TogglePause));
         assert_eq!(dash(KeyCode::Char('p')), Some(Action::TogglePause));
         assert_eq!(dash(KeyCode::Char('+')), Some(Action::Slower));

@@ -21,6 +21,9 @@ pub enum Column {
     Cpu,
     HostMem,
     Time,
+    /// The container, pod or Slurm job: `w` groups by it rather than `s`
+    /// sorting by it, so it is not in `SORTABLE`.
+    Workload,
     Command,
 }
 
@@ -55,6 +58,7 @@ impl Column {
             Self::Cpu => "CPU%",
             Self::HostMem => "HOST MEM",
             Self::Time => "TIME",
+            Self::Workload => "WORKLOAD",
             Self::Command => "COMMAND",
         }
     }
@@ -62,7 +66,7 @@ impl Column {
     /// Figures read best largest first; names and numbers that identify
     /// (GPU, PID) read best in order.
     pub fn descending_by_default(self) -> bool {
-        !matches!(self, Self::Gpu | Self::Pid | Self::User | Self::Type | Self::Command)
+        !matches!(self, Self::Gpu | Self::Pid | Self::User | Self::Type | Self::Workload | Self::Command)
     }
 }
 
@@ -70,11 +74,14 @@ impl Column {
 pub struct Sort {
     pub column: Column,
     pub descending: bool,
+    /// `w`: the rows of one workload together, in workload order, each
+    /// group sorted by `column`; processes in none last.
+    pub by_workload: bool,
 }
 
 impl Default for Sort {
     fn default() -> Self {
-        Self { column: Column::GpuMem, descending: true }
+        Self { column: Column::GpuMem, descending: true, by_workload: false }
     }
 }
 
@@ -82,7 +89,7 @@ impl Sort {
     pub fn next(self) -> Self {
         let at = SORTABLE.iter().position(|c| *c == self.column).map_or(0, |i| (i + 1) % SORTABLE.len());
         let column = SORTABLE[at];
-        Self { column, descending: column.descending_by_default() }
+        Self { column, descending: column.descending_by_default(), ..self }
     }
 }
 
@@ -110,7 +117,7 @@ pub fn build<'a>(snap: &'a Snapshot, focus: Option<u32>, filter: &str, sort: Sor
         .filter(|r| focus.is_none_or(|f| r.key.gpu == f))
         .filter(|r| needle.is_empty() || matches(r, &needle))
         .collect();
-    rows.sort_by(|a, b| compare(a, b, sort).then_with(|| a.key.cmp(&b.key)));
+    rows.sort_by(|a, b| group(a, b, sort).then_with(|| compare(a, b, sort)).then_with(|| a.key.cmp(&b.key)));
     rows
 }
 
@@ -121,7 +128,22 @@ fn row<'a>(p: &'a Process, g: &'a ProcessGpu) -> Row<'a> {
 
 fn matches(r: &Row, needle: &str) -> bool {
     let has = |s: Option<&str>| s.is_some_and(|s| s.to_lowercase().contains(needle));
-    has(r.process.user.as_deref()) || has(r.command()) || r.key.pid.to_string().contains(needle)
+    has(r.process.user.as_deref())
+        || has(r.command())
+        || r.key.pid.to_string().contains(needle)
+        || has(r.process.workload.as_ref().map(|w| w.search_text()).as_deref())
+}
+
+/// With grouping on, by workload (pod, else container, else Slurm job),
+/// the rows in none last whatever the direction.
+fn group(a: &Row, b: &Row, sort: Sort) -> Ordering {
+    if !sort.by_workload {
+        return Ordering::Equal;
+    }
+    match (&a.process.workload, &b.process.workload) {
+        (Some(x), Some(y)) => x.group_key().cmp(&y.group_key()),
+        (x, y) => y.is_some().cmp(&x.is_some()),
+    }
 }
 
 enum Value<'a> {
@@ -146,6 +168,7 @@ fn value<'a>(r: &Row<'a>, column: Column) -> Value<'a> {
         Column::HostMem => num(r.process.host_memory),
         // The earlier the start, the longer it has run.
         Column::Time => Value::Num(r.process.start_time.as_ref().map(|t| -(t.time_unix_ms as f64))),
+        Column::Workload => Value::Text(None),
         Column::Command => Value::Text(r.command()),
     }
 }
@@ -199,7 +222,7 @@ mod tests {
         let s = snap();
         let rows = build(&s, None, "", Sort::default());
         assert_eq!(keys(&rows), [(10, 0), (30, 1), (30, 0), (20, 1)]);
-        let asc = build(&s, None, "", Sort { column: Column::GpuMem, descending: false });
+        let asc = build(&s, None, "", Sort { column: Column::GpuMem, descending: false, by_workload: false });
         assert_eq!(keys(&asc), [(30, 0), (30, 1), (10, 0), (20, 1)], "n/a stays last");
     }
 
@@ -225,7 +248,51 @@ mod tests {
         assert_eq!(sort, Sort::default(), "back to the start");
         assert_eq!(seen.len(), SORTABLE.len());
         let s = snap();
-        let by_user = build(&s, None, "", Sort { column: Column::User, descending: false });
+        let by_user = build(&s, None, "", Sort { column: Column::User, descending: false, by_workload: false });
         assert_eq!(keys(&by_user), [(10, 0), (20, 1), (30, 0), (30, 1)]);
+    }
+
+    fn with_workloads() -> Snapshot {
+        let mut s = snap();
+        let docker = |id: &str| crate::model::Workload {
+            kind: crate::model::WorkloadKind::Docker,
+            container_id: Some(id.repeat(64)),
+            pod_uid: None,
+            qos: None,
+            slurm_job: None,
+            slurm_step: None,
+            slurm_uid: None,
+        };
+        s.processes[0].workload = Some(docker("b"));
+        s.processes[1].workload = Some(crate::model::Workload {
+            kind: crate::model::WorkloadKind::Slurm,
+            container_id: None,
+            slurm_job: Some(4242),
+            slurm_step: Some("0".into()),
+            ..docker("c")
+        });
+        s
+    }
+
+    #[test]
+    fn the_filter_matches_a_workload_s_ids() {
+        let s = with_workloads();
+        assert_eq!(keys(&build(&s, None, "bbbbbbbbbbbbbbbbbbbbbbbb", Sort::default())), [(10, 0)], "a container id");
+        assert_eq!(keys(&build(&s, None, "docker", Sort::default())), [(10, 0)], "the runtime");
+        assert_eq!(keys(&build(&s, None, "slurm:4242", Sort::default())), [(20, 1)], "the tag");
+        assert_eq!(keys(&build(&s, None, "4242", Sort::default())), [(20, 1)], "the job id");
+    }
+
+    #[test]
+    fn grouping_puts_each_workload_together_and_the_rest_last() {
+        let s = with_workloads();
+        let plain = build(&s, None, "", Sort::default());
+        assert_eq!(keys(&plain), [(10, 0), (30, 1), (30, 0), (20, 1)]);
+        // Containers before Slurm jobs, processes in none last, in either direction.
+        let grouped = Sort { by_workload: true, ..Sort::default() };
+        assert_eq!(keys(&build(&s, None, "", grouped)), [(10, 0), (20, 1), (30, 1), (30, 0)]);
+        let reversed = Sort { descending: false, ..grouped };
+        assert_eq!(keys(&build(&s, None, "", reversed)), [(10, 0), (20, 1), (30, 0), (30, 1)]);
+        assert!(grouped.next().by_workload, "changing the sort keeps the grouping");
     }
 }

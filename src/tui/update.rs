@@ -40,6 +40,7 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
         Action::Focus(n) => focus_nth(state, n),
         Action::SortNext => state.sort = state.sort.next(),
         Action::SortReverse => state.sort.descending = !state.sort.descending,
+        Action::GroupByWorkload => state.sort.by_workload = !state.sort.by_workload,
         Action::FilterStart => state.editing_filter = true,
         Action::FilterInput(c) => state.filter.push(c),
         Action::FilterBackspace => drop(state.filter.pop()),
@@ -165,6 +166,11 @@ fn ask_to_kill(state: &mut State, now_ms: u64) {
         state.status = Some(format!("PID {} is gone", key.pid));
         return;
     };
+    if process.other_namespace {
+        // The same number here may be some unrelated local process.
+        state.status = Some(format!("PID {} is the host's, not this PID namespace's: nothing to signal", key.pid));
+        return;
+    }
     match kill::target(key.pid) {
         Err(e) => state.status = Some(e),
         Ok(target) => state.views.push(View::Confirm(Confirm {
@@ -339,5 +345,28 @@ mod tests {
         assert_eq!(apply(&mut s, Action::Kill, 0), None);
         assert!(s.views.is_empty());
         assert!(s.status.as_deref().is_some_and(|m| m.contains("read-only")));
+    }
+
+    #[test]
+    fn a_host_pid_seen_from_a_container_is_never_offered_a_signal() {
+        let mut s = state(Duration::from_secs(1));
+        // This test process's own PID stands for a local process that NVML's
+        // host PID happens to equal.
+        let me = std::process::id();
+        let mut snap = (**s.shown().unwrap()).clone();
+        snap.processes = vec![
+            serde_json::from_value(serde_json::json!({
+                "pid": me, "gpus": [{ "index": 0, "type": "compute", "used_memory": 1 }],
+                "gpu_memory_total": 1, "name": "python3", "user": null, "command": null,
+                "start_time": null, "start_time_unix_ms": null, "parent_pid": null,
+                "cpu_percent": null, "host_memory": null, "allocator": null, "workload": null,
+                "other_namespace": true
+            }))
+            .unwrap(),
+        ];
+        s.on_snapshot(Arc::new(snap));
+        assert_eq!(apply(&mut s, Action::Kill, 0), None);
+        assert!(s.views.is_empty(), "no confirmation offered");
+        assert!(s.status.as_deref().is_some_and(|m| m.contains("the host's")), "{:?}", s.status);
     }
 }

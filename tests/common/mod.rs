@@ -44,6 +44,8 @@ impl Sim {
         let mut cmd = gpuscope();
         cmd.arg("--nvml-lib")
             .arg(&self.lib)
+            // The simulator lists this namespace's PIDs, wherever the tests run.
+            .env("GPUSCOPE_PID_NAMESPACE", "host")
             .env("GPUSCOPE_SIM_SCENARIO", &self.scenario)
             .env("GPUSCOPE_PROBE_DIR", self.probe_dir());
         cmd
@@ -63,6 +65,7 @@ pub fn gpuscope() -> Command {
     cmd.env("XDG_CONFIG_HOME", &home)
         .env_remove("GPUSCOPE_NVML_LIB")
         .env_remove("GPUSCOPE_SIM_SCENARIO")
+        .env_remove("GPUSCOPE_PID_NAMESPACE")
         .env("GPUSCOPE_PROBE_DIR", home.join("no-probes"))
         .stdin(Stdio::null());
     cmd

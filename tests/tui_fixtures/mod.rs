@@ -34,6 +34,10 @@ pub struct Spec {
     /// GPU 1's process hit an OOM a minute ago: fragmentation, with its
     /// post-mortem.
     pub oom: bool,
+    /// Processes in a Kubernetes pod, a Slurm job and a Docker container.
+    pub workloads: bool,
+    /// gpuscope in a container of its own: NVML's PIDs are the host's.
+    pub container: bool,
 }
 
 impl Spec {
@@ -43,6 +47,10 @@ impl Spec {
 
     pub fn probed(self) -> Self {
         Self { probed: true, ..self }
+    }
+
+    pub fn workloads(self) -> Self {
+        Self { workloads: true, ..self }
     }
 }
 
@@ -99,7 +107,7 @@ pub fn snapshot_at(spec: Spec, t_ms: u64, step: u64) -> Snapshot {
         "gpus": gpus,
         "processes": processes,
         "alerts": alerts,
-        "sources": sources(json!({ "ok": true, "error": null })),
+        "sources": sources_in(json!({ "ok": true, "error": null }), spec.container),
     }))
 }
 
@@ -115,9 +123,14 @@ pub fn without_nvml() -> Snapshot {
 }
 
 fn sources(nvml: Value) -> Value {
+    sources_in(nvml, false)
+}
+
+fn sources_in(nvml: Value, container: bool) -> Value {
+    let ns = if container { "container" } else { "host" };
     json!({
         "nvml": nvml,
-        "host": { "ok": true, "error": null },
+        "host": { "ok": true, "error": null, "pid_namespace": ns },
         "probes": { "ok": true, "error": null, "directory": "/run/user/1000/gpuscope/probes",
                     "files": 0, "skipped": 0, "last_skipped": null }
     })
@@ -195,13 +208,52 @@ fn process(spec: Spec, i: u32, step: u64) -> Value {
         3 => ("carol", "python3 notebook_kernel.py".to_string(), "python3"),
         _ => ("alice", format!("python3 train.py --epochs 90 --batch-size 64 --rank {i}"), "python3"),
     };
-    json!({
+    let workload = if spec.workloads { workload(i) } else { Value::Null };
+    let mut p = json!({
         "pid": pid, "gpus": [{ "index": i, "type": "compute", "used_memory": used }],
         "gpu_memory_total": used, "name": name, "user": user, "command": command,
         "start_time": "2026-11-21T16:18:00.000Z", "start_time_unix_ms": T0 - 11_520_000,
         "parent_pid": 4_123_300, "cpu_percent": 101.3, "host_memory": 13_200_000_000u64,
-        "allocator": allocator
-    })
+        "allocator": allocator, "workload": workload, "other_namespace": false
+    });
+    if spec.container {
+        // Seen from a container: NVML's name, nothing the host would know.
+        for field in ["user", "command", "start_time", "start_time_unix_ms", "parent_pid", "cpu_percent", "host_memory"]
+        {
+            p[field] = Value::Null;
+        }
+        p["other_namespace"] = true.into();
+    }
+    p
+}
+
+/// GPU 0 and 4: one Kubernetes pod; 1: a Slurm step; 2: a Docker
+/// container; 3: none.
+fn workload(i: u32) -> Value {
+    let none = json!({
+        "kind": "containerd", "container_id": null, "pod_uid": null, "qos": null,
+        "slurm_job": null, "slurm_step": null, "slurm_uid": null
+    });
+    let mut w = none.clone();
+    match i % 4 {
+        0 => {
+            w["container_id"] = format!("{:x}{}", 0xc0 + i, "3e9a1f0b2d4c6e8a".repeat(4)).get(..64).into();
+            w["pod_uid"] = "7a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9".into();
+            w["qos"] = "guaranteed".into();
+        }
+        1 => {
+            w["kind"] = "slurm".into();
+            w["slurm_job"] = (48_213 + i).into();
+            w["slurm_step"] = "0".into();
+            w["slurm_uid"] = 1001.into();
+        }
+        2 => {
+            w["kind"] = "docker".into();
+            w["container_id"] = "9f2e4d6c8b0a1e3f".repeat(4).into();
+        }
+        _ => return Value::Null,
+    }
+    w
 }
 
 fn training_allocator(spec: Spec, i: u32, used: u64) -> Value {

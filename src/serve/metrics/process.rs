@@ -1,5 +1,8 @@
-//! Per-process families (labels `pid`, `user`, `command`), and the
-//! allocator probe's figures per process and GPU (plus `gpu`, `rank`).
+//! Per-process families (labels `pid`, `user`, `command`, and where the
+//! process is in one, its workload: `container`, `pod`, `namespace`,
+//! `slurm_job`, named as dcgm-exporter names them), and the allocator
+//! probe's figures per process and GPU (plus `gpu`, `rank`). An empty
+//! label is left out, as Prometheus treats it.
 
 use super::{counter, gauge};
 use crate::model::{DeviceAllocator, Process, Snapshot};
@@ -94,12 +97,32 @@ struct Who<'a> {
     pid: String,
     user: std::borrow::Cow<'a, str>,
     command: String,
+    slurm_job: String,
     rank: String,
 }
 
+/// Labels before `rank`: the per-process families stop there.
+const BEFORE_RANK: usize = 8;
+
 impl Who<'_> {
-    fn labels<'s>(&'s self, gpu: &'s str) -> [(&'static str, &'s str); 5] {
-        [("gpu", gpu), ("pid", &self.pid), ("user", &self.user), ("command", &self.command), ("rank", &self.rank)]
+    fn labels<'s>(&'s self, gpu: &'s str) -> [(&'static str, &'s str); BEFORE_RANK + 1] {
+        let w = self.process.workload.as_ref();
+        // The runtime's container id and the pod's UID: names would need
+        // the kubelet's API, which gpuscope does not ask, and so the
+        // namespace stays unknown.
+        let container = w.and_then(|w| w.container_id.as_deref()).unwrap_or("");
+        let pod = w.and_then(|w| w.pod_uid.as_deref()).unwrap_or("");
+        [
+            ("gpu", gpu),
+            ("pid", &self.pid),
+            ("user", &self.user),
+            ("command", &self.command),
+            ("container", container),
+            ("pod", pod),
+            ("namespace", ""),
+            ("slurm_job", &self.slurm_job),
+            ("rank", &self.rank),
+        ]
     }
 }
 
@@ -112,22 +135,23 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot) {
             pid: p.pid.to_string(),
             user: crate::sources::visible(p.user.as_deref().unwrap_or("")),
             command: labels::command(p),
+            slurm_job: p.workload.as_ref().and_then(|w| w.slurm_job).map(|j| j.to_string()).unwrap_or_default(),
             rank: p.allocator.as_ref().and_then(|a| a.rank).map(|r| r.to_string()).unwrap_or_default(),
         })
         .collect();
     let mut f = enc.family(&GPU_MEMORY);
     for w in &who {
         for g in &w.process.gpus {
-            f.sample(&w.labels(&g.index.to_string())[..4], g.used_memory);
+            f.sample(&w.labels(&g.index.to_string())[..BEFORE_RANK], g.used_memory);
         }
     }
     let mut f = enc.family(&CPU);
     for w in &who {
-        f.sample(&w.labels("")[1..4], w.process.cpu_percent.map(|c| c / 100.0));
+        f.sample(&w.labels("")[1..BEFORE_RANK], w.process.cpu_percent.map(|c| c / 100.0));
     }
     let mut f = enc.family(&HOST_MEMORY);
     for w in &who {
-        f.sample(&w.labels("")[1..4], w.process.host_memory);
+        f.sample(&w.labels("")[1..BEFORE_RANK], w.process.host_memory);
     }
     // A device the probe saw but gpuscope could not match to a GPU has no
     // `gpu` label to tell it apart from another such device: left out.

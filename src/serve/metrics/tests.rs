@@ -42,6 +42,8 @@ fn process(pid: u32, command: Option<&str>, allocator: Option<ProcessAllocator>)
         cpu_percent: command.map(|_| 150.0),
         host_memory: command.map(|_| 2 * GIB),
         allocator,
+        workload: None,
+        other_namespace: false,
     }
 }
 
@@ -124,7 +126,7 @@ pub(crate) fn snapshot() -> Snapshot {
             alert(AlertKind::Fragmentation, Severity::Warning, Some(0), Some(4242)),
         ],
         events: Vec::new(),
-        sources: Sources { nvml: SourceStatus::ok(), host: SourceStatus::ok(), probes: Default::default() },
+        sources: Sources { nvml: SourceStatus::ok(), host: SourceStatus::ok().into(), probes: Default::default() },
     }
 }
 
@@ -248,4 +250,63 @@ fn sample_names_include_the_suffixes_queries_use() {
     for name in ["gpuscope_build_info", "gpuscope_gpu_info", "gpuscope_allocator_ooms_total", "gpuscope_gpu_lost"] {
         assert!(names.iter().any(|n| n == name), "{name}");
     }
+}
+
+#[test]
+fn processes_in_a_workload_carry_its_labels() {
+    let mut snap = snapshot();
+    let id = "c0ffee".repeat(10) + "abcd";
+    snap.processes[0].workload = Some(crate::model::Workload {
+        kind: crate::model::WorkloadKind::Containerd,
+        container_id: Some(id.clone()),
+        pod_uid: Some("7a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9".into()),
+        qos: Some(crate::model::PodQos::Burstable),
+        slurm_job: None,
+        slurm_step: None,
+        slurm_uid: None,
+    });
+    snap.processes[1].workload = Some(crate::model::Workload {
+        kind: crate::model::WorkloadKind::Slurm,
+        container_id: None,
+        pod_uid: None,
+        qos: None,
+        slurm_job: Some(4242),
+        slurm_step: Some("0".into()),
+        slurm_uid: Some(1001),
+    });
+    let l: Vec<String> = encode(Format::Text, &snap, 7).lines().map(String::from).collect();
+    let who = "pid=\"4242\",user=\"alice\",command=\"python3 \\\"train.py\\\" --out C:\\\\runs\"";
+    let pod = format!("container=\"{id}\",pod=\"7a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9\"");
+    for expected in [
+        format!("gpuscope_process_gpu_memory_bytes{{gpu=\"0\",{who},{pod}}} {}", 11 * GIB),
+        format!("gpuscope_process_cpu_usage_ratio{{{who},{pod}}} 1.5"),
+        format!("gpuscope_allocator_allocated_bytes{{gpu=\"0\",{who},{pod},rank=\"3\"}} {}", 4 * GIB),
+        format!(
+            "gpuscope_process_gpu_memory_bytes{{gpu=\"0\",pid=\"77\",command=\"python3\",slurm_job=\"4242\"}} {}",
+            11 * GIB
+        ),
+    ] {
+        assert!(has(&l, &expected), "missing {expected}");
+    }
+    // The namespace is never known without the kubelet's API: left out, not guessed.
+    assert!(!l.iter().any(|l| l.contains("namespace=")));
+    promtool_accepts(&encode(Format::Text, &snap, 7));
+}
+
+/// `promtool check metrics` lints the exposition (names, types, labels).
+fn promtool_accepts(body: &str) {
+    use std::io::Write;
+    let child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let Ok(mut child) = child else {
+        println!("promtool not found: the lint is skipped");
+        return;
+    };
+    child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }

@@ -1,9 +1,10 @@
 //! The process table's columns: widths, alignment, and which give way
 //! first as the terminal narrows. COMMAND takes whatever is left. Without
 //! any probe on screen, the allocator columns would only say "n/a", so
-//! they go first.
+//! they go first. WORKLOAD appears only when some process is in a
+//! container, pod or Slurm job, and is the first to go after those.
 
-use crate::model::ProbeState;
+use crate::model::{ProbeState, Workload};
 use crate::tui::render::format::{duration_short, or_na};
 use crate::tui::rows::{Column, Row};
 use crate::units::bytes;
@@ -21,6 +22,9 @@ pub struct Spec {
 const fn spec(column: Column, width: usize, right: bool, priority: u8, allocator: bool) -> Spec {
     Spec { column, width, right, priority, allocator }
 }
+
+/// `slurm:1234567.0` and `pod:` or 12 hex digits fit; longer job ids are cut.
+const WORKLOAD: Spec = spec(Column::Workload, 16, false, 0, false);
 
 /// In display order.
 const SPECS: [Spec; 12] = [
@@ -42,10 +46,20 @@ const SPECS: [Spec; 12] = [
 pub const MARKER: usize = 2;
 const COMMAND_MIN: usize = 16;
 
-/// The columns that fit in `width`, and COMMAND's width.
-pub fn choose(width: usize, probed: bool) -> (Vec<Spec>, usize) {
+/// The columns that fit in `width`, and COMMAND's width; WORKLOAD only
+/// when some row has one.
+pub fn choose(width: usize, probed: bool, workloads: bool) -> (Vec<Spec>, usize) {
     let mut specs: Vec<Spec> = SPECS.to_vec();
-    let rank = |s: &Spec| if s.allocator && !probed { 0 } else { s.priority };
+    if workloads {
+        specs.push(WORKLOAD);
+    }
+    // Columns that could only say "n/a" go first, then WORKLOAD, then
+    // the rest by priority.
+    let rank = |s: &Spec| match s.column {
+        _ if s.allocator && !probed => 0,
+        Column::Workload => 1,
+        _ => u16::from(s.priority) + 2,
+    };
     let used = |specs: &[Spec]| MARKER + specs.iter().map(|s| s.width + 1).sum::<usize>();
     while used(&specs) + COMMAND_MIN > width && specs.len() > 1 {
         let (at, _) = specs.iter().enumerate().min_by_key(|(_, s)| rank(s)).unwrap_or((0, &specs[0]));
@@ -74,6 +88,9 @@ pub fn cell(row: &Row, column: Column, now_ms: u64) -> String {
         Column::Cpu => or_na(p.cpu_percent, |c| format!("{c:.1}")),
         Column::HostMem => or_na(p.host_memory, bytes),
         Column::Time => or_na(p.start_time.as_ref(), |t| duration_short(now_ms.saturating_sub(t.time_unix_ms))),
+        Column::Workload => p.workload.as_ref().map_or_else(|| "-".into(), Workload::tag),
+        // A host PID seen from a container: NVML's name is all there is.
+        Column::Command if p.other_namespace => format!("[host] {}", row.command().unwrap_or("")),
         Column::Command => row.command().unwrap_or("n/a").to_string(),
     }
 }
@@ -88,23 +105,40 @@ mod tests {
 
     #[test]
     fn everything_fits_when_wide() {
-        let (specs, command) = choose(200, true);
+        let (specs, command) = choose(200, true, false);
         assert_eq!(specs.len(), 12);
+        let (specs, command_with) = choose(200, true, true);
+        assert_eq!(names(&specs).last(), Some(&"WORKLOAD"));
+        assert_eq!(command_with, command - 17);
         assert!(command > 60);
     }
 
     #[test]
     fn at_80_columns_the_allocator_figures_stay_when_there_is_a_probe() {
-        let (specs, command) = choose(80, true);
+        let (specs, command) = choose(80, true, false);
         assert_eq!(names(&specs), ["GPU", "PID", "USER", "GPU MEM", "ALLOC", "RESERVED", "FRAG"]);
         assert!(command >= COMMAND_MIN);
-        let (specs, _) = choose(80, false);
+        let (specs, _) = choose(80, false, false);
         assert_eq!(names(&specs), ["GPU", "PID", "USER", "TYPE", "GPU MEM", "CPU%", "HOST MEM", "TIME"]);
     }
 
     #[test]
+    fn workload_is_the_first_column_to_go() {
+        // Wide enough for every column but one more: WORKLOAD goes, TYPE
+        // and PEAK stay.
+        let (all, _) = choose(200, true, true);
+        let width = MARKER + all.iter().map(|s| s.width + 1).sum::<usize>() + COMMAND_MIN - 1;
+        let (specs, _) = choose(width, true, true);
+        assert_eq!(specs.len(), 12);
+        assert!(!names(&specs).contains(&"WORKLOAD"));
+        let (specs, _) = choose(120, false, true);
+        assert!(names(&specs).contains(&"WORKLOAD"), "{:?}", names(&specs));
+        assert!(!names(&specs).contains(&"ALLOC"), "n/a columns go before it when nothing is probed");
+    }
+
+    #[test]
     fn narrow_keeps_pid_last() {
-        let (specs, command) = choose(10, true);
+        let (specs, command) = choose(10, true, true);
         assert_eq!(names(&specs), ["PID"]);
         assert_eq!(command, 0);
     }

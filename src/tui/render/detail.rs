@@ -6,7 +6,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use crate::model::{DeviceAllocator, ProbeState, Process, ProcessAllocator, Snapshot};
+use crate::model::{DeviceAllocator, ProbeState, Process, ProcessAllocator, Snapshot, Workload};
 use crate::tui::history::RowKey;
 use crate::tui::render::format::{duration_short, or_na};
 use crate::tui::render::layout::WIDE;
@@ -56,6 +56,18 @@ fn title<'a>(ctx: &Ctx, p: Option<&Process>, key: RowKey, w: usize) -> Line<'a> 
 
 const LABEL: usize = 10;
 
+/// Every id in full: the table has room only for a short tag.
+fn workload_text(w: &Workload) -> String {
+    let mut parts = vec![w.kind.name().to_string()];
+    parts.extend(w.container_id.as_ref().map(|id| format!("container {id}")));
+    parts.extend(w.pod_uid.as_ref().map(|uid| format!("pod {uid}")));
+    parts.extend(w.qos.and_then(|q| serde_json::to_value(q).ok()?.as_str().map(|q| format!("QoS {q}"))));
+    parts.extend(w.slurm_job.map(|job| format!("job {job}")));
+    parts.extend(w.slurm_step.as_ref().map(|step| format!("step {step}")));
+    parts.extend(w.slurm_uid.map(|uid| format!("uid {uid}")));
+    parts.join("  ")
+}
+
 /// A label, and the value wrapped beside it.
 fn field<'a>(ctx: &Ctx, label: &str, value: &str, w: usize) -> Vec<Line<'a>> {
     wrap(value, w.saturating_sub(LABEL))
@@ -88,6 +100,9 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey) -> Vec<(&'static
         .map(|g| format!("GPU {} {} ({})", g.index, or_na(g.used_memory, bytes), g.kind.short()))
         .collect();
     lines.push(("NVML", gpus.join("   ")));
+    if let Some(w) = &p.workload {
+        lines.push(("workload", workload_text(w)));
+    }
     let device = p.allocator.as_ref().and_then(|a| a.devices.iter().find(|d| d.gpu == Some(key.gpu)));
     if let Some(a) = &p.allocator {
         let state = match a.state {

@@ -5,7 +5,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use crate::model::Snapshot;
+use crate::model::{PidNamespace, Snapshot};
 use crate::tui::render::Ctx;
 use crate::tui::render::columns::{self, MARKER, Spec};
 use crate::tui::render::paint::Lines;
@@ -17,9 +17,11 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot) -> usize 
     let w = area.width as usize;
     let rows = ctx.state.rows();
     let probed = rows.iter().any(|r| r.device.is_some());
-    let (specs, command_w) = columns::choose(w, probed);
+    let workloads = rows.iter().any(|r| r.process.workload.is_some());
+    let (specs, command_w) = columns::choose(w, probed, workloads);
     let page = (area.height as usize).saturating_sub(2);
-    let mut lines = vec![title(ctx, rows.len(), w), header(ctx, &specs, command_w)];
+    let in_container = snap.sources.host.pid_namespace == Some(PidNamespace::Container);
+    let mut lines = vec![title(ctx, rows.len(), w, in_container), header(ctx, &specs, command_w)];
     let selected = ctx.state.selected_index(&rows);
     let offset = selected.map_or(0, |s| (s + 1).saturating_sub(page));
     for (i, row) in rows.iter().enumerate().skip(offset).take(page) {
@@ -44,7 +46,10 @@ fn empty_reason(ctx: &Ctx, snap: &Snapshot) -> String {
     }
 }
 
-fn title<'a>(ctx: &Ctx, n: usize, w: usize) -> Line<'a> {
+/// Said once, over the table, rather than on every row of a host PID.
+pub const CONTAINER_NOTE: &str = " in a container: PIDs are the host's ";
+
+fn title<'a>(ctx: &Ctx, n: usize, w: usize, in_container: bool) -> Line<'a> {
     let (sym, t, s) = (ctx.sym, &ctx.theme, ctx.state);
     let arrow = if s.sort.descending { sym.descending } else { sym.ascending };
     let mut spans = vec![
@@ -53,6 +58,14 @@ fn title<'a>(ctx: &Ctx, n: usize, w: usize) -> Line<'a> {
         Span::styled(sym.rule, t.rule),
         Span::raw(format!(" sort {} {arrow} ", s.sort.column.title())),
     ];
+    if in_container {
+        spans.push(Span::styled(sym.rule, t.rule));
+        spans.push(Span::styled(CONTAINER_NOTE, t.warn));
+    }
+    if s.sort.by_workload {
+        spans.push(Span::styled(sym.rule, t.rule));
+        spans.push(Span::raw(" by workload "));
+    }
     if !s.filter.is_empty() || s.editing_filter {
         spans.push(Span::styled(sym.rule, t.rule));
         spans.push(Span::styled(format!(" filter \"{}\" ", ctx.clean(&s.filter)), t.warn));
