@@ -31,7 +31,13 @@ fn device(gpu: Option<u32>) -> DeviceAllocator {
 fn process(pid: u32, command: Option<&str>, allocator: Option<ProcessAllocator>) -> Process {
     Process {
         pid,
-        gpus: vec![ProcessGpu { index: 0, kind: ProcessType::Compute, used_memory: Some(11 * GIB) }],
+        gpus: vec![ProcessGpu {
+            index: 0,
+            kind: ProcessType::Compute,
+            used_memory: Some(11 * GIB),
+            mig_device: None,
+            mig_uuid: None,
+        }],
         gpu_memory_total: Some(11 * GIB),
         name: Some("python3".into()),
         user: command.map(|_| "alice".into()),
