@@ -5,9 +5,13 @@
 #![recursion_limit = "256"]
 
 mod common;
+mod serve_common;
 
 use common::{MIB, Sim, Sleeper, assert_success, assert_valid};
 use serde_json::{Value, json};
+use serve_common::{Server, require, sample};
+use std::io::Write;
+use std::process::{Command, Stdio};
 
 const SCENARIO: &str = include_str!("../crates/nvml-sim/scenarios/mig-h100-7way.toml");
 const PARENT: &str = "GPU-7a1e4c2b-93d5-4f60-b8a2-1c5e9d3f7b04";
@@ -138,4 +142,61 @@ fn a_probe_on_a_mig_device_is_matched_to_it() {
     assert_eq!(v["gpus"][0]["allocator"]["probed_processes"], 2);
     let out = sim.gpuscope().arg("-1").output().unwrap();
     assert_success(&out);
+}
+
+#[test]
+fn one_shot_table_lists_mig_devices_under_their_gpu_within_80_columns() {
+    let sim = Sim::new(SCENARIO);
+    let out = sim.gpuscope().arg("-1").output().unwrap();
+    assert_success(&out);
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.lines().all(|l| l.chars().count() <= 80), "{table}");
+    let gpu_row = table.lines().position(|l| l.starts_with("  0 NVIDIA H100")).unwrap();
+    let migs: Vec<&str> = table.lines().filter(|l| l.starts_with("  0:")).collect();
+    assert_eq!(migs.len(), 7, "{table}");
+    assert!(table.lines().position(|l| l.starts_with("  0:0")).unwrap() > gpu_row);
+    assert!(migs[4].contains("1g.10gb") && migs[4].contains("2.0/9.6 GiB") && migs[4].contains("1 proc"));
+    assert!(migs[4].ends_with(MIG4), "the UUID --gpus takes: {}", migs[4]);
+    assert!(migs[3].contains("0 proc"));
+    assert!(table.lines().any(|l| l.starts_with("4200105") && l.contains(" 0:4 C ")), "{table}");
+}
+
+#[test]
+fn metrics_have_a_series_per_mig_device_and_pass_promtool() {
+    let promtool = require("promtool");
+    let sim = Sim::new(SCENARIO);
+    let server = Server::start(sim.gpuscope(), &["--listen", "127.0.0.1:0", "--interval", "100ms"]);
+    let r = server.until("/metrics", "the MIG devices", |r| r.body.contains("gpuscope_mig_memory_used_bytes"));
+    let mut check = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check.stdin.take().unwrap().write_all(r.body.as_bytes()).unwrap();
+    let out = check.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics: {said}\n{}", r.body);
+    let m = &r.body;
+    let labels = |gi: u32, uuid: &str| {
+        format!(
+            "gpu=\"0\",uuid=\"{PARENT}\",GPU_I_ID=\"{gi}\",GPU_I_PROFILE=\"1g.10gb\",GPU_CI_ID=\"0\",mig_uuid=\"{uuid}\""
+        )
+    };
+    let mig4 = labels(11, MIG4);
+    assert_eq!(sample(m, &format!("gpuscope_mig_memory_used_bytes{{{mig4}}}")), Some((2 * GIB) as f64));
+    assert_eq!(sample(m, &format!("gpuscope_mig_memory_total_bytes{{{mig4}}}")), Some((9856 * MIB) as f64));
+    assert_eq!(sample(m, &format!("gpuscope_mig_memory_free_bytes{{{mig4}}}")), Some(((9856 - 2048) * MIB) as f64));
+    assert_eq!(sample(m, &format!("gpuscope_mig_device_info{{{},mig_device=\"0\"}}", labels(7, MIG0))), Some(1.0));
+    assert_eq!(m.lines().filter(|l| l.starts_with("gpuscope_mig_memory_used_bytes{")).count(), 7);
+    // The process on MIG device 4 carries its labels.
+    let line = m.lines().find(|l| l.starts_with("gpuscope_process_gpu_memory_bytes{gpu=\"0\",pid=\"4200105\""));
+    let line = line.unwrap_or_else(|| panic!("{m}"));
+    assert!(
+        line.contains(&format!("GPU_I_ID=\"11\",GPU_I_PROFILE=\"1g.10gb\",GPU_CI_ID=\"0\",mig_uuid=\"{MIG4}\"")),
+        "{line}"
+    );
+    // NVML has no utilization for a MIG-enabled GPU: no sample, not 0.
+    assert!(!m.contains("gpuscope_gpu_utilization_ratio{"), "{m}");
 }
