@@ -65,9 +65,16 @@ fn gpus_selects_by_mig_uuid_or_prefix_and_shows_the_parent() {
         assert_eq!(migs[0]["uuid"], MIG4);
         assert_eq!(pids(&v), [4200105], "only the processes on that MIG device");
     }
-    // The parent by its own UUID keeps every MIG device.
-    let v = sim.json(&["--gpus", PARENT]);
-    assert_eq!(v["gpus"][0]["mig_devices"].as_array().unwrap().len(), 7);
+    // The parent by its own UUID (or index) keeps every MIG device.
+    for both in [PARENT.to_string(), format!("{MIG4},0")] {
+        let v = sim.json(&["--gpus", &both]);
+        assert_eq!(v["gpus"][0]["mig_devices"].as_array().unwrap().len(), 7, "{both}");
+        assert_eq!(pids(&v).len(), 4, "{both}");
+    }
+    let v = sim.json(&["--gpus", &format!("{MIG4},{}", &MIG0[..10])]);
+    let shown: Vec<&Value> = v["gpus"][0]["mig_devices"].as_array().unwrap().iter().map(|m| &m["uuid"]).collect();
+    assert_eq!(shown, [MIG0, MIG4]);
+    assert_eq!(pids(&v), [4200101, 4200105]);
     let out = sim.gpuscope().args(["--json", "--gpus", "MIG-ffff"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
