@@ -114,7 +114,13 @@ mod tests {
             all_gpus: Vec::new(),
             processes: vec![GpuProcess {
                 pid: 42,
-                gpus: vec![ProcessGpu { index: 0, kind: ProcessType::Compute, used_memory: Some(used) }],
+                gpus: vec![ProcessGpu {
+                    index: 0,
+                    kind: ProcessType::Compute,
+                    used_memory: Some(used),
+                    mig_device: None,
+                    mig_uuid: None,
+                }],
                 driver_name: Some("python3".into()),
             }],
             status: SourceStatus::ok(),

@@ -209,7 +209,7 @@ fn a_device_that_cannot_be_matched_is_kept_with_its_figures_and_reason() {
     assert_eq!(allocator(&v, pids[1])["devices"][0]["gpu"], 1, "PCI_BUS_ID makes the index certain");
     let mig = &allocator(&v, pids[2])["devices"][0];
     assert_eq!(mig["gpu"], Value::Null);
-    assert!(mig["unmatched_reason"].as_str().unwrap().contains("MIG instance"), "{mig}");
+    assert!(mig["unmatched_reason"].as_str().unwrap().contains("none of the MIG devices gpuscope reads"), "{mig}");
     assert_eq!(v["gpus"][1]["allocator"]["probed_processes"], 1, "the unmatched device adds to no GPU");
 
     let out = sim.gpuscope().arg("-1").output().unwrap();

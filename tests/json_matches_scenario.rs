@@ -134,8 +134,8 @@ fn processes_are_merged_by_pid_and_joined_with_the_host() {
     assert_eq!(
         t["gpus"],
         json!([
-            {"index": 0, "type": "compute", "used_memory": 30000 * MIB},
-            {"index": 1, "type": "compute", "used_memory": null},
+            {"index": 0, "type": "compute", "used_memory": 30000 * MIB, "mig_device": null, "mig_uuid": null},
+            {"index": 1, "type": "compute", "used_memory": null, "mig_device": null, "mig_uuid": null},
         ])
     );
     assert_eq!(t["gpu_memory_total"], 30000 * MIB);
@@ -149,7 +149,10 @@ fn processes_are_merged_by_pid_and_joined_with_the_host() {
 
     // Listed as compute and graphics: one entry of both kinds.
     let w = find(viewer.pid());
-    assert_eq!(w["gpus"], json!([{"index": 0, "type": "compute_graphics", "used_memory": 512 * MIB}]));
+    assert_eq!(
+        w["gpus"],
+        json!([{"index": 0, "type": "compute_graphics", "used_memory": 512 * MIB, "mig_device": null, "mig_uuid": null}])
+    );
 
     // Not visible on this host (another PID namespace): NVML's name, and
     // null for what only the host could say.

@@ -353,3 +353,44 @@ fn in_a_container_the_header_says_so_once_and_host_pids_are_marked() {
     insta::assert_snapshot!("container_200x50", text);
     insta::assert_snapshot!("container_80x24", render_text(&mut s, 80, 24));
 }
+
+#[test]
+fn a_seven_way_mig_gpu_shows_each_mig_device_under_it() {
+    let mut s = State::new(&options());
+    s.on_snapshot(Arc::new(tui_fixtures::mig_7way()));
+    let small = render_text(&mut s, 80, 24);
+    let migs: Vec<&str> = small.lines().filter(|l| l.contains("MIG ") && l.contains("1g.10gb")).collect();
+    assert_eq!(migs.len(), 7, "{small}");
+    assert!(migs[4].contains("2.0/9.6 GiB") && migs[4].contains("1 proc"), "{small}");
+    assert!(small.lines().any(|l| l.contains(" 0:4 ")), "the process row names its MIG device:\n{small}");
+    insta::assert_snapshot!("mig_7way_80x24", small);
+    insta::assert_snapshot!("mig_7way_200x50", render_text(&mut s, 200, 50));
+
+    // Tab: the GPU, then each of its MIG devices; the process table narrows.
+    act(
+        &mut s,
+        &[
+            Action::FocusNext,
+            Action::FocusNext,
+            Action::FocusNext,
+            Action::FocusNext,
+            Action::FocusNext,
+            Action::FocusNext,
+        ],
+    );
+    assert_eq!((s.focus, s.focus_mig), (Some(0), Some(4)));
+    let focused = render_text(&mut s, 80, 24);
+    assert!(focused.contains("focus: GPU 0 MIG 4") && focused.contains("GPU 0 MIG 4 only"), "{focused}");
+    assert!(focused.lines().any(|l| l.starts_with(">") && l.contains("MIG 4")), "{focused}");
+    assert_eq!(s.rows().len(), 1);
+    assert_eq!(s.rows()[0].key.pid, 4_200_105);
+    act(&mut s, &[Action::FocusNext, Action::FocusNext, Action::FocusNext]);
+    assert_eq!((s.focus, s.focus_mig), (None, None), "past the last MIG device: all GPUs");
+    act(&mut s, &[Action::FocusPrev]);
+    assert_eq!((s.focus, s.focus_mig), (Some(0), Some(6)));
+    act(&mut s, &[Action::Focus(1)]);
+    assert_eq!((s.focus, s.focus_mig), (Some(0), None), "a digit focuses the whole GPU");
+    for (w, h) in [(0, 0), (1, 1), (20, 5)] {
+        render(&mut s, w, h);
+    }
+}

@@ -131,7 +131,13 @@ fn process(p: &Proc) -> Process {
     });
     Process {
         pid: p.pid,
-        gpus: vec![ProcessGpu { index: 0, kind: ProcessType::Compute, used_memory: Some(p.reserved + GIB / 2) }],
+        gpus: vec![ProcessGpu {
+            index: 0,
+            kind: ProcessType::Compute,
+            used_memory: Some(p.reserved + GIB / 2),
+            mig_device: None,
+            mig_uuid: None,
+        }],
         gpu_memory_total: Some(p.reserved + GIB / 2),
         name: Some("python3".into()),
         user: None,

@@ -47,15 +47,23 @@ pub fn join(processes: &mut Vec<Process>, gpus: &mut [Gpu], all: &[GpuIdentity],
 }
 
 fn identity(g: &Gpu) -> GpuIdentity {
-    GpuIdentity { index: g.index, uuid: g.uuid.clone(), name: g.name.clone(), pci_bus_id: g.pci_bus_id.clone() }
+    GpuIdentity::of(g)
 }
 
 fn probe_only_process(file: &ProbeFile, matches: &[Match]) -> Process {
     let mut indices: Vec<u32> = matches.iter().filter_map(|m| m.gpu).collect();
     indices.sort_unstable();
     indices.dedup();
-    let gpus =
-        indices.into_iter().map(|index| ProcessGpu { index, kind: ProcessType::Compute, used_memory: None }).collect();
+    let gpus = indices
+        .into_iter()
+        .map(|index| ProcessGpu {
+            index,
+            kind: ProcessType::Compute,
+            used_memory: None,
+            mig_device: None,
+            mig_uuid: None,
+        })
+        .collect();
     Process::from(GpuProcess { pid: file.pid, gpus, driver_name: None })
 }
 
@@ -104,7 +112,9 @@ fn process_allocator(report: &ProbeReport, nvml: &[ProcessGpu], matches: &[Match
         .iter()
         .zip(matches)
         .map(|(d, m)| {
-            let nvml_used = m.gpu.and_then(|g| nvml.iter().find(|p| p.index == g)).and_then(|p| p.used_memory);
+            let mig = m.mig.as_ref().map(|r| r.index);
+            let on = |p: &&ProcessGpu| Some(p.index) == m.gpu && (mig.is_none() || p.mig_device == mig);
+            let nvml_used = nvml.iter().find(on).and_then(|p| p.used_memory);
             let mut device = device_allocator(d, m, nvml_used, how);
             // The newest post-mortem's segments say it for PyTorch.
             if device.largest_free_block.is_none() {
@@ -169,6 +179,8 @@ fn device_allocator(d: &ProbeDevice, m: &Match, nvml_used: Option<u64>, how: Cou
     let cached = d.reserved.zip(d.allocated).map(|(r, a)| r.saturating_sub(a));
     DeviceAllocator {
         gpu: m.gpu,
+        mig_device: m.mig.as_ref().map(|r| r.index),
+        mig_uuid: m.mig.as_ref().and_then(|r| r.uuid.clone()),
         ordinal: Some(d.index),
         gpu_match: m.how,
         unmatched_reason: m.unmatched_reason.clone(),
@@ -296,7 +308,13 @@ mod tests {
     }
 
     fn nvml_process(pid: u32, used: Option<u64>) -> Process {
-        let gpus = vec![ProcessGpu { index: 0, kind: ProcessType::Compute, used_memory: used }];
+        let gpus = vec![ProcessGpu {
+            index: 0,
+            kind: ProcessType::Compute,
+            used_memory: used,
+            mig_device: None,
+            mig_uuid: None,
+        }];
         Process::from(GpuProcess { pid, gpus, driver_name: None })
     }
 
@@ -445,6 +463,7 @@ mod tests {
                 uuid: Some(format!("GPU-{i}{i}{i}{i}")),
                 name: Some("NVIDIA H100 80GB HBM3".into()),
                 pci_bus_id: Some(format!("00000000:{:02x}:00.0", 0x18 + i)),
+                mig_devices: Vec::new(),
             })
             .collect();
         let mut watched = Gpu::blank(2, GpuState::Ok);

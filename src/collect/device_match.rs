@@ -1,10 +1,12 @@
 //! Which GPU a framework's device is: by its UUID, else its PCI bus id,
 //! else its CUDA ordinal through the process's `CUDA_VISIBLE_DEVICES`
-//! against NVML's enumeration. A device none of these places gets the
-//! reason instead, and keeps its figures.
+//! against NVML's enumeration. A MIG device (by its UUID, bare or `MIG-`,
+//! or named in `CUDA_VISIBLE_DEVICES`) is placed on its parent GPU and
+//! that GPU's MIG device. A device none of these places gets the reason
+//! instead, and keeps its figures.
 
 use super::visible_devices::{self, Visible};
-use crate::model::GpuMatch;
+use crate::model::{GpuMatch, MigDevice};
 use crate::sources::GpuIdentity;
 use crate::sources::probe::{ProbeDevice, ProbeFile};
 
@@ -21,35 +23,50 @@ pub struct Match {
     pub gpu: Option<u32>,
     pub how: Option<GpuMatch>,
     pub unmatched_reason: Option<String>,
+    /// The MIG device of `gpu` the device is, if it is one.
+    pub mig: Option<MigRef>,
+}
+
+/// A MIG device: its index within the parent GPU, and its UUID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigRef {
+    pub index: u32,
+    pub uuid: Option<String>,
 }
 
 impl Match {
     fn unmatched(reason: String) -> Self {
-        Self { gpu: None, how: None, unmatched_reason: Some(reason) }
+        Self { gpu: None, how: None, unmatched_reason: Some(reason), mig: None }
     }
+}
+
+/// Where a UUID or `CUDA_VISIBLE_DEVICES` entry points.
+enum Place {
+    Gpu(u32),
+    Mig(u32, MigRef),
 }
 
 pub fn match_device(d: &ProbeDevice, f: &ProbeFile, gpus: &Gpus<'_>) -> Match {
     let mut notes = Vec::new();
     if let Some(uuid) = d.uuid.as_deref() {
         match by_uuid(uuid, gpus.all) {
-            Ok(index) => return on(index, GpuMatch::Uuid, gpus),
+            Ok(place) => return on(place, GpuMatch::Uuid, gpus),
             Err(UuidMiss::Mig) => {
                 return Match::unmatched(format!(
-                    "{uuid} is a MIG instance; gpuscope does not enumerate MIG instances yet"
+                    "{uuid} is none of the MIG devices gpuscope reads (those of watched GPUs in MIG mode)"
                 ));
             }
-            Err(UuidMiss::Unknown) => notes.push(format!("UUID {uuid} is none of NVML's GPUs")),
+            Err(UuidMiss::Unknown) => notes.push(format!("UUID {uuid} is none of NVML's GPUs or MIG devices")),
         }
     }
     if let Some(bus) = d.pci_bus_id.as_deref() {
         match by_pci(bus, gpus.all) {
-            Some(index) => return on(index, GpuMatch::PciBusId, gpus),
+            Some(index) => return on(Place::Gpu(index), GpuMatch::PciBusId, gpus),
             None => notes.push(format!("PCI bus id {bus} is none of NVML's GPUs")),
         }
     }
     match by_ordinal(d.index, f, gpus) {
-        Ok(index) => on(index, GpuMatch::CudaVisibleDevices, gpus),
+        Ok(place) => on(place, GpuMatch::CudaVisibleDevices, gpus),
         Err(why) => {
             notes.push(why);
             Match::unmatched(notes.join("; "))
@@ -58,9 +75,13 @@ pub fn match_device(d: &ProbeDevice, f: &ProbeFile, gpus: &Gpus<'_>) -> Match {
 }
 
 /// The match, unless the GPU is one `--gpus` leaves out.
-fn on(index: u32, how: GpuMatch, gpus: &Gpus<'_>) -> Match {
+fn on(place: Place, how: GpuMatch, gpus: &Gpus<'_>) -> Match {
+    let (index, mig) = match place {
+        Place::Gpu(index) => (index, None),
+        Place::Mig(index, mig) => (index, Some(mig)),
+    };
     if gpus.watched.contains(&index) {
-        Match { gpu: Some(index), how: Some(how), unmatched_reason: None }
+        Match { gpu: Some(index), how: Some(how), unmatched_reason: None, mig }
     } else {
         Match::unmatched(format!("on GPU {index}, which --gpus leaves out"))
     }
@@ -71,16 +92,37 @@ enum UuidMiss {
     Unknown,
 }
 
-/// PyTorch gives the UUID bare ("8932f937-…"), NVML with "GPU-": compared
-/// without either prefix, in either case.
-fn by_uuid(uuid: &str, all: &[GpuIdentity]) -> Result<u32, UuidMiss> {
+/// PyTorch gives the UUID bare ("8932f937-…"; a MIG device's own UUID on
+/// a MIG device), NVML with "GPU-" or "MIG-": compared without either
+/// prefix, in either case, against the GPUs and their MIG devices.
+fn by_uuid(uuid: &str, all: &[GpuIdentity]) -> Result<Place, UuidMiss> {
     let (mig, bare) = strip_uuid(uuid);
-    let hit = all.iter().find(|g| g.uuid.as_deref().is_some_and(|u| strip_uuid(u).1.eq_ignore_ascii_case(bare)));
-    match hit {
-        Some(g) => Ok(g.index),
+    let same = |u: Option<&str>| u.is_some_and(|u| strip_uuid(u).1.eq_ignore_ascii_case(bare));
+    if let Some(g) = all.iter().find(|g| same(g.uuid.as_deref())) {
+        return Ok(Place::Gpu(g.index));
+    }
+    let on_mig = |g: &GpuIdentity| g.mig_devices.iter().find(|m| same(m.uuid.as_deref())).map(|m| mig_place(g, m));
+    match all.iter().find_map(on_mig) {
+        Some(place) => Ok(place),
         None if mig => Err(UuidMiss::Mig),
         None => Err(UuidMiss::Unknown),
     }
+}
+
+fn mig_place(g: &GpuIdentity, m: &MigDevice) -> Place {
+    Place::Mig(g.index, MigRef { index: m.index, uuid: m.uuid.clone() })
+}
+
+/// A `MIG-` entry of `CUDA_VISIBLE_DEVICES`: the whole UUID or a prefix
+/// naming one MIG device only.
+fn by_mig_entry(entry: &str, all: &[GpuIdentity]) -> Option<Place> {
+    let want = entry.to_ascii_lowercase();
+    let mut hits = all.iter().flat_map(|g| {
+        let named = |m: &&MigDevice| m.uuid.as_deref().is_some_and(|u| u.to_ascii_lowercase().starts_with(&want));
+        g.mig_devices.iter().filter(named).map(move |m| mig_place(g, m))
+    });
+    let first = hits.next()?;
+    hits.next().is_none().then_some(first)
 }
 
 fn strip_uuid(uuid: &str) -> (bool, &str) {
@@ -114,15 +156,15 @@ pub fn parse_pci(s: &str) -> Option<(u32, u32, u32)> {
 /// count in CUDA's enumeration order, which by default is fastest first:
 /// the same as the PCI order only when every GPU is the same model, so
 /// indices are mapped only then or with `CUDA_DEVICE_ORDER=PCI_BUS_ID`.
-fn by_ordinal(ordinal: u32, f: &ProbeFile, gpus: &Gpus<'_>) -> Result<u32, String> {
+fn by_ordinal(ordinal: u32, f: &ProbeFile, gpus: &Gpus<'_>) -> Result<Place, String> {
     let Some(cvd) = &f.cuda_visible_devices else {
         return Err("no UUID or PCI bus id, and the probe does not report CUDA_VISIBLE_DEVICES".into());
     };
     let cvd = cvd.as_deref();
     let all = gpus.all;
     if gpus.mig && visible_devices::uses_indices(cvd) {
-        return Err("a GPU is in MIG mode, where CUDA's ordinals count MIG instances, which gpuscope does not \
-                    enumerate yet"
+        return Err("a GPU is in MIG mode, where CUDA's ordinals count MIG devices in an order of CUDA's own; \
+                    name them by MIG- UUID in CUDA_VISIBLE_DEVICES"
             .into());
     }
     let pci_order = f.cuda_device_order.as_deref() == Some("PCI_BUS_ID");
@@ -134,10 +176,10 @@ fn by_ordinal(ordinal: u32, f: &ProbeFile, gpus: &Gpus<'_>) -> Result<u32, Strin
     let visible = visible_devices::resolve(cvd, &ids);
     let shown = cvd.map_or_else(|| "unset".to_string(), |v| format!("{v:?}"));
     match visible.get(ordinal as usize) {
-        Some(Visible::Gpu(index)) => Ok(*index),
-        Some(Visible::Mig(uuid)) => {
-            Err(format!("cuda:{ordinal} is MIG device {uuid}; gpuscope does not enumerate MIG instances yet"))
-        }
+        Some(Visible::Gpu(index)) => Ok(Place::Gpu(*index)),
+        Some(Visible::Mig(uuid)) => by_mig_entry(uuid, all).ok_or_else(|| {
+            format!("cuda:{ordinal} is MIG device {uuid}, none (or more than one) of the MIG devices gpuscope reads")
+        }),
         None => Err(format!(
             "cuda:{ordinal} is beyond the {} GPU(s) CUDA_VISIBLE_DEVICES ({shown}) makes visible",
             visible.len()
@@ -178,6 +220,7 @@ mod tests {
                 uuid: Some((*u).into()),
                 name: Some(n.into()),
                 pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x18 + i * 0x10)),
+                mig_devices: Vec::new(),
             })
             .collect()
     }
@@ -204,7 +247,7 @@ mod tests {
     }
 
     fn hit(gpu: u32, how: GpuMatch) -> Match {
-        Match { gpu: Some(gpu), how: Some(how), unmatched_reason: None }
+        Match { gpu: Some(gpu), how: Some(how), unmatched_reason: None, mig: None }
     }
 
     const H100: [&str; 3] = ["NVIDIA H100 80GB HBM3"; 3];
@@ -217,12 +260,66 @@ mod tests {
         assert_eq!(found(&device(0, Some(C), None), &f, &all(H100)), hit(2, GpuMatch::Uuid));
     }
 
+    const MIG0: &str = "MIG-4b6f3a5e-2f1d-5c3b-9a8e-7d6c5b4a3f21";
+    const MIG1: &str = "MIG-5c7a4b6f-3e2d-5d4c-8b9f-8e7d6c5b4a32";
+
+    /// GPU 1 split in two MIG devices.
+    fn split() -> Vec<GpuIdentity> {
+        let mut all = all(H100);
+        all[1].mig_devices = [MIG0, MIG1]
+            .iter()
+            .enumerate()
+            .map(|(i, u)| MigDevice {
+                index: i as u32,
+                uuid: Some((*u).into()),
+                name: None,
+                profile: Some("3g.40gb".into()),
+                gpu_instance_id: Some(i as u32 + 1),
+                compute_instance_id: Some(0),
+                memory: Default::default(),
+            })
+            .collect();
+        all
+    }
+
+    fn on_mig(index: u32, uuid: &str, how: GpuMatch) -> Match {
+        let mig = Some(MigRef { index, uuid: Some(uuid.into()) });
+        Match { gpu: Some(1), how: Some(how), unmatched_reason: None, mig }
+    }
+
     #[test]
-    fn a_mig_uuid_is_not_matched_to_its_gpu() {
+    fn a_mig_uuid_is_matched_to_its_mig_device() {
         let f = file(Some(None), None);
-        let m = found(&device(0, Some("MIG-4b6f3a5e-2f1d-5c3b-9a8e-7d6c5b4a3f21"), None), &f, &all(H100));
+        assert_eq!(found(&device(0, Some(MIG1), None), &f, &split()), on_mig(1, MIG1, GpuMatch::Uuid));
+        // PyTorch gives a MIG device's UUID bare.
+        let bare = device(0, Some(&MIG0[4..].to_uppercase()), None);
+        assert_eq!(found(&bare, &f, &split()), on_mig(0, MIG0, GpuMatch::Uuid));
+        // One gpuscope does not read is unmatched, saying why.
+        let m = found(&device(0, Some(MIG0), None), &f, &all(H100));
         assert_eq!(m.gpu, None);
-        assert!(m.unmatched_reason.unwrap().contains("does not enumerate MIG instances"));
+        let reason = m.unmatched_reason.unwrap();
+        assert!(reason.contains("none of the MIG devices gpuscope reads"), "{reason}");
+        assert!(!reason.contains("yet"), "{reason}");
+    }
+
+    #[test]
+    fn a_mig_device_in_cuda_visible_devices_is_ordinal_0() {
+        let gpus = split();
+        let f = file(Some(Some(MIG1)), None);
+        let ctx = Gpus { all: &gpus, watched: &[0, 1, 2], mig: true };
+        assert_eq!(match_device(&device(0, None, None), &f, &ctx), on_mig(1, MIG1, GpuMatch::CudaVisibleDevices));
+        let f = file(Some(Some(&format!("{MIG0},{MIG1}"))), None);
+        assert_eq!(match_device(&device(1, None, None), &f, &ctx), on_mig(1, MIG1, GpuMatch::CudaVisibleDevices));
+        // A prefix naming one MIG device is enough; one naming two is not.
+        let f = file(Some(Some(&MIG0[..12])), None);
+        assert_eq!(match_device(&device(0, None, None), &f, &ctx), on_mig(0, MIG0, GpuMatch::CudaVisibleDevices));
+        let f = file(Some(Some("MIG-")), None);
+        assert_eq!(match_device(&device(0, None, None), &f, &ctx).gpu, None);
+        // On a GPU --gpus leaves out, it is not matched.
+        let left_out = Gpus { all: &gpus, watched: &[0], mig: true };
+        let f = file(Some(Some(MIG1)), None);
+        let m = match_device(&device(0, None, None), &f, &left_out);
+        assert_eq!(m.unmatched_reason.as_deref(), Some("on GPU 1, which --gpus leaves out"));
     }
 
     #[test]

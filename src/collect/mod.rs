@@ -175,7 +175,13 @@ mod tests {
             .iter()
             .map(|&pid| GpuProcess {
                 pid,
-                gpus: vec![ProcessGpu { index: 0, kind: ProcessType::Compute, used_memory: Some(3 * GIB) }],
+                gpus: vec![ProcessGpu {
+                    index: 0,
+                    kind: ProcessType::Compute,
+                    used_memory: Some(3 * GIB),
+                    mig_device: None,
+                    mig_uuid: None,
+                }],
                 driver_name: Some("python3".into()),
             })
             .collect();

@@ -31,7 +31,7 @@ pub enum Entry {
 pub enum Visible {
     /// NVML's index of the GPU.
     Gpu(u32),
-    /// A MIG device: gpuscope does not enumerate MIG instances yet.
+    /// A MIG device, by its `MIG-` UUID (or a prefix of it).
     Mig(String),
 }
 

@@ -90,6 +90,13 @@ pub struct DeviceAllocator {
     /// NVML's index of the GPU, `None` when the probe's device could not be
     /// matched to a GPU gpuscope watches (`unmatched_reason` says why).
     pub gpu: Option<u32>,
+    /// When the device is a MIG device of GPU `gpu`: its MIG device index
+    /// (`gpus[].mig_devices[].index`) and UUID. Absent in recordings made
+    /// before gpuscope read MIG devices.
+    #[serde(default)]
+    pub mig_device: Option<u32>,
+    #[serde(default)]
+    pub mig_uuid: Option<String>,
     /// The framework's own index of the device (CUDA's ordinal among the
     /// visible devices).
     pub ordinal: Option<u32>,

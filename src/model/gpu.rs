@@ -28,6 +28,11 @@ pub struct Gpu {
     /// Why the clocks are held down, in NVML's terms (snake_case).
     pub throttle_reasons: Option<Vec<String>>,
     pub mig_mode: Option<MigMode>,
+    /// With MIG on, the MIG devices (GPU instance + compute instance) NVML
+    /// lists under this GPU, by MIG device index; empty otherwise.
+    /// Absent in recordings made before gpuscope read MIG devices.
+    #[serde(default)]
+    pub mig_devices: Vec<MigDevice>,
     /// Totals of the allocator probes on this GPU; `None` when no process
     /// on it has a probe.
     pub allocator: Option<GpuAllocator>,
@@ -81,6 +86,41 @@ pub struct MigMode {
     pub pending: bool,
 }
 
+/// One MIG device of a GPU: what NVML answers on its handle. NVML keeps
+/// utilization, clocks, power and temperature for the parent GPU only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MigDevice {
+    /// The MIG device index within its parent GPU (NVML's
+    /// `nvmlDeviceGetMigDeviceHandleByIndex`).
+    pub index: u32,
+    /// "MIG-…", as `CUDA_VISIBLE_DEVICES` and `nvidia-smi -L` give it.
+    pub uuid: Option<String>,
+    /// NVML's name, "<parent name> MIG <profile>".
+    pub name: Option<String>,
+    /// The MIG profile, "1g.10gb", taken from the name.
+    pub profile: Option<String>,
+    pub gpu_instance_id: Option<u32>,
+    pub compute_instance_id: Option<u32>,
+    pub memory: MigMemory,
+}
+
+/// A MIG device's own slice of memory, in bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MigMemory {
+    pub total: Option<u64>,
+    pub used: Option<u64>,
+    pub free: Option<u64>,
+}
+
+impl MigDevice {
+    /// The profile from NVML's name: what follows its last " MIG ".
+    pub fn profile_from_name(name: &str) -> Option<String> {
+        let (_, profile) = name.rsplit_once(" MIG ")?;
+        let profile = profile.trim();
+        (!profile.is_empty()).then(|| profile.to_string())
+    }
+}
+
 impl Gpu {
     /// An entry with identity only: the starting point for a device whose
     /// readings are still to be taken, or could not be.
@@ -103,7 +143,22 @@ impl Gpu {
             performance_state: None,
             throttle_reasons: None,
             mig_mode: None,
+            mig_devices: Vec::new(),
             allocator: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MigDevice;
+
+    #[test]
+    fn the_profile_is_read_from_the_mig_device_name() {
+        let p = |n: &str| MigDevice::profile_from_name(n);
+        assert_eq!(p("NVIDIA H100 80GB HBM3 MIG 1g.10gb").as_deref(), Some("1g.10gb"));
+        assert_eq!(p("NVIDIA A100-SXM4-40GB MIG 1c.3g.20gb").as_deref(), Some("1c.3g.20gb"));
+        assert_eq!(p("NVIDIA H100 80GB HBM3"), None);
+        assert_eq!(p("X MIG "), None);
     }
 }

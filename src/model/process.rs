@@ -42,6 +42,13 @@ pub struct ProcessGpu {
     /// Bytes NVML says the process holds on this GPU; `None` where NVML
     /// cannot say (no privileges, some containers, Windows WDDM).
     pub used_memory: Option<u64>,
+    /// The MIG device of GPU `index` the process runs on (its index
+    /// within the GPU, as in `gpus[].mig_devices[]`); `None` without MIG.
+    /// Absent in recordings made before gpuscope read MIG devices.
+    #[serde(default)]
+    pub mig_device: Option<u32>,
+    #[serde(default)]
+    pub mig_uuid: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,4 +1,5 @@
-//! `--gpus 0,2` or `--gpus GPU-5ea1,GPU-77`: which devices to watch.
+//! `--gpus 0,2`, `--gpus GPU-5ea1,GPU-77` or `--gpus MIG-4b6f`: which
+//! devices to watch. A MIG device is watched with its parent GPU shown.
 
 use std::fmt;
 
@@ -7,6 +8,8 @@ pub enum GpuSelector {
     Index(u32),
     /// Case-insensitive prefix of the UUID, with or without the "GPU-".
     UuidPrefix(String),
+    /// Case-insensitive prefix of a MIG device's UUID, "MIG-" included.
+    MigPrefix(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,18 +26,19 @@ impl fmt::Display for GpuSelector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Index(i) => write!(f, "{i}"),
-            Self::UuidPrefix(p) => f.write_str(p),
+            Self::UuidPrefix(p) | Self::MigPrefix(p) => f.write_str(p),
         }
     }
 }
 
-/// Parses a comma-separated list; digits are indices, anything else a UUID
-/// prefix.
+/// Parses a comma-separated list; digits are indices, "MIG-…" a MIG
+/// device's UUID prefix, anything else a GPU UUID prefix.
 pub fn parse_selectors(spec: &str) -> Result<Vec<GpuSelector>, SelectError> {
     spec.split(',')
         .map(str::trim)
         .map(|part| match part {
             "" => Err(SelectError::Empty(spec.to_string())),
+            p if p.get(..4).is_some_and(|h| h.eq_ignore_ascii_case("MIG-")) => Ok(GpuSelector::MigPrefix(p.into())),
             p => Ok(p.parse().map_or_else(|_| GpuSelector::UuidPrefix(p.to_string()), GpuSelector::Index)),
         })
         .collect()
@@ -46,19 +50,21 @@ fn uuid_matches(prefix: &str, uuid: &str) -> bool {
 }
 
 /// Positions into `devices` (index, uuid) of the selected GPUs, in device
-/// order, each once. An empty selector list selects every device.
+/// order, each once. An empty selector list selects every device; MIG
+/// selectors are left to [`select_migs`].
 pub fn select_gpus(selectors: &[GpuSelector], devices: &[(u32, Option<&str>)]) -> Result<Vec<usize>, SelectError> {
     if selectors.is_empty() {
         return Ok((0..devices.len()).collect());
     }
     let mut chosen = vec![false; devices.len()];
-    for sel in selectors {
+    for sel in selectors.iter().filter(|s| !matches!(s, GpuSelector::MigPrefix(_))) {
         let hits: Vec<usize> = devices
             .iter()
             .enumerate()
             .filter(|(_, (index, uuid))| match sel {
                 GpuSelector::Index(i) => i == index,
                 GpuSelector::UuidPrefix(p) => uuid.is_some_and(|u| uuid_matches(p, u)),
+                GpuSelector::MigPrefix(_) => false,
             })
             .map(|(pos, _)| pos)
             .collect();
@@ -74,6 +80,38 @@ pub fn select_gpus(selectors: &[GpuSelector], devices: &[(u32, Option<&str>)]) -
         }
     }
     Ok(chosen.iter().enumerate().filter(|(_, c)| **c).map(|(p, _)| p).collect())
+}
+
+/// Positions into `migs` (parent index, MIG UUID) of the MIG devices the
+/// MIG selectors name, each once; one matching none, or several, is an
+/// error as for GPUs.
+pub fn select_migs(selectors: &[GpuSelector], migs: &[(u32, Option<&str>)]) -> Result<Vec<usize>, SelectError> {
+    let mut chosen = Vec::new();
+    for sel in selectors {
+        let GpuSelector::MigPrefix(p) = sel else { continue };
+        let want = p.to_ascii_lowercase();
+        let named = |u: &str| u.to_ascii_lowercase().starts_with(&want);
+        let hits: Vec<usize> =
+            (migs.iter().enumerate()).filter(|(_, (_, u))| u.is_some_and(named)).map(|(i, _)| i).collect();
+        match hits.as_slice() {
+            [] => return Err(SelectError::NoMatch { selector: sel.to_string(), available: describe_migs(migs) }),
+            [one] if !chosen.contains(one) => chosen.push(*one),
+            [_] => {}
+            many => {
+                let matches = many.iter().map(|&i| describe_migs(&migs[i..=i])).collect::<Vec<_>>().join(", ");
+                return Err(SelectError::Ambiguous { selector: sel.to_string(), matches });
+            }
+        }
+    }
+    chosen.sort_unstable();
+    Ok(chosen)
+}
+
+fn describe_migs(migs: &[(u32, Option<&str>)]) -> String {
+    if migs.is_empty() {
+        return "no MIG devices".into();
+    }
+    migs.iter().map(|(i, u)| format!("{} on GPU {i}", u.unwrap_or("uuid unknown"))).collect::<Vec<_>>().join(", ")
 }
 
 fn describe(devices: &[(u32, Option<&str>)]) -> String {
@@ -111,5 +149,21 @@ mod tests {
         assert!(err.to_string().contains("no GPU matches \"7\""), "{err}");
         let err = select_gpus(&parse_selectors("GPU-77").unwrap(), &DEVS).unwrap_err();
         assert!(matches!(err, SelectError::Ambiguous { .. }), "{err}");
+    }
+
+    #[test]
+    fn mig_uuids_select_mig_devices() {
+        let sel = parse_selectors("mig-AB12,1").unwrap();
+        assert_eq!(sel, vec![GpuSelector::MigPrefix("mig-AB12".into()), GpuSelector::Index(1)]);
+        assert_eq!(select_gpus(&sel, &DEVS).unwrap(), vec![1], "a MIG selector picks no GPU by itself");
+        let migs = [(0, Some("MIG-ab12-1111")), (0, Some("MIG-ab13-2222")), (2, Some("MIG-cd00-3333"))];
+        assert_eq!(select_migs(&sel, &migs).unwrap(), vec![0]);
+        assert_eq!(select_migs(&parse_selectors("MIG-cd,MIG-AB12-1").unwrap(), &migs).unwrap(), vec![0, 2]);
+        let err = select_migs(&parse_selectors("MIG-ab1").unwrap(), &migs).unwrap_err();
+        assert!(matches!(err, SelectError::Ambiguous { .. }), "{err}");
+        let err = select_migs(&parse_selectors("MIG-ff").unwrap(), &migs).unwrap_err();
+        assert!(err.to_string().contains("MIG-cd00-3333 on GPU 2"), "{err}");
+        let err = select_migs(&parse_selectors("MIG-ff").unwrap(), &[]).unwrap_err();
+        assert!(err.to_string().contains("no MIG devices"), "{err}");
     }
 }

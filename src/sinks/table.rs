@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use crate::model::{
-    Alert, DeviceAllocator, Gpu, GpuState, PidNamespace, ProbeState, Process, ProcessAllocator, Severity, Snapshot,
+    Alert, DeviceAllocator, Gpu, GpuState, PidNamespace, ProbeState, Process, ProcessAllocator, ProcessGpu, Severity,
+    Snapshot,
 };
 use crate::sources::visible;
 use crate::units::{bytes, bytes_pair, opt};
@@ -38,6 +39,7 @@ pub fn render(snap: &Snapshot) -> String {
     ));
     for gpu in &snap.gpus {
         gpu_lines(gpu, &mut lines);
+        mig_lines(gpu, &snap.processes, &mut lines);
     }
     if snap.gpus.is_empty() && snap.sources.nvml.ok {
         lines.push("  No GPUs.".into());
@@ -143,6 +145,31 @@ fn gpu_lines(gpu: &Gpu, lines: &mut Vec<String>) {
     }
 }
 
+/// One line per MIG device, under its GPU: "GPU:MIG" (as in the process
+/// rows), profile, memory, processes and the UUID `--gpus` takes.
+fn mig_lines(gpu: &Gpu, processes: &[Process], lines: &mut Vec<String>) {
+    for m in &gpu.mig_devices {
+        let on = |g: &ProcessGpu| g.index == gpu.index && g.mig_device == Some(m.index);
+        let count = processes.iter().filter(|p| p.gpus.iter().any(on)).count();
+        lines.push(format!(
+            "  {:>3} {:<10} {:>13}  {:<7} {}",
+            format!("{}:{}", gpu.index, m.index),
+            m.profile.as_deref().unwrap_or("n/a"),
+            bytes_pair(m.memory.used, m.memory.total),
+            format!("{count} proc"),
+            m.uuid.as_deref().unwrap_or("n/a"),
+        ));
+    }
+}
+
+/// "0", or "0:4" on MIG device 4 of GPU 0.
+fn gpu_cell(g: &ProcessGpu) -> String {
+    match g.mig_device {
+        Some(m) => format!("{}:{m}", g.index),
+        None => g.index.to_string(),
+    }
+}
+
 /// The allocator's view of one process on one GPU, under its row.
 fn allocator_line(a: &ProcessAllocator, gpu: u32) -> Option<String> {
     let d = a.devices.iter().find(|d| d.gpu == Some(gpu))?;
@@ -210,7 +237,7 @@ fn process_lines(snap: &Snapshot, lines: &mut Vec<String>) {
                 "{:>7} {} {:>3} {:<4} {:>9} {:>6} {:>9}  ",
                 p.pid,
                 user,
-                g.index,
+                gpu_cell(g),
                 g.kind.short(),
                 opt(g.used_memory, bytes),
                 opt(p.cpu_percent, |c| format!("{c:.1}")),
@@ -313,7 +340,13 @@ mod tests {
     fn process(pid: u32, command: &str, workload: Option<Workload>) -> Process {
         Process {
             pid,
-            gpus: vec![ProcessGpu { index: 0, kind: ProcessType::Compute, used_memory: Some(1 << 30) }],
+            gpus: vec![ProcessGpu {
+                index: 0,
+                kind: ProcessType::Compute,
+                used_memory: Some(1 << 30),
+                mig_device: None,
+                mig_uuid: None,
+            }],
             gpu_memory_total: Some(1 << 30),
             name: Some("python3".into()),
             user: Some("alice".into()),

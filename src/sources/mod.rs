@@ -13,7 +13,7 @@ pub mod workload;
 
 use std::collections::HashMap;
 
-use crate::model::{Driver, Gpu, Host, PidNamespace, ProcessGpu, SourceStatus, Timestamp, Workload};
+use crate::model::{Driver, Gpu, Host, MigDevice, PidNamespace, ProcessGpu, SourceStatus, Timestamp, Workload};
 
 pub use sanitize::{SHOWN_FOR_INVISIBLE, is_invisible, sanitize_command, visible};
 
@@ -35,6 +35,21 @@ pub struct GpuIdentity {
     pub uuid: Option<String>,
     pub name: Option<String>,
     pub pci_bus_id: Option<String>,
+    /// Its MIG devices, where gpuscope reads them (MIG on, GPU watched):
+    /// a framework's device may be one of them.
+    pub mig_devices: Vec<MigDevice>,
+}
+
+impl GpuIdentity {
+    pub fn of(g: &Gpu) -> Self {
+        Self {
+            index: g.index,
+            uuid: g.uuid.clone(),
+            name: g.name.clone(),
+            pci_bus_id: g.pci_bus_id.clone(),
+            mig_devices: g.mig_devices.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]

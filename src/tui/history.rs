@@ -217,7 +217,7 @@ mod tests {
             .iter()
             .map(|&pid| {
                 serde_json::from_value::<Process>(serde_json::json!({
-                    "pid": pid, "gpus": [ProcessGpu { index: 0, kind: ProcessType::Compute, used_memory: Some(7) }],
+                    "pid": pid, "gpus": [ProcessGpu { index: 0, kind: ProcessType::Compute, used_memory: Some(7), mig_device: None, mig_uuid: None }],
                     "gpu_memory_total": 7, "name": null, "user": null, "command": null, "start_time": null,
                     "start_time_unix_ms": null, "parent_pid": null, "cpu_percent": null, "host_memory": null,
                     "allocator": null

@@ -46,6 +46,9 @@ pub struct State {
     pub history: History,
     /// The focused GPU's index; `None` is all.
     pub focus: Option<u32>,
+    /// Within the focused GPU, the focused MIG device's index; `None` is
+    /// the whole GPU.
+    pub focus_mig: Option<u32>,
     pub selected: Option<RowKey>,
     /// Where the selection was, for when its row goes away.
     pub selected_pos: usize,
@@ -75,6 +78,7 @@ impl State {
             frozen: None,
             history: History::new(options.interval),
             focus: None,
+            focus_mig: None,
             selected: None,
             selected_pos: 0,
             sort: Sort::default(),
@@ -97,6 +101,7 @@ impl State {
             self.focus = self.focus.and_then(|f| follow_gpu(prev, &snap, f));
             self.selected = self.selected.and_then(|k| Some(RowKey { gpu: follow_gpu(prev, &snap, k.gpu)?, ..k }));
         }
+        self.focus_mig = self.focus_mig.filter(|&m| mig_exists(&snap, self.focus, m));
         self.latest = Some(snap);
     }
 
@@ -110,7 +115,11 @@ impl State {
     }
 
     pub fn rows(&self) -> Vec<Row<'_>> {
-        self.shown().map_or_else(Vec::new, |s| rows::build(s, self.focus, &self.filter, self.sort))
+        let rows = self.shown().map_or_else(Vec::new, |s| rows::build(s, self.focus, &self.filter, self.sort));
+        match self.focus_mig {
+            Some(m) => rows.into_iter().filter(|r| r.gpu.mig_device == Some(m)).collect(),
+            None => rows,
+        }
     }
 
     /// The selected row's position: the selected process if it is still
@@ -170,6 +179,12 @@ impl State {
         };
         Duration::from_millis(wait_ms)
     }
+}
+
+/// Whether GPU `gpu` in `snap` still has MIG device `mig`.
+fn mig_exists(snap: &Snapshot, gpu: Option<u32>, mig: u32) -> bool {
+    let gpu = snap.gpus.iter().find(|g| Some(g.index) == gpu);
+    gpu.is_some_and(|g| g.mig_devices.iter().any(|m| m.index == mig))
 }
 
 /// The index in `now` of the GPU that had `index` in `before`: unchanged

@@ -107,19 +107,33 @@ fn gpu_indices(state: &State) -> Vec<u32> {
     state.shown().map_or_else(Vec::new, |s| s.gpus.iter().map(|g| g.index).collect())
 }
 
-/// Tab walks all → first GPU → … → last GPU → all.
-fn focus_step(state: &mut State, forward: bool) {
-    let gpus = gpu_indices(state);
-    let at = state.focus.and_then(|f| gpus.iter().position(|g| *g == f));
-    state.focus = match (at, forward) {
-        (None, true) => gpus.first().copied(),
-        (None, false) => gpus.last().copied(),
-        (Some(i), true) => gpus.get(i + 1).copied(),
-        (Some(i), false) => i.checked_sub(1).map(|i| gpus[i]),
+/// Every focus Tab can take after "all": each GPU, then its MIG devices.
+fn focus_targets(state: &State) -> Vec<(u32, Option<u32>)> {
+    let Some(snap) = state.shown() else { return Vec::new() };
+    let each = |g: &crate::model::Gpu| {
+        std::iter::once((g.index, None))
+            .chain(g.mig_devices.iter().map(|m| (g.index, Some(m.index))))
+            .collect::<Vec<_>>()
     };
+    snap.gpus.iter().flat_map(each).collect()
+}
+
+/// Tab walks all → first GPU → its MIG devices → … → last GPU → all.
+fn focus_step(state: &mut State, forward: bool) {
+    let targets = focus_targets(state);
+    let now = state.focus.map(|g| (g, state.focus_mig));
+    let at = now.and_then(|n| targets.iter().position(|t| *t == n));
+    let next = match (at, forward) {
+        (None, true) => targets.first().copied(),
+        (None, false) => targets.last().copied(),
+        (Some(i), true) => targets.get(i + 1).copied(),
+        (Some(i), false) => i.checked_sub(1).map(|i| targets[i]),
+    };
+    (state.focus, state.focus_mig) = (next.map(|t| t.0), next.and_then(|t| t.1));
 }
 
 fn focus_nth(state: &mut State, n: u8) {
+    state.focus_mig = None;
     if n == 0 {
         state.focus = None;
         return;

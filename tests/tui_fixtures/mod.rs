@@ -468,3 +468,49 @@ impl ratatui::backend::Backend for SharedBackend {
         self.0.lock().unwrap().flush()
     }
 }
+
+/// The shipped 7-way scenario (crates/nvml-sim/scenarios/mig-h100-7way.toml)
+/// as gpuscope reads it: one H100 in MIG mode, seven 1g.10gb devices, four
+/// of them running a process.
+pub fn mig_7way() -> Snapshot {
+    const MIB: u64 = 1 << 20;
+    let mut snap = snapshot(Spec::gpus(1));
+    let used = [8120, 6410, 9210, 0, 2048, 0, 0];
+    let gpu = &mut snap.gpus[0];
+    gpu.utilization.gpu = None;
+    gpu.utilization.memory = None;
+    gpu.mig_mode = Some(gpuscope::model::MigMode { current: true, pending: true });
+    gpu.memory.used = Some(used.iter().sum::<u64>() * MIB);
+    gpu.memory.free = Some(TOTAL - DRIVER_RESERVED - used.iter().sum::<u64>() * MIB);
+    gpu.mig_devices = (0..7)
+        .map(|i| {
+            let total = 9856 * MIB;
+            serde_json::from_value(json!({
+                "index": i, "uuid": format!("MIG-{i:08x}-6b3e-5d48-a7c1-0e2f4b6d8a01"),
+                "name": "NVIDIA H100 80GB HBM3 MIG 1g.10gb", "profile": "1g.10gb",
+                "gpu_instance_id": i + 7, "compute_instance_id": 0,
+                "memory": { "total": total, "used": used[i as usize] * MIB, "free": total - used[i as usize] * MIB }
+            }))
+            .expect("a MIG device")
+        })
+        .collect();
+    let on = [(0u32, 4_200_101u32, "python3 train.py --lr 3e-4"), (1, 4_200_102, "python3 train.py --lr 1e-4")];
+    let more = [(2u32, 4_200_103u32, "vllm serve Qwen/Qwen2.5-1.5B"), (4, 4_200_105, "jupyter-kernel")];
+    snap.processes = on
+        .iter()
+        .chain(&more)
+        .map(|&(m, pid, command)| {
+            let bytes = used[m as usize] * MIB;
+            serde_json::from_value(json!({
+                "pid": pid,
+                "gpus": [{ "index": 0, "type": "compute", "used_memory": bytes, "mig_device": m,
+                           "mig_uuid": format!("MIG-{m:08x}-6b3e-5d48-a7c1-0e2f4b6d8a01") }],
+                "gpu_memory_total": bytes, "name": command.split(' ').next(), "user": "alice", "command": command,
+                "start_time": "2026-11-21T16:18:00.000Z", "start_time_unix_ms": T0 - 11_520_000,
+                "parent_pid": 4_123_300, "cpu_percent": 99.0, "host_memory": 6_200_000_000u64, "allocator": null
+            }))
+            .expect("a process")
+        })
+        .collect();
+    snap
+}

@@ -8,24 +8,50 @@ use std::time::Instant;
 use nvml_wrapper_sys::bindings::{nvmlDevice_st, nvmlDevice_t};
 
 use crate::code::{GPU_IS_LOST, INVALID_ARGUMENT, NOT_SUPPORTED, Outcome, UNKNOWN, nvmlReturn_t, to_return};
-use crate::scenario::{Gpu, Reading};
+use crate::scenario::{Gpu, MAX_MIG_DEVICES, MigDevice, Reading};
 use crate::state::{self, Ctx};
 use crate::timing;
 
 /// Handles are tagged indices rather than small integers so that a zeroed
 /// or stale pointer is unlikely to pass for a valid device.
 const HANDLE_BASE: usize = 0x6770_0000;
+/// MIG device handles: a range of their own, eight slots per GPU.
+const MIG_HANDLE_BASE: usize = 0x6790_0000;
+const MIG_SLOTS: usize = 8;
 
-/// A device call's view of its GPU.
+/// The calls the driver answers on a MIG device handle; every other
+/// reading (utilization, temperature, power, clocks, fans...) is the
+/// parent's and returns NOT_SUPPORTED there, as on a real driver.
+const MIG_CALLS: &[&str] = &[
+    "nvmlDeviceGetName",
+    "nvmlDeviceGetUUID",
+    "nvmlDeviceGetMemoryInfo",
+    "nvmlDeviceGetMemoryInfo_v2",
+    "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceIsMigDeviceHandle",
+    "nvmlDeviceGetGpuInstanceId",
+    "nvmlDeviceGetComputeInstanceId",
+    "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+];
+
+/// A device call's view of its GPU, and of the MIG device the handle
+/// names, if it names one.
 pub(crate) struct Dev<'a> {
     pub index: u32,
+    pub position: usize,
     pub gpu: &'a Gpu,
+    pub mig: Option<&'a MigDevice>,
     pub t: f64,
 }
 
 /// The handle of the GPU at `position` among the scenario's `[[gpu]]`.
 pub(crate) fn handle_for(position: usize) -> nvmlDevice_t {
     ptr::without_provenance_mut::<nvmlDevice_st>(HANDLE_BASE + position)
+}
+
+/// The handle of MIG device `slot` of the GPU at `position`.
+pub(crate) fn mig_handle_for(position: usize, slot: usize) -> nvmlDevice_t {
+    ptr::without_provenance_mut::<nvmlDevice_st>(MIG_HANDLE_BASE + position * MIG_SLOTS + slot)
 }
 
 /// Unwinding across `extern "C"` aborts the host, so panics become
@@ -69,6 +95,15 @@ pub(crate) fn device(
         {
             return Err(NOT_SUPPORTED);
         }
+        if dev.mig.is_some() && !MIG_CALLS.contains(&function) {
+            return Err(NOT_SUPPORTED);
+        }
+        // NVML's docs: "On MIG-enabled GPUs, querying device utilization
+        // rates is not currently supported"; per-process samples neither.
+        let whole = matches!(reading, Some(Reading::Utilization | Reading::ProcessUtilization));
+        if dev.mig.is_none() && dev.gpu.spec.mig_current && whole {
+            return Err(NOT_SUPPORTED);
+        }
         body(&dev)
     });
     // Hangs outside the state lock, so the other GPUs still answer.
@@ -83,9 +118,20 @@ pub(crate) fn device(
 const HANGS: nvmlReturn_t = 0x7fff_0000;
 
 pub(crate) fn resolve<'a>(ctx: &Ctx<'a>, handle: nvmlDevice_t) -> Result<Dev<'a>, nvmlReturn_t> {
-    let position = handle.addr().checked_sub(HANDLE_BASE).ok_or(INVALID_ARGUMENT)?;
+    let (position, slot) = match handle.addr().checked_sub(MIG_HANDLE_BASE) {
+        Some(offset) => (offset / MIG_SLOTS, Some(offset % MIG_SLOTS)),
+        None => (handle.addr().checked_sub(HANDLE_BASE).ok_or(INVALID_ARGUMENT)?, None),
+    };
     let gpu = ctx.scenario.gpus.get(position).ok_or(INVALID_ARGUMENT)?;
     // The handle of a GPU that has gone away names nothing any more.
     let index = ctx.scenario.visible(ctx.t).iter().position(|&p| p == position).ok_or(INVALID_ARGUMENT)?;
-    Ok(Dev { index: index as u32, gpu, t: ctx.t })
+    // So does a MIG handle whose instance is gone (MIG off, fewer devices).
+    let mig = match slot {
+        Some(s) if s < MAX_MIG_DEVICES as usize && gpu.spec.mig_current => {
+            Some(gpu.mig.get(s).ok_or(INVALID_ARGUMENT)?)
+        }
+        Some(_) => return Err(INVALID_ARGUMENT),
+        None => None,
+    };
+    Ok(Dev { index: index as u32, position, gpu, mig, t: ctx.t })
 }

@@ -1,6 +1,7 @@
 //! A parsed and validated scenario: what the simulated driver reports.
 
 mod gpu;
+mod mig;
 mod pci;
 mod spec;
 #[cfg(test)]
@@ -9,6 +10,7 @@ mod tests;
 use nvml_wrapper_sys::bindings::NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE;
 
 pub(crate) use gpu::Gpu;
+pub(crate) use mig::{MAX_MIG_DEVICES, MigDevice};
 pub(crate) use spec::{InitError, ProcessSpec, Reading, TopologyStep};
 
 /// The built-in scenario used when `GPUSCOPE_SIM_SCENARIO` is unset.

@@ -4,6 +4,7 @@
 //! leaves no sample rather than a 0.
 
 mod gpu;
+mod mig;
 mod process;
 mod status;
 
@@ -24,7 +25,7 @@ const fn info(name: &'static str, help: &'static str) -> Def {
 
 /// Every family the exporter can emit, in the order it emits them.
 pub fn families() -> impl Iterator<Item = &'static Def> {
-    [gpu::ALL, process::ALL, status::ALL].into_iter().flatten().copied()
+    [gpu::ALL, mig::ALL, process::ALL, status::ALL].into_iter().flatten().copied()
 }
 
 /// The names samples can carry (`_total` and `_info` included): what a
@@ -38,6 +39,7 @@ pub fn sample_names() -> Vec<String> {
 pub fn encode(format: Format, snap: &Snapshot, nvml_errors: u64) -> String {
     let mut enc = Encoder::new(format);
     gpu::write(&mut enc, snap);
+    mig::write(&mut enc, snap);
     process::write(&mut enc, snap);
     status::write(&mut enc, snap, nvml_errors);
     enc.finish()

@@ -3,7 +3,11 @@
 //! `slurm_job`, named as dcgm-exporter names them), and the allocator
 //! probe's figures per process and GPU (plus `gpu`, `rank`). An empty
 //! label is left out, as Prometheus treats it.
+//! A series for a process on a MIG device also carries that device's
+//! labels (`GPU_I_ID`, `GPU_I_PROFILE`, `GPU_CI_ID`, `mig_uuid`; see
+//! `mig.rs`).
 
+use super::mig::MigLabels;
 use super::{counter, gauge};
 use crate::model::{DeviceAllocator, Process, Snapshot};
 use crate::serve::encode::{Def, Encoder, Value};
@@ -142,7 +146,10 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot) {
     let mut f = enc.family(&GPU_MEMORY);
     for w in &who {
         for g in &w.process.gpus {
-            f.sample(&w.labels(&g.index.to_string())[..BEFORE_RANK], g.used_memory);
+            let (gpu, mig) = (g.index.to_string(), MigLabels::find(snap, g.index, g.mig_device));
+            let mut labels = w.labels(&gpu)[..BEFORE_RANK].to_vec();
+            labels.extend(mig.iter().flat_map(MigLabels::instance));
+            f.sample(&labels, g.used_memory);
         }
     }
     let mut f = enc.family(&CPU);
@@ -155,15 +162,17 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot) {
     }
     // A device the probe saw but gpuscope could not match to a GPU has no
     // `gpu` label to tell it apart from another such device: left out.
-    let devices: Vec<(&Who, String, &DeviceAllocator)> = who
+    let devices: Vec<(&Who, String, Option<MigLabels>, &DeviceAllocator)> = who
         .iter()
         .flat_map(|w| w.process.allocator.iter().flat_map(|a| &a.devices).map(move |d| (w, d)))
-        .filter_map(|(w, d)| Some((w, d.gpu?.to_string(), d)))
+        .filter_map(|(w, d)| Some((w, d.gpu?.to_string(), MigLabels::find(snap, d.gpu?, d.mig_device), d)))
         .collect();
     for (def, read) in &ALLOCATOR {
         let mut f = enc.family(def);
-        for (w, gpu, d) in &devices {
-            f.sample(&w.labels(gpu), read(d));
+        for (w, gpu, mig, d) in &devices {
+            let mut labels = w.labels(gpu).to_vec();
+            labels.extend(mig.iter().flat_map(MigLabels::instance));
+            f.sample(&labels, read(d));
         }
     }
 }

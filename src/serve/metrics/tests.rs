@@ -32,7 +32,13 @@ fn device(gpu: Option<u32>) -> DeviceAllocator {
 fn process(pid: u32, command: Option<&str>, allocator: Option<ProcessAllocator>) -> Process {
     Process {
         pid,
-        gpus: vec![ProcessGpu { index: 0, kind: ProcessType::Compute, used_memory: Some(11 * GIB) }],
+        gpus: vec![ProcessGpu {
+            index: 0,
+            kind: ProcessType::Compute,
+            used_memory: Some(11 * GIB),
+            mig_device: None,
+            mig_uuid: None,
+        }],
         gpu_memory_total: Some(11 * GIB),
         name: Some("python3".into()),
         user: command.map(|_| "alice".into()),
@@ -47,34 +53,8 @@ fn process(pid: u32, command: Option<&str>, allocator: Option<ProcessAllocator>)
     }
 }
 
-/// Two GPUs (one with every reading, one lost with none), a probed
-/// process, a process the host cannot see, and two alerts.
-pub(crate) fn snapshot() -> Snapshot {
-    let mut ok = Gpu::blank(0, GpuState::Ok);
-    ok.uuid = Some("GPU-aa".into());
-    ok.name = Some("NVIDIA H100 80GB HBM3".into());
-    ok.pci_bus_id = Some("00000000:18:00.0".into());
-    ok.memory = crate::model::GpuMemory {
-        total: Some(80 * GIB),
-        used: Some(20 * GIB),
-        free: Some(60 * GIB),
-        driver_reserved: Some(GIB / 2),
-    };
-    ok.utilization = crate::model::Utilization { gpu: Some(37), memory: Some(5), encoder: Some(0), decoder: Some(0) };
-    (ok.temperature_c, ok.fan_percent, ok.power_draw_w, ok.power_limit_w) =
-        (Some(70), Some(40), Some(612.5), Some(700.0));
-    ok.clocks = crate::model::Clocks { sm_mhz: Some(1980), memory_mhz: Some(2619) };
-    ok.pcie = crate::model::Pcie { tx_bytes_per_s: Some(1024), rx_bytes_per_s: Some(2048) };
-    ok.allocator = Some(GpuAllocator {
-        probed_processes: 1,
-        allocated: Some(4 * GIB),
-        reserved: Some(10 * GIB),
-        cached: Some(6 * GIB),
-        inactive_split: Some(3 * GIB),
-        overhead: Some(GIB),
-        unprobed: Some(9 * GIB),
-    });
-    let allocator = ProcessAllocator {
+fn allocator() -> ProcessAllocator {
+    ProcessAllocator {
         framework: "torch".into(),
         framework_version: None,
         backend: Some("native".into()),
@@ -96,7 +76,58 @@ pub(crate) fn snapshot() -> Snapshot {
         age_ms: 10,
         // The unmatched device is left out: it has no `gpu` to tell it apart.
         devices: vec![device(Some(0)), device(None)],
+    }
+}
+
+/// A probed process on MIG device 2 of GPU 0.
+fn on_mig() -> Process {
+    let mut p = process(5150, Some("python3 serve.py"), None);
+    p.gpus[0].mig_device = Some(2);
+    p.gpus[0].mig_uuid = Some("MIG-bb".into());
+    let mut d = device(Some(0));
+    (d.mig_device, d.mig_uuid) = (Some(2), Some("MIG-bb".into()));
+    p.allocator = Some(ProcessAllocator { devices: vec![d], rank: None, world_size: None, ..allocator() });
+    p
+}
+
+/// Two GPUs (one with every reading and a MIG device, one lost with
+/// none), a probed process, a process the host cannot see, one on the MIG
+/// device, and two alerts.
+pub(crate) fn snapshot() -> Snapshot {
+    let mut ok = Gpu::blank(0, GpuState::Ok);
+    ok.uuid = Some("GPU-aa".into());
+    ok.name = Some("NVIDIA H100 80GB HBM3".into());
+    ok.pci_bus_id = Some("00000000:18:00.0".into());
+    ok.memory = crate::model::GpuMemory {
+        total: Some(80 * GIB),
+        used: Some(20 * GIB),
+        free: Some(60 * GIB),
+        driver_reserved: Some(GIB / 2),
     };
+    ok.utilization = crate::model::Utilization { gpu: Some(37), memory: Some(5), encoder: Some(0), decoder: Some(0) };
+    (ok.temperature_c, ok.fan_percent, ok.power_draw_w, ok.power_limit_w) =
+        (Some(70), Some(40), Some(612.5), Some(700.0));
+    ok.clocks = crate::model::Clocks { sm_mhz: Some(1980), memory_mhz: Some(2619) };
+    ok.pcie = crate::model::Pcie { tx_bytes_per_s: Some(1024), rx_bytes_per_s: Some(2048) };
+    ok.mig_devices = vec![crate::model::MigDevice {
+        index: 2,
+        uuid: Some("MIG-bb".into()),
+        name: Some("NVIDIA H100 80GB HBM3 MIG 1g.10gb".into()),
+        profile: Some("1g.10gb".into()),
+        gpu_instance_id: Some(9),
+        compute_instance_id: Some(0),
+        memory: crate::model::MigMemory { total: Some(10 * GIB), used: Some(3 * GIB), free: Some(7 * GIB) },
+    }];
+    ok.allocator = Some(GpuAllocator {
+        probed_processes: 1,
+        allocated: Some(4 * GIB),
+        reserved: Some(10 * GIB),
+        cached: Some(6 * GIB),
+        inactive_split: Some(3 * GIB),
+        overhead: Some(GIB),
+        unprobed: Some(9 * GIB),
+    });
+    let allocator = allocator();
     let alert = |kind, severity, gpu, pid| Alert {
         kind,
         severity,
@@ -120,6 +151,7 @@ pub(crate) fn snapshot() -> Snapshot {
         processes: vec![
             process(4242, Some("python3 \"train.py\" --out C:\\runs"), Some(allocator)),
             process(77, None, None),
+            on_mig(),
         ],
         alerts: vec![
             alert(AlertKind::GpuLost, Severity::Critical, Some(1), None),
@@ -205,8 +237,8 @@ fn process_and_allocator_series_carry_escaped_labels() {
     ] {
         assert!(has(&l, &expected), "missing {expected}");
     }
-    let allocated = l.iter().filter(|l| l.starts_with("gpuscope_allocator_allocated_bytes{")).count();
-    assert_eq!(allocated, 1, "the unmatched device has no series");
+    let allocated = l.iter().filter(|l| l.starts_with("gpuscope_allocator_allocated_bytes{pid=\"4242\"")).count();
+    assert_eq!(allocated, 0, "the unmatched device has no series");
 }
 
 #[test]
@@ -309,4 +341,28 @@ fn promtool_accepts(body: &str) {
     child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn mig_devices_have_series_with_dcgm_exporter_s_labels() {
+    let l = lines(Format::Text);
+    let mig = "gpu=\"0\",uuid=\"GPU-aa\",GPU_I_ID=\"9\",GPU_I_PROFILE=\"1g.10gb\",GPU_CI_ID=\"0\",mig_uuid=\"MIG-bb\"";
+    let inst = "GPU_I_ID=\"9\",GPU_I_PROFILE=\"1g.10gb\",GPU_CI_ID=\"0\",mig_uuid=\"MIG-bb\"";
+    let who = "pid=\"5150\",user=\"alice\",command=\"python3 serve.py\"";
+    for expected in [
+        format!("gpuscope_mig_device_info{{{mig},mig_device=\"2\"}} 1"),
+        format!("gpuscope_mig_memory_total_bytes{{{mig}}} {}", 10 * GIB),
+        format!("gpuscope_mig_memory_used_bytes{{{mig}}} {}", 3 * GIB),
+        format!("gpuscope_process_gpu_memory_bytes{{gpu=\"0\",{who},{inst}}} {}", 11 * GIB),
+        format!("gpuscope_allocator_allocated_bytes{{gpu=\"0\",{who},{inst}}} {}", 4 * GIB),
+    ] {
+        assert!(has(&l, &expected), "missing {expected}");
+    }
+    let mut snap = snapshot();
+    snap.gpus[0].mig_devices[0].memory.free = None;
+    let body = encode(Format::Text, &snap, 0);
+    assert!(!body.contains("gpuscope_mig_memory_free_bytes{"), "unknown: no sample, not 0");
+    // A process on the whole GPU carries no MIG labels.
+    let plain = l.iter().find(|l| l.starts_with("gpuscope_process_gpu_memory_bytes{gpu=\"0\",pid=\"4242\"")).unwrap();
+    assert!(!plain.contains("GPU_I_ID"), "{plain}");
 }

@@ -34,6 +34,7 @@ impl DeviceStatic {
             uuid: self.uuid.clone(),
             name: self.name.clone(),
             pci_bus_id: self.pci_bus_id.clone(),
+            mig_devices: Vec::new(),
         }
     }
 

@@ -6,6 +6,7 @@ mod backoff;
 mod calls;
 mod device;
 mod library;
+mod mig;
 mod processes;
 
 use std::collections::HashMap;
@@ -14,11 +15,12 @@ use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
 use super::{GpuSample, GpuSource};
-use crate::model::{Driver, Gpu, GpuSelector, GpuState, SourceStatus, select_gpus};
+use crate::model::{Driver, Gpu, GpuSelector, GpuState, SourceStatus, select_gpus, select_migs};
 use backoff::Backoff;
 pub use calls::{Call, Calls};
 use device::{DeviceStatic, read_gpu};
 pub use library::{DEFAULT_LIBRARY, InitError, LibrarySpec};
+use mig::MigStatics;
 use processes::ProcessMerger;
 
 pub struct NvmlSource {
@@ -40,6 +42,8 @@ pub struct NvmlSource {
     last_error: Option<String>,
     /// NVML's process names, kept per PID while the PID stays on a GPU.
     names: HashMap<u32, Option<String>>,
+    /// MIG devices' statics, by MIG UUID.
+    mig: MigStatics,
     calls: Calls,
 }
 
@@ -48,9 +52,42 @@ pub struct NvmlSource {
 struct Chosen {
     uuids: Vec<String>,
     indices: Vec<u32>,
+    /// GPUs chosen only for MIG devices named by `--gpus MIG-…`: the
+    /// parent's UUID and those MIG devices' UUIDs, the only ones shown.
+    migs: HashMap<String, Vec<String>>,
 }
 
 impl Chosen {
+    /// Adds the parents of the MIG devices the selectors name; a parent
+    /// not chosen by itself shows only those MIG devices.
+    fn add_migs(
+        &mut self,
+        selectors: &[GpuSelector],
+        migs: &[(u32, Option<String>)],
+        all: &[DeviceStatic],
+    ) -> Result<(), crate::model::SelectError> {
+        let ids: Vec<(u32, Option<&str>)> = migs.iter().map(|(i, u)| (*i, u.as_deref())).collect();
+        for pos in select_migs(selectors, &ids)? {
+            let (parent, Some(mig)) = &migs[pos] else { continue };
+            let Some(parent_uuid) = all.iter().find(|d| d.index == *parent).and_then(|d| d.uuid.clone()) else {
+                continue;
+            };
+            if self.uuids.contains(&parent_uuid) && !self.migs.contains_key(&parent_uuid) {
+                continue;
+            }
+            if !self.uuids.contains(&parent_uuid) {
+                self.uuids.push(parent_uuid.clone());
+            }
+            self.migs.entry(parent_uuid).or_default().push(mig.clone());
+        }
+        Ok(())
+    }
+
+    /// The MIG devices to show of the GPU `uuid`; `None`: all of them.
+    fn migs_of(&self, uuid: Option<&str>) -> Option<&[String]> {
+        uuid.and_then(|u| self.migs.get(u)).map(Vec::as_slice)
+    }
+
     fn keeps(&self, d: &DeviceStatic) -> bool {
         match &d.uuid {
             Some(u) => self.uuids.contains(u),
@@ -89,6 +126,7 @@ impl NvmlSource {
             backoff: Backoff::default(),
             last_error: None,
             names: HashMap::new(),
+            mig: MigStatics::default(),
             calls: Calls::default(),
         }
     }
@@ -99,10 +137,16 @@ impl NvmlSource {
         if self.chosen.is_none() && !self.selectors.is_empty() {
             let ids: Vec<(u32, Option<&str>)> = all.iter().map(|d| (d.index, d.uuid.as_deref())).collect();
             let picked: Vec<&DeviceStatic> = select_gpus(&self.selectors, &ids)?.into_iter().map(|p| &all[p]).collect();
-            self.chosen = Some(Chosen {
+            let mut chosen = Chosen {
                 uuids: picked.iter().filter_map(|d| d.uuid.clone()).collect(),
                 indices: picked.iter().filter(|d| d.uuid.is_none()).map(|d| d.index).collect(),
-            });
+                migs: HashMap::new(),
+            };
+            if self.selectors.iter().any(|s| matches!(s, GpuSelector::MigPrefix(_))) {
+                let indices: Vec<u32> = all.iter().map(|d| d.index).collect();
+                chosen.add_migs(&self.selectors, &mig::all_uuids(&nvml, &indices, &self.calls), &all)?;
+            }
+            self.chosen = Some(chosen);
         }
         self.driver = self.calls.track("nvmlSystemGetDriverVersion", None, || library::read_driver(&nvml, &self.spec));
         self.set_devices(all);
@@ -179,9 +223,18 @@ impl NvmlSource {
                 Ok(dev) => {
                     st.adopt(&dev);
                     st.refresh(&dev, calls);
-                    let gpu = read_gpu(&dev, st, calls);
+                    let mut gpu = read_gpu(&dev, st, calls);
                     if gpu.state == GpuState::Ok {
-                        merger.add_device(st.index, &dev, calls);
+                        let mut migs = match gpu.mig_mode {
+                            Some(m) if m.current => self.mig.enumerate(nvml, &dev, st.index, calls),
+                            _ => Vec::new(),
+                        };
+                        let only = self.chosen.as_ref().and_then(|c| c.migs_of(st.uuid.as_deref()));
+                        if let Some(only) = only {
+                            migs.retain(|m| m.entry.uuid.as_ref().is_some_and(|u| only.contains(u)));
+                        }
+                        gpu.mig_devices = migs.iter().map(|m| m.entry.clone()).collect();
+                        merger.add_device(st.index, &dev, &migs, only.is_none(), calls);
                     }
                     gpu
                 }
@@ -229,7 +282,14 @@ impl GpuSource for NvmlSource {
             };
         };
         // Every GPU NVML lists, watched or not: CUDA sees them all.
-        let all_gpus = self.all.iter().map(DeviceStatic::identity).collect();
+        let all_gpus = (self.all.iter().map(DeviceStatic::identity))
+            .map(|mut id| {
+                if let Some(g) = gpus.iter().find(|g| g.index == id.index) {
+                    id.mig_devices.clone_from(&g.mig_devices);
+                }
+                id
+            })
+            .collect();
         GpuSample { driver: self.driver.clone(), gpus, all_gpus, processes, status: SourceStatus::ok() }
     }
 }

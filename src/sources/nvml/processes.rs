@@ -9,7 +9,8 @@ use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device, Nvml};
 
 use super::calls::Calls;
-use crate::model::{ProcessGpu, ProcessType};
+use super::mig::MigHandle;
+use crate::model::{MigDevice, ProcessGpu, ProcessType};
 use crate::sources::GpuProcess;
 
 /// Long enough for any executable path NVML returns.
@@ -21,35 +22,68 @@ pub struct ProcessMerger {
 }
 
 impl ProcessMerger {
-    pub fn add_device(&mut self, index: u32, dev: &Device<'_>, calls: &Calls) {
+    /// The GPU's processes; with MIG on, `migs` are its MIG devices, whose
+    /// own lists are read too: the parent's aggregate list needs privileges
+    /// (NVML), the per-instance ones do not. An entry of the parent's list
+    /// is placed on the MIG device its instance ids name; unless `whole`
+    /// (only some MIG devices are watched), entries on none are left out.
+    pub fn add_device(&mut self, index: u32, dev: &Device<'_>, migs: &[MigHandle<'_>], whole: bool, calls: &Calls) {
         // A failing list (unsupported in some containers, say) leaves the
         // device's processes out rather than failing the device.
         let at = Some(index);
-        let compute = calls
+        for m in migs {
+            let compute = calls
+                .track("nvmlDeviceGetComputeRunningProcesses", at, || m.device.running_compute_processes())
+                .unwrap_or_default();
+            self.add(index, &compute, ProcessType::Compute, |_| Some(&m.entry));
+        }
+        let on_mig = |p: &ProcessInfo| {
+            let ids = (p.gpu_instance_id, p.compute_instance_id);
+            migs.iter().map(|m| &m.entry).find(|e| (e.gpu_instance_id, e.compute_instance_id) == ids)
+        };
+        let mut compute = calls
             .track("nvmlDeviceGetComputeRunningProcesses", at, || dev.running_compute_processes())
             .unwrap_or_default();
-        let graphics = calls
+        let mut graphics = calls
             .track("nvmlDeviceGetGraphicsRunningProcesses", at, || dev.running_graphics_processes())
             .unwrap_or_default();
-        self.add(index, &compute, ProcessType::Compute);
-        self.add(index, &graphics, ProcessType::Graphics);
+        if !whole {
+            compute.retain(|p| on_mig(p).is_some());
+            graphics.retain(|p| on_mig(p).is_some());
+        }
+        self.add(index, &compute, ProcessType::Compute, on_mig);
+        self.add(index, &graphics, ProcessType::Graphics, on_mig);
     }
 
-    fn add(&mut self, index: u32, list: &[ProcessInfo], kind: ProcessType) {
+    fn add<'m>(
+        &mut self,
+        index: u32,
+        list: &[ProcessInfo],
+        kind: ProcessType,
+        mig_of: impl Fn(&ProcessInfo) -> Option<&'m MigDevice>,
+    ) {
         for p in list {
             let used = match p.used_gpu_memory {
                 UsedGpuMemory::Used(b) => Some(b),
                 UsedGpuMemory::Unavailable => None,
             };
+            let mig = mig_of(p);
+            let mig_device = mig.map(|m| m.index);
             let gpus = self.by_pid.entry(p.pid).or_default();
-            match gpus.iter_mut().find(|g| g.index == index) {
+            match gpus.iter_mut().find(|g| g.index == index && g.mig_device == mig_device) {
                 Some(g) => {
                     g.kind = g.kind.merge(kind);
                     // The same allocation is listed twice, not two
                     // allocations: keep one figure.
                     g.used_memory = g.used_memory.max(used);
                 }
-                None => gpus.push(ProcessGpu { index, kind, used_memory: used }),
+                None => gpus.push(ProcessGpu {
+                    index,
+                    kind,
+                    used_memory: used,
+                    mig_device,
+                    mig_uuid: mig.and_then(|m| m.uuid.clone()),
+                }),
             }
         }
     }

@@ -76,7 +76,11 @@ pub fn cell(row: &Row, column: Column, now_ms: u64) -> String {
     // Figures from a quiet or exited probe are last words, marked so.
     let alloc = |v: Option<u64>| or_na(v, |b| format!("{}{}", bytes(b), if stale { "?" } else { "" }));
     match column {
-        Column::Gpu => row.key.gpu.to_string(),
+        // "0:4": MIG device 4 of GPU 0, as in `-1`.
+        Column::Gpu => match row.gpu.mig_device {
+            Some(m) => format!("{}:{m}", row.key.gpu),
+            None => row.key.gpu.to_string(),
+        },
         Column::Pid => row.key.pid.to_string(),
         Column::User => p.user.clone().unwrap_or_else(|| "n/a".into()),
         Column::Type => row.gpu.kind.short().to_string(),

@@ -1,5 +1,6 @@
 //! The GPU list: two lines per GPU (readings, then the stacked memory bar
-//! with its figures) or, when that does not fit, one compact line each.
+//! with its figures) or, when that does not fit, one compact line each;
+//! a GPU's MIG devices a line each under it (`mig.rs`).
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -9,6 +10,7 @@ use crate::model::{Gpu, GpuState, Snapshot};
 use crate::tui::render::Ctx;
 use crate::tui::render::bar::{self, Segment};
 use crate::tui::render::format::{bytes_short, percent};
+use crate::tui::render::mig;
 use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{left, right, spread, width, wrap};
 use crate::units::bytes_pair;
@@ -16,8 +18,8 @@ use crate::units::bytes_pair;
 /// Rows wanted at width `w`: (two lines per GPU, one line per GPU).
 pub fn heights(snap: &Snapshot, w: usize) -> (u16, u16) {
     let n = u16::try_from(snap.gpus.len()).unwrap_or(u16::MAX);
-    let notes = u16::try_from(notes(snap, w).len()).unwrap_or(u16::MAX);
-    (1 + notes + n.saturating_mul(2), 2 + notes + n)
+    let notes = u16::try_from(notes(snap, w).len()).unwrap_or(u16::MAX).saturating_add(mig::count(snap));
+    (n.saturating_mul(2).saturating_add(1 + notes), n.saturating_add(2 + notes))
 }
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, compact: bool) {
@@ -38,6 +40,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, compact: 
         } else {
             lines.extend(full_lines(ctx, snap, gpu, iw, w));
         }
+        lines.extend(mig::lines(ctx, snap, gpu, iw, w));
     }
     frame.render_widget(Lines(lines), area);
 }
@@ -54,6 +57,9 @@ fn notes(snap: &Snapshot, w: usize) -> Vec<String> {
 fn title<'a>(ctx: &Ctx, snap: &Snapshot, w: usize) -> Line<'a> {
     let (s, t) = (ctx.sym, &ctx.theme);
     let mut spans = vec![Span::styled(s.rule, t.rule), Span::styled(" GPUs ", t.title)];
+    if let Some(n) = Some(mig::count(snap)).filter(|n| *n > 0) {
+        spans.push(Span::styled(format!("({n} MIG) "), t.label));
+    }
     let legend: &[(&str, &str, _)] = if snap.gpus.iter().any(|g| g.allocator.is_some()) {
         &[
             (s.allocated, "alloc", t.allocated),
@@ -71,15 +77,15 @@ fn title<'a>(ctx: &Ctx, snap: &Snapshot, w: usize) -> Line<'a> {
         spans.push(Span::raw(format!(" {name}")));
     }
     spans.push(Span::raw(" "));
-    let focus = match ctx.state.focus {
+    let focus = match mig::focus_label(ctx) {
         None => " focus: all GPUs ".to_string(),
-        Some(i) => format!(" focus: GPU {i} "),
+        Some(label) => format!(" focus: {label} "),
     };
     spread(spans, vec![Span::styled(focus, t.label), Span::styled(s.rule, t.rule)], w, s.rule, t.rule)
 }
 
 fn marker<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu) -> Vec<Span<'a>> {
-    let focused = ctx.state.focus == Some(gpu.index);
+    let focused = ctx.state.focus == Some(gpu.index) && ctx.state.focus_mig.is_none();
     let alarmed = gpu.state != GpuState::Ok || snap.alerts.iter().any(|a| a.gpu == Some(gpu.index));
     vec![
         Span::styled(if focused { ">" } else { " " }, ctx.theme.title),

@@ -15,7 +15,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("j k, Down Up", "select the next / previous process"),
     ("PgDn PgUp", "a page down / up"),
     ("Home End", "first / last process"),
-    ("Tab, Shift-Tab", "focus the next / previous GPU"),
+    ("Tab, Shift-Tab", "focus the next / previous GPU or MIG device"),
     ("1 .. 9", "focus the Nth GPU listed; 0: all GPUs"),
     ("s, S", "sort by the next column; reverse the order"),
     ("w", "group by workload (pod, container, Slurm job)"),

@@ -15,6 +15,7 @@ mod header;
 mod help;
 mod hints;
 mod layout;
+mod mig;
 mod paint;
 mod processes;
 mod symbols;

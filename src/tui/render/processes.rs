@@ -40,6 +40,7 @@ fn empty_reason(ctx: &Ctx, snap: &Snapshot) -> String {
         _ if !s.filter.is_empty() => {
             format!("  no process matches \"{}\" (Esc clears the filter)", ctx.clean(&s.filter))
         }
+        _ if s.focus_mig.is_some() => "  no process on this MIG device (0 shows all GPUs)".into(),
         _ if s.focus.is_some() => "  no process on this GPU (0 shows all GPUs)".into(),
         _ if !snap.sources.nvml.ok => "  no process list without NVML".into(),
         _ => "  no GPU processes".into(),
@@ -70,7 +71,8 @@ fn title<'a>(ctx: &Ctx, n: usize, w: usize, in_container: bool) -> Line<'a> {
         spans.push(Span::styled(sym.rule, t.rule));
         spans.push(Span::styled(format!(" filter \"{}\" ", ctx.clean(&s.filter)), t.warn));
     }
-    let focus = s.focus.map(|i| vec![Span::styled(format!(" GPU {i} only "), t.label), Span::styled(sym.rule, t.rule)]);
+    let focus = super::mig::focus_label(ctx)
+        .map(|label| vec![Span::styled(format!(" {label} only "), t.label), Span::styled(sym.rule, t.rule)]);
     spread(spans, focus.unwrap_or_default(), w, sym.rule, t.rule)
 }
 

@@ -6,7 +6,7 @@ use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
 use super::out;
 use crate::call;
-use crate::code::{INVALID_ARGUMENT, NOT_FOUND, nvmlReturn_t};
+use crate::code::{INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, nvmlReturn_t};
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> nvmlReturn_t {
@@ -43,6 +43,9 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(uuid: *const c_char, device: 
 pub unsafe extern "C" fn nvmlDeviceGetIndex(device: nvmlDevice_t, index: *mut c_uint) -> nvmlReturn_t {
     call::run("nvmlDeviceGetIndex", |ctx| {
         let dev = call::resolve(ctx, device)?;
+        if dev.mig.is_some() {
+            return Err(NOT_SUPPORTED);
+        }
         unsafe { out::put(index, dev.index) }
     })
 }

@@ -15,12 +15,18 @@ const PCI_SUBSYSTEM_ID: c_uint = 0x16C1_10DE;
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetName(device: nvmlDevice_t, name: *mut c_char, length: c_uint) -> nvmlReturn_t {
-    call::device("nvmlDeviceGetName", device, None, |dev| unsafe { out::put_str(name, length, &dev.gpu.spec.name) })
+    call::device("nvmlDeviceGetName", device, None, |dev| {
+        let text = dev.mig.map_or(&dev.gpu.spec.name, |m| &m.name);
+        unsafe { out::put_str(name, length, text) }
+    })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetUUID(device: nvmlDevice_t, uuid: *mut c_char, length: c_uint) -> nvmlReturn_t {
-    call::device("nvmlDeviceGetUUID", device, None, |dev| unsafe { out::put_str(uuid, length, &dev.gpu.uuid) })
+    call::device("nvmlDeviceGetUUID", device, None, |dev| {
+        let text = dev.mig.map_or(&dev.gpu.uuid, |m| &m.uuid);
+        unsafe { out::put_str(uuid, length, text) }
+    })
 }
 
 #[unsafe(no_mangle)]

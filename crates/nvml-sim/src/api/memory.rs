@@ -14,7 +14,7 @@ pub const MEMORY_V2_VERSION: u32 = size_of::<nvmlMemory_v2_t>() as u32 | (2 << 2
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(device: nvmlDevice_t, memory: *mut nvmlMemory_t) -> nvmlReturn_t {
     call::device("nvmlDeviceGetMemoryInfo", device, Some(Reading::Memory), |dev| {
-        let m = dev.gpu.memory(dev.t);
+        let m = dev.mig.map_or_else(|| dev.gpu.memory(dev.t), |mig| mig.memory(dev.t));
         // v1 has no reserved field; like the real driver it counts the
         // reserved memory as used, which is why v2 exists.
         let info = nvmlMemory_t { total: m.total, free: m.free, used: m.total - m.free };
@@ -35,7 +35,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
         if version != MEMORY_V2_VERSION {
             return Err(ARGUMENT_VERSION_MISMATCH);
         }
-        let m = dev.gpu.memory(dev.t);
+        let m = dev.mig.map_or_else(|| dev.gpu.memory(dev.t), |mig| mig.memory(dev.t));
         let info = nvmlMemory_v2_t { version, total: m.total, reserved: m.reserved, free: m.free, used: m.used };
         unsafe { out::put(memory, info) }
     })

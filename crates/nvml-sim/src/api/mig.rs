@@ -6,8 +6,8 @@ use nvml_wrapper_sys::bindings::nvmlDevice_t;
 
 use super::out;
 use crate::call;
-use crate::code::{INVALID_ARGUMENT, nvmlReturn_t};
-use crate::scenario::Reading;
+use crate::code::{INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, nvmlReturn_t};
+use crate::scenario::{MAX_MIG_DEVICES, Reading};
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetMigMode(
@@ -24,5 +24,71 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
             out::put(current, c_uint::from(spec.mig_current))?;
             out::put(pending, c_uint::from(spec.mig_pending))
         }
+    })
+}
+
+/// Seven with MIG on (the most GPU instances an A100 or H100 holds),
+/// zero with it off, as NVML documents.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(device: nvmlDevice_t, count: *mut c_uint) -> nvmlReturn_t {
+    call::device("nvmlDeviceGetMaxMigDeviceCount", device, Some(Reading::Mig), |dev| {
+        let n = if dev.gpu.spec.mig_current { MAX_MIG_DEVICES } else { 0 };
+        unsafe { out::put(count, n) }
+    })
+}
+
+/// A slot below the maximum with no MIG device in it is NOT_FOUND, as on
+/// a GPU only partly split.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
+    device: nvmlDevice_t,
+    index: c_uint,
+    mig_device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    call::device("nvmlDeviceGetMigDeviceHandleByIndex", device, Some(Reading::Mig), |dev| {
+        if !dev.gpu.spec.mig_current {
+            return Err(NOT_SUPPORTED);
+        }
+        if mig_device.is_null() || index >= MAX_MIG_DEVICES {
+            return Err(INVALID_ARGUMENT);
+        }
+        if index as usize >= dev.gpu.mig.len() {
+            return Err(NOT_FOUND);
+        }
+        unsafe { out::put(mig_device, call::mig_handle_for(dev.position, index as usize)) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(device: nvmlDevice_t, is_mig: *mut c_uint) -> nvmlReturn_t {
+    call::device("nvmlDeviceIsMigDeviceHandle", device, None, |dev| unsafe {
+        out::put(is_mig, c_uint::from(dev.mig.is_some()))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(device: nvmlDevice_t, id: *mut c_uint) -> nvmlReturn_t {
+    call::device("nvmlDeviceGetGpuInstanceId", device, None, |dev| {
+        let mig = dev.mig.ok_or(NOT_SUPPORTED)?;
+        unsafe { out::put(id, mig.spec.gpu_instance_id) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(device: nvmlDevice_t, id: *mut c_uint) -> nvmlReturn_t {
+    call::device("nvmlDeviceGetComputeInstanceId", device, None, |dev| {
+        let mig = dev.mig.ok_or(NOT_SUPPORTED)?;
+        unsafe { out::put(id, mig.spec.compute_instance_id) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
+    mig_device: nvmlDevice_t,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    call::device("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", mig_device, None, |dev| {
+        dev.mig.ok_or(NOT_SUPPORTED)?;
+        unsafe { out::put(device, call::handle_for(dev.position)) }
     })
 }

@@ -7,7 +7,7 @@ use nvml_wrapper_sys::bindings::{NVML_VALUE_NOT_AVAILABLE, nvmlDevice_t, nvmlPro
 use super::out;
 use crate::call::{self, Dev};
 use crate::code::{Outcome, nvmlReturn_t};
-use crate::scenario::{Gpu, ProcessSpec, Reading};
+use crate::scenario::{Gpu, MigDevice, ProcessSpec, Reading};
 
 /// What NVML puts in `usedGpuMemory` when it cannot attribute memory.
 const MEMORY_UNAVAILABLE: u64 = NVML_VALUE_NOT_AVAILABLE as u64;
@@ -44,17 +44,27 @@ unsafe fn running(
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_t,
 ) -> Outcome {
-    // With MIG on, this simulation places every process in GPU instance 0,
-    // compute instance 0.
-    let instance = if dev.gpu.spec.mig_current { 0 } else { NO_INSTANCE };
-    let list: Vec<nvmlProcessInfo_t> = (dev.gpu.spec.process.iter())
-        .filter(|p| wanted(p))
-        .map(|p| nvmlProcessInfo_t {
-            pid: p.pid,
-            usedGpuMemory: Gpu::process_bytes(p, dev.t).unwrap_or(MEMORY_UNAVAILABLE),
-            gpuInstanceId: instance,
-            computeInstanceId: instance,
-        })
-        .collect();
+    let info = |p: &ProcessSpec, (gi, ci): (c_uint, c_uint)| nvmlProcessInfo_t {
+        pid: p.pid,
+        usedGpuMemory: Gpu::process_bytes(p, dev.t).unwrap_or(MEMORY_UNAVAILABLE),
+        gpuInstanceId: gi,
+        computeInstanceId: ci,
+    };
+    let on_mig = |m: &'_ MigDevice| {
+        let ids = (m.spec.gpu_instance_id, m.spec.compute_instance_id);
+        m.spec.process.iter().filter(|p| wanted(p)).map(move |p| info(p, ids)).collect::<Vec<_>>()
+    };
+    let list: Vec<nvmlProcessInfo_t> = match dev.mig {
+        // A MIG handle lists the processes in its own instance.
+        Some(m) => on_mig(m),
+        // The parent lists them all, each with its instance (NVML's
+        // aggregate view, given to a privileged caller); a process the
+        // scenario puts on the parent itself is in instance 0, 0.
+        None => {
+            let parent = if dev.gpu.spec.mig_current { (0, 0) } else { (NO_INSTANCE, NO_INSTANCE) };
+            let own = dev.gpu.spec.process.iter().filter(|p| wanted(p)).map(|p| info(p, parent));
+            own.chain(dev.gpu.mig.iter().flat_map(on_mig)).collect()
+        }
+    };
     unsafe { out::put_list(count, infos, &list) }
 }

@@ -3,6 +3,7 @@
 use nvml_wrapper_sys::bindings::{NVML_DEVICE_NAME_V2_BUFFER_SIZE, NVML_DEVICE_UUID_V2_BUFFER_SIZE};
 
 use super::check_text;
+use super::mig::{self, MigDevice};
 use super::pci::PciAddress;
 use super::spec::{GpuSpec, GpuState, ProcessSpec, Reading};
 use crate::value::mib_to_bytes;
@@ -12,6 +13,7 @@ pub(crate) struct Gpu {
     pub uuid: String,
     pub pci: PciAddress,
     pub spec: GpuSpec,
+    pub mig: Vec<MigDevice>,
 }
 
 /// Memory in bytes, split the way `nvmlMemory_v2_t` reports it.
@@ -47,13 +49,15 @@ impl Gpu {
         if !(spec.power_limit_w.is_finite() && spec.power_limit_w >= 0.0) {
             return Err("power_limit_w must be a non-negative number".into());
         }
-        for (i, p) in spec.process.iter().enumerate() {
+        let mig = mig::resolve(index, &mut spec)?;
+        let mig_processes = mig.iter().flat_map(|m| &m.spec.process);
+        for (i, p) in spec.process.iter().chain(mig_processes).enumerate() {
             if let Some(name) = &p.name {
                 // Names are cropped to the caller's buffer, so only NULs matter.
                 check_text(&format!("process[{i}].name"), name, usize::MAX)?;
             }
         }
-        Ok(Gpu { uuid, pci, spec })
+        Ok(Gpu { uuid, pci, spec, mig })
     }
 
     /// Whether a call on this GPU at time `t` never returns.
@@ -76,17 +80,18 @@ impl Gpu {
     }
 
     /// Without an explicit `memory_used_mib`, used memory is what the
-    /// processes account for, so the two views agree as on a real GPU
-    /// running only known processes.
+    /// processes account for (those on its MIG devices included), so the
+    /// two views agree as on a real GPU running only known processes.
     pub(crate) fn memory(&self, t: f64) -> Memory {
         let total = mib_to_bytes(self.spec.memory_total_mib as f64);
         let reserved = mib_to_bytes(self.spec.memory_reserved_mib as f64);
         let usable = total - reserved;
         let used = match &self.spec.memory_used_mib {
             Some(v) => mib_to_bytes(v.at(t).max(0.0)),
-            None => {
-                (self.spec.process.iter()).filter_map(|p| Self::process_bytes(p, t)).fold(0u64, u64::saturating_add)
-            }
+            None => (self.spec.process.iter())
+                .filter_map(|p| Self::process_bytes(p, t))
+                .chain(self.mig.iter().map(|m| m.memory(t).used))
+                .fold(0u64, u64::saturating_add),
         }
         .min(usable);
         Memory { total, reserved, used, free: usable - used }

@@ -121,6 +121,29 @@ pub(crate) struct GpuSpec {
     /// return (the count and the handles still do).
     pub hang_after_s: Option<f64>,
     pub process: Vec<ProcessSpec>,
+    /// MIG devices (GPU instance + compute instance), in MIG device index
+    /// order; only with `mig_current`.
+    pub mig: Vec<MigSpec>,
+}
+
+/// One MIG device: what NVML answers on its handle.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MigSpec {
+    /// The profile as NVML names it after the parent's name ("1g.10gb").
+    pub profile: String,
+    pub memory_total_mib: u64,
+    /// Default: what the processes on it account for.
+    #[serde(default)]
+    pub memory_used_mib: Option<Value>,
+    pub gpu_instance_id: u32,
+    #[serde(default)]
+    pub compute_instance_id: u32,
+    /// "MIG-<uuid>"; default derived from the GPU's position and the slot.
+    #[serde(default)]
+    pub uuid: Option<String>,
+    #[serde(default)]
+    pub process: Vec<ProcessSpec>,
 }
 
 impl Default for GpuSpec {
@@ -152,6 +175,7 @@ impl Default for GpuSpec {
             mig_pending: false,
             hang_after_s: None,
             process: Vec::new(),
+            mig: Vec::new(),
         }
     }
 }

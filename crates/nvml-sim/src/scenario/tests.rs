@@ -155,3 +155,39 @@ fn bad_topology_and_hangs_are_refused() {
     assert!(s.hang_init);
     assert_eq!(s.hang_after_s, Some(3.0));
 }
+
+const MIG_7WAY: &str = include_str!("../../scenarios/mig-h100-7way.toml");
+
+#[test]
+fn the_shipped_mig_scenario_is_a_seven_way_h100() {
+    let s = parse(MIG_7WAY);
+    let gpu = &s.gpus[0];
+    assert_eq!(gpu.mig.len(), 7);
+    assert!(gpu.mig.iter().all(|m| m.name == "NVIDIA H100 80GB HBM3 MIG 1g.10gb" && m.uuid.starts_with("MIG-")));
+    assert_eq!(gpu.mig.iter().filter(|m| !m.spec.process.is_empty()).count(), 4);
+    // The parent's used memory is what its MIG devices hold.
+    let used: u64 = gpu.mig.iter().map(|m| m.memory(0.0).used).sum();
+    assert_eq!(gpu.memory(0.0).used, used);
+    assert_eq!(gpu.mig[0].memory(0.0).used, 8120 << 20);
+}
+
+#[test]
+fn mig_devices_are_checked() {
+    let base = "[[gpu]]\nmig_current = true\n[[gpu.mig]]\nprofile = \"1g.10gb\"\nmemory_total_mib = 9856\n";
+    assert!(
+        error("[[gpu]]\n[[gpu.mig]]\nprofile = \"1g.10gb\"\nmemory_total_mib = 1\ngpu_instance_id = 1\n")
+            .contains("mig_current")
+    );
+    assert!(error(base).contains("gpu_instance_id"));
+    let twice = format!(
+        "{base}gpu_instance_id = 1\n[[gpu.mig]]\nprofile = \"1g.10gb\"\nmemory_total_mib = 1\ngpu_instance_id = 1\n"
+    );
+    assert!(error(&twice).contains("used twice"), "{}", error(&twice));
+    assert!(error(&format!("{base}gpu_instance_id = 1\nuuid = \"GPU-x\"\n")).contains("must start with \"MIG-\""));
+    let eight: String = (0..8)
+        .map(|i| format!("[[gpu.mig]]\nprofile = \"1g.10gb\"\nmemory_total_mib = 1\ngpu_instance_id = {i}\n"))
+        .collect();
+    assert!(error(&format!("[[gpu]]\nmig_current = true\n{eight}")).contains("at most 7"));
+    let huge = "[[gpu]]\nmig_current = true\nmemory_total_mib = 100\n[[gpu.mig]]\nprofile = \"7g.80gb\"\nmemory_total_mib = 101\ngpu_instance_id = 0\n";
+    assert!(error(huge).contains("exceeds"));
+}
