@@ -58,8 +58,11 @@ fn children_of(pid: u32) -> Vec<u32> {
     std::fs::read_to_string(path).unwrap_or_default().split_whitespace().filter_map(|p| p.parse().ok()).collect()
 }
 
-/// The trainer as PID 1 of a new PID namespace, with a private tmpfs on
-/// `/tmp`; `extra` runs in there first (as the container's own shell).
+/// The trainer as PID 1 of a new PID namespace, with a runtime directory
+/// of its own: a tmpfs mounted in its mount namespace only, so the host
+/// sees an empty directory at that path (a container's private `/tmp`
+/// would do the same, but would hide this checkout wherever it lives under
+/// `/tmp`). `extra` runs in there first, as the container's own shell.
 fn start(dir: &Path, extra: &str) -> (Container, u32) {
     start_with(dir, extra, None)
 }
@@ -74,8 +77,11 @@ fn start_with(dir: &Path, extra: &str, baked: Option<&Path>) -> (Container, u32)
             "allocated": 4 * GIB, "reserved": 10 * GIB, "inactive_split": 3 * GIB}}}}),
     );
     let probe_flag = if baked.is_some() { "" } else { "--probe --interval 0.1" };
+    let run = runtime_dir(dir);
+    std::fs::create_dir_all(&run).unwrap();
     let inner = format!(
-        "mount -t tmpfs -o mode=1777 tmpfs /tmp && {extra} exec python3 {} {probe_flag} --script {} --pids-file {}",
+        "mount -t tmpfs -o mode=0700 tmpfs {} && {extra} exec python3 {} {probe_flag} --script {} --pids-file {}",
+        run.display(),
         repo("tests/probe/standin/run_trainer.py").display(),
         script.display(),
         dir.join("pids").display(),
@@ -83,7 +89,7 @@ fn start_with(dir: &Path, extra: &str, baked: Option<&Path>) -> (Container, u32)
     let mut cmd = Command::new("unshare");
     cmd.args(["--pid", "--fork", "--mount", "--propagation", "private", "sh", "-c", &inner])
         .env_remove("GPUSCOPE_PROBE_DIR")
-        .env_remove("XDG_RUNTIME_DIR")
+        .env("XDG_RUNTIME_DIR", &run)
         .env_remove("PYTHONPATH")
         .env("GPUSCOPE_PROBE_INTERVAL", "0.1")
         .stdin(Stdio::null());
@@ -101,6 +107,11 @@ fn start_with(dir: &Path, extra: &str, baked: Option<&Path>) -> (Container, u32)
         std::thread::sleep(Duration::from_millis(50));
     };
     (Container { unshare }, host_pid)
+}
+
+/// Where the container's probe writes: its `$XDG_RUNTIME_DIR`.
+fn runtime_dir(dir: &Path) -> PathBuf {
+    dir.join("container-run")
 }
 
 fn scenario(pids: &[u32]) -> String {
@@ -176,8 +187,10 @@ fn a_file_in_a_container_never_speaks_for_a_process_outside() {
         "devices": [{"index": 0, "uuid": UUID, "allocated": 1, "reserved": 2}]});
     let forged_path = dir.path().join("forged.json");
     std::fs::write(&forged_path, forged.to_string()).unwrap();
+    let probes = runtime_dir(dir.path()).join("gpuscope");
     let plant = format!(
-        "mkdir -m 700 /tmp/gpuscope-0 /tmp/gpuscope-0/probes && cp {} /tmp/gpuscope-0/probes/{}-{ticks}.json &&",
+        "mkdir -m 700 {0} {0}/probes && cp {1} {0}/probes/{2}-{ticks}.json &&",
+        probes.display(),
         forged_path.display(),
         sleeper.pid()
     );
