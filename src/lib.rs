@@ -12,6 +12,7 @@ pub mod dirfd;
 pub mod inject;
 pub mod model;
 pub mod poller;
+pub mod query;
 pub mod recording;
 pub mod serve;
 pub mod settings;

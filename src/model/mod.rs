@@ -14,7 +14,7 @@ pub use allocator::{AllocConfEnv, DeviceAllocator, GpuAllocator, GpuMatch, Probe
 pub use gpu::{Clocks, Gpu, GpuMemory, GpuState, MigMode, Pcie, Utilization};
 pub use host::Host;
 pub use process::{Process, ProcessGpu, ProcessType};
-pub use select::{GpuSelector, SelectError, parse_selectors, select_gpus};
+pub use select::{DeviceIds, GpuSelector, PciAddress, SelectError, parse_selectors, select_gpus};
 pub use snapshot::{Driver, ProbeStatus, SCHEMA_VERSION, Snapshot, SourceStatus, Sources};
 pub use time::Timestamp;
 pub(crate) use time::timestamp_fields;

@@ -14,7 +14,7 @@ use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
 use super::{GpuSample, GpuSource};
-use crate::model::{Driver, Gpu, GpuSelector, GpuState, SourceStatus, select_gpus};
+use crate::model::{DeviceIds, Driver, Gpu, GpuSelector, GpuState, SourceStatus, select_gpus};
 use backoff::Backoff;
 pub use calls::{Call, Calls};
 use device::{DeviceStatic, read_gpu};
@@ -97,7 +97,9 @@ impl NvmlSource {
         let nvml = self.calls.track("nvmlInit_v2", None, || self.spec.load())?;
         let all = device::enumerate(&nvml, &self.calls, &self.all).map_err(InitError::Devices)?;
         if self.chosen.is_none() && !self.selectors.is_empty() {
-            let ids: Vec<(u32, Option<&str>)> = all.iter().map(|d| (d.index, d.uuid.as_deref())).collect();
+            let identities: Vec<_> = all.iter().map(DeviceStatic::identity).collect();
+            let ids: Vec<DeviceIds<'_>> =
+                identities.iter().map(|d| (d.index, d.uuid.as_deref(), d.pci_bus_id.as_deref())).collect();
             let picked: Vec<&DeviceStatic> = select_gpus(&self.selectors, &ids)?.into_iter().map(|p| &all[p]).collect();
             self.chosen = Some(Chosen {
                 uuids: picked.iter().filter_map(|d| d.uuid.clone()).collect(),
