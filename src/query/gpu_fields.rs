@@ -2,7 +2,7 @@
 //! (from `nvidia-smi --help-query-gpu`), each read from the snapshot.
 
 use super::cell::Cell;
-use crate::model::{Gpu, GpuState, Snapshot};
+use crate::model::{ComputeMode, Gpu, GpuState, Snapshot};
 
 /// One GPU's row: the snapshot it belongs to and the GPU.
 pub struct Row<'a> {
@@ -97,7 +97,19 @@ pub static GPU_FIELDS: &[GpuField] = &[
     ident(&["pci.bus_id", "gpu_bus_id"], "PCI bus id as \"domain:bus:device.function\", in hex.", |r| {
         Cell::text(r.gpu.pci_bus_id.as_deref())
     }),
+    ident(&["serial", "gpu_serial"], "The serial number physically printed on the board.", |r| {
+        Cell::text(r.gpu.serial.as_deref())
+    }),
     ident(&["index"], "Zero based index of the GPU. Can change at each boot.", |r| Cell::int(r.gpu.index)),
+    reading(&["persistence_mode"], None, "Whether persistence mode is enabled: \"Enabled\" or \"Disabled\".", |r| {
+        Cell::flag(r.gpu.persistence_mode, "Enabled", "Disabled")
+    }),
+    reading(
+        &["compute_mode"],
+        None,
+        "Default, Exclusive_Thread, Prohibited or Exclusive_Process: who may create a context.",
+        |r| Cell::opt(r.gpu.compute_mode, |m| Cell::Text(compute_mode(m).into())),
+    ),
     reading(&["fan.speed"], PCT, "The intended fan speed, in percent of the maximum.", |r| {
         Cell::opt(r.gpu.fan_percent, Cell::int)
     }),
@@ -136,8 +148,14 @@ pub static GPU_FIELDS: &[GpuField] = &[
     reading(&["power.draw"], WATT, "The last measured power draw for the entire board, in watts.", |r| {
         Cell::opt(r.gpu.power_draw_w, Cell::watts)
     }),
+    reading(&["power.limit"], WATT, "The software power limit in watts (nvidia-smi -pl).", |r| {
+        Cell::opt(r.gpu.power_management_limit_w, Cell::watts)
+    }),
     reading(&["enforced.power.limit"], WATT, "The power management algorithm's power ceiling, in watts.", |r| {
         Cell::opt(r.gpu.power_limit_w, Cell::watts)
+    }),
+    reading(&["clocks.current.graphics", "clocks.gr"], MHZ, "Current frequency of graphics (shader) clock.", |r| {
+        Cell::opt(r.gpu.clocks.graphics_mhz, Cell::int)
     }),
     reading(
         &["clocks.current.sm", "clocks.sm"],
@@ -148,6 +166,54 @@ pub static GPU_FIELDS: &[GpuField] = &[
     reading(&["clocks.current.memory", "clocks.mem"], MHZ, "Current frequency of memory clock.", |r| {
         Cell::opt(r.gpu.clocks.memory_mhz, Cell::int)
     }),
+    reading(&["clocks.current.video", "clocks.video"], MHZ, "Current frequency of video encoder/decoder clock.", |r| {
+        Cell::opt(r.gpu.clocks.video_mhz, Cell::int)
+    }),
+    reading(&["clocks.max.graphics", "clocks.max.gr"], MHZ, "Maximum frequency of graphics (shader) clock.", |r| {
+        Cell::opt(r.gpu.max_clocks.graphics_mhz, Cell::int)
+    }),
+    reading(&["clocks.max.sm"], MHZ, "Maximum frequency of SM (Streaming Multiprocessor) clock.", |r| {
+        Cell::opt(r.gpu.max_clocks.sm_mhz, Cell::int)
+    }),
+    reading(&["clocks.max.memory", "clocks.max.mem"], MHZ, "Maximum frequency of memory clock.", |r| {
+        Cell::opt(r.gpu.max_clocks.memory_mhz, Cell::int)
+    }),
+    reading(&["ecc.mode.current"], None, "The ECC mode that the GPU is currently operating under.", |r| {
+        Cell::flag(r.gpu.ecc.mode_current, "Enabled", "Disabled")
+    }),
+    reading(&["ecc.mode.pending"], None, "The ECC mode that the GPU will operate under after the next reboot.", |r| {
+        Cell::flag(r.gpu.ecc.mode_pending, "Enabled", "Disabled")
+    }),
+    reading(
+        &["ecc.errors.corrected.volatile.total"],
+        None,
+        "Corrected errors across the chip since the driver loaded.",
+        |r| Cell::opt(r.gpu.ecc.corrected_volatile, Cell::int),
+    ),
+    reading(
+        &["ecc.errors.corrected.aggregate.total"],
+        None,
+        "Corrected errors across the chip, over its lifetime.",
+        |r| Cell::opt(r.gpu.ecc.corrected_aggregate, Cell::int),
+    ),
+    reading(
+        &["ecc.errors.uncorrected.volatile.total"],
+        None,
+        "Uncorrected errors across the chip since the driver loaded.",
+        |r| Cell::opt(r.gpu.ecc.uncorrected_volatile, Cell::int),
+    ),
+    reading(
+        &["ecc.errors.uncorrected.aggregate.total"],
+        None,
+        "Uncorrected errors across the chip, over its lifetime.",
+        |r| Cell::opt(r.gpu.ecc.uncorrected_aggregate, Cell::int),
+    ),
+    reading(
+        &["retired_pages.pending"],
+        None,
+        "Whether device memory pages are pending retirement at the next reboot.",
+        |r| Cell::flag(r.gpu.ecc.retired_pages_pending, "Yes", "No"),
+    ),
     reading(&["mig.mode.current"], None, "The MIG mode that the GPU is currently operating under.", |r| {
         Cell::flag(r.gpu.mig_mode.map(|m| m.current), "Enabled", "Disabled")
     }),
@@ -211,6 +277,16 @@ pub static GPU_FIELDS: &[GpuField] = &[
         "HW Power Brake Slowdown is engaged: External Power Brake Assertion is triggered."
     ),
 ];
+
+/// nvidia-smi's spelling.
+fn compute_mode(m: ComputeMode) -> &'static str {
+    match m {
+        ComputeMode::Default => "Default",
+        ComputeMode::ExclusiveThread => "Exclusive_Thread",
+        ComputeMode::Prohibited => "Prohibited",
+        ComputeMode::ExclusiveProcess => "Exclusive_Process",
+    }
+}
 
 /// The field of that name or alias, and the header it is written under.
 pub fn find(name: &str) -> Option<(&'static GpuField, String)> {

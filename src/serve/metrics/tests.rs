@@ -60,7 +60,7 @@ pub(crate) fn snapshot() -> Snapshot {
     ok.utilization = crate::model::Utilization { gpu: Some(37), memory: Some(5), encoder: Some(0), decoder: Some(0) };
     (ok.temperature_c, ok.fan_percent, ok.power_draw_w, ok.power_limit_w) =
         (Some(70), Some(40), Some(612.5), Some(700.0));
-    ok.clocks = crate::model::Clocks { sm_mhz: Some(1980), memory_mhz: Some(2619) };
+    ok.clocks = crate::model::Clocks { sm_mhz: Some(1980), memory_mhz: Some(2619), ..Default::default() };
     ok.pcie = crate::model::Pcie { tx_bytes_per_s: Some(1024), rx_bytes_per_s: Some(2048) };
     ok.allocator = Some(GpuAllocator {
         probed_processes: 1,

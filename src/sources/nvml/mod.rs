@@ -7,6 +7,7 @@ mod calls;
 mod device;
 mod library;
 mod processes;
+mod settings;
 
 use std::collections::HashMap;
 
