@@ -62,6 +62,18 @@ pub(crate) fn snapshot() -> Snapshot {
         (Some(70), Some(40), Some(612.5), Some(700.0));
     ok.clocks = crate::model::Clocks { sm_mhz: Some(1980), memory_mhz: Some(2619), ..Default::default() };
     ok.pcie = crate::model::Pcie { tx_bytes_per_s: Some(1024), rx_bytes_per_s: Some(2048) };
+    (ok.persistence_mode, ok.power_management_limit_w) = (Some(true), Some(700.0));
+    ok.max_clocks.sm_mhz = Some(1980);
+    ok.ecc = crate::model::Ecc {
+        mode_current: Some(true),
+        mode_pending: Some(true),
+        corrected_volatile: Some(3),
+        uncorrected_volatile: Some(0),
+        corrected_aggregate: Some(12),
+        uncorrected_aggregate: Some(1),
+        retired_pages_pending: Some(false),
+    };
+    ok.bar1_memory = crate::model::Bar1Memory { total: Some(128 * GIB), used: Some(GIB), free: Some(127 * GIB) };
     ok.allocator = Some(GpuAllocator {
         probed_processes: 1,
         allocated: Some(4 * GIB),
@@ -166,6 +178,10 @@ fn gpu_readings_in_base_units() {
         format!("gpuscope_gpu_sm_clock_hertz{gpu0} 1980000000"),
         format!("gpuscope_gpu_temperature_celsius{gpu0} 70"),
         format!("gpuscope_gpu_lost{gpu0} 0"),
+        format!("gpuscope_gpu_persistence_mode{gpu0} 1"),
+        format!("gpuscope_gpu_ecc_corrected_aggregate_errors_total{gpu0} 12"),
+        format!("gpuscope_gpu_retired_pages_pending{gpu0} 0"),
+        format!("gpuscope_gpu_bar1_memory_used_bytes{gpu0} {GIB}"),
         format!("gpuscope_gpu_allocator_unprobed_bytes{gpu0} {}", 9 * GIB),
         "gpuscope_gpu_info{gpu=\"0\",uuid=\"GPU-aa\",name=\"NVIDIA H100 80GB HBM3\",pci_bus_id=\"00000000:18:00.0\"} 1"
             .into(),
