@@ -246,3 +246,40 @@ fn gpus_flag_selects_by_index_and_uuid_prefix() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no GPU matches \"7\""), "{err}");
 }
+
+/// NVML's per-process samples reach the snapshot; the timestamp rule
+/// (only samples newer than the last seen; NOT_FOUND when there are none)
+/// keeps the last batch at ticks faster than the driver samples (100 ms in
+/// the simulator), and a GPU that does not sample processes says `null`.
+#[test]
+fn per_process_utilisation_from_nvml_samples() {
+    let worker = Sleeper::spawn(&["60"]);
+    let sim = Sim::new(&format!(
+        r#"
+[[gpu]]
+[[gpu.process]]
+pid = {pid}
+used_mib = 1000
+sm_util = 61
+mem_util = 23
+enc_util = 4
+dec_util = 5
+
+[[gpu]]
+unsupported = ["process_utilization"]
+[[gpu.process]]
+pid = {pid}
+used_mib = 1000
+"#,
+        pid = worker.pid()
+    ));
+    let out = sim.gpuscope().args(["--json", "--watch", "--interval", "30ms", "--count", "8"]).output().unwrap();
+    assert_success(&out);
+    let expected = json!([{"pid": worker.pid(), "sm": 61, "memory": 23, "encoder": 4, "decoder": 5}]);
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        assert_valid(&v);
+        assert_eq!(gpu(&v, 0)["process_utilization"], expected, "{line}");
+        assert_eq!(gpu(&v, 1)["process_utilization"], Value::Null);
+    }
+}

@@ -51,6 +51,24 @@ pub struct Gpu {
     /// The BAR1 aperture, through which the CPU and peers map device memory.
     #[serde(default)]
     pub bar1_memory: Bar1Memory,
+    /// NVML's newest utilisation sample of each process on this GPU (as
+    /// nvitop's %SM and %GMBW show them); a process without one had none
+    /// to report. `None` where the GPU does not sample processes. NVML
+    /// documents these as unreliable with several processes on one GPU.
+    #[serde(default)]
+    pub process_utilization: Option<Vec<ProcessUtilization>>,
+}
+
+/// One process's share of the GPU in NVML's last sample period, percent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessUtilization {
+    pub pid: u32,
+    /// SM (compute and 3D) utilisation.
+    pub sm: u32,
+    /// Device memory bandwidth utilisation.
+    pub memory: u32,
+    pub encoder: u32,
+    pub decoder: u32,
 }
 
 /// NVML's compute modes: who may create a context on the GPU.
@@ -182,6 +200,7 @@ impl Gpu {
             max_clocks: MaxClocks::default(),
             ecc: Ecc::default(),
             bar1_memory: Bar1Memory::default(),
+            process_utilization: None,
         }
     }
 }

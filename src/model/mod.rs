@@ -11,7 +11,10 @@ mod time;
 
 pub use alert::{Alert, AlertEvent, AlertKind, Change, Severity};
 pub use allocator::{AllocConfEnv, DeviceAllocator, GpuAllocator, GpuMatch, ProbeState, ProcessAllocator};
-pub use gpu::{Bar1Memory, Clocks, ComputeMode, Ecc, Gpu, GpuMemory, GpuState, MaxClocks, MigMode, Pcie, Utilization};
+pub use gpu::{
+    Bar1Memory, Clocks, ComputeMode, Ecc, Gpu, GpuMemory, GpuState, MaxClocks, MigMode, Pcie, ProcessUtilization,
+    Utilization,
+};
 pub use host::Host;
 pub use process::{Process, ProcessGpu, ProcessType};
 pub use select::{DeviceIds, GpuSelector, PciAddress, SelectError, parse_selectors, select_gpus};

@@ -2,7 +2,7 @@
 //! allocator probe's figures per process and GPU (plus `gpu`, `rank`).
 
 use super::{counter, gauge};
-use crate::model::{DeviceAllocator, Process, Snapshot};
+use crate::model::{DeviceAllocator, Process, ProcessUtilization, Snapshot};
 use crate::serve::encode::{Def, Encoder, Value};
 use crate::serve::labels;
 
@@ -15,6 +15,21 @@ pub static CPU: Def = gauge(
 );
 pub static HOST_MEMORY: Def =
     gauge("gpuscope_process_host_memory_bytes", Some("bytes"), "Resident host memory of the process.");
+
+pub static SM_UTIL: Def = gauge(
+    "gpuscope_process_sm_utilization_ratio",
+    Some("ratio"),
+    "The process's share of SM time in NVML's last sample, 0 to 1 (NVML: unreliable with several processes on a GPU).",
+);
+pub static MEMORY_UTIL: Def = gauge(
+    "gpuscope_process_memory_utilization_ratio",
+    Some("ratio"),
+    "The process's share of device memory bandwidth in NVML's last sample, 0 to 1.",
+);
+pub static ENCODER_UTIL: Def =
+    gauge("gpuscope_process_encoder_utilization_ratio", Some("ratio"), "The process's video encoder share, 0 to 1.");
+pub static DECODER_UTIL: Def =
+    gauge("gpuscope_process_decoder_utilization_ratio", Some("ratio"), "The process's video decoder share, 0 to 1.");
 
 pub static ALLOCATED: Def =
     gauge("gpuscope_allocator_allocated_bytes", Some("bytes"), "Bytes in live tensors (allocated_bytes.all.current).");
@@ -54,6 +69,10 @@ pub static ALL: &[&Def] = &[
     &GPU_MEMORY,
     &CPU,
     &HOST_MEMORY,
+    &SM_UTIL,
+    &MEMORY_UTIL,
+    &ENCODER_UTIL,
+    &DECODER_UTIL,
     &ALLOCATED,
     &RESERVED,
     &CACHED,
@@ -121,6 +140,23 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot) {
     let mut f = enc.family(&HOST_MEMORY);
     for w in &who {
         f.sample(&w.labels("")[1..4], w.process.host_memory);
+    }
+    type UtilReading = fn(&ProcessUtilization) -> u32;
+    let shares: [(&Def, UtilReading); 4] = [
+        (&SM_UTIL, |u| u.sm),
+        (&MEMORY_UTIL, |u| u.memory),
+        (&ENCODER_UTIL, |u| u.encoder),
+        (&DECODER_UTIL, |u| u.decoder),
+    ];
+    for (def, read) in shares {
+        let mut f = enc.family(def);
+        for gpu in &snap.gpus {
+            let index = gpu.index.to_string();
+            for u in gpu.process_utilization.iter().flatten() {
+                let Some(w) = who.iter().find(|w| w.process.pid == u.pid) else { continue };
+                f.sample(&w.labels(&index)[..4], Some(f64::from(read(u)) / 100.0));
+            }
+        }
     }
     // A device the probe saw but gpuscope could not match to a GPU has no
     // `gpu` label to tell it apart from another such device: left out.

@@ -73,6 +73,8 @@ pub(crate) fn snapshot() -> Snapshot {
         uncorrected_aggregate: Some(1),
         retired_pages_pending: Some(false),
     };
+    ok.process_utilization =
+        Some(vec![crate::model::ProcessUtilization { pid: 4242, sm: 57, memory: 21, encoder: 0, decoder: 3 }]);
     ok.bar1_memory = crate::model::Bar1Memory { total: Some(128 * GIB), used: Some(GIB), free: Some(127 * GIB) };
     ok.allocator = Some(GpuAllocator {
         probed_processes: 1,
@@ -210,6 +212,8 @@ fn process_and_allocator_series_carry_escaped_labels() {
     for expected in [
         format!("gpuscope_process_gpu_memory_bytes{{gpu=\"0\",{who}}} {}", 11 * GIB),
         format!("gpuscope_process_cpu_usage_ratio{{{who}}} 1.5"),
+        format!("gpuscope_process_sm_utilization_ratio{{gpu=\"0\",{who}}} 0.57"),
+        format!("gpuscope_process_decoder_utilization_ratio{{gpu=\"0\",{who}}} 0.03"),
         format!("gpuscope_allocator_allocated_bytes{{gpu=\"0\",{who},rank=\"3\"}} {}", 4 * GIB),
         format!("gpuscope_allocator_fragmentation_ratio{{gpu=\"0\",{who},rank=\"3\"}} 0.3"),
         format!("gpuscope_allocator_alloc_retries_total{{gpu=\"0\",{who},rank=\"3\"}} 2"),

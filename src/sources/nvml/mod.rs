@@ -6,6 +6,7 @@ mod backoff;
 mod calls;
 mod device;
 mod library;
+mod process_util;
 mod processes;
 mod settings;
 
@@ -20,6 +21,7 @@ use backoff::Backoff;
 pub use calls::{Call, Calls};
 use device::{DeviceStatic, read_gpu};
 pub use library::{DEFAULT_LIBRARY, InitError, LibrarySpec};
+use process_util::ProcessUtil;
 use processes::ProcessMerger;
 
 pub struct NvmlSource {
@@ -42,6 +44,8 @@ pub struct NvmlSource {
     /// NVML's process names, kept per PID while the PID stays on a GPU.
     names: HashMap<u32, Option<String>>,
     calls: Calls,
+    /// The newest per-process utilisation samples per device.
+    process_util: ProcessUtil,
 }
 
 /// Selected GPUs: by UUID, or by index where the UUID could not be read.
@@ -91,6 +95,7 @@ impl NvmlSource {
             last_error: None,
             names: HashMap::new(),
             calls: Calls::default(),
+            process_util: ProcessUtil::default(),
         }
     }
 
@@ -182,9 +187,11 @@ impl NvmlSource {
                 Ok(dev) => {
                     st.adopt(&dev);
                     st.refresh(&dev, calls);
-                    let gpu = read_gpu(&dev, st, calls);
+                    let mut gpu = read_gpu(&dev, st, calls);
                     if gpu.state == GpuState::Ok {
                         merger.add_device(st.index, &dev, calls);
+                        let key = st.uuid.clone().unwrap_or_else(|| st.index.to_string());
+                        gpu.process_utilization = self.process_util.read(key, st.index, &dev, calls);
                     }
                     gpu
                 }
@@ -198,6 +205,9 @@ impl NvmlSource {
             self.suspect |= gpu.error.is_some();
             gpus.push(gpu);
         }
+        let keys: Vec<String> =
+            self.watched.iter().map(|st| st.uuid.clone().unwrap_or_else(|| st.index.to_string())).collect();
+        self.process_util.retain(&keys);
         Some((gpus, merger.finish(nvml, &mut self.names, calls)))
     }
 }
