@@ -53,6 +53,21 @@ pub static OVERHEAD: Def = gauge(
     Some("bytes"),
     "NVML's figure minus reserved: CUDA context, cuBLAS/cuDNN workspaces, NCCL buffers.",
 );
+pub static ALLOCATED_PEAK: Def = gauge(
+    "gpuscope_allocator_peak_allocated_bytes",
+    Some("bytes"),
+    "Most bytes in live tensors since the process started or last reset its peaks (allocated_bytes.all.peak).",
+);
+pub static RESERVED_PEAK: Def = gauge(
+    "gpuscope_allocator_peak_reserved_bytes",
+    Some("bytes"),
+    "Most bytes the caching allocator held from the driver (reserved_bytes.all.peak).",
+);
+pub static PINNED_HOST: Def = gauge(
+    "gpuscope_process_pinned_host_bytes",
+    Some("bytes"),
+    "Page-locked host memory PyTorch's host allocator holds (torch.cuda.host_memory_stats).",
+);
 pub static FRAGMENTATION: Def = gauge(
     "gpuscope_allocator_fragmentation_ratio",
     Some("ratio"),
@@ -78,6 +93,9 @@ pub static ALL: &[&Def] = &[
     &CACHED,
     &INACTIVE_SPLIT,
     &OVERHEAD,
+    &ALLOCATED_PEAK,
+    &RESERVED_PEAK,
+    &PINNED_HOST,
     &FRAGMENTATION,
     &RETRIES,
     &OOMS,
@@ -89,12 +107,14 @@ fn v<T: Into<Value>>(x: Option<T>) -> Option<Value> {
     x.map(Into::into)
 }
 
-static ALLOCATOR: [(&Def, AllocReading); 8] = [
+static ALLOCATOR: [(&Def, AllocReading); 10] = [
     (&ALLOCATED, |d| v(d.allocated)),
     (&RESERVED, |d| v(d.reserved)),
     (&CACHED, |d| v(d.cached)),
     (&INACTIVE_SPLIT, |d| v(d.inactive_split)),
     (&OVERHEAD, |d| v(d.overhead)),
+    (&ALLOCATED_PEAK, |d| v(d.allocated_peak)),
+    (&RESERVED_PEAK, |d| v(d.reserved_peak)),
     (&FRAGMENTATION, |d| v(d.fragmentation)),
     (&RETRIES, |d| v(d.alloc_retries)),
     (&OOMS, |d| v(d.ooms)),
@@ -156,6 +176,13 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot) {
                 let Some(w) = who.iter().find(|w| w.process.pid == u.pid) else { continue };
                 f.sample(&w.labels(&index)[..4], Some(f64::from(read(u)) / 100.0));
             }
+        }
+    }
+    let mut f = enc.family(&PINNED_HOST);
+    for w in &who {
+        let pinned = w.process.allocator.as_ref().and_then(|a| a.pinned_host);
+        if pinned.is_some() {
+            f.sample(&[("pid", &w.pid), ("user", &w.user), ("command", &w.command), ("rank", &w.rank)], pinned);
         }
     }
     // A device the probe saw but gpuscope could not match to a GPU has no
