@@ -15,6 +15,7 @@ use crate::collect::Collector;
 use crate::inject::{self, InjectError};
 use crate::model::AlertKind;
 use crate::poller::{self, SnapshotRx};
+use crate::query::{self, QueryError};
 use crate::recording;
 use crate::settings::{Mode, Settings, SettingsError};
 use crate::sinks::stdout::{self, Delivered};
@@ -121,11 +122,13 @@ impl AppError {
 }
 
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(crate::cli::nvidia_smi_spellings(std::env::args_os())) {
         Ok(cli) => cli,
         Err(e) => return ExitCode::from(clap_exit(&e)),
     };
     let result = match &cli.command {
+        None if cli.help_query_gpu => print(&query::help_gpu()),
+        None if cli.help_query_compute_apps => print(&query::help_compute_apps()),
         None => watch(&cli).map(|()| exit::OK),
         Some(Command::Check { window, fail_on }) => check(&cli, *window, fail_on),
         Some(Command::Run { command }) => Err(AppError::Inject(inject::run(command))),
@@ -178,6 +181,12 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(code) => ExitCode::from(code),
+        Err(AppError::Settings(SettingsError::Query(e @ QueryError::UnknownField(_)))) => {
+            // Where and how nvidia-smi says it, for scripts that look.
+            let _ = print(&format!("{e}\n\n"));
+            eprintln!("gpuscope: --help-query-gpu and --help-query-compute-apps list the fields gpuscope answers");
+            ExitCode::from(exit::USAGE)
+        }
         Err(e) => {
             eprintln!("gpuscope: {e}");
             ExitCode::from(e.exit_code())
@@ -213,6 +222,9 @@ fn clap_exit(e: &clap::Error) -> u8 {
     use clap::error::ErrorKind;
     if !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         let _ = e.print();
+        if let Some(hint) = foreign_hint(e) {
+            eprintln!("\n  hint: {hint}");
+        }
         return exit::USAGE;
     }
     let text = e.render();
@@ -223,6 +235,18 @@ fn clap_exit(e: &clap::Error) -> u8 {
             eprintln!("gpuscope: {err}");
             err.exit_code()
         }
+    }
+}
+
+/// A flag from nvidia-smi, nvitop or gpustat that gpuscope spells otherwise.
+fn foreign_hint(e: &clap::Error) -> Option<&'static str> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    match e.get(ContextKind::InvalidArg)? {
+        ContextValue::String(arg) => crate::cli::foreign_flag_hint(arg),
+        _ => None,
     }
 }
 
@@ -248,13 +272,19 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
         match settings.mode {
             Mode::Json => emit(rx, Some(1), json::write_pretty, first, patience, &calls).await,
             Mode::JsonStream { count } => emit(rx, count, json::write_line, first, patience, &calls).await,
+            Mode::TableStream { count } => emit(rx, count, table::write, first, patience, &calls).await,
+            Mode::Query { looping, count } => {
+                let Some(query) = settings.query.clone() else { return Err(AppError::PollerStopped) };
+                let count = if looping { count } else { Some(1) };
+                emit(rx, count, query_writer(query), first, patience, &calls).await
+            }
             Mode::Table | Mode::Tui => emit(rx, Some(1), table::write, first, patience, &calls).await,
         }
     });
     // A driver call may still be in flight on the poller's thread: leaving
     // without joining it is what lets a hung driver not hang the exit.
     runtime.shutdown_background();
-    let one_shot = matches!(settings.mode, Mode::Json | Mode::Table);
+    let one_shot = matches!(settings.mode, Mode::Json | Mode::Table | Mode::Query { looping: false, .. });
     analysis::finish_hooks(if one_shot { HOOKS_ONE_SHOT } else { HOOKS_AT_EXIT });
     result
 }
@@ -487,6 +517,20 @@ struct Wait {
     deadline: Instant,
 }
 
+/// nvidia-smi's CSV: the header once (unless `noheader`), then each
+/// snapshot's rows.
+fn query_writer(
+    query: query::Query,
+) -> impl FnMut(&crate::model::Snapshot, &mut io::StdoutLock<'static>) -> io::Result<()> {
+    let mut header = query.format.header;
+    move |snap, out| {
+        use std::io::Write as _;
+        let mut text = if std::mem::take(&mut header) { query.header() } else { String::new() };
+        text.push_str(&query.rows(snap));
+        out.write_all(text.as_bytes())
+    }
+}
+
 /// Writes snapshots as they come until `count` are written. A closed pipe
 /// (`gpuscope --json --watch | head -n 1`) is a normal end, not an error;
 /// a driver that gives nothing by the deadline, or for `patience` after
@@ -494,7 +538,7 @@ struct Wait {
 async fn emit(
     mut rx: SnapshotRx,
     count: Option<u64>,
-    write: fn(&crate::model::Snapshot, &mut io::StdoutLock<'static>) -> io::Result<()>,
+    mut write: impl FnMut(&crate::model::Snapshot, &mut io::StdoutLock<'static>) -> io::Result<()>,
     mut wait: Wait,
     patience: Duration,
     calls: &Calls,

@@ -5,13 +5,15 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Parser, Subcommand, ValueEnum};
 
 use crate::bounds;
 use crate::model::AlertKind;
 
 #[derive(Debug, Clone, Parser)]
 #[command(name = "gpuscope", version, about = "Watch NVIDIA GPUs, their processes and the host", long_about = None)]
+#[command(group(ArgGroup::new("stream").args(["watch", "loop_s", "loop_ms"]).multiple(true)))]
+#[command(group(ArgGroup::new("query").args(["query_gpu", "query_compute_apps"])))]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -28,9 +30,46 @@ pub struct Cli {
     #[arg(long, requires = "json")]
     pub watch: bool,
 
-    /// With --watch: stop after N snapshots.
-    #[arg(long, value_name = "N", requires = "watch")]
+    /// With --watch, -l or -lms: stop after N snapshots (blocks, lines).
+    #[arg(long, value_name = "N", requires = "stream")]
     pub count: Option<u64>,
+
+    /// nvidia-smi's query mode: one CSV line per GPU with these fields,
+    /// e.g. index,memory.used (see --help-query-gpu). Needs --format=csv.
+    #[arg(long, value_name = "FIELDS", requires = "format", conflicts_with_all = ["json", "once"])]
+    pub query_gpu: Option<String>,
+
+    /// nvidia-smi's query mode: one CSV line per compute process per GPU
+    /// (see --help-query-compute-apps). Needs --format=csv.
+    #[arg(long, value_name = "FIELDS", requires = "format", conflicts_with_all = ["json", "once"])]
+    pub query_compute_apps: Option<String>,
+
+    /// With --query-gpu or --query-compute-apps: csv[,noheader][,nounits].
+    #[arg(long, value_name = "csv[,noheader][,nounits]", requires = "query")]
+    pub format: Option<String>,
+
+    /// List the fields --query-gpu answers, and exit.
+    #[arg(long)]
+    pub help_query_gpu: bool,
+
+    /// List the fields --query-compute-apps answers, and exit.
+    #[arg(long)]
+    pub help_query_compute_apps: bool,
+
+    /// nvidia-smi's -i: GPUs by index, UUID or PCI bus id, comma-separated
+    /// (0,2 or GPU-5ea1... or 00000000:18:00.0). Same as --gpus.
+    #[arg(short = 'i', long = "id", value_name = "ID", conflicts_with = "gpus")]
+    pub id: Option<String>,
+
+    /// nvidia-smi's -l: repeat every SEC seconds (5 without a value) until
+    /// killed or --count: the query's lines, -1's table, --json's lines.
+    #[arg(short = 'l', long = "loop", value_name = "SEC", num_args = 0..=1, default_missing_value = "5",
+          value_parser = loop_seconds, conflicts_with_all = ["loop_ms", "interval", "watch"])]
+    pub loop_s: Option<Duration>,
+
+    /// nvidia-smi's -lms: the same as -l, in milliseconds.
+    #[arg(long = "loop-ms", value_name = "MS", value_parser = loop_millis, conflicts_with_all = ["interval", "watch"])]
+    pub loop_ms: Option<Duration>,
 
     /// Time between snapshots, e.g. 500ms, 2s; 10ms to 1 day [default: 1s, or the config's].
     #[arg(long, global = true, value_name = "DURATION", value_parser = bounds::parse_interval)]
@@ -177,6 +216,58 @@ pub enum ProbeAction {
     },
 }
 
+/// `-l SEC`: whole seconds, as nvidia-smi takes them, within the bounds
+/// of `--interval`.
+fn loop_seconds(s: &str) -> Result<Duration, String> {
+    let n: u64 = s.parse().map_err(|_| format!("expected whole seconds, e.g. -l 1, not {s:?}"))?;
+    bounds::parse_interval(&format!("{n}s"))
+}
+
+/// `-lms MS`: whole milliseconds.
+fn loop_millis(s: &str) -> Result<Duration, String> {
+    let n: u64 = s.parse().map_err(|_| format!("expected whole milliseconds, e.g. -lms 500, not {s:?}"))?;
+    bounds::parse_interval(&format!("{n}ms"))
+}
+
+/// nvidia-smi spells `--loop-ms` as `-lms`, three letters behind one dash,
+/// which no argument parser reads as one flag: rewritten before parsing.
+/// Nothing after `run` or `--` is touched: that is another program's.
+pub fn nvidia_smi_spellings(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut ours = true;
+    args.into_iter()
+        .map(|a| {
+            let text = a.to_str().filter(|_| ours);
+            if matches!(text, Some("run" | "--")) {
+                ours = false;
+            }
+            match text {
+                Some("-lms") => OsString::from("--loop-ms"),
+                Some(s) if s.starts_with("-lms=") => OsString::from(format!("--loop-ms={}", &s[5..])),
+                _ => a,
+            }
+        })
+        .collect()
+}
+
+/// What gpuscope calls a flag that nvidia-smi, nvitop or gpustat users
+/// type, for the error that refuses it (clap suggests only near spellings).
+pub fn foreign_flag_hint(arg: &str) -> Option<&'static str> {
+    let flag = arg.split('=').next().unwrap_or(arg);
+    Some(match flag {
+        "-q" | "--query" => "nvidia-smi's -q: gpuscope -1 prints a table, --json every reading",
+        "-d" | "--display" => "nvidia-smi's -q -d: pick readings with --query-gpu=FIELDS --format=csv",
+        "-L" | "--list-gpus" => "nvidia-smi's -L: gpuscope --query-gpu=index,name,uuid --format=csv",
+        "-f" | "--filename" => "nvidia-smi's -f FILE: redirect the output (> FILE), or gpuscope record FILE",
+        "-c" | "--show-cmd" | "--cpu" => "gpustat's -c: gpuscope -1 shows each process's command line and CPU",
+        "-p" | "--show-pid" | "-u" | "--show-user" => "gpustat's -p/-u: gpuscope -1 shows PIDs and users",
+        "-a" | "--show-all" => "gpustat's -a: gpuscope -1 shows everything it reads; --json even more",
+        "-m" | "--monitor" => "nvitop's -m: gpuscope with no flags is the dashboard",
+        "-n" | "--watch-interval" => "repeat with -l SEC or --interval DURATION (with --json --watch)",
+        "--query-apps" | "--query-processes" => "nvidia-smi's spelling is --query-compute-apps=FIELDS",
+        _ => return None,
+    })
+}
+
 fn max_connections(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n @ 1..=65_536) => Ok(n),
@@ -215,6 +306,40 @@ mod tests {
     #[test]
     fn definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn nvidia_smi_flags() {
+        let args = nvidia_smi_spellings(
+            ["gpuscope", "--query-gpu=index", "--format=csv", "-lms", "250", "-i", "0,00000000:18:00.0"]
+                .map(OsString::from),
+        );
+        let cli = Cli::try_parse_from(args).unwrap();
+        assert_eq!(cli.loop_ms, Some(Duration::from_millis(250)));
+        assert_eq!(cli.id.as_deref(), Some("0,00000000:18:00.0"));
+        let cli = Cli::try_parse_from(nvidia_smi_spellings(["gpuscope", "-1", "-lms=100"].map(OsString::from)));
+        assert_eq!(cli.unwrap().loop_ms, Some(Duration::from_millis(100)));
+        assert_eq!(
+            Cli::try_parse_from(["gpuscope", "--json", "-l", "2"]).unwrap().loop_s,
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(Cli::try_parse_from(["gpuscope", "-1", "-l"]).unwrap().loop_s, Some(Duration::from_secs(5)));
+        assert!(Cli::try_parse_from(["gpuscope", "--json", "-l", "0.5"]).is_err(), "-l takes whole seconds");
+        assert!(Cli::try_parse_from(["gpuscope", "-l", "1", "--interval", "1s"]).is_err(), "one interval");
+        assert!(Cli::try_parse_from(["gpuscope", "--query-gpu=index"]).is_err(), "--format is required");
+        assert!(Cli::try_parse_from(["gpuscope", "-i", "0", "--gpus", "1"]).is_err());
+        assert_eq!(Cli::try_parse_from(["gpuscope", "--json", "-l", "1", "--count", "3"]).unwrap().count, Some(3));
+        // Whatever follows `run` is the command's own.
+        let run = nvidia_smi_spellings(["gpuscope", "run", "--", "tool", "-lms"].map(OsString::from));
+        assert_eq!(run.last().unwrap(), "-lms");
+    }
+
+    #[test]
+    fn foreign_flags_get_ours() {
+        assert!(foreign_flag_hint("-q").unwrap().contains("-1"));
+        assert!(foreign_flag_hint("--query=x").unwrap().contains("--json"));
+        assert!(foreign_flag_hint("-c").unwrap().contains("gpustat"));
+        assert_eq!(foreign_flag_hint("--frobnicate"), None);
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod inject;
 pub mod memviz;
 pub mod model;
 pub mod poller;
+pub mod query;
 pub mod recording;
 pub mod serve;
 pub mod settings;

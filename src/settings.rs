@@ -7,6 +7,7 @@ use crate::analysis::config::{AlertsConfig, HistoryConfig};
 use crate::cli::{Cli, DemoMode};
 use crate::config::{Config, ConfigError, MIN_INTERVAL};
 use crate::model::{GpuSelector, SelectError, parse_selectors};
+use crate::query::{self, Query, QueryError, Target};
 use crate::sources::nvml::{DEFAULT_LIBRARY, LibrarySpec};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +18,11 @@ pub enum Mode {
     JsonStream { count: Option<u64> },
     /// One plain-text table.
     Table,
+    /// `-1 -l SEC`: a table per interval until killed or `count` tables.
+    TableStream { count: Option<u64> },
+    /// nvidia-smi's CSV (`Settings::query`): one block, or with `-l` one
+    /// per interval until killed or `count` blocks.
+    Query { looping: bool, count: Option<u64> },
     /// The interactive dashboard.
     Tui,
 }
@@ -35,6 +41,8 @@ pub struct Settings {
     pub dashboard: DashboardFlags,
     pub history: HistoryConfig,
     pub alerts: AlertsConfig,
+    /// What `Mode::Query` prints.
+    pub query: Option<Query>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -50,30 +58,42 @@ pub enum SettingsError {
     Config(#[from] ConfigError),
     #[error("--gpus: {0}")]
     Gpus(#[from] SelectError),
+    #[error("-i/--id: {0}")]
+    Id(SelectError),
     #[error("--interval {0:?} is shorter than the minimum of {MIN_INTERVAL:?}")]
     Interval(Duration),
+    #[error("{0}")]
+    Query(#[from] QueryError),
 }
 
 impl Settings {
     pub fn resolve(cli: &Cli) -> Result<Self, SettingsError> {
         let config = Config::load(cli.config.as_deref())?;
-        let interval = cli.interval.unwrap_or(config.interval);
+        // nvidia-smi's -l / -lms set the interval and mean "keep going".
+        let looping = cli.loop_s.or(cli.loop_ms);
+        let interval = looping.or(cli.interval).unwrap_or(config.interval);
         if interval < MIN_INTERVAL {
             return Err(SettingsError::Interval(interval));
         }
-        let selectors = match &cli.gpus {
-            Some(spec) => parse_selectors(spec)?,
-            None if config.gpus.is_empty() => Vec::new(),
-            None => parse_selectors(&config.gpus.join(","))?,
+        let selectors = match (&cli.gpus, &cli.id) {
+            (Some(spec), _) => parse_selectors(spec)?,
+            (None, Some(spec)) => parse_selectors(spec).map_err(SettingsError::Id)?,
+            (None, None) if config.gpus.is_empty() => Vec::new(),
+            (None, None) => parse_selectors(&config.gpus.join(","))?,
         };
         let library = match (cli.demo, cli.nvml_lib.as_ref().or(config.nvml_lib.as_ref())) {
             (Some(DemoMode::Always), _) => LibrarySpec::Simulated,
             (_, Some(path)) => LibrarySpec::Path(path.clone().into_os_string()),
             (_, None) => LibrarySpec::Path(DEFAULT_LIBRARY.into()),
         };
-        let mode = match (cli.json, cli.watch, cli.once) {
+        let query = query_of(cli)?;
+        let stream = cli.watch || looping.is_some();
+        let mode = match (cli.json, stream, cli.once) {
+            _ if query.is_some() => Mode::Query { looping: looping.is_some(), count: cli.count },
             (true, true, _) => Mode::JsonStream { count: cli.count },
             (true, false, _) => Mode::Json,
+            // nvidia-smi -l: the table again and again, wherever it goes.
+            (false, true, _) => Mode::TableStream { count: cli.count },
             (false, _, false) if std::io::stdout().is_terminal() => Mode::Tui,
             (false, _, _) => Mode::Table,
         };
@@ -88,6 +108,17 @@ impl Settings {
             dashboard,
             history: config.history,
             alerts: config.alerts,
+            query,
         })
     }
+}
+
+fn query_of(cli: &Cli) -> Result<Option<Query>, QueryError> {
+    let (target, fields) = match (&cli.query_gpu, &cli.query_compute_apps) {
+        (Some(f), _) => (Target::Gpu, f),
+        (None, Some(f)) => (Target::ComputeApps, f),
+        (None, None) => return Ok(None),
+    };
+    let format = query::parse_format(cli.format.as_deref().unwrap_or("csv"))?;
+    Query::parse(target, fields, format).map(Some)
 }

@@ -35,6 +35,20 @@ pstate = 0
 throttle_reasons = 4
 mig_current = false
 mig_pending = true
+serial = "1654922012345"
+persistence_mode = true
+compute_mode = "exclusive_process"
+video_clock_mhz = 1755
+max_sm_clock_mhz = 1980
+max_mem_clock_mhz = 2619
+max_video_clock_mhz = 1755
+ecc_corrected_volatile = 2
+ecc_uncorrected_volatile = 0
+ecc_corrected_aggregate = 7
+ecc_uncorrected_aggregate = 1
+retired_pages_pending = true
+bar1_total_mib = 131072
+bar1_used_mib = 4
 
 [[gpu.process]]
 pid = {trainer}
@@ -49,7 +63,8 @@ used_mib = 512
 [[gpu]]
 name = "NVIDIA A10"
 memory_total_mib = 23028
-unsupported = ["fan", "encoder", "decoder", "mig"]
+unsupported = ["fan", "encoder", "decoder", "mig", "serial", "persistence_mode", "compute_mode", "max_clocks", "bar1"]
+ecc_enabled = false
 
 [[gpu.process]]
 pid = {trainer}
@@ -103,7 +118,18 @@ fn every_field_comes_from_the_scenario() {
     assert_eq!(g0["fan_percent"], 45);
     assert_eq!(g0["power_draw_w"], 612.5);
     assert_eq!(g0["power_limit_w"], 700.0);
-    assert_eq!(g0["clocks"], json!({"sm_mhz": 1980, "memory_mhz": 2619}));
+    assert_eq!(g0["clocks"], json!({"sm_mhz": 1980, "memory_mhz": 2619, "graphics_mhz": 1980, "video_mhz": 1755}));
+    assert_eq!(g0["serial"], "1654922012345");
+    assert_eq!(g0["persistence_mode"], true);
+    assert_eq!(g0["compute_mode"], "exclusive_process");
+    assert_eq!(g0["power_management_limit_w"], 700.0);
+    assert_eq!(g0["max_clocks"], json!({"sm_mhz": 1980, "memory_mhz": 2619, "graphics_mhz": 1980, "video_mhz": 1755}));
+    assert_eq!(
+        g0["ecc"],
+        json!({"mode_current": true, "mode_pending": true, "corrected_volatile": 2, "uncorrected_volatile": 0,
+               "corrected_aggregate": 7, "uncorrected_aggregate": 1, "retired_pages_pending": true})
+    );
+    assert_eq!(g0["bar1_memory"], json!({"total": 131072 * MIB, "used": 4 * MIB, "free": (131072 - 4) * MIB}));
     assert_eq!(g0["pcie"], json!({"tx_bytes_per_s": 1000 * 1024, "rx_bytes_per_s": 2000 * 1024}));
     assert_eq!(g0["performance_state"], "P0");
     assert_eq!(g0["throttle_reasons"], json!(["sw_power_cap"]));
@@ -116,6 +142,17 @@ fn every_field_comes_from_the_scenario() {
     assert_eq!(g1["utilization"]["encoder"], Value::Null);
     assert_eq!(g1["utilization"]["decoder"], Value::Null);
     assert_eq!(g1["mig_mode"], Value::Null);
+    for field in ["serial", "persistence_mode", "compute_mode"] {
+        assert_eq!(g1[field], Value::Null, "{field}");
+    }
+    assert!(g1["max_clocks"].as_object().unwrap().values().all(Value::is_null));
+    assert!(g1["bar1_memory"].as_object().unwrap().values().all(Value::is_null));
+    // ECC off: the mode says so, and there are no counts to read.
+    assert_eq!(
+        g1["ecc"],
+        json!({"mode_current": false, "mode_pending": false, "corrected_volatile": null, "uncorrected_volatile": null,
+               "corrected_aggregate": null, "uncorrected_aggregate": null, "retired_pages_pending": false})
+    );
     assert_eq!(g1["error"], Value::Null);
     assert_eq!(g1["memory"]["used"], 100 * MIB, "defaults to the sum of the known process figures");
 }
@@ -370,4 +407,41 @@ fn a_process_in_a_docker_style_cgroup_shows_its_container() {
     let table = sim.gpuscope().arg("-1").output().unwrap();
     let text = String::from_utf8(table.stdout).unwrap();
     assert!(text.contains(&format!("[{}]", &id[..12])), "{text}");
+}
+
+/// NVML's per-process samples reach the snapshot; the timestamp rule
+/// (only samples newer than the last seen; NOT_FOUND when there are none)
+/// keeps the last batch at ticks faster than the driver samples (100 ms in
+/// the simulator), and a GPU that does not sample processes says `null`.
+#[test]
+fn per_process_utilisation_from_nvml_samples() {
+    let worker = Sleeper::spawn(&["60"]);
+    let sim = Sim::new(&format!(
+        r#"
+[[gpu]]
+[[gpu.process]]
+pid = {pid}
+used_mib = 1000
+sm_util = 61
+mem_util = 23
+enc_util = 4
+dec_util = 5
+
+[[gpu]]
+unsupported = ["process_utilization"]
+[[gpu.process]]
+pid = {pid}
+used_mib = 1000
+"#,
+        pid = worker.pid()
+    ));
+    let out = sim.gpuscope().args(["--json", "--watch", "--interval", "30ms", "--count", "8"]).output().unwrap();
+    assert_success(&out);
+    let expected = json!([{"pid": worker.pid(), "sm": 61, "memory": 23, "encoder": 4, "decoder": 5}]);
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        assert_valid(&v);
+        assert_eq!(gpu(&v, 0)["process_utilization"], expected, "{line}");
+        assert_eq!(gpu(&v, 1)["process_utilization"], Value::Null);
+    }
 }

@@ -65,6 +65,10 @@ fn metrics_pass_promtool_and_carry_the_scenario() {
 
     let m = &r.body;
     assert_eq!(sample(m, "gpuscope_gpu_memory_used_bytes{gpu=\"0\",uuid=\"GPU-5ea1\"}"), Some((20_000 * MIB) as f64));
+    // The readings nvidia-smi users query, through promtool too.
+    assert_eq!(sample(m, "gpuscope_gpu_ecc_uncorrected_volatile_errors_total{gpu=\"0\",uuid=\"GPU-5ea1\"}"), Some(0.0));
+    assert_eq!(sample(m, "gpuscope_gpu_persistence_mode{gpu=\"0\",uuid=\"GPU-5ea1\"}"), Some(1.0));
+    assert!(m.contains("gpuscope_process_sm_utilization_ratio{gpu=\"0\",pid="), "{m}");
     assert_eq!(sample(m, "gpuscope_gpu_lost{gpu=\"1\"}"), Some(1.0));
     assert_eq!(sample(m, "gpuscope_alert_active{kind=\"gpu_lost\",severity=\"critical\",gpu=\"1\"}"), Some(1.0));
     let sleeper_series = format!("gpuscope_process_gpu_memory_bytes{{gpu=\"0\",pid=\"{}\",", sleeper.pid());

@@ -94,6 +94,30 @@ fn detail_view_of_a_probed_process() {
     insta::assert_snapshot!("detail_200x50", render_text(&mut s, 200, 50));
 }
 
+/// NVML's per-process samples (nvitop's %SM and %GMBW) beside the memory
+/// NVML attributes to the process.
+#[test]
+fn detail_view_shows_the_process_share_of_the_gpu() {
+    let mut s = State::new(&options());
+    for step in (0..=120u64).rev() {
+        let mut snap = tui_fixtures::snapshot_at(Spec::gpus(2).probed(), tui_fixtures::T0 - step * 5000, step);
+        for gpu in &mut snap.gpus {
+            let pids: Vec<u32> =
+                snap.processes.iter().filter(|p| p.gpus.iter().any(|g| g.index == gpu.index)).map(|p| p.pid).collect();
+            gpu.process_utilization = Some(
+                pids.iter()
+                    .map(|&pid| gpuscope::model::ProcessUtilization { pid, sm: 87, memory: 41, encoder: 0, decoder: 0 })
+                    .collect(),
+            );
+        }
+        s.on_snapshot(Arc::new(snap));
+    }
+    act(&mut s, &[Action::OpenDetail]);
+    let text = render_text(&mut s, 80, 24);
+    assert!(text.contains("SM 87% mem 41%"), "{text}");
+    insta::assert_snapshot!("detail_process_share_80x24", text);
+}
+
 #[test]
 fn detail_view_of_a_cuda_malloc_async_process() {
     let mut s = state(Spec { async_server: true, ..Spec::gpus(3) });

@@ -36,6 +36,91 @@ pub struct Gpu {
     /// Totals of the allocator probes on this GPU; `None` when no process
     /// on it has a probe.
     pub allocator: Option<GpuAllocator>,
+    /// The board's serial number (none on GeForce boards).
+    #[serde(default)]
+    pub serial: Option<String>,
+    /// Whether the driver stays loaded with no client (Linux only).
+    #[serde(default)]
+    pub persistence_mode: Option<bool>,
+    #[serde(default)]
+    pub compute_mode: Option<ComputeMode>,
+    /// The limit software set (`nvidia-smi -pl`); `power_limit_w` is the
+    /// one enforced, the lowest of every limiter.
+    #[serde(default)]
+    pub power_management_limit_w: Option<f64>,
+    /// The highest clocks the GPU is designed to run at.
+    #[serde(default)]
+    pub max_clocks: MaxClocks,
+    #[serde(default)]
+    pub ecc: Ecc,
+    /// The BAR1 aperture, through which the CPU and peers map device memory.
+    #[serde(default)]
+    pub bar1_memory: Bar1Memory,
+    /// NVML's newest utilisation sample of each process on this GPU (as
+    /// nvitop's %SM and %GMBW show them); a process without one had none
+    /// to report. `None` where the GPU does not sample processes. NVML
+    /// documents these as unreliable with several processes on one GPU.
+    #[serde(default)]
+    pub process_utilization: Option<Vec<ProcessUtilization>>,
+}
+
+/// One process's share of the GPU in NVML's last sample period, percent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessUtilization {
+    pub pid: u32,
+    /// SM (compute and 3D) utilisation.
+    pub sm: u32,
+    /// Device memory bandwidth utilisation.
+    pub memory: u32,
+    pub encoder: u32,
+    pub decoder: u32,
+}
+
+/// NVML's compute modes: who may create a context on the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComputeMode {
+    /// Any number of contexts.
+    Default,
+    /// Deprecated by NVIDIA: one context, used by one thread at a time.
+    ExclusiveThread,
+    /// No contexts at all.
+    Prohibited,
+    /// One context, used by any number of threads.
+    ExclusiveProcess,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MaxClocks {
+    pub sm_mhz: Option<u32>,
+    pub memory_mhz: Option<u32>,
+    pub graphics_mhz: Option<u32>,
+    pub video_mhz: Option<u32>,
+}
+
+/// ECC mode and error counts, totals over the whole chip; `null` where the
+/// board has no ECC or has it off.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ecc {
+    pub mode_current: Option<bool>,
+    /// The mode after the next reboot.
+    pub mode_pending: Option<bool>,
+    /// Since the driver was loaded.
+    pub corrected_volatile: Option<u64>,
+    pub uncorrected_volatile: Option<u64>,
+    /// Over the board's lifetime.
+    pub corrected_aggregate: Option<u64>,
+    pub uncorrected_aggregate: Option<u64>,
+    /// Pages of device memory waiting to be retired at the next reboot.
+    pub retired_pages_pending: Option<bool>,
+}
+
+/// Bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bar1Memory {
+    pub total: Option<u64>,
+    pub used: Option<u64>,
+    pub free: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +157,10 @@ pub struct Utilization {
 pub struct Clocks {
     pub sm_mhz: Option<u32>,
     pub memory_mhz: Option<u32>,
+    #[serde(default)]
+    pub graphics_mhz: Option<u32>,
+    #[serde(default)]
+    pub video_mhz: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,6 +234,14 @@ impl Gpu {
             mig_mode: None,
             mig_devices: Vec::new(),
             allocator: None,
+            serial: None,
+            persistence_mode: None,
+            compute_mode: None,
+            power_management_limit_w: None,
+            max_clocks: MaxClocks::default(),
+            ecc: Ecc::default(),
+            bar1_memory: Bar1Memory::default(),
+            process_utilization: None,
         }
     }
 }

@@ -15,10 +15,13 @@ pub use allocator::{
     AllocConfEnv, DeviceAllocator, GpuAllocator, GpuMatch, OomPool, OomPostMortem, OomSegment, ProbeState,
     ProcessAllocator,
 };
-pub use gpu::{Clocks, Gpu, GpuMemory, GpuState, MigDevice, MigMemory, MigMode, Pcie, Utilization};
+pub use gpu::{
+    Bar1Memory, Clocks, ComputeMode, Ecc, Gpu, GpuMemory, GpuState, MaxClocks, MigDevice, MigMemory, MigMode, Pcie,
+    ProcessUtilization, Utilization,
+};
 pub use host::Host;
 pub use process::{Process, ProcessGpu, ProcessType};
-pub use select::{GpuSelector, SelectError, parse_selectors, select_gpus, select_migs};
+pub use select::{DeviceIds, GpuSelector, PciAddress, SelectError, parse_selectors, select_gpus, select_migs};
 pub use snapshot::{Driver, HostStatus, ProbeStatus, SCHEMA_VERSION, Snapshot, SourceStatus, Sources};
 pub use time::Timestamp;
 pub(crate) use time::timestamp_fields;

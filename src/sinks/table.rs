@@ -123,6 +123,9 @@ fn gpu_lines(gpu: &Gpu, lines: &mut Vec<String>) {
     if let Some(reasons) = gpu.throttle_reasons.as_ref().filter(|r| !r.is_empty()) {
         lines.push(format!("    clocks held down by: {}", reasons.join(", ")));
     }
+    if let Some(line) = ecc_line(&gpu.ecc) {
+        lines.push(line);
+    }
     if let Some(m) = gpu.mig_mode.filter(|m| m.current || m.pending) {
         lines.push(format!(
             "    MIG {}{}",
@@ -329,6 +332,27 @@ fn cell(s: &str, columns: usize) -> String {
     s + &" ".repeat(pad)
 }
 
+/// Memory the board could not correct, or pages waiting to be retired:
+/// only then, as a healthy board has nothing to say here.
+fn ecc_line(ecc: &crate::model::Ecc) -> Option<String> {
+    let uncorrected = ecc.uncorrected_volatile.unwrap_or(0).max(ecc.uncorrected_aggregate.unwrap_or(0));
+    let pending = ecc.retired_pages_pending == Some(true);
+    if uncorrected == 0 && !pending {
+        return None;
+    }
+    let count = |v: Option<u64>| v.map_or_else(|| "n/a".to_string(), |n| n.to_string());
+    let mut line = format!(
+        "    ECC uncorrected {} (lifetime {}), corrected {}",
+        count(ecc.uncorrected_volatile),
+        count(ecc.uncorrected_aggregate),
+        count(ecc.corrected_volatile)
+    );
+    if pending {
+        line.push_str("; pages to retire at reboot");
+    }
+    Some(line)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,6 +440,20 @@ mod tests {
         assert_eq!(text.matches("python3 [host]").count(), 2, "{text}");
         assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
         assert!(!render(&snap(Vec::new(), Some(PidNamespace::Host))).contains("container"));
+    }
+
+    #[test]
+    fn ecc_shows_only_when_memory_went_bad() {
+        let mut ecc =
+            crate::model::Ecc { corrected_volatile: Some(4), uncorrected_volatile: Some(0), ..Default::default() };
+        assert_eq!(ecc_line(&ecc), None, "corrected errors alone are the board doing its job");
+        ecc.uncorrected_aggregate = Some(2);
+        ecc.retired_pages_pending = Some(true);
+        assert_eq!(
+            ecc_line(&ecc).unwrap(),
+            "    ECC uncorrected 0 (lifetime 2), corrected 4; pages to retire at reboot"
+        );
+        assert!(ecc_line(&ecc).unwrap().len() <= WIDTH);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Per-GPU families, each labelled `gpu` (NVML's index) and `uuid`.
 
-use super::{gauge, info};
+use super::{counter, gauge, info};
 use crate::model::{Gpu, GpuAllocator, GpuState, Snapshot};
 use crate::serve::encode::{Def, Encoder, Value};
 
@@ -35,6 +35,42 @@ pub static PCIE_TX: Def =
     gauge("gpuscope_gpu_pcie_tx_bytes_per_second", None, "PCIe transmit throughput (GPU to host).");
 pub static PCIE_RX: Def =
     gauge("gpuscope_gpu_pcie_rx_bytes_per_second", None, "PCIe receive throughput (host to GPU).");
+pub static POWER_MANAGEMENT_LIMIT: Def = gauge(
+    "gpuscope_gpu_power_management_limit_watts",
+    Some("watts"),
+    "The power limit software set (nvidia-smi -pl); the enforced one may be lower.",
+);
+pub static MAX_SM_CLOCK: Def = gauge("gpuscope_gpu_max_sm_clock_hertz", Some("hertz"), "Highest SM clock by design.");
+pub static PERSISTENCE: Def =
+    gauge("gpuscope_gpu_persistence_mode", None, "1 when persistence mode is on (the driver stays loaded), else 0.");
+pub static ECC_MODE: Def = gauge("gpuscope_gpu_ecc_mode", None, "1 when ECC is on, else 0.");
+pub static ECC_CORRECTED_VOLATILE: Def = counter(
+    "gpuscope_gpu_ecc_corrected_volatile_errors",
+    None,
+    "Corrected ECC errors across the chip since the driver loaded.",
+);
+pub static ECC_UNCORRECTED_VOLATILE: Def = counter(
+    "gpuscope_gpu_ecc_uncorrected_volatile_errors",
+    None,
+    "Uncorrected ECC errors across the chip since the driver loaded.",
+);
+pub static ECC_CORRECTED_AGGREGATE: Def = counter(
+    "gpuscope_gpu_ecc_corrected_aggregate_errors",
+    None,
+    "Corrected ECC errors across the chip over the board's lifetime.",
+);
+pub static ECC_UNCORRECTED_AGGREGATE: Def = counter(
+    "gpuscope_gpu_ecc_uncorrected_aggregate_errors",
+    None,
+    "Uncorrected ECC errors across the chip over the board's lifetime.",
+);
+pub static RETIRED_PAGES_PENDING: Def = gauge(
+    "gpuscope_gpu_retired_pages_pending",
+    None,
+    "1 when device memory pages wait to be retired at the next reboot, else 0.",
+);
+pub static BAR1_TOTAL: Def = gauge("gpuscope_gpu_bar1_memory_total_bytes", Some("bytes"), "BAR1 aperture.");
+pub static BAR1_USED: Def = gauge("gpuscope_gpu_bar1_memory_used_bytes", Some("bytes"), "BAR1 aperture in use.");
 
 pub static ALLOC_PROCESSES: Def =
     gauge("gpuscope_gpu_allocator_probed_processes", None, "Processes on the GPU whose allocator probe reports.");
@@ -82,6 +118,17 @@ pub static ALL: &[&Def] = &[
     &MEMORY_CLOCK,
     &PCIE_TX,
     &PCIE_RX,
+    &POWER_MANAGEMENT_LIMIT,
+    &MAX_SM_CLOCK,
+    &PERSISTENCE,
+    &ECC_MODE,
+    &ECC_CORRECTED_VOLATILE,
+    &ECC_UNCORRECTED_VOLATILE,
+    &ECC_CORRECTED_AGGREGATE,
+    &ECC_UNCORRECTED_AGGREGATE,
+    &RETIRED_PAGES_PENDING,
+    &BAR1_TOTAL,
+    &BAR1_USED,
     &ALLOC_PROCESSES,
     &ALLOC_ALLOCATED,
     &ALLOC_RESERVED,
@@ -106,7 +153,7 @@ fn v<T: Into<Value>>(x: Option<T>) -> Option<Value> {
     x.map(Into::into)
 }
 
-static READINGS: [(&Def, Reading); 17] = [
+static READINGS: [(&Def, Reading); 28] = [
     (&LOST, |g| Some((g.state == GpuState::Lost).into())),
     (&MEMORY_TOTAL, |g| v(g.memory.total)),
     (&MEMORY_USED, |g| v(g.memory.used)),
@@ -124,6 +171,17 @@ static READINGS: [(&Def, Reading); 17] = [
     (&MEMORY_CLOCK, |g| v(mhz(g.clocks.memory_mhz))),
     (&PCIE_TX, |g| v(g.pcie.tx_bytes_per_s)),
     (&PCIE_RX, |g| v(g.pcie.rx_bytes_per_s)),
+    (&POWER_MANAGEMENT_LIMIT, |g| v(g.power_management_limit_w)),
+    (&MAX_SM_CLOCK, |g| v(mhz(g.max_clocks.sm_mhz))),
+    (&PERSISTENCE, |g| v(g.persistence_mode)),
+    (&ECC_MODE, |g| v(g.ecc.mode_current)),
+    (&ECC_CORRECTED_VOLATILE, |g| v(g.ecc.corrected_volatile)),
+    (&ECC_UNCORRECTED_VOLATILE, |g| v(g.ecc.uncorrected_volatile)),
+    (&ECC_CORRECTED_AGGREGATE, |g| v(g.ecc.corrected_aggregate)),
+    (&ECC_UNCORRECTED_AGGREGATE, |g| v(g.ecc.uncorrected_aggregate)),
+    (&RETIRED_PAGES_PENDING, |g| v(g.ecc.retired_pages_pending)),
+    (&BAR1_TOTAL, |g| v(g.bar1_memory.total)),
+    (&BAR1_USED, |g| v(g.bar1_memory.used)),
 ];
 
 static ALLOCATOR: [(&Def, AllocReading); 7] = [

@@ -9,7 +9,7 @@
 
 use super::mig::MigLabels;
 use super::{counter, gauge};
-use crate::model::{DeviceAllocator, Process, Snapshot};
+use crate::model::{DeviceAllocator, Process, ProcessUtilization, Snapshot};
 use crate::serve::encode::{Def, Encoder, Value};
 use crate::serve::labels;
 
@@ -22,6 +22,21 @@ pub static CPU: Def = gauge(
 );
 pub static HOST_MEMORY: Def =
     gauge("gpuscope_process_host_memory_bytes", Some("bytes"), "Resident host memory of the process.");
+
+pub static SM_UTIL: Def = gauge(
+    "gpuscope_process_sm_utilization_ratio",
+    Some("ratio"),
+    "The process's share of SM time in NVML's last sample, 0 to 1 (NVML: unreliable with several processes on a GPU).",
+);
+pub static MEMORY_UTIL: Def = gauge(
+    "gpuscope_process_memory_utilization_ratio",
+    Some("ratio"),
+    "The process's share of device memory bandwidth in NVML's last sample, 0 to 1.",
+);
+pub static ENCODER_UTIL: Def =
+    gauge("gpuscope_process_encoder_utilization_ratio", Some("ratio"), "The process's video encoder share, 0 to 1.");
+pub static DECODER_UTIL: Def =
+    gauge("gpuscope_process_decoder_utilization_ratio", Some("ratio"), "The process's video decoder share, 0 to 1.");
 
 pub static ALLOCATED: Def =
     gauge("gpuscope_allocator_allocated_bytes", Some("bytes"), "Bytes in live tensors (allocated_bytes.all.current).");
@@ -45,6 +60,21 @@ pub static OVERHEAD: Def = gauge(
     Some("bytes"),
     "NVML's figure minus reserved: CUDA context, cuBLAS/cuDNN workspaces, NCCL buffers.",
 );
+pub static ALLOCATED_PEAK: Def = gauge(
+    "gpuscope_allocator_peak_allocated_bytes",
+    Some("bytes"),
+    "Most bytes in live tensors since the process started or last reset its peaks (allocated_bytes.all.peak).",
+);
+pub static RESERVED_PEAK: Def = gauge(
+    "gpuscope_allocator_peak_reserved_bytes",
+    Some("bytes"),
+    "Most bytes the caching allocator held from the driver (reserved_bytes.all.peak).",
+);
+pub static PINNED_HOST: Def = gauge(
+    "gpuscope_process_pinned_host_bytes",
+    Some("bytes"),
+    "Page-locked host memory PyTorch's host allocator holds (torch.cuda.host_memory_stats).",
+);
 pub static FRAGMENTATION: Def = gauge(
     "gpuscope_allocator_fragmentation_ratio",
     Some("ratio"),
@@ -66,11 +96,18 @@ pub static ALL: &[&Def] = &[
     &GPU_MEMORY,
     &CPU,
     &HOST_MEMORY,
+    &SM_UTIL,
+    &MEMORY_UTIL,
+    &ENCODER_UTIL,
+    &DECODER_UTIL,
     &ALLOCATED,
     &RESERVED,
     &CACHED,
     &INACTIVE_SPLIT,
     &OVERHEAD,
+    &ALLOCATED_PEAK,
+    &RESERVED_PEAK,
+    &PINNED_HOST,
     &FRAGMENTATION,
     &RETRIES,
     &OOMS,
@@ -83,12 +120,14 @@ fn v<T: Into<Value>>(x: Option<T>) -> Option<Value> {
     x.map(Into::into)
 }
 
-static ALLOCATOR: [(&Def, AllocReading); 9] = [
+static ALLOCATOR: [(&Def, AllocReading); 11] = [
     (&ALLOCATED, |d| v(d.allocated)),
     (&RESERVED, |d| v(d.reserved)),
     (&CACHED, |d| v(d.cached)),
     (&INACTIVE_SPLIT, |d| v(d.inactive_split)),
     (&OVERHEAD, |d| v(d.overhead)),
+    (&ALLOCATED_PEAK, |d| v(d.allocated_peak)),
+    (&RESERVED_PEAK, |d| v(d.reserved_peak)),
     (&FRAGMENTATION, |d| v(d.fragmentation)),
     (&RETRIES, |d| v(d.alloc_retries)),
     (&OOMS, |d| v(d.ooms)),
@@ -159,6 +198,30 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot) {
     let mut f = enc.family(&HOST_MEMORY);
     for w in &who {
         f.sample(&w.labels("")[1..BEFORE_RANK], w.process.host_memory);
+    }
+    type UtilReading = fn(&ProcessUtilization) -> u32;
+    let shares: [(&Def, UtilReading); 4] = [
+        (&SM_UTIL, |u| u.sm),
+        (&MEMORY_UTIL, |u| u.memory),
+        (&ENCODER_UTIL, |u| u.encoder),
+        (&DECODER_UTIL, |u| u.decoder),
+    ];
+    for (def, read) in shares {
+        let mut f = enc.family(def);
+        for gpu in &snap.gpus {
+            let index = gpu.index.to_string();
+            for u in gpu.process_utilization.iter().flatten() {
+                let Some(w) = who.iter().find(|w| w.process.pid == u.pid) else { continue };
+                f.sample(&w.labels(&index)[..4], Some(f64::from(read(u)) / 100.0));
+            }
+        }
+    }
+    let mut f = enc.family(&PINNED_HOST);
+    for w in &who {
+        let pinned = w.process.allocator.as_ref().and_then(|a| a.pinned_host);
+        if pinned.is_some() {
+            f.sample(&[("pid", &w.pid), ("user", &w.user), ("command", &w.command), ("rank", &w.rank)], pinned);
+        }
     }
     // A device the probe saw but gpuscope could not match to a GPU has no
     // `gpu` label to tell it apart from another such device: left out.

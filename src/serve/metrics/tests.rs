@@ -14,7 +14,7 @@ fn device(gpu: Option<u32>) -> DeviceAllocator {
         allocated: Some(4 * GIB),
         allocated_peak: Some(6 * GIB),
         reserved: Some(10 * GIB),
-        reserved_peak: None,
+        reserved_peak: Some(12 * GIB),
         active: None,
         inactive_split: Some(3 * GIB),
         requested: None,
@@ -70,7 +70,7 @@ fn allocator() -> ProcessAllocator {
         rank: Some(3),
         local_rank: None,
         world_size: Some(8),
-        pinned_host: None,
+        pinned_host: Some(2 * GIB),
         pinned_host_peak: None,
         state: ProbeState::Fresh,
         age_ms: 10,
@@ -107,7 +107,7 @@ pub(crate) fn snapshot() -> Snapshot {
     ok.utilization = crate::model::Utilization { gpu: Some(37), memory: Some(5), encoder: Some(0), decoder: Some(0) };
     (ok.temperature_c, ok.fan_percent, ok.power_draw_w, ok.power_limit_w) =
         (Some(70), Some(40), Some(612.5), Some(700.0));
-    ok.clocks = crate::model::Clocks { sm_mhz: Some(1980), memory_mhz: Some(2619) };
+    ok.clocks = crate::model::Clocks { sm_mhz: Some(1980), memory_mhz: Some(2619), ..Default::default() };
     ok.pcie = crate::model::Pcie { tx_bytes_per_s: Some(1024), rx_bytes_per_s: Some(2048) };
     ok.mig_devices = vec![crate::model::MigDevice {
         index: 2,
@@ -118,6 +118,20 @@ pub(crate) fn snapshot() -> Snapshot {
         compute_instance_id: Some(0),
         memory: crate::model::MigMemory { total: Some(10 * GIB), used: Some(3 * GIB), free: Some(7 * GIB) },
     }];
+    (ok.persistence_mode, ok.power_management_limit_w) = (Some(true), Some(700.0));
+    ok.max_clocks.sm_mhz = Some(1980);
+    ok.ecc = crate::model::Ecc {
+        mode_current: Some(true),
+        mode_pending: Some(true),
+        corrected_volatile: Some(3),
+        uncorrected_volatile: Some(0),
+        corrected_aggregate: Some(12),
+        uncorrected_aggregate: Some(1),
+        retired_pages_pending: Some(false),
+    };
+    ok.process_utilization =
+        Some(vec![crate::model::ProcessUtilization { pid: 4242, sm: 57, memory: 21, encoder: 0, decoder: 3 }]);
+    ok.bar1_memory = crate::model::Bar1Memory { total: Some(128 * GIB), used: Some(GIB), free: Some(127 * GIB) };
     ok.allocator = Some(GpuAllocator {
         probed_processes: 1,
         allocated: Some(4 * GIB),
@@ -202,6 +216,10 @@ fn gpu_readings_in_base_units() {
         format!("gpuscope_gpu_sm_clock_hertz{gpu0} 1980000000"),
         format!("gpuscope_gpu_temperature_celsius{gpu0} 70"),
         format!("gpuscope_gpu_lost{gpu0} 0"),
+        format!("gpuscope_gpu_persistence_mode{gpu0} 1"),
+        format!("gpuscope_gpu_ecc_corrected_aggregate_errors_total{gpu0} 12"),
+        format!("gpuscope_gpu_retired_pages_pending{gpu0} 0"),
+        format!("gpuscope_gpu_bar1_memory_used_bytes{gpu0} {GIB}"),
         format!("gpuscope_gpu_allocator_unprobed_bytes{gpu0} {}", 9 * GIB),
         "gpuscope_gpu_info{gpu=\"0\",uuid=\"GPU-aa\",name=\"NVIDIA H100 80GB HBM3\",pci_bus_id=\"00000000:18:00.0\"} 1"
             .into(),
@@ -230,8 +248,13 @@ fn process_and_allocator_series_carry_escaped_labels() {
     for expected in [
         format!("gpuscope_process_gpu_memory_bytes{{gpu=\"0\",{who}}} {}", 11 * GIB),
         format!("gpuscope_process_cpu_usage_ratio{{{who}}} 1.5"),
+        format!("gpuscope_process_sm_utilization_ratio{{gpu=\"0\",{who}}} 0.57"),
+        format!("gpuscope_process_decoder_utilization_ratio{{gpu=\"0\",{who}}} 0.03"),
         format!("gpuscope_allocator_allocated_bytes{{gpu=\"0\",{who},rank=\"3\"}} {}", 4 * GIB),
         format!("gpuscope_allocator_fragmentation_ratio{{gpu=\"0\",{who},rank=\"3\"}} 0.3"),
+        format!("gpuscope_allocator_peak_allocated_bytes{{gpu=\"0\",{who},rank=\"3\"}} {}", 6 * GIB),
+        format!("gpuscope_allocator_peak_reserved_bytes{{gpu=\"0\",{who},rank=\"3\"}} {}", 12 * GIB),
+        format!("gpuscope_process_pinned_host_bytes{{{who},rank=\"3\"}} {}", 2 * GIB),
         format!("gpuscope_allocator_alloc_retries_total{{gpu=\"0\",{who},rank=\"3\"}} 2"),
         format!("gpuscope_allocator_ooms_total{{gpu=\"0\",{who},rank=\"3\"}} 0"),
     ] {

@@ -138,7 +138,7 @@ pub fn same_devices(nvml: &Nvml, calls: &Calls, known: &[DeviceStatic]) -> bool 
 }
 
 /// Collects the outcome of a device's readings.
-struct Reader<'a> {
+pub(super) struct Reader<'a> {
     lost: bool,
     error: Option<String>,
     calls: &'a Calls,
@@ -146,7 +146,7 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn take<T>(&mut self, what: &'static str, call: impl FnOnce() -> Result<T, NvmlError>) -> Option<T> {
+    pub(super) fn take<T>(&mut self, what: &'static str, call: impl FnOnce() -> Result<T, NvmlError>) -> Option<T> {
         match self.calls.track(what, Some(self.gpu), call) {
             Ok(v) => Some(v),
             Err(NvmlError::GpuLost) => {
@@ -201,6 +201,7 @@ pub fn read_gpu(dev: &Device<'_>, st: &DeviceStatic, calls: &Calls) -> Gpu {
     gpu.clocks = Clocks {
         sm_mhz: r.take("SM clock", || dev.clock_info(Clock::SM)),
         memory_mhz: r.take("memory clock", || dev.clock_info(Clock::Memory)),
+        ..Clocks::default()
     };
     // NVML reports PCIe throughput in KB/s (1024 bytes, per nvml.h).
     gpu.pcie = Pcie {
@@ -216,6 +217,7 @@ pub fn read_gpu(dev: &Device<'_>, st: &DeviceStatic, calls: &Calls) -> Gpu {
     // NVML_DEVICE_MIG_ENABLE is 1 (nvml.h).
     gpu.mig_mode =
         r.take("MIG mode", || dev.mig_mode()).map(|m| MigMode { current: m.current == 1, pending: m.pending == 1 });
+    super::settings::read(&mut r, dev, &mut gpu);
 
     if r.lost {
         // Lost part-way through: what was read may be from before the loss,

@@ -7,7 +7,9 @@ mod calls;
 mod device;
 mod library;
 mod mig;
+mod process_util;
 mod processes;
+mod settings;
 
 use std::collections::HashMap;
 
@@ -15,12 +17,13 @@ use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
 use super::{GpuSample, GpuSource};
-use crate::model::{Driver, Gpu, GpuSelector, GpuState, SourceStatus, select_gpus, select_migs};
+use crate::model::{DeviceIds, Driver, Gpu, GpuSelector, GpuState, SourceStatus, select_gpus, select_migs};
 use backoff::Backoff;
 pub use calls::{Call, Calls};
 use device::{DeviceStatic, read_gpu};
 pub use library::{DEFAULT_LIBRARY, InitError, LibrarySpec};
 use mig::MigStatics;
+use process_util::ProcessUtil;
 use processes::ProcessMerger;
 
 pub struct NvmlSource {
@@ -45,6 +48,8 @@ pub struct NvmlSource {
     /// MIG devices' statics, by MIG UUID.
     mig: MigStatics,
     calls: Calls,
+    /// The newest per-process utilisation samples per device.
+    process_util: ProcessUtil,
 }
 
 /// Selected GPUs: by UUID, or by index where the UUID could not be read.
@@ -128,6 +133,7 @@ impl NvmlSource {
             names: HashMap::new(),
             mig: MigStatics::default(),
             calls: Calls::default(),
+            process_util: ProcessUtil::default(),
         }
     }
 
@@ -135,7 +141,9 @@ impl NvmlSource {
         let nvml = self.calls.track("nvmlInit_v2", None, || self.spec.load())?;
         let all = device::enumerate(&nvml, &self.calls, &self.all).map_err(InitError::Devices)?;
         if self.chosen.is_none() && !self.selectors.is_empty() {
-            let ids: Vec<(u32, Option<&str>)> = all.iter().map(|d| (d.index, d.uuid.as_deref())).collect();
+            let identities: Vec<_> = all.iter().map(DeviceStatic::identity).collect();
+            let ids: Vec<DeviceIds<'_>> =
+                identities.iter().map(|d| (d.index, d.uuid.as_deref(), d.pci_bus_id.as_deref())).collect();
             let picked: Vec<&DeviceStatic> = select_gpus(&self.selectors, &ids)?.into_iter().map(|p| &all[p]).collect();
             let mut chosen = Chosen {
                 uuids: picked.iter().filter_map(|d| d.uuid.clone()).collect(),
@@ -235,6 +243,8 @@ impl NvmlSource {
                         }
                         gpu.mig_devices = migs.iter().map(|m| m.entry.clone()).collect();
                         merger.add_device(st.index, &dev, &migs, only.is_none(), calls);
+                        let key = st.uuid.clone().unwrap_or_else(|| st.index.to_string());
+                        gpu.process_utilization = self.process_util.read(key, st.index, &dev, calls);
                     }
                     gpu
                 }
@@ -248,6 +258,9 @@ impl NvmlSource {
             self.suspect |= gpu.error.is_some();
             gpus.push(gpu);
         }
+        let keys: Vec<String> =
+            self.watched.iter().map(|st| st.uuid.clone().unwrap_or_else(|| st.index.to_string())).collect();
+        self.process_util.retain(&keys);
         Some((gpus, merger.finish(nvml, &mut self.names, calls)))
     }
 }

@@ -97,7 +97,10 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey) -> Vec<(&'static
     let gpus: Vec<String> = p
         .gpus
         .iter()
-        .map(|g| format!("GPU {} {} ({})", g.index, or_na(g.used_memory, bytes), g.kind.short()))
+        .map(|g| {
+            let share = share(snap, g.index, p.pid).unwrap_or_default();
+            format!("GPU {} {} ({}){share}", g.index, or_na(g.used_memory, bytes), g.kind.short())
+        })
         .collect();
     lines.push(("NVML", gpus.join("   ")));
     if let Some(w) = &p.workload {
@@ -147,6 +150,15 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey) -> Vec<(&'static
         lines.push((if i == 0 { "hints" } else { "" }, format!("{} {}", ctx.sym.dot, ctx.clean(h))));
     }
     lines
+}
+
+/// NVML's newest sample of the process on that GPU, where it samples.
+fn share(snap: &Snapshot, gpu: u32, pid: u32) -> Option<String> {
+    let samples = snap.gpus.iter().find(|g| g.index == gpu)?.process_utilization.as_ref()?;
+    let u = samples.iter().find(|u| u.pid == pid)?;
+    let media =
+        if u.encoder + u.decoder > 0 { format!(" enc {}% dec {}%", u.encoder, u.decoder) } else { String::new() };
+    Some(format!(" SM {}% mem {}%{media}", u.sm, u.memory))
 }
 
 /// The settings in effect, named by the variable this version reads, and

@@ -28,9 +28,13 @@ pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
         let spec = &dev.gpu.spec;
         // Graphics and SM share one clock domain on data-centre GPUs.
         let mhz = match clock_type {
-            CLOCK_GRAPHICS | CLOCK_SM => spec.sm_clock_mhz.at(dev.t),
+            CLOCK_GRAPHICS => spec.graphics_clock_mhz.as_ref().unwrap_or(&spec.sm_clock_mhz).at(dev.t),
+            CLOCK_SM => spec.sm_clock_mhz.at(dev.t),
             CLOCK_MEM => spec.mem_clock_mhz.at(dev.t),
-            CLOCK_VIDEO => spec.sm_clock_mhz.at(dev.t) * VIDEO_PER_SM,
+            CLOCK_VIDEO => match &spec.video_clock_mhz {
+                Some(v) => v.at(dev.t),
+                None => spec.sm_clock_mhz.at(dev.t) * VIDEO_PER_SM,
+            },
             _ => return Err(INVALID_ARGUMENT),
         };
         unsafe { out::put(clock, uint(mhz)) }

@@ -21,6 +21,7 @@ mod pcie;
 mod power;
 mod process_util;
 mod processes;
+mod settings;
 mod sim;
 mod system;
 mod thermal;
@@ -36,6 +37,7 @@ pub use pcie::*;
 pub use power::*;
 pub use process_util::*;
 pub use processes::*;
+pub use settings::*;
 pub use sim::*;
 pub use system::*;
 pub use thermal::*;
@@ -86,4 +88,12 @@ pub const EXPORTED: &[&str] = &[
     "nvmlDeviceGetComputeRunningProcesses_v3",
     "nvmlDeviceGetGraphicsRunningProcesses_v3",
     "nvmlDeviceGetProcessUtilization",
+    "nvmlDeviceGetSerial",
+    "nvmlDeviceGetPersistenceMode",
+    "nvmlDeviceGetComputeMode",
+    "nvmlDeviceGetMaxClockInfo",
+    "nvmlDeviceGetEccMode",
+    "nvmlDeviceGetTotalEccErrors",
+    "nvmlDeviceGetRetiredPagesPendingStatus",
+    "nvmlDeviceGetBAR1MemoryInfo",
 ];

@@ -1,6 +1,8 @@
 //! One simulated GPU: its spec plus the identifiers derived from its index.
 
-use nvml_wrapper_sys::bindings::{NVML_DEVICE_NAME_V2_BUFFER_SIZE, NVML_DEVICE_UUID_V2_BUFFER_SIZE};
+use nvml_wrapper_sys::bindings::{
+    NVML_DEVICE_NAME_V2_BUFFER_SIZE, NVML_DEVICE_SERIAL_BUFFER_SIZE, NVML_DEVICE_UUID_V2_BUFFER_SIZE,
+};
 
 use super::check_text;
 use super::mig::{self, MigDevice};
@@ -34,6 +36,9 @@ impl Gpu {
         };
         check_text("name", &spec.name, NVML_DEVICE_NAME_V2_BUFFER_SIZE as usize)?;
         check_text("uuid", &uuid, NVML_DEVICE_UUID_V2_BUFFER_SIZE as usize)?;
+        if let Some(serial) = &spec.serial {
+            check_text("serial", serial, NVML_DEVICE_SERIAL_BUFFER_SIZE as usize)?;
+        }
         if uuid.is_empty() {
             return Err("uuid must not be empty".into());
         }

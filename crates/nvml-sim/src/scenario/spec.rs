@@ -88,6 +88,35 @@ pub(crate) enum Reading {
     Mig,
     Processes,
     ProcessUtilization,
+    Serial,
+    PersistenceMode,
+    ComputeMode,
+    MaxClocks,
+    Ecc,
+    RetiredPages,
+    Bar1,
+}
+
+/// NVML's compute modes (`nvmlComputeMode_t`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ComputeMode {
+    #[default]
+    Default,
+    ExclusiveThread,
+    Prohibited,
+    ExclusiveProcess,
+}
+
+impl ComputeMode {
+    pub(crate) fn code(self) -> u32 {
+        match self {
+            Self::Default => 0,
+            Self::ExclusiveThread => 1,
+            Self::Prohibited => 2,
+            Self::ExclusiveProcess => 3,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -117,6 +146,27 @@ pub(crate) struct GpuSpec {
     pub throttle_reasons: u64,
     pub mig_current: bool,
     pub mig_pending: bool,
+    /// The board's serial number; boards without one (GeForce) leave it out.
+    pub serial: Option<String>,
+    pub persistence_mode: bool,
+    pub compute_mode: ComputeMode,
+    /// The graphics clock where it differs from the SM clock.
+    pub graphics_clock_mhz: Option<Value>,
+    /// The video clock; without it, the SM clock at an H100's ratio.
+    pub video_clock_mhz: Option<Value>,
+    pub max_sm_clock_mhz: f64,
+    pub max_mem_clock_mhz: f64,
+    pub max_video_clock_mhz: f64,
+    pub ecc_enabled: bool,
+    /// The ECC mode after the next reboot; the current one without it.
+    pub ecc_pending: Option<bool>,
+    pub ecc_corrected_volatile: u64,
+    pub ecc_corrected_aggregate: u64,
+    pub ecc_uncorrected_volatile: u64,
+    pub ecc_uncorrected_aggregate: u64,
+    pub retired_pages_pending: bool,
+    pub bar1_total_mib: u64,
+    pub bar1_used_mib: u64,
     /// This GPU's calls made this many seconds after init or later never
     /// return (the count and the handles still do).
     pub hang_after_s: Option<f64>,
@@ -173,6 +223,23 @@ impl Default for GpuSpec {
             throttle_reasons: 0,
             mig_current: false,
             mig_pending: false,
+            serial: None,
+            persistence_mode: true,
+            compute_mode: ComputeMode::Default,
+            graphics_clock_mhz: None,
+            video_clock_mhz: None,
+            max_sm_clock_mhz: 1980.0,
+            max_mem_clock_mhz: 2619.0,
+            max_video_clock_mhz: 1755.0,
+            ecc_enabled: true,
+            ecc_pending: None,
+            ecc_corrected_volatile: 0,
+            ecc_corrected_aggregate: 0,
+            ecc_uncorrected_volatile: 0,
+            ecc_uncorrected_aggregate: 0,
+            retired_pages_pending: false,
+            bar1_total_mib: 131_072,
+            bar1_used_mib: 1,
             hang_after_s: None,
             process: Vec::new(),
             mig: Vec::new(),
