@@ -193,6 +193,28 @@ fn allocator_line(a: &ProcessAllocator, gpu: u32) -> Option<String> {
     ))
 }
 
+/// The DDP rank, the allocator's peaks and pinned host memory, where the
+/// probe reports any of them.
+fn rank_line(a: &ProcessAllocator, gpu: u32) -> Option<String> {
+    let d = a.devices.iter().find(|d| d.gpu == Some(gpu));
+    let (alloc_peak, resv_peak) = (d.and_then(|d| d.allocated_peak), d.and_then(|d| d.reserved_peak));
+    if a.rank.is_none() && alloc_peak.is_none() && resv_peak.is_none() && a.pinned_host.is_none() {
+        return None;
+    }
+    let rank = match (a.rank, a.world_size) {
+        (Some(r), Some(w)) => format!("{r}/{w}"),
+        (Some(r), None) => r.to_string(),
+        (None, _) => "n/a".into(),
+    };
+    Some(format!(
+        "{:>8}rank {rank}  peak alloc {}  peak resv {}  pinned {}",
+        "",
+        opt(alloc_peak, bytes),
+        opt(resv_peak, bytes),
+        opt(a.pinned_host, bytes),
+    ))
+}
+
 /// An alert and its hint, wrapped (not cut) to `width`: the hint is the
 /// part people act on.
 pub fn alert_text(a: &Alert, width: usize) -> String {
@@ -248,6 +270,7 @@ fn process_lines(snap: &Snapshot, lines: &mut Vec<String>) {
             );
             lines.extend(with_command(row, p));
             lines.extend(p.allocator.as_ref().and_then(|a| allocator_line(a, g.index)));
+            lines.extend(p.allocator.as_ref().and_then(|a| rank_line(a, g.index)));
         }
         let unmatched = p.allocator.iter().flat_map(|a| a.devices.iter().filter(|d| d.gpu.is_none()));
         for (i, d) in unmatched.enumerate() {
@@ -440,6 +463,20 @@ mod tests {
         assert_eq!(text.matches("python3 [host]").count(), 2, "{text}");
         assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
         assert!(!render(&snap(Vec::new(), Some(PidNamespace::Host))).contains("container"));
+    }
+
+    #[test]
+    fn rank_peaks_and_pinned_only_where_the_probe_has_them() {
+        let json = serde_json::json!({
+            "framework": "torch", "framework_version": null, "backend": "native", "alloc_conf": null,
+            "alloc_conf_var": null, "alloc_conf_source": null, "rank": 3, "local_rank": 3, "world_size": 8,
+            "pinned_host": 2147483648u64, "pinned_host_peak": null, "state": "fresh", "age_ms": 100,
+            "devices": [{"gpu": 0, "allocated_peak": 1073741824u64}]
+        });
+        let mut a: ProcessAllocator = serde_json::from_value(json).unwrap();
+        assert_eq!(rank_line(&a, 0).unwrap(), "        rank 3/8  peak alloc 1.0 GiB  peak resv n/a  pinned 2.0 GiB");
+        (a.rank, a.pinned_host, a.devices) = (None, None, Vec::new());
+        assert_eq!(rank_line(&a, 0), None);
     }
 
     #[test]
