@@ -622,6 +622,19 @@ def _env_raw(name):
     return None if value is None else _text(value)
 
 
+def _job_key():
+    """Which distributed job the process belongs to, as its launcher set
+    it: torchrun's TORCHELASTIC_RUN_ID, else the rendezvous MASTER_ADDR and
+    MASTER_PORT every rank of one job shares; None outside such a job."""
+    run_id = _env_raw("TORCHELASTIC_RUN_ID")
+    if run_id and run_id.strip() and run_id.strip() != "none":
+        return _text("torchelastic:" + run_id.strip())
+    addr, port = _env_raw("MASTER_ADDR"), _env_int("MASTER_PORT")
+    if addr and addr.strip() and port is not None:
+        return _text("%s:%d" % (addr.strip(), port))
+    return None
+
+
 def _alloc_settings(torch):
     """The allocator settings in effect, as the running PyTorch resolves them.
 
@@ -1306,6 +1319,7 @@ class _Probe(object):
                 "cuda_device_order": _env_raw("CUDA_DEVICE_ORDER"),
                 "oom_events": body["oom_events"],
                 "last_oom": body["last_oom"],
+                "job": _job_key(),
                 "rank": _env_int("RANK"),
                 "local_rank": _env_int("LOCAL_RANK"),
                 "world_size": _env_int("WORLD_SIZE"),

@@ -120,6 +120,7 @@ fn process(p: &Proc) -> Process {
         cuda_device_order: None,
         oom_events: p.oom_events,
         last_oom: Vec::new(),
+        job: None,
         rank: None,
         local_rank: None,
         world_size: None,

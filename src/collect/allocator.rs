@@ -143,6 +143,7 @@ fn process_allocator(report: &ProbeReport, nvml: &[ProcessGpu], matches: &[Match
         cuda_device_order: f.cuda_device_order.clone(),
         oom_events: f.oom_events,
         last_oom,
+        job: f.job.clone(),
         rank: f.rank,
         local_rank: f.local_rank,
         world_size: f.world_size,

@@ -35,6 +35,10 @@ pub struct ProcessAllocator {
     /// most): what the allocator looked like at that moment.
     #[serde(default)]
     pub last_oom: Vec<OomPostMortem>,
+    /// Which distributed job the ranks share: torchrun's run id, else the
+    /// rendezvous address and port.
+    #[serde(default)]
+    pub job: Option<String>,
     pub rank: Option<u32>,
     pub local_rank: Option<u32>,
     pub world_size: Option<u32>,

@@ -30,6 +30,8 @@ pub enum Action {
     SortReverse,
     /// `w`: group the process table by container, pod or Slurm job.
     GroupByWorkload,
+    /// `J`: group the process table by distributed job (ranks together).
+    GroupByJob,
     FilterStart,
     FilterInput(char),
     FilterBackspace,
@@ -122,6 +124,7 @@ fn dashboard(code: KeyCode) -> Option<Action> {
         KeyCode::Char('s') => Action::SortNext,
         KeyCode::Char('S') => Action::SortReverse,
         KeyCode::Char('w') => Action::GroupByWorkload,
+        KeyCode::Char('J') => Action::GroupByJob,
         KeyCode::Char('/') => Action::FilterStart,
         KeyCode::Enter => Action::OpenDetail,
         KeyCode::Char('p' | ' ') => Action::TogglePause,
@@ -197,6 +200,7 @@ mod tests {
         assert_eq!(dash(KeyCode::Char('s')), Some(Action::SortNext));
         assert_eq!(dash(KeyCode::Char('S')), Some(Action::SortReverse));
         assert_eq!(dash(KeyCode::Char('w')), Some(Action::GroupByWorkload));
+        assert_eq!(dash(KeyCode::Char('J')), Some(Action::GroupByJob));
         assert_eq!(dash(KeyCode::Char(' ')), Some(Action::TogglePause));
         assert_eq!(dash(KeyCode::Char('p')), Some(Action::TogglePause));
         assert_eq!(dash(KeyCode::Char('+')), Some(Action::Slower));

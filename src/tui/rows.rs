@@ -77,11 +77,14 @@ pub struct Sort {
     /// `w`: the rows of one workload together, in workload order, each
     /// group sorted by `column`; processes in none last.
     pub by_workload: bool,
+    /// `J`: the ranks of one distributed job together (the probe's job
+    /// key), by rank; before the workload grouping when both are on.
+    pub by_job: bool,
 }
 
 impl Default for Sort {
     fn default() -> Self {
-        Self { column: Column::GpuMem, descending: true, by_workload: false }
+        Self { column: Column::GpuMem, descending: true, by_workload: false, by_job: false }
     }
 }
 
@@ -137,6 +140,17 @@ fn matches(r: &Row, needle: &str) -> bool {
 /// With grouping on, by workload (pod, else container, else Slurm job),
 /// the rows in none last whatever the direction.
 fn group(a: &Row, b: &Row, sort: Sort) -> Ordering {
+    if sort.by_job {
+        let job = |r: &Row| r.process.allocator.as_ref().and_then(|a| a.job.clone());
+        let rank = |r: &Row| r.process.allocator.as_ref().and_then(|a| a.rank);
+        let by_job = match (job(a), job(b)) {
+            (Some(x), Some(y)) => x.cmp(&y).then_with(|| rank(a).cmp(&rank(b))),
+            (x, y) => y.is_some().cmp(&x.is_some()),
+        };
+        if by_job != Ordering::Equal || !sort.by_workload {
+            return by_job;
+        }
+    }
     if !sort.by_workload {
         return Ordering::Equal;
     }
@@ -222,7 +236,8 @@ mod tests {
         let s = snap();
         let rows = build(&s, None, "", Sort::default());
         assert_eq!(keys(&rows), [(10, 0), (30, 1), (30, 0), (20, 1)]);
-        let asc = build(&s, None, "", Sort { column: Column::GpuMem, descending: false, by_workload: false });
+        let asc =
+            build(&s, None, "", Sort { column: Column::GpuMem, descending: false, by_workload: false, by_job: false });
         assert_eq!(keys(&asc), [(30, 0), (30, 1), (10, 0), (20, 1)], "n/a stays last");
     }
 
@@ -248,7 +263,8 @@ mod tests {
         assert_eq!(sort, Sort::default(), "back to the start");
         assert_eq!(seen.len(), SORTABLE.len());
         let s = snap();
-        let by_user = build(&s, None, "", Sort { column: Column::User, descending: false, by_workload: false });
+        let by_user =
+            build(&s, None, "", Sort { column: Column::User, descending: false, by_workload: false, by_job: false });
         assert_eq!(keys(&by_user), [(10, 0), (20, 1), (30, 0), (30, 1)]);
     }
 
@@ -281,6 +297,26 @@ mod tests {
         assert_eq!(keys(&build(&s, None, "docker", Sort::default())), [(10, 0)], "the runtime");
         assert_eq!(keys(&build(&s, None, "slurm:4242", Sort::default())), [(20, 1)], "the tag");
         assert_eq!(keys(&build(&s, None, "4242", Sort::default())), [(20, 1)], "the job id");
+    }
+
+    #[test]
+    fn grouping_by_job_puts_ranks_together_in_rank_order() {
+        let mut s = snap();
+        let job =
+            |p: &mut Process, key: Option<&str>, rank: u32| {
+                p.allocator = Some(serde_json::from_value(serde_json::json!({
+                "framework": "torch", "framework_version": null, "backend": "native", "alloc_conf": null,
+                "rank": rank, "local_rank": null, "world_size": 2, "pinned_host": null, "pinned_host_peak": null,
+                "state": "fresh", "age_ms": 0, "devices": [], "job": key
+            })).unwrap());
+            };
+        job(&mut s.processes[0], Some("10.0.0.1:29500"), 1);
+        job(&mut s.processes[1], None, 0);
+        job(&mut s.processes[2], Some("10.0.0.1:29500"), 0);
+        let rows = build(&s, None, "", Sort { by_job: true, ..Sort::default() });
+        let pids: Vec<u32> = rows.iter().map(|r| r.key.pid).collect();
+        assert_eq!(&pids[..pids.len() - 1], &[30, 30, 10], "rank 0 (both its GPUs), then rank 1: {pids:?}");
+        assert_eq!(pids.last(), Some(&20), "outside any job, last");
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
         Action::SortNext => state.sort = state.sort.next(),
         Action::SortReverse => state.sort.descending = !state.sort.descending,
         Action::GroupByWorkload => state.sort.by_workload = !state.sort.by_workload,
+        Action::GroupByJob => state.sort.by_job = !state.sort.by_job,
         Action::FilterStart => state.editing_filter = true,
         Action::FilterInput(c) => state.filter.push(c),
         Action::FilterBackspace => drop(state.filter.pop()),

@@ -207,6 +207,23 @@ class DocumentTest(InProcessCase):
         self.assertFalse(parse("", False))
         self.assertFalse(parse(None, False))
 
+    def test_the_job_key_comes_from_the_launcher(self):
+        self.init_cuda()
+        probe = self.new_probe()
+        cases = [
+            ({}, None),
+            ({"MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "29500"}, "10.0.0.7:29500"),
+            ({"MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "not a port"}, None),
+            ({"TORCHELASTIC_RUN_ID": "job-42", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, "torchelastic:job-42"),
+            ({"TORCHELASTIC_RUN_ID": "none", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, "h:1"),
+        ]
+        for env, job in cases:
+            for name in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT"):
+                os.environ.pop(name, None)
+            os.environ.update(env)
+            probe.cycle()
+            self.assertEqual(self.only_document()["job"], job, env)
+
     def test_rank_variables(self):
         self.init_cuda()
         probe = self.new_probe()

@@ -67,6 +67,7 @@ fn allocator() -> ProcessAllocator {
         cuda_device_order: None,
         oom_events: None,
         last_oom: Vec::new(),
+        job: None,
         rank: Some(3),
         local_rank: None,
         world_size: Some(8),

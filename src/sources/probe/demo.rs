@@ -161,6 +161,8 @@ fn report(p: &DemoProcess, t: f64) -> ProbeReport {
         cuda_device_order: None,
         oom_events: Some(0),
         last_oom: None,
+        // The two DDP ranks share torchrun's rendezvous.
+        job: p.rank.map(|_| "127.0.0.1:29500".to_string()),
         rank: p.rank,
         local_rank: p.rank,
         world_size: p.rank.map(|_| 2),

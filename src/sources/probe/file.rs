@@ -50,6 +50,9 @@ pub struct ProbeFile {
     pub oom_events: Option<u64>,
     #[serde(default)]
     pub last_oom: Option<Vec<OomPostMortem>>,
+    /// The distributed job: torchrun's run id, or MASTER_ADDR:MASTER_PORT.
+    #[serde(default)]
+    pub job: Option<String>,
     pub rank: Option<u32>,
     pub local_rank: Option<u32>,
     pub world_size: Option<u32>,
@@ -132,6 +135,7 @@ impl ProbeFile {
             &mut f.alloc_conf_var,
             &mut f.alloc_conf_source,
             &mut f.cuda_device_order,
+            &mut f.job,
         ] {
             *s = s.as_deref().map(sanitize_command);
         }

@@ -18,7 +18,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Tab, Shift-Tab", "focus the next / previous GPU or MIG device"),
     ("1 .. 9", "focus the Nth GPU listed; 0: all GPUs"),
     ("s, S", "sort by the next column; reverse the order"),
-    ("w", "group by workload (pod, container, Slurm job)"),
+    ("w, J", "group by workload (pod, container, Slurm job); J: by DDP job"),
     ("/", "filter by user, command, PID, workload; Enter keeps it"),
     ("Esc", "close a view; clear the filter"),
     ("Enter", "details of the selected process"),

@@ -63,6 +63,10 @@ fn title<'a>(ctx: &Ctx, n: usize, w: usize, in_container: bool) -> Line<'a> {
         spans.push(Span::styled(sym.rule, t.rule));
         spans.push(Span::styled(CONTAINER_NOTE, t.warn));
     }
+    if s.sort.by_job {
+        spans.push(Span::styled(sym.rule, t.rule));
+        spans.push(Span::raw(" by job "));
+    }
     if s.sort.by_workload {
         spans.push(Span::styled(sym.rule, t.rule));
         spans.push(Span::raw(" by workload "));
