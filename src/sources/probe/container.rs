@@ -20,7 +20,7 @@ use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::ProbeReport;
 use super::file::{MAX_FILE_BYTES, ProbeFile};
@@ -49,8 +49,16 @@ pub struct ProcessViews {
     proc_root: PathBuf,
     /// Per (pid, start ticks): a recycled PID is a new process.
     known: HashMap<(u32, u64), Identity>,
+    /// When to look again at a process where nothing was found: most GPU
+    /// processes run no probe, and the walk costs a handful of system calls
+    /// each, so they are looked at every few seconds, not every tick.
+    retry_at: HashMap<u32, Instant>,
     buf: Vec<u8>,
 }
+
+/// A probe starts once its process has initialised CUDA: found within
+/// this long of its first file.
+const RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// Why a process's file was not read, for the probes' skip count; `None`
 /// when there is nothing to say (no probe there, no permission to look).
@@ -58,11 +66,29 @@ pub type Outcome = Result<ProbeReport, Option<String>>;
 
 impl ProcessViews {
     pub fn new(proc_root: PathBuf) -> Self {
-        Self { proc_root, known: HashMap::new(), buf: Vec::new() }
+        Self { proc_root, known: HashMap::new(), retry_at: HashMap::new(), buf: Vec::new() }
     }
 
-    /// One process's probe file, read through its root.
+    /// One process's probe file, read through its root; a process where
+    /// none was found is looked at again only after `RETRY_AFTER`.
     pub fn read(&mut self, pid: u32) -> Outcome {
+        let now = Instant::now();
+        if self.retry_at.get(&pid).is_some_and(|t| now < *t) {
+            return Err(None);
+        }
+        let outcome = self.look(pid);
+        match &outcome {
+            Ok(_) => {
+                self.retry_at.remove(&pid);
+            }
+            Err(_) => {
+                self.retry_at.insert(pid, now + RETRY_AFTER);
+            }
+        }
+        outcome
+    }
+
+    fn look(&mut self, pid: u32) -> Outcome {
         let ticks = procstat::start_ticks(&self.proc_root, pid).ok_or(None)?;
         let identity = match self.known.get(&(pid, ticks)) {
             Some(id) => id.clone(),
@@ -83,7 +109,9 @@ impl ProcessViews {
 
     /// Forgets processes not in `pids`, so the map stays small.
     pub fn retain(&mut self, pids: &[u32]) {
+        let pids: std::collections::HashSet<u32> = pids.iter().copied().collect();
         self.known.retain(|(pid, _), _| pids.contains(pid));
+        self.retry_at.retain(|pid, _| pids.contains(pid));
     }
 
     fn read_file(&mut self, pid: u32, ticks: u64, id: &Identity, dir: &Path) -> Outcome {
