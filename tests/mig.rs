@@ -9,9 +9,7 @@ mod serve_common;
 
 use common::{MIB, Sim, Sleeper, assert_success, assert_valid};
 use serde_json::{Value, json};
-use serve_common::{Server, require, sample};
-use std::io::Write;
-use std::process::{Command, Stdio};
+use serve_common::{Server, promtool_check, sample};
 
 const SCENARIO: &str = include_str!("../crates/nvml-sim/scenarios/mig-h100-7way.toml");
 const PARENT: &str = "GPU-7a1e4c2b-93d5-4f60-b8a2-1c5e9d3f7b04";
@@ -170,21 +168,10 @@ fn one_shot_table_lists_mig_devices_under_their_gpu_within_80_columns() {
 
 #[test]
 fn metrics_have_a_series_per_mig_device_and_pass_promtool() {
-    let promtool = require("promtool");
     let sim = Sim::new(SCENARIO);
     let server = Server::start(sim.gpuscope(), &["--listen", "127.0.0.1:0", "--interval", "100ms"]);
     let r = server.until("/metrics", "the MIG devices", |r| r.body.contains("gpuscope_mig_memory_used_bytes"));
-    let mut check = Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    check.stdin.take().unwrap().write_all(r.body.as_bytes()).unwrap();
-    let out = check.wait_with_output().unwrap();
-    let said = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics: {said}\n{}", r.body);
+    promtool_check(&r.body);
     let m = &r.body;
     let labels = |gi: u32, uuid: &str| {
         format!(

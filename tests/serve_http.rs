@@ -4,12 +4,11 @@
 mod common;
 mod serve_common;
 
-use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
 use common::{MIB, Sim, Sleeper, assert_valid};
-use serve_common::{Server, get, require, sample};
+use serve_common::{Server, get, promtool_check, sample};
 
 /// A process whose command line needs escaping and cutting.
 fn odd_process() -> Sleeper {
@@ -42,7 +41,6 @@ fn serve(sim: &Sim) -> Server {
 
 #[test]
 fn metrics_pass_promtool_and_carry_the_scenario() {
-    let promtool = require("promtool");
     let (sleeper, odd) = (Sleeper::spawn(&["120"]), odd_process());
     let sim = Sim::new(&scenario(&[sleeper.pid(), odd.pid()]));
     let server = serve(&sim);
@@ -51,17 +49,7 @@ fn metrics_pass_promtool_and_carry_the_scenario() {
     assert_eq!(r.header("content-type"), Some("text/plain; version=0.0.4; charset=utf-8"));
     assert_eq!(r.header("content-length"), Some(r.body.len().to_string().as_str()));
 
-    let mut check = Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    check.stdin.take().unwrap().write_all(r.body.as_bytes()).unwrap();
-    let out = check.wait_with_output().unwrap();
-    let said = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics: {said}\n{}", r.body);
+    promtool_check(&r.body);
 
     let m = &r.body;
     assert_eq!(sample(m, "gpuscope_gpu_memory_used_bytes{gpu=\"0\",uuid=\"GPU-5ea1\"}"), Some((20_000 * MIB) as f64));

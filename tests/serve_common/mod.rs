@@ -143,6 +143,23 @@ pub fn require(tool: &str) -> std::path::PathBuf {
     })
 }
 
+/// `promtool check metrics` on an exposition: it must pass and say nothing
+/// (a lint is as bad as an error).
+#[allow(dead_code)]
+pub fn promtool_check(body: &str) {
+    let mut check = Command::new(require("promtool"))
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let out = check.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics: {said}\n{body}");
+}
+
 /// The value of the sample whose line starts with `prefix` (name and labels).
 pub fn sample(metrics: &str, prefix: &str) -> Option<f64> {
     metrics.lines().find_map(|l| l.strip_prefix(prefix)?.strip_prefix(' ')?.parse().ok())

@@ -139,9 +139,9 @@ impl ProcessViews {
 }
 
 /// Opens `dir` (absolute, inside the process's root) one component at a
-/// time without following links, and checks the last two directories as
-/// the probe does: real directories of `uid`, closed to everyone else.
-fn walk(root: DirFd, dir: &Path, uid: u32) -> Result<DirFd, Option<String>> {
+/// time without following links, calling `judge` with each directory
+/// reached and how many components remain below it.
+fn descend(root: DirFd, dir: &Path, mut judge: impl FnMut(&DirFd, usize) -> Result<(), Option<String>>) -> Walked {
     let names: Vec<&OsStr> = dir
         .components()
         .filter_map(|c| match c {
@@ -152,19 +152,32 @@ fn walk(root: DirFd, dir: &Path, uid: u32) -> Result<DirFd, Option<String>> {
     let mut current = root;
     for (i, name) in names.iter().enumerate() {
         current = current.open_dir(name).map_err(|_| None)?;
-        if i + 2 >= names.len() {
-            let m = current.metadata().map_err(|_| None)?;
-            if m.uid() != uid || m.mode() & 0o077 != 0 {
-                return Err(Some(format!(
-                    "{} inside process root: owned by uid {} with mode {:o}, not a private directory of uid {uid}",
-                    dir.display(),
-                    m.uid(),
-                    m.mode() & 0o7777
-                )));
-            }
-        }
+        judge(&current, names.len() - 1 - i)?;
     }
     Ok(current)
+}
+
+/// A directory reached, or why not (`None`: nothing worth counting).
+type Walked = Result<DirFd, Option<String>>;
+
+/// `descend`, checking the last two directories as the probe does: real
+/// directories of `uid`, closed to everyone else.
+fn walk(root: DirFd, dir: &Path, uid: u32) -> Walked {
+    descend(root, dir, |current, below| {
+        if below > 1 {
+            return Ok(());
+        }
+        let m = current.metadata().map_err(|_| None)?;
+        if m.uid() != uid || m.mode() & 0o077 != 0 {
+            return Err(Some(format!(
+                "{} inside process root: owned by uid {} with mode {:o}, not a private directory of uid {uid}",
+                dir.display(),
+                m.uid(),
+                m.mode() & 0o7777
+            )));
+        }
+        Ok(())
+    })
 }
 
 /// Its PIDs, user and probe directory, from `/proc/PID/status`, `uid_map`
@@ -252,16 +265,7 @@ fn lexical(path: &Path) -> Option<PathBuf> {
 /// as the probe requires before it uses it.
 fn runtime_dir_of(proc_root: &Path, pid: u32, runtime: &Path, uid: u32) -> bool {
     let Ok(root) = DirFd::open(&proc_root.join(pid.to_string()).join("root")) else { return false };
-    let mut current = root;
-    for c in runtime.components() {
-        if let Component::Normal(name) = c {
-            match current.open_dir(name) {
-                Ok(next) => current = next,
-                Err(_) => return false,
-            }
-        }
-    }
-    current.metadata().is_ok_and(|m| m.is_dir() && m.uid() == uid)
+    descend(root, runtime, |_, _| Ok(())).is_ok_and(|d| d.metadata().is_ok_and(|m| m.is_dir() && m.uid() == uid))
 }
 
 #[cfg(test)]

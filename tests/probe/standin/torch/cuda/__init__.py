@@ -248,7 +248,9 @@ class _OutOfMemoryError(RuntimeError):
     pass
 
 
-_OutOfMemoryError.__name__ = "OutOfMemoryError"
+# torch.OutOfMemoryError (torch.cuda.OutOfMemoryError is the same class).
+_OutOfMemoryError.__name__ = _OutOfMemoryError.__qualname__ = "OutOfMemoryError"
+_OutOfMemoryError.__module__ = "torch"
 
 _BY_FEATURE = {
     "get_allocator_backend": ("allocator_backend", _get_allocator_backend),
