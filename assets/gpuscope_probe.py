@@ -49,9 +49,11 @@ call is feature-detected, never chosen by version number. It wraps
 sys.excepthook and threading.excepthook (calling the previous hooks) to count
 OutOfMemoryErrors that escape, queues one callable with
 torch.cuda._lazy_call, and attaches one out-of-memory observer
-(torch._C._cuda_attach_out_of_memory_observer, PyTorch 2.0+): only when that
-observer fires does it call torch.cuda.memory_snapshot(), for the segment
-summary of the post-mortem.
+(torch._C._cuda_attach_out_of_memory_observer, PyTorch 2.0+). It calls
+torch.cuda.memory_snapshot() only when that observer fires (the segment
+summary of the post-mortem) or when gpuscope asks through a request file
+(the dashboard's live segment map, at most once a second, only while it is
+open), and torch.cuda.memory._dump_snapshot only when asked (gpuscope memviz).
 No exception ever reaches the host program.
 """
 
@@ -468,27 +470,39 @@ def _on_out_of_memory(device, alloc, device_allocated, device_free):
         pass
 
 
-def _segment_summary(device, requested):
-    """Per pool and per segment, from torch.cuda.memory_snapshot(): only
-    here, at the moment of failure, never on a timer (it walks every block
-    under the allocator's lock)."""
+def _device_segments(device, bound=None):
+    """The segments of `device` from torch.cuda.memory_snapshot(), at most
+    _MAX_OOM_BLOCKS blocks' worth, and whether some were left out; None
+    when it cannot be taken. Only at the moment of failure or when gpuscope
+    asks, never on a timer: it walks every block under the allocator's
+    lock."""
     cuda = _torch_cuda()
     try:
         segments = cuda.memory_snapshot()
     except Exception:
-        return None, None, False
-    pools = {}
-    rows = []
+        return None, False
+    bound = _MAX_OOM_BLOCKS if bound is None else bound
+    mine = []
     walked = 0
-    truncated = False
     for seg in segments if isinstance(segments, list) else []:
         if not isinstance(seg, dict) or seg.get("device") != device:
             continue
         blocks = seg.get("blocks")
         walked += len(blocks) if isinstance(blocks, list) else 0
-        if walked > _MAX_OOM_BLOCKS:
-            truncated = True
-            break
+        if walked > bound:
+            return mine, True
+        mine.append(seg)
+    return mine, False
+
+
+def _segment_summary(device, requested):
+    """Per pool and per segment, at the moment of failure."""
+    segments, truncated = _device_segments(device)
+    if segments is None:
+        return None, None, False
+    pools = {}
+    rows = []
+    for seg in segments:
         row = _segment_row(seg, requested)
         rows.append(row)
         pool = pools.setdefault(row["pool"], {
@@ -505,6 +519,76 @@ def _segment_summary(device, requested):
             row.pop("free_below_request")
     rows.sort(key=lambda r: r["total"], reverse=True)
     return [pools[name] for name in sorted(pools)], rows[:_MAX_OOM_SEGMENTS], truncated
+
+
+# Block classes in the live map. PyTorch's snapshot states
+# (c10/cuda/CUDACachingAllocator.cpp, snapshot(); torch/cuda/memory.py):
+# "active_allocated" holds a tensor; "active_pending_free" was freed by the
+# program but waits on recorded stream events, so it cannot be reused yet;
+# "inactive" is free. An inactive block in a segment split into several
+# blocks is what the allocator counts as inactive_split (Block::is_split());
+# a segment that is one inactive block is cache empty_cache() could return.
+_RUN_CLASS = {"active_allocated": "a", "active_pending_free": "p"}
+_MAX_MAP_SEGMENTS = 512
+# The live map runs once a second while the dashboard shows it, on the
+# probe's thread but holding the GIL: about 1.6 us a block
+# (benches/oom_snapshot_cost.py), so about 30 ms at this bound.
+_MAX_MAP_BLOCKS = 20000
+_MAX_MAP_RUNS = 64
+
+
+def _segment_map(device):
+    """The live map gpuscope's dashboard draws: every segment of `device`
+    (address order within each pool) as runs of block classes, bounded."""
+    segments, truncated = _device_segments(device, _MAX_MAP_BLOCKS)
+    if segments is None:
+        return None
+    pools = {}
+    rows = []
+    for seg in segments:
+        row = _segment_row(seg, None)
+        row.pop("free_below_request")
+        row["address"] = _count(seg.get("address"))
+        row["runs"], row["inactive_split"] = _block_runs(seg, row["split"])
+        rows.append(row)
+        pool = pools.setdefault(row["pool"], {
+            "pool": row["pool"], "segments": 0, "total": 0, "allocated": 0, "inactive_split": 0,
+            "free": 0, "largest_free_block": 0,
+        })
+        pool["segments"] += 1
+        for key in ("total", "allocated", "inactive_split", "free"):
+            pool[key] += row[key]
+        pool["largest_free_block"] = max(pool["largest_free_block"], row["largest_free_block"])
+    left_out = max(len(rows) - _MAX_MAP_SEGMENTS, 0)
+    if left_out:
+        rows.sort(key=lambda r: r["total"], reverse=True)
+        rows = rows[:_MAX_MAP_SEGMENTS]
+    rows.sort(key=lambda r: (r["pool"], r["address"] or 0))
+    return {"pools": [pools[name] for name in sorted(pools)], "segments": rows,
+            "truncated": truncated, "segments_left_out": left_out}
+
+
+def _block_runs(seg, split):
+    """Adjacent blocks of one class merged into [class, bytes] runs; past
+    _MAX_MAP_RUNS the rest is one "m" (mixed) run. Also the segment's
+    inactive-split bytes."""
+    runs = []
+    inactive_split = 0
+    blocks = seg.get("blocks")
+    for block in blocks if isinstance(blocks, list) else []:
+        if not isinstance(block, dict):
+            continue
+        size = _count(block.get("size")) or 0
+        cls = _RUN_CLASS.get(block.get("state"), "s" if split else "f")
+        if cls == "s":
+            inactive_split += size
+        if runs and (runs[-1][0] == cls or len(runs) == _MAX_MAP_RUNS):
+            runs[-1][1] += size
+            if runs[-1][0] != cls:
+                runs[-1][0] = "m"
+        else:
+            runs.append([cls, size])
+    return runs, inactive_split
 
 
 def _segment_row(seg, requested):
@@ -1392,6 +1476,9 @@ _REQUEST_GAP = 1.0
 _MAX_REQUEST_BYTES = 4096
 _MAX_HISTORY_S = 600.0
 _HISTORY_ENTRIES = 100000
+# "memviz": PyTorch's own snapshot for its memory viewer; "segments": the
+# live segment map the dashboard draws while it is open.
+_REQUEST_KINDS = ("memviz", "segments")
 
 
 class _Requests(object):
@@ -1451,10 +1538,13 @@ class _Requests(object):
             request = json.loads(raw.decode("utf-8"))
         except ValueError:
             return None
-        return request if isinstance(request, dict) and request.get("kind") == "memviz" else None
+        return request if isinstance(request, dict) and request.get("kind") in _REQUEST_KINDS else None
 
     def _serve(self, request, now):
         ident = _text(request.get("id"))
+        if request.get("kind") == "segments":
+            self._serve_segments(ident, request)
+            return
         memory = getattr(_torch_cuda(), "memory", None)
         if getattr(memory, "_dump_snapshot", None) is None:
             self._answer(ident, "error", error="this PyTorch has no torch.cuda.memory._dump_snapshot (2.1+)")
@@ -1474,6 +1564,24 @@ class _Requests(object):
         self.history_until = now + seconds
         self.history_id = ident
         self._answer(ident, "recording", until_unix_ms=int((time.time() + seconds) * 1000))
+
+    def _serve_segments(self, ident, request):
+        directory, stem = self._base()
+        if directory is None:
+            return
+        device = _count(request.get("device"))
+        doc = {"format": "gpuscope-segments", "version": 1, "id": ident, "state": "done",
+               "error": None, "device": device, "taken_unix_ms": int(time.time() * 1000)}
+        if self.probe._torch.backend == "cudaMallocAsync":
+            doc.update(state="error", error="cudaMallocAsync keeps no segments of its own to show")
+        else:
+            segment_map = _segment_map(device) if device is not None else None
+            if segment_map is None:
+                doc.update(state="error", error="torch.cuda.memory_snapshot() failed or the device is not known")
+            else:
+                doc.update(segment_map)
+        payload = json.dumps(doc, separators=(",", ":")).encode("ascii")
+        _write_atomic(directory, stem + ".segments.json", payload)
 
     def _dump(self, ident, stop_history):
         directory, stem = self._base()

@@ -192,6 +192,7 @@ fn render(c: &mut Criterion, template: &gpuscope::model::Snapshot) {
         clock: clock.clone(),
         replay: None,
         real_terminal: false,
+        probe_dir: "/nonexistent".into(),
     };
     let mut state = State::new(&options);
     for s in 0..=600 {

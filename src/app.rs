@@ -202,10 +202,7 @@ fn attach(pid: u32, script_only: bool) -> Result<u8, AppError> {
         let script = attach::prepare(&target)?;
         return print(&format!("{}\n", script.display()));
     }
-    // Refused before anything is written: an interpreter with no safe way in.
-    attach::supported(&target)?;
-    let script = attach::prepare(&target)?;
-    attach::remote_exec(&target, &script)?;
+    attach::start(target.pid)?;
     print(&format!(
         "the probe is started in process {pid} at its next safe point; its figures appear once it uses CUDA\n"
     ))

@@ -157,6 +157,15 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     file.write_all(text.as_bytes())
 }
 
+/// Starts the probe in `pid`: refused before anything is written where the
+/// interpreter offers no safe way in.
+pub fn start(pid: u32) -> Result<(), AttachError> {
+    let target = inspect(Path::new("/proc"), pid)?;
+    supported(&target)?;
+    let script = prepare(&target)?;
+    remote_exec(&target, &script)
+}
+
 /// Runs `sys.remote_exec` from the target's own interpreter (as root only
 /// when that interpreter is root's and closed to changes by others).
 pub fn remote_exec(target: &Target, script: &Path) -> Result<(), AttachError> {

@@ -16,6 +16,7 @@ pub mod model;
 pub mod poller;
 pub mod query;
 pub mod recording;
+pub mod segmap;
 pub mod serve;
 pub mod settings;
 pub mod sinks;

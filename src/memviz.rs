@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
 use crate::dirfd::{DirFd, random_hex};
 use crate::sources::probe::{ProbeDir, ProbeFile, current_uid, default_dir};
@@ -59,45 +60,107 @@ struct Answer {
     error: Option<String>,
 }
 
+/// A line to one process's probe: proof that this very process (PID and
+/// start time) runs a probe in this user's verified probe directory, and
+/// the directory, held open, where requests and answers pass.
+pub struct ProbeChannel {
+    pub pid: u32,
+    dir: DirFd,
+    stem: String,
+    /// The probe's own interval: it looks for requests at its wake-ups.
+    pub interval: Duration,
+    pub shown: String,
+    pub path: PathBuf,
+}
+
+impl ProbeChannel {
+    /// Refusals (another user's process, no probe) name the problem.
+    pub fn open(pid: u32) -> Result<Self, MemvizError> {
+        Self::open_in(pid, default_dir())
+    }
+
+    pub fn open_in(pid: u32, probe_dir: PathBuf) -> Result<Self, MemvizError> {
+        let owner = std::fs::metadata(format!("/proc/{pid}")).map_err(|_| MemvizError::NoProcess(pid))?.uid();
+        if owner != current_uid() {
+            return Err(MemvizError::Foreign { pid, owner });
+        }
+        let ticks = procstat::start_ticks(Path::new("/proc"), pid).ok_or(MemvizError::NoProcess(pid))?;
+        let probe_dir = ProbeDir::new(probe_dir);
+        let shown = probe_dir.path.display().to_string();
+        match probe_dir.check() {
+            Ok(true) => {}
+            Ok(false) => return Err(MemvizError::NoProbe { pid, dir: shown }),
+            Err(e) => return Err(MemvizError::Dir(e.to_string())),
+        }
+        let dir = DirFd::open_nofollow(&probe_dir.path).map_err(|e| MemvizError::Dir(format!("{shown}: {e}")))?;
+        let stem = format!("{pid}-{ticks}");
+        let interval =
+            probe_interval(&dir, &stem, pid, ticks).ok_or_else(|| MemvizError::NoProbe { pid, dir: shown.clone() })?;
+        Ok(Self { pid, dir, stem, interval, shown, path: probe_dir.path })
+    }
+
+    /// Leaves `request` where the probe looks: written aside, then renamed
+    /// into place, so the probe never reads half of it.
+    pub fn ask(&self, request: &serde_json::Value) -> Result<(), MemvizError> {
+        let stem = &self.stem;
+        let temp = format!(".{stem}.request.{}.tmp", random_hex());
+        let write = || -> std::io::Result<()> {
+            let mut file = self.dir.create_new(OsStr::new(&temp), 0o600)?;
+            file.write_all(request.to_string().as_bytes())?;
+            drop(file);
+            self.dir.rename(OsStr::new(&temp), OsStr::new(&format!("{stem}.request")))
+        };
+        write().map_err(|e| MemvizError::Dir(format!("cannot leave the request in {}: {e}", self.shown)))
+    }
+
+    /// The probe's answer `<stem>.<suffix>`, if it is a regular file of
+    /// this user's within `limit` bytes that parses.
+    pub fn read<T: DeserializeOwned>(&self, suffix: &str, limit: u64) -> Option<T> {
+        let file = self.dir.open_file(OsStr::new(&format!("{}.{suffix}", self.stem))).ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.is_file() || meta.uid() != current_uid() {
+            return None;
+        }
+        let mut text = String::new();
+        file.take(limit).read_to_string(&mut text).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+}
+
 /// Where the snapshot is once the probe has written it (and copied, with
 /// `output`).
 pub fn run(pid: u32, output: Option<&Path>, history: Option<Duration>) -> Result<PathBuf, MemvizError> {
-    let owner = std::fs::metadata(format!("/proc/{pid}")).map_err(|_| MemvizError::NoProcess(pid))?.uid();
-    if owner != current_uid() {
-        return Err(MemvizError::Foreign { pid, owner });
-    }
-    let ticks = procstat::start_ticks(Path::new("/proc"), pid).ok_or(MemvizError::NoProcess(pid))?;
     if let Some(path) = output.filter(|p| std::fs::symlink_metadata(p).is_ok()) {
         return Err(MemvizError::Output {
             path: path.into(),
             why: "already exists; gpuscope does not overwrite it".into(),
         });
     }
-    let probe_dir = ProbeDir::new(default_dir());
-    let shown = probe_dir.path.display().to_string();
-    match probe_dir.check() {
-        Ok(true) => {}
-        Ok(false) => return Err(MemvizError::NoProbe { pid, dir: shown }),
-        Err(e) => return Err(MemvizError::Dir(e.to_string())),
-    }
-    let dir = DirFd::open_nofollow(&probe_dir.path).map_err(|e| MemvizError::Dir(format!("{shown}: {e}")))?;
-    let stem = format!("{pid}-{ticks}");
-    let interval =
-        probe_interval(&dir, &stem, pid, ticks).ok_or_else(|| MemvizError::NoProbe { pid, dir: shown.clone() })?;
+    let channel = ProbeChannel::open(pid)?;
+    let file = request(&channel, history)?;
+    let Some(output) = output else { return Ok(channel.path.join(&file)) };
+    copy_out(&channel.dir, &file, output)?;
+    // Asked for by this run and copied: the probe directory's copies go.
+    let _ = channel.dir.unlink(OsStr::new(&file));
+    let _ = channel.dir.unlink(OsStr::new(&format!("{}.memviz.json", channel.stem)));
+    Ok(output.to_path_buf())
+}
+
+/// PyTorch's snapshot as it is now, left in the probe directory: where.
+pub fn ask_snapshot(channel: &ProbeChannel) -> Result<PathBuf, MemvizError> {
+    request(channel, None).map(|file| channel.path.join(file))
+}
+
+/// The snapshot's file name in the probe directory, once written.
+fn request(channel: &ProbeChannel, history: Option<Duration>) -> Result<String, MemvizError> {
     let id = random_hex();
-    ask(&dir, &stem, &id, history)
-        .map_err(|e| MemvizError::Dir(format!("cannot leave the request in {shown}: {e}")))?;
+    channel.ask(&serde_json::json!({
+        "kind": "memviz", "id": id, "history_s": history.map(|h| h.as_secs_f64()),
+    }))?;
     // The probe looks at its next wake-up: within its interval, or a
     // second; then the history, then the dump itself.
-    let patience = interval + history.unwrap_or_default() + Duration::from_secs(15);
-    let file = wait(&dir, &stem, &id, pid, patience)?;
-    let made = probe_dir.path.join(&file);
-    let Some(output) = output else { return Ok(made) };
-    copy_out(&dir, &file, output)?;
-    // Asked for by this run and copied: the probe directory's copies go.
-    let _ = dir.unlink(OsStr::new(&file));
-    let _ = dir.unlink(OsStr::new(&format!("{stem}.memviz.json")));
-    Ok(output.to_path_buf())
+    let patience = channel.interval + history.unwrap_or_default() + Duration::from_secs(15);
+    wait(channel, &id, patience)
 }
 
 /// The probe's interval, from its file: proof that this very process
@@ -114,23 +177,12 @@ fn probe_interval(dir: &DirFd, stem: &str, pid: u32, ticks: u64) -> Option<Durat
     Some(Duration::from_secs_f64(parsed.interval_s.clamp(0.1, 60.0)))
 }
 
-fn ask(dir: &DirFd, stem: &str, id: &str, history: Option<Duration>) -> std::io::Result<()> {
-    let request = serde_json::json!({
-        "kind": "memviz", "id": id, "history_s": history.map(|h| h.as_secs_f64()),
-    });
-    let temp = format!(".{stem}.request.{}.tmp", random_hex());
-    let mut file = dir.create_new(OsStr::new(&temp), 0o600)?;
-    file.write_all(request.to_string().as_bytes())?;
-    drop(file);
-    dir.rename(OsStr::new(&temp), OsStr::new(&format!("{stem}.request")))
-}
-
-fn wait(dir: &DirFd, stem: &str, id: &str, pid: u32, patience: Duration) -> Result<String, MemvizError> {
+fn wait(channel: &ProbeChannel, id: &str, patience: Duration) -> Result<String, MemvizError> {
+    let (pid, stem) = (channel.pid, channel.stem.as_str());
     let started = Instant::now();
     let mut told = false;
-    let answer_name = format!("{stem}.memviz.json");
     while started.elapsed() < patience {
-        if let Some(answer) = read_answer(dir, &answer_name).filter(|a| a.id.as_deref() == Some(id)) {
+        if let Some(answer) = channel.read::<Answer>("memviz.json", 4096).filter(|a| a.id.as_deref() == Some(id)) {
             match answer.state.as_str() {
                 "done" => {
                     return answer
@@ -151,17 +203,6 @@ fn wait(dir: &DirFd, stem: &str, id: &str, pid: u32, patience: Duration) -> Resu
         std::thread::sleep(Duration::from_millis(100));
     }
     Err(MemvizError::Timeout { pid, waited: patience })
-}
-
-fn read_answer(dir: &DirFd, name: &str) -> Option<Answer> {
-    let file = dir.open_file(OsStr::new(name)).ok()?;
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.uid() != current_uid() {
-        return None;
-    }
-    let mut text = String::new();
-    file.take(4096).read_to_string(&mut text).ok()?;
-    serde_json::from_str(&text).ok()
 }
 
 /// The probe names its snapshot `<pid>-<ticks>.memviz.pickle`; anything

@@ -373,3 +373,30 @@ async fn nothing_is_redrawn_while_nothing_happens() {
     assert_eq!(d.screen.frames(), before);
     d.quit().await;
 }
+
+/// `m`, `M` and `A` run off the UI task and come back to the screen: the
+/// map's requester thread answers (here: the fixture's PID is no live
+/// process, so it says so), memviz and attach put their outcome in the
+/// status line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_tools_answer_on_the_screen() {
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.shows("no alerts").await;
+    d.press(KeyCode::Char('m'));
+    d.shows("has no gpuscope probe").await;
+    d.press(KeyCode::Char('j'));
+    d.press(KeyCode::Char('m'));
+    d.shows("Segments: PID 4123402").await;
+    d.shows("no process").await;
+    d.press(KeyCode::Esc);
+    d.hides("Segments: PID").await;
+    d.press(KeyCode::Char('M'));
+    d.shows("memviz: no process").await;
+    let mut snap = snapshot(Spec::gpus(4));
+    snap.processes.iter_mut().for_each(|p| p.pid = 4_194_304);
+    d.publish(snap);
+    d.shows("4194304").await;
+    d.press(KeyCode::Char('A'));
+    d.shows("attach: no process 4194304").await;
+    d.quit().await;
+}

@@ -418,3 +418,105 @@ fn a_seven_way_mig_gpu_shows_each_mig_device_under_it() {
         render(&mut s, w, h);
     }
 }
+
+/// The probe's answer for a job that fragmented its large pool: split
+/// segments with holes between live blocks, a wholly free segment, a
+/// pending-free block, and the small pool.
+fn fragmented_map(taken_ms: u64) -> gpuscope::segmap::SegmentMap {
+    let mib = |n: u64| n << 20;
+    let mut segments = Vec::new();
+    let mut pools = serde_json::Map::new();
+    let mut large = (0u64, 0u64, 0u64, 0u64, 0u64);
+    for i in 0..14u64 {
+        let runs = if i == 3 {
+            vec![("f", mib(512))]
+        } else {
+            vec![("a", mib(200 + i * 10)), ("s", mib(60 + i)), ("a", mib(100)), ("p", mib(8)), ("s", mib(40))]
+        };
+        let total: u64 = runs.iter().map(|r| r.1).sum();
+        let allocated: u64 = runs.iter().filter(|r| r.0 == "a").map(|r| r.1).sum();
+        let split: u64 = runs.iter().filter(|r| r.0 == "s").map(|r| r.1).sum();
+        let free: u64 = runs.iter().filter(|r| r.0 == "s" || r.0 == "f").map(|r| r.1).sum();
+        let largest = runs.iter().filter(|r| r.0 == "s" || r.0 == "f").map(|r| r.1).max().unwrap_or(0);
+        large = (large.0 + total, large.1 + allocated, large.2 + split, large.3 + free - split, large.4.max(largest));
+        segments.push(serde_json::json!({"pool": "large", "address": 0x7f00_0000_0000u64 + i * mib(1024),
+            "total": total, "allocated": allocated, "inactive_split": split, "free": free,
+            "largest_free_block": largest, "runs": runs}));
+    }
+    for i in 0..3u64 {
+        segments.push(serde_json::json!({"pool": "small", "address": 0x7e00_0000_0000u64 + i * mib(2),
+            "total": mib(2), "allocated": mib(1), "inactive_split": mib(1), "free": mib(1),
+            "largest_free_block": 786432, "runs": [["a", 524288], ["s", 786432], ["a", 524288], ["s", 262144]]}));
+    }
+    pools.insert(
+        "large".into(),
+        serde_json::json!({"pool": "large", "segments": 14, "total": large.0,
+        "allocated": large.1, "inactive_split": large.2, "free": large.3, "largest_free_block": large.4}),
+    );
+    pools.insert(
+        "small".into(),
+        serde_json::json!({"pool": "small", "segments": 3, "total": mib(6),
+        "allocated": mib(3), "inactive_split": mib(3), "free": 0, "largest_free_block": 786432}),
+    );
+    serde_json::from_value(serde_json::json!({"format": "gpuscope-segments", "version": 1, "id": "r", "state": "done",
+        "error": null, "device": 1, "taken_unix_ms": taken_ms, "pools": [pools["large"], pools["small"]],
+        "segments": segments, "truncated": false, "segments_left_out": 0}))
+    .unwrap()
+}
+
+fn with_map(s: &mut State, state: gpuscope::segmap::MapState) {
+    let Some(gpuscope::tui::state::View::Segments(view)) = s.top().cloned() else {
+        panic!("no map view: {:?}", s.status)
+    };
+    s.segmap = Some(gpuscope::segmap::MapUpdate { pid: view.key.pid, ordinal: view.ordinal, state });
+}
+
+#[test]
+fn the_segment_map_shows_where_the_free_memory_is() {
+    use gpuscope::segmap::MapState;
+    let mut s = state(Spec { oom: true, ..Spec::gpus(2).probed() });
+    act(&mut s, &[Action::Focus(2), Action::SegmentMap]);
+    let waiting = render_text(&mut s, 80, 24);
+    assert!(waiting.contains("asking PID"), "{waiting}");
+    with_map(&mut s, MapState::Ready(Arc::new(fragmented_map(T0 - 600))));
+    let small = render_text(&mut s, 80, 24);
+    let big = render_text(&mut s, 200, 50);
+    // The OOM's request is the first question: 2 GiB, in the large pool.
+    assert!(big.contains("An allocation of 2.0 GiB (large pool) would NOT fit without a new cudaMalloc"), "{big}");
+    assert!(big.contains("the largest free block there is 512 MiB"), "{big}");
+    assert!(big.contains("large pool: 14 segments"), "{big}");
+    assert!(small.contains("below (j/k"), "{small}");
+    insta::assert_snapshot!("segments_80x24", small);
+    insta::assert_snapshot!("segments_200x50", big);
+    // Halving the size asked about until it fits.
+    act(&mut s, &[Action::MapSmaller, Action::MapSmaller]);
+    assert!(render_text(&mut s, 200, 50).contains("An allocation of 512 MiB (large pool) would fit"));
+    // Scrolling shows the rest.
+    act(&mut s, &[Action::Page(1)]);
+    assert!(render_text(&mut s, 80, 24).contains("above"));
+    with_map(&mut s, MapState::Failed("cudaMallocAsync keeps no segments of its own to show".into()));
+    let failed = render_text(&mut s, 80, 24);
+    assert!(failed.contains("cudaMallocAsync keeps no segments"), "{failed}");
+    let mut plain = state_with(Spec { oom: true, ..Spec::gpus(2).probed() }, TuiOptions { ascii: true, ..options() });
+    act(&mut plain, &[Action::Focus(2), Action::SegmentMap]);
+    with_map(&mut plain, MapState::Ready(Arc::new(fragmented_map(T0 - 600))));
+    let ascii = render_text(&mut plain, 80, 24);
+    assert!(ascii.is_ascii() && ascii.contains("~"), "{ascii}");
+    for (w, h) in [(0, 0), (1, 1), (20, 5), (40, 10), (39, 24), (80, 9)] {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| render_text(&mut s, w, h)));
+        assert!(result.is_ok(), "the segment map at {w}x{h} panicked");
+    }
+    // Esc closes it, and tells the loop to stop asking.
+    assert_eq!(apply(&mut s, Action::Back, T0), Some(gpuscope::tui::update::Effect::SegmentsClose));
+    assert!(s.segmap.is_none() && s.views.is_empty());
+}
+
+#[test]
+fn the_map_and_the_snapshot_need_a_pytorch_probe() {
+    let mut s = state(Spec::gpus(2));
+    act(&mut s, &[Action::SegmentMap]);
+    assert!(s.views.is_empty());
+    assert!(s.status.as_deref().is_some_and(|m| m.contains("has no gpuscope probe")), "{:?}", s.status);
+    act(&mut s, &[Action::Memviz]);
+    assert!(s.status.as_deref().is_some_and(|m| m.contains("has no gpuscope probe")), "{:?}", s.status);
+}

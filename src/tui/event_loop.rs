@@ -7,20 +7,25 @@
 //! input or data costs one frame.
 
 use std::io;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crossterm::event::Event;
 use futures_util::{Stream, StreamExt};
 use ratatui::Terminal;
 use ratatui::backend::{Backend, ClearType};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
+
+use crate::memviz::ProbeChannel;
+use crate::segmap::{MapState, MapUpdate, Requester};
 
 use crate::poller::{PollerControl, SnapshotRx};
 use crate::tui::options::{Clock, TuiOptions};
 use crate::tui::signals::{Stop, StopSignals};
 use crate::tui::state::State;
 use crate::tui::update::{self, Effect};
-use crate::tui::{keys, kill, render, terminal};
+use crate::tui::{keys, kill, probe_tools, render, terminal};
 
 const NO_JOB_CONTROL: &str = "not suspended: no shell with job control would resume gpuscope";
 
@@ -56,6 +61,7 @@ where
     let mut snapshots_open = true;
     let mut replay_status = options.replay.as_ref().map(|r| r.status.clone());
     let mut stops = if options.real_terminal { Some(StopSignals::new()?) } else { None };
+    let mut tools = Tools::new(options.probe_dir.clone());
     loop {
         if dirty && last_draw.is_none_or(|t| t.elapsed() >= FRAME) {
             let mut page = state.page;
@@ -69,7 +75,7 @@ where
             event = events.next() => match event {
                 None => return Ok(()),
                 Some(Err(e)) => return Err(e),
-                Some(Ok(event)) => match on_event(&mut state, event, control.as_ref(), &clock) {
+                Some(Ok(event)) => match on_event(&mut state, event, control.as_ref(), &clock, &mut tools) {
                     Flow::Quit => return Ok(()),
                     Flow::Suspend => {
                         if options.real_terminal && !terminal::suspend()? {
@@ -121,6 +127,26 @@ where
                     None => std::future::pending().await,
                 }
             } => dirty = true,
+            // The segment map's thread has a newer map (or why not).
+            Ok(()) = async {
+                match tools.segmap.as_mut() {
+                    Some(r) => r.updates.changed().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if let Some(r) = tools.segmap.as_mut() {
+                    let update = r.updates.borrow_and_update().clone();
+                    // Only for the map on screen, not one just closed.
+                    if state.segmap.is_some() {
+                        state.segmap = update.or(state.segmap.take());
+                    }
+                }
+                dirty = true;
+            },
+            Some(message) = tools.done_rx.recv() => {
+                state.status = Some(message);
+                dirty = true;
+            },
             () = tokio::time::sleep(state.clock_wait(clock.now_ms())) => {
                 if state.ticking(clock.now_ms()) {
                     dirty = true;
@@ -145,7 +171,72 @@ where
     Ok(())
 }
 
-fn on_event(state: &mut State, event: Event, control: Option<&PollerControl>, clock: &Clock) -> Flow {
+/// What the dashboard does in a probed process's directory, off the UI
+/// task: the segment map's requester thread (started on first use), and
+/// one blocking task per `M` or `A`, whose outcome comes back as a status.
+struct Tools {
+    probe_dir: PathBuf,
+    segmap: Option<Requester>,
+    done_tx: mpsc::UnboundedSender<String>,
+    done_rx: mpsc::UnboundedReceiver<String>,
+}
+
+impl Tools {
+    fn new(probe_dir: PathBuf) -> Self {
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        Self { probe_dir, segmap: None, done_tx, done_rx }
+    }
+
+    fn carry_out(&mut self, state: &mut State, effect: Effect) {
+        match effect {
+            Effect::SegmentsOpen { pid, ordinal } => {
+                if self.segmap.is_none() {
+                    match Requester::start(self.probe_dir.clone()) {
+                        Ok(r) => self.segmap = Some(r),
+                        Err(e) => {
+                            state.segmap = Some(MapUpdate {
+                                pid,
+                                ordinal,
+                                state: MapState::Failed(format!("cannot start the map's thread: {e}")),
+                            });
+                            return;
+                        }
+                    }
+                }
+                if let Some(r) = &self.segmap {
+                    r.open(pid, ordinal);
+                }
+            }
+            Effect::SegmentsClose => {
+                if let Some(r) = &self.segmap {
+                    r.close();
+                }
+            }
+            Effect::Memviz(pid) => {
+                let (tx, dir) = (self.done_tx.clone(), self.probe_dir.clone());
+                tokio::task::spawn_blocking(move || {
+                    let result = ProbeChannel::open_in(pid, dir).and_then(|c| crate::memviz::ask_snapshot(&c));
+                    let _ = tx.send(probe_tools::memviz_outcome(pid, result));
+                });
+            }
+            Effect::Attach(pid) => {
+                let tx = self.done_tx.clone();
+                tokio::task::spawn_blocking(move || {
+                    let _ = tx.send(probe_tools::attach_outcome(pid, crate::attach::start(pid)));
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+fn on_event(
+    state: &mut State,
+    event: Event,
+    control: Option<&PollerControl>,
+    clock: &Clock,
+    tools: &mut Tools,
+) -> Flow {
     match event {
         Event::Key(key) => {
             let Some(action) = keys::map(key, state.input_mode()) else { return Flow::Same };
@@ -169,6 +260,7 @@ fn on_event(state: &mut State, event: Event, control: Option<&PollerControl>, cl
                     update::signal_sent(state, signal, result);
                 }
                 Some(Effect::Signal(..)) | None => {}
+                Some(effect) => tools.carry_out(state, effect),
             }
             Flow::Redraw
         }

@@ -45,6 +45,15 @@ pub enum Action {
     Slower,
     /// `-`: halve it.
     Faster,
+    /// `m`: the selected process's live segment map.
+    SegmentMap,
+    /// In the map: double / halve the allocation asked about.
+    MapBigger,
+    MapSmaller,
+    /// `M`: PyTorch's memory-viewer snapshot of the selected process.
+    Memviz,
+    /// `A`: start the probe in the selected process (Python 3.14+).
+    Attach,
 }
 
 /// What has the keyboard.
@@ -56,6 +65,8 @@ pub enum InputMode {
     Filter,
     Help,
     Confirm,
+    /// The segment map: +/- change the allocation asked about.
+    Segments,
 }
 
 pub fn map(key: KeyEvent, mode: InputMode) -> Option<Action> {
@@ -81,6 +92,7 @@ pub fn map(key: KeyEvent, mode: InputMode) -> Option<Action> {
             KeyCode::Char('q') => Some(Action::Quit),
             _ => None,
         },
+        InputMode::Segments => segments(key.code),
         InputMode::Confirm => match key.code {
             KeyCode::Char('y' | 'Y') => Some(Action::Confirm),
             KeyCode::Char('n' | 'N') | KeyCode::Esc => Some(Action::Back),
@@ -88,6 +100,21 @@ pub fn map(key: KeyEvent, mode: InputMode) -> Option<Action> {
             _ => None,
         },
     }
+}
+
+fn segments(code: KeyCode) -> Option<Action> {
+    Some(match code {
+        KeyCode::Esc | KeyCode::Char('m') => Action::Back,
+        KeyCode::Char('q') => Action::Quit,
+        KeyCode::Char('+' | '=') => Action::MapBigger,
+        KeyCode::Char('-' | '_') => Action::MapSmaller,
+        KeyCode::Up | KeyCode::Char('k') => Action::Move(-1),
+        KeyCode::Down | KeyCode::Char('j') => Action::Move(1),
+        KeyCode::PageUp => Action::Page(-1),
+        KeyCode::PageDown => Action::Page(1),
+        KeyCode::Home => Action::First,
+        _ => return None,
+    })
 }
 
 /// Playback: Space pauses the recording (not just the view), +/- change
@@ -131,6 +158,9 @@ fn dashboard(code: KeyCode) -> Option<Action> {
         KeyCode::Char('K') | KeyCode::Delete => Action::Kill,
         KeyCode::Char('+' | '=') => Action::Slower,
         KeyCode::Char('-' | '_') => Action::Faster,
+        KeyCode::Char('m') => Action::SegmentMap,
+        KeyCode::Char('M') => Action::Memviz,
+        KeyCode::Char('A') => Action::Attach,
         _ => return None,
     })
 }

@@ -10,6 +10,7 @@ pub mod history;
 pub mod keys;
 pub mod kill;
 mod options;
+mod probe_tools;
 pub mod render;
 pub mod rows;
 mod signals;

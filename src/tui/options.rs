@@ -1,6 +1,7 @@
 //! How the dashboard draws and what it may do, decided once at start-up
 //! from the flags and the environment, and the clock it reads "now" from.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -24,6 +25,8 @@ pub struct TuiOptions {
     /// Drawing on this process's terminal (not a test backend): Ctrl-Z
     /// and SIGTSTP hand it back to the shell, SIGCONT takes it again.
     pub real_terminal: bool,
+    /// Where this user's probes answer requests (the segment map, `M`).
+    pub probe_dir: PathBuf,
 }
 
 impl TuiOptions {
@@ -38,6 +41,7 @@ impl TuiOptions {
             clock: Clock::System,
             replay: None,
             real_terminal: false,
+            probe_dir: crate::sources::probe::default_dir(),
         }
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::model::Snapshot;
+use crate::segmap::MapUpdate;
 use crate::tui::TuiOptions;
 use crate::tui::history::{History, RowKey};
 use crate::tui::keys::InputMode;
@@ -19,6 +20,20 @@ pub enum View {
     /// One process on one GPU, in full.
     Detail(RowKey),
     Confirm(Confirm),
+    /// The live segment map of one process's device on one GPU.
+    Segments(SegmentsView),
+}
+
+/// What the segment map shows: whose, and the allocation it is asked
+/// about ("would N fit without a new cudaMalloc").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentsView {
+    pub key: RowKey,
+    /// The framework's device ordinal, as the probe names it.
+    pub ordinal: u32,
+    pub request: u64,
+    /// The first segment row shown.
+    pub scroll: usize,
 }
 
 /// A signal waiting for the user's yes, with what identifies the process
@@ -65,6 +80,8 @@ pub struct State {
     /// Set when the snapshots come from a recording's player.
     pub replay: Option<Handle>,
     pub started_ms: u64,
+    /// The newest segment map (or why there is none) while the map is open.
+    pub segmap: Option<MapUpdate>,
 }
 
 impl State {
@@ -90,6 +107,7 @@ impl State {
             collection_stopped: false,
             started_ms: options.clock.now_ms(),
             replay: options.replay.clone(),
+            segmap: None,
         }
     }
 
@@ -141,6 +159,7 @@ impl State {
             _ if self.editing_filter => InputMode::Filter,
             Some(View::Help) => InputMode::Help,
             Some(View::Confirm(_)) => InputMode::Confirm,
+            Some(View::Segments(_)) => InputMode::Segments,
             Some(View::Detail(_)) | None if self.replay.is_some() => InputMode::Replay,
             Some(View::Detail(_)) | None => InputMode::Dashboard,
         }

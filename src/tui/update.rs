@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::tui::history::RowKey;
 use crate::tui::keys::Action;
 use crate::tui::kill::{self, Signal, Target};
+use crate::tui::probe_tools;
 use crate::tui::state::{Confirm, State, View};
 
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
@@ -21,6 +22,17 @@ pub enum Effect {
     Replay(Command),
     SetInterval(Duration),
     Signal(Target, Signal),
+    /// Start (or switch) asking this process's probe for its segment map.
+    SegmentsOpen {
+        pid: u32,
+        ordinal: u32,
+    },
+    /// Nobody looks at the map any more: stop asking.
+    SegmentsClose,
+    /// Ask this process's probe for PyTorch's memory-viewer snapshot.
+    Memviz(u32),
+    /// Start the probe in this process.
+    Attach(u32),
 }
 
 pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
@@ -30,10 +42,15 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
         Action::Suspend => return Some(Effect::Suspend),
         Action::Replay(cmd) => return Some(Effect::Replay(cmd)),
         Action::ToggleHelp => state.views.push(View::Help),
-        Action::Back => back(state),
+        Action::Back => return back(state),
         Action::Move(by) => move_by(state, by),
         Action::Page(pages) => move_by(state, pages.saturating_mul(state.page.max(1) as isize)),
         Action::First => move_by(state, isize::MIN / 2),
+        Action::SegmentMap => return probe_tools::open_map(state),
+        Action::MapBigger => probe_tools::resize_request(state, true),
+        Action::MapSmaller => probe_tools::resize_request(state, false),
+        Action::Memviz => return probe_tools::memviz(state),
+        Action::Attach => return probe_tools::attach(state),
         Action::Last => move_by(state, isize::MAX / 2),
         Action::FocusNext => focus_step(state, true),
         Action::FocusPrev => focus_step(state, false),
@@ -85,18 +102,28 @@ pub fn signal_sent(state: &mut State, signal: Signal, result: Result<(), String>
     }
 }
 
-fn back(state: &mut State) {
-    if state.views.pop().is_none() {
-        state.filter.clear();
+fn back(state: &mut State) -> Option<Effect> {
+    match state.views.pop() {
+        None => state.filter.clear(),
+        Some(View::Segments(_)) => {
+            state.segmap = None;
+            return Some(Effect::SegmentsClose);
+        }
+        Some(_) => {}
     }
+    None
 }
 
-fn selected_key(state: &State) -> Option<RowKey> {
+pub(crate) fn selected_key(state: &State) -> Option<RowKey> {
     let rows = state.rows();
     state.selected_index(&rows).map(|i| rows[i].key)
 }
 
 fn move_by(state: &mut State, by: isize) {
+    if let Some(View::Segments(view)) = state.views.last_mut() {
+        view.scroll = view.scroll.saturating_add_signed(by).min(probe_tools::MAX_SCROLL);
+        return;
+    }
     let rows = state.rows();
     let Some(at) = state.selected_index(&rows) else { return };
     let to = at.saturating_add_signed(by).min(rows.len() - 1);
@@ -216,6 +243,7 @@ mod tests {
             clock: Clock::manual(0),
             replay: None,
             real_terminal: false,
+            probe_dir: "/nonexistent".into(),
         }
     }
 

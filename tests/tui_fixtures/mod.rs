@@ -63,6 +63,7 @@ pub fn options() -> TuiOptions {
         clock: Clock::manual(T0 + 400),
         replay: None,
         real_terminal: false,
+        probe_dir: "/nonexistent/gpuscope-probes".into(),
     }
 }
 

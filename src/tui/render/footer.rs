@@ -33,7 +33,10 @@ fn hints<'a>(ctx: &Ctx, width: usize) -> Line<'a> {
         Some(View::Detail(_)) => vec![("Esc", "back")],
         _ => vec![("?", "help"), ("q", "quit"), ("/", "filter"), ("s", "sort"), ("Tab", "GPU"), ("Enter", "details")],
     };
-    if s.replay.is_some() {
+    if let Some(View::Segments(_)) = s.top() {
+        // The map's own keys: +/- size the allocation asked about there.
+        keys = vec![("Esc", "back"), ("+/-", "allocation size"), ("j/k", "scroll"), ("q", "quit")];
+    } else if s.replay.is_some() {
         keys.splice(
             0..0,
             [("Space", "play/pause"), ("<-/->", "10s"), ("[/]", "1min"), ("n/N", "alert"), ("+/-", "speed")],

@@ -22,6 +22,9 @@ pub const KEYS: &[(&str, &str)] = &[
     ("/", "filter by user, command, PID, workload; Enter keeps it"),
     ("Esc", "close a view; clear the filter"),
     ("Enter", "details of the selected process"),
+    ("m", "its allocator's live segment map (PyTorch; +/- size asked)"),
+    ("M", "its PyTorch memory-viewer snapshot (path in the status line)"),
+    ("A", "start the probe in it (Python 3.14+, no restart)"),
     ("p, Space", "pause the view (collection goes on)"),
     ("K, Delete", "send SIGTERM (confirm), then offer SIGKILL"),
     ("+, -", "double / halve the interval (100ms .. 60s)"),
@@ -41,8 +44,10 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     let keys: Vec<&(&str, &str)> = match ctx.state.replay {
         Some(_) => REPLAY_KEYS
             .iter()
-            .chain(KEYS.iter().filter(|(k, _)| !matches!(*k, "p, Space" | "+, -" | "K, Delete")))
+            .chain(KEYS.iter().filter(|(k, _)| !matches!(*k, "p, Space" | "+, -" | "K, Delete" | "m" | "M" | "A")))
             .collect(),
+        // What a mode refuses is not offered (and the box fits 80x24).
+        None if ctx.state.read_only => KEYS.iter().filter(|(k, _)| *k != "A").collect(),
         None => KEYS.iter().collect(),
     };
     let key_w = keys.iter().map(|(k, _)| k.len()).max().unwrap_or(0);

@@ -18,6 +18,7 @@ mod layout;
 mod mig;
 mod paint;
 mod processes;
+mod segments;
 mod symbols;
 mod text;
 mod theme;
@@ -102,6 +103,12 @@ fn dashboard(frame: &mut Frame, area: Rect, ctx: &Ctx) -> usize {
     alerts::draw(frame, plan.alerts, ctx, snap);
     let detail = state.views.iter().rev().find_map(|v| if let View::Detail(k) = v { Some(*k) } else { None });
     let mut page = state.page;
+    if let Some(View::Segments(view)) = state.top() {
+        segments::draw(frame, plan.body, ctx, *view);
+        footer::draw(frame, plan.footer, ctx);
+        overlays(frame, area, ctx);
+        return page;
+    }
     match detail {
         Some(key) => detail::draw(frame, plan.body, ctx, snap, key),
         None => {

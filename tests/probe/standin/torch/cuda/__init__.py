@@ -182,11 +182,10 @@ def _host_memory_stats():
 
 def memory_snapshot(*args, **kwargs):
     """torch.cuda.memory_snapshot(): the segments of every device, shaped as
-    PyTorch's (see _standin.build_segments). The probe may call it only at
-    the moment of an OOM (inside the observer), never on a timer."""
+    PyTorch's (see _standin.build_segments). PyTorch allows it at any time;
+    the tests count the calls to hold the probe to taking it only at an OOM
+    or when asked."""
     _standin.count("memory_snapshot")
-    if not _standin.state.get("oom_in_progress"):
-        _standin.violation("memory_snapshot outside an OOM")
     current = _standin.script()
     segments = []
     for key, entry in sorted(_standin.devices_of(current).items()):
