@@ -24,6 +24,10 @@ pub enum Column {
     /// The container, pod or Slurm job: `w` groups by it rather than `s`
     /// sorting by it, so it is not in `SORTABLE`.
     Workload,
+    /// rank/world of a distributed job, from the probe: `J` groups by job.
+    Rank,
+    /// Pinned host memory PyTorch's host allocator holds.
+    Pinned,
     Command,
 }
 
@@ -59,6 +63,8 @@ impl Column {
             Self::HostMem => "HOST MEM",
             Self::Time => "TIME",
             Self::Workload => "WORKLOAD",
+            Self::Rank => "RANK",
+            Self::Pinned => "PINNED",
             Self::Command => "COMMAND",
         }
     }
@@ -66,7 +72,7 @@ impl Column {
     /// Figures read best largest first; names and numbers that identify
     /// (GPU, PID) read best in order.
     pub fn descending_by_default(self) -> bool {
-        !matches!(self, Self::Gpu | Self::Pid | Self::User | Self::Type | Self::Workload | Self::Command)
+        !matches!(self, Self::Gpu | Self::Pid | Self::User | Self::Type | Self::Workload | Self::Rank | Self::Command)
     }
 }
 
@@ -183,6 +189,8 @@ fn value<'a>(r: &Row<'a>, column: Column) -> Value<'a> {
         // The earlier the start, the longer it has run.
         Column::Time => Value::Num(r.process.start_time.as_ref().map(|t| -(t.time_unix_ms as f64))),
         Column::Workload => Value::Text(None),
+        Column::Rank => num(r.process.allocator.as_ref().and_then(|a| a.rank).map(u64::from)),
+        Column::Pinned => num(r.process.allocator.as_ref().and_then(|a| a.pinned_host)),
         Column::Command => Value::Text(r.command()),
     }
 }

@@ -25,6 +25,31 @@ const fn spec(column: Column, width: usize, right: bool, priority: u8, allocator
 
 /// `slurm:1234567.0` and `pod:` or 12 hex digits fit; longer job ids are cut.
 const WORKLOAD: Spec = spec(Column::Workload, 16, false, 0, false);
+/// `127/256`.
+const RANK: Spec = spec(Column::Rank, 7, true, 3, false);
+const PINNED: Spec = spec(Column::Pinned, 9, true, 1, false);
+
+/// Which optional columns some row on screen has a value for.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Present {
+    /// Any process has allocator figures.
+    pub probed: bool,
+    pub workloads: bool,
+    pub ranks: bool,
+    pub pinned: bool,
+}
+
+impl Present {
+    pub fn of(rows: &[Row]) -> Self {
+        let allocators = || rows.iter().filter_map(|r| r.process.allocator.as_ref());
+        Self {
+            probed: rows.iter().any(|r| r.device.is_some()),
+            workloads: rows.iter().any(|r| r.process.workload.is_some()),
+            ranks: allocators().any(|a| a.rank.is_some()),
+            pinned: allocators().any(|a| a.pinned_host.is_some()),
+        }
+    }
+}
 
 /// In display order.
 const SPECS: [Spec; 12] = [
@@ -46,11 +71,22 @@ const SPECS: [Spec; 12] = [
 pub const MARKER: usize = 2;
 const COMMAND_MIN: usize = 16;
 
-/// The columns that fit in `width`, and COMMAND's width; WORKLOAD only
-/// when some row has one.
-pub fn choose(width: usize, probed: bool, workloads: bool) -> (Vec<Spec>, usize) {
-    let mut specs: Vec<Spec> = SPECS.to_vec();
-    if workloads {
+/// The columns that fit in `width`, and COMMAND's width; WORKLOAD, RANK
+/// and PINNED only when some row has one.
+pub fn choose(width: usize, present: Present) -> (Vec<Spec>, usize) {
+    let probed = present.probed;
+    let mut specs: Vec<Spec> = Vec::with_capacity(SPECS.len() + 3);
+    for s in SPECS {
+        specs.push(s);
+        // RANK beside the user, PINNED beside the peak.
+        if s.column == Column::User && present.ranks {
+            specs.push(RANK);
+        }
+        if s.column == Column::Peak && present.pinned {
+            specs.push(PINNED);
+        }
+    }
+    if present.workloads {
         specs.push(WORKLOAD);
     }
     // Columns that could only say "n/a" go first, then WORKLOAD, then
@@ -93,6 +129,12 @@ pub fn cell(row: &Row, column: Column, now_ms: u64) -> String {
         Column::HostMem => or_na(p.host_memory, bytes),
         Column::Time => or_na(p.start_time.as_ref(), |t| duration_short(now_ms.saturating_sub(t.time_unix_ms))),
         Column::Workload => p.workload.as_ref().map_or_else(|| "-".into(), Workload::tag),
+        Column::Rank => match p.allocator.as_ref().map(|a| (a.rank, a.world_size)) {
+            Some((Some(rank), Some(world))) => format!("{rank}/{world}"),
+            Some((Some(rank), None)) => rank.to_string(),
+            _ => "-".into(),
+        },
+        Column::Pinned => alloc(p.allocator.as_ref().and_then(|a| a.pinned_host)),
         // A host PID seen from a container: NVML's name is all there is.
         Column::Command if p.other_namespace => format!("[host] {}", row.command().unwrap_or("")),
         Column::Command => row.command().unwrap_or("n/a").to_string(),
@@ -103,15 +145,36 @@ pub fn cell(row: &Row, column: Column, now_ms: u64) -> String {
 mod tests {
     use super::*;
 
+    fn probed() -> Present {
+        Present { probed: true, ..Present::default() }
+    }
+
+    fn all() -> Present {
+        Present { probed: true, workloads: true, ..Present::default() }
+    }
+
+    #[test]
+    fn rank_and_pinned_show_only_when_some_row_has_them() {
+        let every = Present { probed: true, workloads: true, ranks: true, pinned: true };
+        let (specs, _) = choose(220, every);
+        let n = names(&specs);
+        assert_eq!(&n[..4], ["GPU", "PID", "USER", "RANK"]);
+        assert!(n.windows(2).any(|w| w == ["PEAK", "PINNED"]), "{n:?}");
+        assert!(!names(&choose(220, probed()).0).contains(&"RANK"));
+        // At 80 columns RANK outlasts TYPE, PEAK and PINNED.
+        let (narrow, _) = choose(80, every);
+        assert!(!names(&narrow).contains(&"PINNED"));
+    }
+
     fn names(specs: &[Spec]) -> Vec<&'static str> {
         specs.iter().map(|s| s.column.title()).collect()
     }
 
     #[test]
     fn everything_fits_when_wide() {
-        let (specs, command) = choose(200, true, false);
+        let (specs, command) = choose(200, probed());
         assert_eq!(specs.len(), 12);
-        let (specs, command_with) = choose(200, true, true);
+        let (specs, command_with) = choose(200, all());
         assert_eq!(names(&specs).last(), Some(&"WORKLOAD"));
         assert_eq!(command_with, command - 17);
         assert!(command > 60);
@@ -119,10 +182,10 @@ mod tests {
 
     #[test]
     fn at_80_columns_the_allocator_figures_stay_when_there_is_a_probe() {
-        let (specs, command) = choose(80, true, false);
+        let (specs, command) = choose(80, probed());
         assert_eq!(names(&specs), ["GPU", "PID", "USER", "GPU MEM", "ALLOC", "RESERVED", "FRAG"]);
         assert!(command >= COMMAND_MIN);
-        let (specs, _) = choose(80, false, false);
+        let (specs, _) = choose(80, Present::default());
         assert_eq!(names(&specs), ["GPU", "PID", "USER", "TYPE", "GPU MEM", "CPU%", "HOST MEM", "TIME"]);
     }
 
@@ -130,19 +193,19 @@ mod tests {
     fn workload_is_the_first_column_to_go() {
         // Wide enough for every column but one more: WORKLOAD goes, TYPE
         // and PEAK stay.
-        let (all, _) = choose(200, true, true);
-        let width = MARKER + all.iter().map(|s| s.width + 1).sum::<usize>() + COMMAND_MIN - 1;
-        let (specs, _) = choose(width, true, true);
+        let (every, _) = choose(200, all());
+        let width = MARKER + every.iter().map(|s| s.width + 1).sum::<usize>() + COMMAND_MIN - 1;
+        let (specs, _) = choose(width, all());
         assert_eq!(specs.len(), 12);
         assert!(!names(&specs).contains(&"WORKLOAD"));
-        let (specs, _) = choose(120, false, true);
+        let (specs, _) = choose(120, Present { workloads: true, ..Present::default() });
         assert!(names(&specs).contains(&"WORKLOAD"), "{:?}", names(&specs));
         assert!(!names(&specs).contains(&"ALLOC"), "n/a columns go before it when nothing is probed");
     }
 
     #[test]
     fn narrow_keeps_pid_last() {
-        let (specs, command) = choose(10, true, true);
+        let (specs, command) = choose(10, all());
         assert_eq!(names(&specs), ["PID"]);
         assert_eq!(command, 0);
     }

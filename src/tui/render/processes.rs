@@ -16,9 +16,7 @@ use crate::tui::rows::{Column, Row};
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot) -> usize {
     let w = area.width as usize;
     let rows = ctx.state.rows();
-    let probed = rows.iter().any(|r| r.device.is_some());
-    let workloads = rows.iter().any(|r| r.process.workload.is_some());
-    let (specs, command_w) = columns::choose(w, probed, workloads);
+    let (specs, command_w) = columns::choose(w, columns::Present::of(&rows));
     let page = (area.height as usize).saturating_sub(2);
     let in_container = snap.sources.host.pid_namespace == Some(PidNamespace::Container);
     let mut lines = vec![title(ctx, rows.len(), w, in_container), header(ctx, &specs, command_w)];
