@@ -520,3 +520,20 @@ fn the_map_and_the_snapshot_need_a_pytorch_probe() {
     act(&mut s, &[Action::Memviz]);
     assert!(s.status.as_deref().is_some_and(|m| m.contains("has no gpuscope probe")), "{:?}", s.status);
 }
+
+#[test]
+fn nvlink_shows_beside_each_gpu_that_has_it() {
+    use gpuscope::model::{NvLink, NvLinkState};
+    let mut snap = snapshot(Spec::gpus(2).probed());
+    let links = |down: Option<u32>| (0..18).map(|l| NvLinkState { link: l, active: Some(l) != down }).collect();
+    snap.gpus[0].nvlink =
+        Some(NvLink { links: links(None), tx_bytes_per_s: Some(166 << 30), rx_bytes_per_s: Some(162 << 30) });
+    snap.gpus[1].nvlink = Some(NvLink { links: links(Some(17)), tx_bytes_per_s: None, rx_bytes_per_s: None });
+    let mut s = State::new(&options());
+    s.on_snapshot(Arc::new(snap));
+    let big = render_text(&mut s, 200, 50);
+    assert!(big.contains("NVLink 18/18 328.0G/s"), "{big}");
+    assert!(big.contains("NVLink 17/18"), "{big}");
+    insta::assert_snapshot!("nvlink_200x50", big);
+    insta::assert_snapshot!("nvlink_80x24", render_text(&mut s, 80, 24));
+}

@@ -56,6 +56,13 @@ pub struct Gpu {
     /// The BAR1 aperture, through which the CPU and peers map device memory.
     #[serde(default)]
     pub bar1_memory: Bar1Memory,
+    /// The NVLink links and their traffic; `None` on a board without
+    /// NVLink (or a driver that does not say).
+    #[serde(default)]
+    pub nvlink: Option<NvLink>,
+    /// Rows of device memory remapped to spares (Ampere and later).
+    #[serde(default)]
+    pub remapped_rows: RemappedRows,
     /// NVML's newest utilisation sample of each process on this GPU (as
     /// nvitop's %SM and %GMBW show them); a process without one had none
     /// to report. `None` where the GPU does not sample processes. NVML
@@ -113,6 +120,34 @@ pub struct Ecc {
     pub uncorrected_aggregate: Option<u64>,
     /// Pages of device memory waiting to be retired at the next reboot.
     pub retired_pages_pending: Option<bool>,
+}
+
+/// NVLink: each link's state, and the data payload over all links.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvLink {
+    pub links: Vec<NvLinkState>,
+    /// Bytes per second summed over the active links, from the
+    /// cumulative counters between two ticks: `None` on the first tick,
+    /// after a counter went backwards, or where the driver keeps none.
+    pub tx_bytes_per_s: Option<u64>,
+    pub rx_bytes_per_s: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvLinkState {
+    pub link: u32,
+    pub active: bool,
+}
+
+/// nvmlDeviceGetRemappedRows: rows remapped after correctable and
+/// uncorrectable errors, a remapping waiting for the next GPU reset, and
+/// whether a remapping failed (the board should be replaced).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemappedRows {
+    pub correctable: Option<u32>,
+    pub uncorrectable: Option<u32>,
+    pub pending: Option<bool>,
+    pub failure: Option<bool>,
 }
 
 /// Bytes.
@@ -241,6 +276,8 @@ impl Gpu {
             max_clocks: MaxClocks::default(),
             ecc: Ecc::default(),
             bar1_memory: Bar1Memory::default(),
+            nvlink: None,
+            remapped_rows: RemappedRows::default(),
             process_utilization: None,
         }
     }

@@ -126,6 +126,8 @@ fn gpu_lines(gpu: &Gpu, lines: &mut Vec<String>) {
     if let Some(line) = ecc_line(&gpu.ecc) {
         lines.push(line);
     }
+    lines.extend(nvlink_line(gpu.nvlink.as_ref()));
+    lines.extend(remap_line(&gpu.remapped_rows));
     if let Some(m) = gpu.mig_mode.filter(|m| m.current || m.pending) {
         lines.push(format!(
             "    MIG {}{}",
@@ -376,6 +378,43 @@ fn ecc_line(ecc: &crate::model::Ecc) -> Option<String> {
     Some(line)
 }
 
+/// NVLink once there is something to read: traffic (from the second
+/// reading on) or a link down. A one-shot of healthy links says nothing.
+fn nvlink_line(nvlink: Option<&crate::model::NvLink>) -> Option<String> {
+    let n = nvlink?;
+    let up = n.links.iter().filter(|l| l.active).count();
+    let down: Vec<String> = n.links.iter().filter(|l| !l.active).map(|l| l.link.to_string()).collect();
+    if down.is_empty() && n.tx_bytes_per_s.is_none() {
+        return None;
+    }
+    let rate = |v: Option<u64>| v.map_or_else(|| "n/a".to_string(), |b| format!("{}/s", bytes(b)));
+    let mut line =
+        format!("    NVLink {up}/{} up  tx {} rx {}", n.links.len(), rate(n.tx_bytes_per_s), rate(n.rx_bytes_per_s));
+    if !down.is_empty() {
+        line.push_str(&format!("; down: link {}", down.join(", ")));
+    }
+    Some(line)
+}
+
+/// Remapped rows only when there are any, or one is pending or failed.
+fn remap_line(r: &crate::model::RemappedRows) -> Option<String> {
+    let any = r.correctable.unwrap_or(0) > 0 || r.uncorrectable.unwrap_or(0) > 0;
+    let (pending, failure) = (r.pending == Some(true), r.failure == Some(true));
+    if !any && !pending && !failure {
+        return None;
+    }
+    let count = |v: Option<u32>| v.map_or_else(|| "n/a".to_string(), |n| n.to_string());
+    let mut line =
+        format!("    remapped rows: {} correctable, {} uncorrectable", count(r.correctable), count(r.uncorrectable));
+    if pending {
+        line.push_str("; pending a GPU reset");
+    }
+    if failure {
+        line.push_str("; remapping FAILED: replace the board");
+    }
+    Some(line)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -477,6 +516,28 @@ mod tests {
         assert_eq!(rank_line(&a, 0).unwrap(), "        rank 3/8  peak alloc 1.0 GiB  peak resv n/a  pinned 2.0 GiB");
         (a.rank, a.pinned_host, a.devices) = (None, None, Vec::new());
         assert_eq!(rank_line(&a, 0), None);
+    }
+
+    #[test]
+    fn nvlink_and_remapped_rows_show_only_with_something_to_say() {
+        use crate::model::{NvLink, NvLinkState, RemappedRows};
+        let links = |down: bool| (0..4).map(|l| NvLinkState { link: l, active: !(down && l == 3) }).collect();
+        let quiet = NvLink { links: links(false), tx_bytes_per_s: None, rx_bytes_per_s: None };
+        assert_eq!(nvlink_line(Some(&quiet)), None, "a one-shot of healthy links");
+        assert_eq!(nvlink_line(None), None);
+        let busy = NvLink { tx_bytes_per_s: Some(2 << 30), rx_bytes_per_s: Some(1 << 30), ..quiet.clone() };
+        assert_eq!(nvlink_line(Some(&busy)).unwrap(), "    NVLink 4/4 up  tx 2.0 GiB/s rx 1.0 GiB/s");
+        let down = NvLink { links: links(true), ..quiet };
+        assert_eq!(nvlink_line(Some(&down)).unwrap(), "    NVLink 3/4 up  tx n/a rx n/a; down: link 3");
+        let none =
+            RemappedRows { correctable: Some(0), uncorrectable: Some(0), pending: Some(false), failure: Some(false) };
+        assert_eq!(remap_line(&none), None);
+        assert_eq!(remap_line(&RemappedRows::default()), None, "not supported says nothing");
+        let bad = RemappedRows { uncorrectable: Some(1), failure: Some(true), ..none };
+        assert_eq!(
+            remap_line(&bad).unwrap(),
+            "    remapped rows: 0 correctable, 1 uncorrectable; remapping FAILED: replace the board"
+        );
     }
 
     #[test]

@@ -71,6 +71,33 @@ pub static RETIRED_PAGES_PENDING: Def = gauge(
 );
 pub static BAR1_TOTAL: Def = gauge("gpuscope_gpu_bar1_memory_total_bytes", Some("bytes"), "BAR1 aperture.");
 pub static BAR1_USED: Def = gauge("gpuscope_gpu_bar1_memory_used_bytes", Some("bytes"), "BAR1 aperture in use.");
+pub static NVLINK_ACTIVE: Def =
+    gauge("gpuscope_gpu_nvlink_links_active", None, "NVLink links up; absent on a board without NVLink.");
+pub static NVLINK_LINKS: Def = gauge("gpuscope_gpu_nvlink_links", None, "NVLink links the board has.");
+pub static NVLINK_TX: Def = gauge(
+    "gpuscope_gpu_nvlink_tx_bytes_per_second",
+    Some("bytes_per_second"),
+    "NVLink data sent over all links, between the last two readings.",
+);
+pub static NVLINK_RX: Def = gauge(
+    "gpuscope_gpu_nvlink_rx_bytes_per_second",
+    Some("bytes_per_second"),
+    "NVLink data received over all links, between the last two readings.",
+);
+pub static REMAPPED_CORRECTABLE: Def = gauge(
+    "gpuscope_gpu_remapped_rows_correctable",
+    None,
+    "Memory rows remapped to spares after correctable errors (Ampere and later).",
+);
+pub static REMAPPED_UNCORRECTABLE: Def = gauge(
+    "gpuscope_gpu_remapped_rows_uncorrectable",
+    None,
+    "Memory rows remapped to spares after uncorrectable errors.",
+);
+pub static ROW_REMAP_PENDING: Def =
+    gauge("gpuscope_gpu_row_remap_pending", None, "1 when a row remapping waits for the next GPU reset, else 0.");
+pub static ROW_REMAP_FAILURE: Def =
+    gauge("gpuscope_gpu_row_remap_failure", None, "1 when a row remapping failed (replace the board), else 0.");
 
 pub static ALLOC_PROCESSES: Def =
     gauge("gpuscope_gpu_allocator_probed_processes", None, "Processes on the GPU whose allocator probe reports.");
@@ -129,6 +156,14 @@ pub static ALL: &[&Def] = &[
     &RETIRED_PAGES_PENDING,
     &BAR1_TOTAL,
     &BAR1_USED,
+    &NVLINK_LINKS,
+    &NVLINK_ACTIVE,
+    &NVLINK_TX,
+    &NVLINK_RX,
+    &REMAPPED_CORRECTABLE,
+    &REMAPPED_UNCORRECTABLE,
+    &ROW_REMAP_PENDING,
+    &ROW_REMAP_FAILURE,
     &ALLOC_PROCESSES,
     &ALLOC_ALLOCATED,
     &ALLOC_RESERVED,
@@ -153,7 +188,7 @@ fn v<T: Into<Value>>(x: Option<T>) -> Option<Value> {
     x.map(Into::into)
 }
 
-static READINGS: [(&Def, Reading); 28] = [
+static READINGS: [(&Def, Reading); 36] = [
     (&LOST, |g| Some((g.state == GpuState::Lost).into())),
     (&MEMORY_TOTAL, |g| v(g.memory.total)),
     (&MEMORY_USED, |g| v(g.memory.used)),
@@ -182,6 +217,14 @@ static READINGS: [(&Def, Reading); 28] = [
     (&RETIRED_PAGES_PENDING, |g| v(g.ecc.retired_pages_pending)),
     (&BAR1_TOTAL, |g| v(g.bar1_memory.total)),
     (&BAR1_USED, |g| v(g.bar1_memory.used)),
+    (&NVLINK_LINKS, |g| g.nvlink.as_ref().map(|n| (n.links.len() as u64).into())),
+    (&NVLINK_ACTIVE, |g| g.nvlink.as_ref().map(|n| (n.links.iter().filter(|l| l.active).count() as u64).into())),
+    (&NVLINK_TX, |g| v(g.nvlink.as_ref().and_then(|n| n.tx_bytes_per_s))),
+    (&NVLINK_RX, |g| v(g.nvlink.as_ref().and_then(|n| n.rx_bytes_per_s))),
+    (&REMAPPED_CORRECTABLE, |g| v(g.remapped_rows.correctable)),
+    (&REMAPPED_UNCORRECTABLE, |g| v(g.remapped_rows.uncorrectable)),
+    (&ROW_REMAP_PENDING, |g| v(g.remapped_rows.pending)),
+    (&ROW_REMAP_FAILURE, |g| v(g.remapped_rows.failure)),
 ];
 
 static ALLOCATOR: [(&Def, AllocReading); 7] = [

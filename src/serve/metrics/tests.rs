@@ -133,6 +133,20 @@ pub(crate) fn snapshot() -> Snapshot {
     ok.process_utilization =
         Some(vec![crate::model::ProcessUtilization { pid: 4242, sm: 57, memory: 21, encoder: 0, decoder: 3 }]);
     ok.bar1_memory = crate::model::Bar1Memory { total: Some(128 * GIB), used: Some(GIB), free: Some(127 * GIB) };
+    ok.nvlink = Some(crate::model::NvLink {
+        links: vec![
+            crate::model::NvLinkState { link: 0, active: true },
+            crate::model::NvLinkState { link: 1, active: false },
+        ],
+        tx_bytes_per_s: Some(5 * GIB),
+        rx_bytes_per_s: Some(4 * GIB),
+    });
+    ok.remapped_rows = crate::model::RemappedRows {
+        correctable: Some(2),
+        uncorrectable: Some(0),
+        pending: Some(true),
+        failure: Some(false),
+    };
     ok.allocator = Some(GpuAllocator {
         probed_processes: 1,
         allocated: Some(4 * GIB),

@@ -7,6 +7,7 @@ mod calls;
 mod device;
 mod library;
 mod mig;
+mod nvlink;
 mod process_util;
 mod processes;
 mod settings;
@@ -23,6 +24,7 @@ pub use calls::{Call, Calls};
 use device::{DeviceStatic, read_gpu};
 pub use library::{DEFAULT_LIBRARY, InitError, LibrarySpec};
 use mig::MigStatics;
+use nvlink::Links;
 use process_util::ProcessUtil;
 use processes::ProcessMerger;
 
@@ -50,6 +52,8 @@ pub struct NvmlSource {
     calls: Calls,
     /// The newest per-process utilisation samples per device.
     process_util: ProcessUtil,
+    /// NVLink counters at the last tick, for rates.
+    links: Links,
 }
 
 /// Selected GPUs: by UUID, or by index where the UUID could not be read.
@@ -134,6 +138,7 @@ impl NvmlSource {
             mig: MigStatics::default(),
             calls: Calls::default(),
             process_util: ProcessUtil::default(),
+            links: Links::default(),
         }
     }
 
@@ -244,6 +249,7 @@ impl NvmlSource {
                         gpu.mig_devices = migs.iter().map(|m| m.entry.clone()).collect();
                         merger.add_device(st.index, &dev, &migs, only.is_none(), calls);
                         let key = st.uuid.clone().unwrap_or_else(|| st.index.to_string());
+                        gpu.nvlink = self.links.read(key.clone(), st.index, &dev, calls);
                         gpu.process_utilization = self.process_util.read(key, st.index, &dev, calls);
                     }
                     gpu
@@ -261,6 +267,7 @@ impl NvmlSource {
         let keys: Vec<String> =
             self.watched.iter().map(|st| st.uuid.clone().unwrap_or_else(|| st.index.to_string())).collect();
         self.process_util.retain(&keys);
+        self.links.retain(&keys);
         Some((gpus, merger.finish(nvml, &mut self.names, calls)))
     }
 }

@@ -7,7 +7,11 @@ use nvml_wrapper::Device;
 use nvml_wrapper::enum_wrappers::device::{Clock, ComputeMode as NvmlComputeMode, EccCounter, MemoryError};
 
 use super::device::Reader;
-use crate::model::{Bar1Memory, ComputeMode, Ecc, Gpu, MaxClocks};
+use std::ffi::c_uint;
+
+use nvml_wrapper::error::{NvmlError, nvml_try};
+
+use crate::model::{Bar1Memory, ComputeMode, Ecc, Gpu, MaxClocks, RemappedRows};
 
 pub fn read(r: &mut Reader<'_>, dev: &Device<'_>, gpu: &mut Gpu) {
     gpu.serial = r.take("serial", || dev.serial());
@@ -24,6 +28,7 @@ pub fn read(r: &mut Reader<'_>, dev: &Device<'_>, gpu: &mut Gpu) {
         video_mhz: r.take("max video clock", || dev.max_clock_info(Clock::Video)),
     };
     gpu.ecc = ecc(r, dev);
+    gpu.remapped_rows = r.take("remapped rows", || remapped_rows(dev)).unwrap_or_default();
     gpu.bar1_memory = r.take("BAR1 memory", || dev.bar1_memory_info()).map_or_else(Bar1Memory::default, |b| {
         Bar1Memory { total: Some(b.total), used: Some(b.used), free: Some(b.free) }
     });
@@ -41,6 +46,24 @@ fn ecc(r: &mut Reader<'_>, dev: &Device<'_>) -> Ecc {
         uncorrected_aggregate: count("ECC errors", MemoryError::Uncorrected, EccCounter::Aggregate),
         retired_pages_pending: r.take("retired pages", || dev.are_pages_pending_retired()),
     }
+}
+
+/// nvml-wrapper has no call for it: the library's own symbol
+/// (nvmlDeviceGetRemappedRows, Ampere and later; NOT_SUPPORTED before).
+fn remapped_rows(dev: &Device<'_>) -> Result<RemappedRows, NvmlError> {
+    let Ok(f) = dev.nvml().lib().nvmlDeviceGetRemappedRows.as_ref() else {
+        return Err(NvmlError::FunctionNotFound);
+    };
+    let (mut corr, mut unc, mut pending, mut failure): (c_uint, c_uint, c_uint, c_uint) = (0, 0, 0, 0);
+    // SAFETY: the handle is NVML's own, and each pointer is a live local
+    // NVML writes one unsigned int to.
+    nvml_try(unsafe { f(dev.handle(), &mut corr, &mut unc, &mut pending, &mut failure) })?;
+    Ok(RemappedRows {
+        correctable: Some(corr),
+        uncorrectable: Some(unc),
+        pending: Some(pending != 0),
+        failure: Some(failure != 0),
+    })
 }
 
 fn compute_mode(m: NvmlComputeMode) -> ComputeMode {

@@ -132,7 +132,7 @@ fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, iw: usize, w: usize) ->
         first.push(Span::styled(format!("  {word}"), t.crit));
         return [Line::from(first), Line::from(vec![Span::raw(indent), Span::styled(ctx.clean(&why), t.crit)])];
     }
-    let readings: Vec<Span> = vec![
+    let mut readings: Vec<Span> = vec![
         Span::styled("  util ", t.label),
         Span::raw(right(&percent(gpu.utilization.gpu), 4, ctx.sym.cut)),
         Span::styled("  mem ", t.label),
@@ -143,11 +143,29 @@ fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, iw: usize, w: usize) ->
         Span::raw(power(gpu)),
         Span::styled(format!("  {}", gpu.performance_state.as_deref().unwrap_or("")), t.dim),
     ];
-    let readings_w: usize = readings.iter().map(Span::width).sum();
+    let mut readings_w: usize = readings.iter().map(Span::width).sum();
+    // NVLink where there is room beside a readable name.
+    if let Some(span) = nvlink(ctx, gpu).filter(|s| w >= 3 + iw + readings_w + s.width() + 20) {
+        readings_w += span.width();
+        readings.push(span);
+    }
     let name_w = w.saturating_sub(3 + iw + readings_w).clamp(8, 28);
     first.push(Span::raw(left(&name(ctx, gpu, false), name_w, ctx.sym.cut)));
     first.extend(readings);
     [Line::from(first), memory_line(ctx, gpu, indent, w)]
+}
+
+/// "NVLink 18/18 332G/s": links up of all, and the traffic both ways once
+/// two readings give a rate; a link down is a warning.
+fn nvlink(ctx: &Ctx, gpu: &Gpu) -> Option<Span<'static>> {
+    let n = gpu.nvlink.as_ref()?;
+    let up = n.links.iter().filter(|l| l.active).count();
+    let mut text = format!("  NVLink {up}/{}", n.links.len());
+    if let (Some(tx), Some(rx)) = (n.tx_bytes_per_s, n.rx_bytes_per_s) {
+        text.push_str(&format!(" {}/s", bytes_short(tx.saturating_add(rx))));
+    }
+    let style = if up < n.links.len() { ctx.theme.warn } else { ctx.theme.label };
+    Some(Span::styled(text, style))
 }
 
 fn memory_line<'a>(ctx: &Ctx, gpu: &Gpu, indent: String, w: usize) -> Line<'a> {

@@ -14,6 +14,7 @@ mod clocks;
 mod handles;
 mod identity;
 mod init;
+mod links;
 mod memory;
 mod mig;
 mod out;
@@ -31,6 +32,7 @@ pub use clocks::*;
 pub use handles::*;
 pub use identity::*;
 pub use init::*;
+pub use links::*;
 pub use memory::*;
 pub use mig::*;
 pub use pcie::*;
@@ -96,4 +98,7 @@ pub const EXPORTED: &[&str] = &[
     "nvmlDeviceGetTotalEccErrors",
     "nvmlDeviceGetRetiredPagesPendingStatus",
     "nvmlDeviceGetBAR1MemoryInfo",
+    "nvmlDeviceGetNvLinkState",
+    "nvmlDeviceGetFieldValues",
+    "nvmlDeviceGetRemappedRows",
 ];

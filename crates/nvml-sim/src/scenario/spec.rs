@@ -95,6 +95,8 @@ pub(crate) enum Reading {
     Ecc,
     RetiredPages,
     Bar1,
+    Nvlink,
+    RemappedRows,
 }
 
 /// NVML's compute modes (`nvmlComputeMode_t`).
@@ -167,6 +169,9 @@ pub(crate) struct GpuSpec {
     pub retired_pages_pending: bool,
     pub bar1_total_mib: u64,
     pub bar1_used_mib: u64,
+    /// NVLink links in link order; none: a board without NVLink.
+    pub nvlink: Vec<NvLinkSpec>,
+    pub remapped_rows: RemappedRowsSpec,
     /// This GPU's calls made this many seconds after init or later never
     /// return (the count and the handles still do).
     pub hang_after_s: Option<f64>,
@@ -174,6 +179,26 @@ pub(crate) struct GpuSpec {
     /// MIG devices (GPU instance + compute instance), in MIG device index
     /// order; only with `mig_current`.
     pub mig: Vec<MigSpec>,
+}
+
+/// One NVLink link: up or down, and its data rates (constant) in KiB/s.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct NvLinkSpec {
+    pub active: bool,
+    pub tx_kib_s: f64,
+    pub rx_kib_s: f64,
+}
+
+/// nvmlDeviceGetRemappedRows's answer (Ampere and later; older boards
+/// list `remapped_rows` under `unsupported`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RemappedRowsSpec {
+    pub correctable: u32,
+    pub uncorrectable: u32,
+    pub pending: bool,
+    pub failure: bool,
 }
 
 /// One MIG device: what NVML answers on its handle.
@@ -240,6 +265,8 @@ impl Default for GpuSpec {
             retired_pages_pending: false,
             bar1_total_mib: 131_072,
             bar1_used_mib: 1,
+            nvlink: Vec::new(),
+            remapped_rows: RemappedRowsSpec::default(),
             hang_after_s: None,
             process: Vec::new(),
             mig: Vec::new(),

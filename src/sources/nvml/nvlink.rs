@@ -1,0 +1,125 @@
+//! NVLink: each link's state, and the data payload over the active links
+//! as a rate between two ticks of the cumulative counters
+//! `NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX` / `_RX` (nvml.h: field ids 138
+//! and 139, KiB, one link per `scopeId`), read in one
+//! `nvmlDeviceGetFieldValues` call. nvml-wrapper's `field_values_for`
+//! cannot set `scopeId`, so the library's own symbol is used.
+
+use std::collections::HashMap;
+use std::ffi::c_int;
+use std::time::Instant;
+
+use nvml_wrapper::Device;
+use nvml_wrapper::error::{NvmlError, nvml_try};
+use nvml_wrapper_sys::bindings::{
+    nvmlFieldValue_t, nvmlReturn_enum_NVML_SUCCESS, nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG as ULL,
+};
+
+use super::calls::Calls;
+use crate::model::{NvLink, NvLinkState};
+
+const FI_DATA_TX: u32 = 138;
+const FI_DATA_RX: u32 = 139;
+/// NVML_NVLINK_MAX_LINKS (nvml.h, 18 on Hopper and Blackwell).
+const MAX_LINKS: u32 = nvml_wrapper_sys::bindings::NVML_NVLINK_MAX_LINKS;
+
+/// The counters at the last tick, per device (by UUID, else index).
+#[derive(Default)]
+pub struct Links {
+    last: HashMap<String, (Instant, u64, u64)>,
+}
+
+impl Links {
+    /// `None` on a board without NVLink.
+    pub fn read(&mut self, key: String, index: u32, dev: &Device<'_>, calls: &Calls) -> Option<NvLink> {
+        let links = states(index, dev, calls)?;
+        let active: Vec<u32> = links.iter().filter(|l| l.active).map(|l| l.link).collect();
+        let now = Instant::now();
+        let totals = calls.track("nvmlDeviceGetFieldValues", Some(index), || counters(dev, &active)).ok().flatten();
+        let (tx, rx) = match (totals, self.last.get(&key)) {
+            (Some((tx, rx)), Some(&(then, tx0, rx0))) => {
+                let secs = now.duration_since(then).as_secs_f64();
+                (rate(tx0, tx, secs), rate(rx0, rx, secs))
+            }
+            _ => (None, None),
+        };
+        match totals {
+            Some((tx, rx)) => drop(self.last.insert(key, (now, tx, rx))),
+            None => drop(self.last.remove(&key)),
+        }
+        Some(NvLink { links, tx_bytes_per_s: tx, rx_bytes_per_s: rx })
+    }
+
+    /// Forgets devices no longer watched.
+    pub fn retain(&mut self, keys: &[String]) {
+        self.last.retain(|k, _| keys.contains(k));
+    }
+}
+
+/// Every link the board has: NVML answers INVALID_ARGUMENT past the last
+/// one, NOT_SUPPORTED on a board without NVLink.
+fn states(index: u32, dev: &Device<'_>, calls: &Calls) -> Option<Vec<NvLinkState>> {
+    let mut links = Vec::new();
+    for link in 0..MAX_LINKS {
+        match calls.track("nvmlDeviceGetNvLinkState", Some(index), || dev.link_wrapper_for(link).is_active()) {
+            Ok(active) => links.push(NvLinkState { link, active }),
+            Err(_) => break,
+        }
+    }
+    (!links.is_empty()).then_some(links)
+}
+
+/// KiB counters summed over `links`, in bytes; `None` when any link's
+/// counter is missing (a partial sum would read as a drop in traffic).
+fn counters(dev: &Device<'_>, links: &[u32]) -> Result<Option<(u64, u64)>, NvmlError> {
+    if links.is_empty() {
+        return Ok(Some((0, 0)));
+    }
+    let Ok(f) = dev.nvml().lib().nvmlDeviceGetFieldValues.as_ref() else { return Err(NvmlError::FunctionNotFound) };
+    let mut values: Vec<nvmlFieldValue_t> = links
+        .iter()
+        .flat_map(|&l| [FI_DATA_TX, FI_DATA_RX].map(|id| (id, l)))
+        .map(|(id, l)| {
+            // SAFETY: nvmlFieldValue_t is plain old data; all-zero is a
+            // valid value for every field, the union included.
+            let mut v: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
+            v.fieldId = id;
+            v.scopeId = l;
+            v
+        })
+        .collect();
+    let count = c_int::try_from(values.len()).map_err(|_| NvmlError::InvalidArg)?;
+    // SAFETY: the handle is NVML's own, and `values` holds `count`
+    // initialised entries NVML fills in place.
+    nvml_try(unsafe { f(dev.handle(), count, values.as_mut_ptr()) })?;
+    let (mut tx, mut rx) = (0u64, 0u64);
+    for v in &values {
+        if v.nvmlReturn != nvmlReturn_enum_NVML_SUCCESS || v.valueType != ULL {
+            return Ok(None);
+        }
+        // SAFETY: valueType says the union holds an unsigned long long.
+        let kib = unsafe { v.value.ullVal };
+        let total = if v.fieldId == FI_DATA_TX { &mut tx } else { &mut rx };
+        *total = total.saturating_add(kib.saturating_mul(1024));
+    }
+    Ok(Some((tx, rx)))
+}
+
+/// Bytes per second between two readings; `None` when the counter went
+/// backwards (a reset) or no time passed.
+fn rate(before: u64, after: u64, secs: f64) -> Option<u64> {
+    let delta = after.checked_sub(before)?;
+    (secs > 0.0).then(|| (delta as f64 / secs).round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rate;
+
+    #[test]
+    fn rates_need_time_and_a_counter_that_did_not_go_back() {
+        assert_eq!(rate(1000, 3000, 2.0), Some(1000));
+        assert_eq!(rate(3000, 1000, 2.0), None, "a reset");
+        assert_eq!(rate(1000, 3000, 0.0), None);
+    }
+}

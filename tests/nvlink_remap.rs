@@ -1,0 +1,95 @@
+//! NVLink and remapped rows end to end: the simulated NVML's scenario
+//! through `--json` (rates from the second reading on), `-1` and
+//! `/metrics` (checked by promtool); `null` where a board has neither.
+
+mod common;
+mod serve_common;
+
+use common::{Sim, assert_valid};
+use serde_json::Value;
+use serve_common::{Server, promtool_check, sample};
+
+const SCENARIO: &str = r#"
+[[gpu]]
+uuid = "GPU-a100"
+memory_total_mib = 81559
+nvlink = [{ active = true, tx_kib_s = 1000000, rx_kib_s = 500000 }, { active = true, tx_kib_s = 1000000, rx_kib_s = 500000 }, { active = false }]
+remapped_rows = { correctable = 3, uncorrectable = 1, pending = true }
+
+[[gpu]]
+uuid = "GPU-t4"
+memory_total_mib = 15360
+unsupported = ["remapped_rows"]
+
+[[gpu]]
+state = "lost"
+"#;
+
+fn documents(text: &str) -> Vec<Value> {
+    serde_json::Deserializer::from_str(text).into_iter::<Value>().map(Result::unwrap).collect()
+}
+
+#[test]
+fn json_has_links_rates_and_remapped_rows_or_null() {
+    let sim = Sim::new(SCENARIO);
+    let out = sim.gpuscope().args(["--json", "-lms", "300", "--count", "2"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let docs = documents(&text);
+    assert!(docs.len() >= 2, "{text}");
+    for d in &docs {
+        assert_valid(d);
+    }
+    let first = &docs[0]["gpus"][0];
+    let links = first["nvlink"]["links"].as_array().unwrap();
+    assert_eq!(links.len(), 3);
+    assert_eq!(links[2], serde_json::json!({"link": 2, "active": false}));
+    assert_eq!(first["nvlink"]["tx_bytes_per_s"], Value::Null, "no rate from one reading");
+    let second = &docs[1]["gpus"][0]["nvlink"];
+    // Two active links at 1,000,000 KiB/s each way out: 2,048,000,000 B/s.
+    let tx = second["tx_bytes_per_s"].as_f64().unwrap();
+    assert!((tx - 2.048e9).abs() / 2.048e9 < 0.05, "{second}");
+    let rx = second["rx_bytes_per_s"].as_f64().unwrap();
+    assert!((rx - 1.024e9).abs() / 1.024e9 < 0.05, "{second}");
+    assert_eq!(
+        first["remapped_rows"],
+        serde_json::json!({"correctable": 3, "uncorrectable": 1, "pending": true, "failure": false})
+    );
+    let t4 = &docs[0]["gpus"][1];
+    assert_eq!(t4["nvlink"], Value::Null);
+    assert_eq!(
+        t4["remapped_rows"],
+        serde_json::json!({"correctable": null, "uncorrectable": null, "pending": null, "failure": null})
+    );
+    let lost = &docs[0]["gpus"][2];
+    assert_eq!((lost["nvlink"].clone(), lost["remapped_rows"]["correctable"].clone()), (Value::Null, Value::Null));
+}
+
+#[test]
+fn one_shot_text_names_a_link_down_and_remapped_rows() {
+    let sim = Sim::new(SCENARIO);
+    let out = sim.gpuscope().arg("-1").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("NVLink 2/3 up  tx n/a rx n/a; down: link 2"), "{text}");
+    assert!(text.contains("remapped rows: 3 correctable, 1 uncorrectable; pending a GPU reset"), "{text}");
+    assert_eq!(text.matches("NVLink").count(), 1, "the T4 has none: {text}");
+}
+
+#[test]
+fn metrics_carry_links_and_remapped_rows() {
+    let sim = Sim::new(SCENARIO);
+    let server = Server::start(sim.gpuscope(), &["--listen", "127.0.0.1:0", "--interval", "200ms"]);
+    let r = server.until("/metrics", "an NVLink rate", |r| r.body.contains("gpuscope_gpu_nvlink_tx_bytes_per_second{"));
+    promtool_check(&r.body);
+    let m = &r.body;
+    let a100 = "{gpu=\"0\",uuid=\"GPU-a100\"}";
+    assert_eq!(sample(m, &format!("gpuscope_gpu_nvlink_links{a100}")), Some(3.0));
+    assert_eq!(sample(m, &format!("gpuscope_gpu_nvlink_links_active{a100}")), Some(2.0));
+    assert!(sample(m, &format!("gpuscope_gpu_nvlink_tx_bytes_per_second{a100}")).unwrap() > 1e9);
+    assert_eq!(sample(m, &format!("gpuscope_gpu_remapped_rows_correctable{a100}")), Some(3.0));
+    assert_eq!(sample(m, &format!("gpuscope_gpu_row_remap_pending{a100}")), Some(1.0));
+    assert_eq!(sample(m, &format!("gpuscope_gpu_row_remap_failure{a100}")), Some(0.0));
+    // Not supported is absent, never 0.
+    assert!(!m.contains("gpuscope_gpu_nvlink_links{gpu=\"1\""), "{m}");
+    assert!(!m.contains("gpuscope_gpu_remapped_rows_correctable{gpu=\"1\""), "{m}");
+}
