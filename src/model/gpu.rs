@@ -63,6 +63,10 @@ pub struct Gpu {
     /// Rows of device memory remapped to spares (Ampere and later).
     #[serde(default)]
     pub remapped_rows: RemappedRows,
+    /// Per-process accounting (`nvidia-smi -am 1`); `None` where the board
+    /// does not keep it.
+    #[serde(default)]
+    pub accounting: Option<Accounting>,
     /// NVML's newest utilisation sample of each process on this GPU (as
     /// nvitop's %SM and %GMBW show them); a process without one had none
     /// to report. `None` where the GPU does not sample processes. NVML
@@ -148,6 +152,31 @@ pub struct RemappedRows {
     pub uncorrectable: Option<u32>,
     pub pending: Option<bool>,
     pub failure: Option<bool>,
+}
+
+/// The driver's per-process accounting: each process that ran on the GPU
+/// while it was on, finished ones included.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Accounting {
+    pub enabled: bool,
+    /// How many processes the driver's buffer holds before the oldest go.
+    pub buffer_size: Option<u32>,
+    /// The newest few (at most 32) of the buffer, in NVML's order.
+    pub processes: Vec<AccountedProcess>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountedProcess {
+    pub pid: u32,
+    /// Percent of its lifetime with a kernel running / memory busy.
+    pub gpu_utilization: Option<u32>,
+    pub memory_utilization: Option<u32>,
+    /// Its peak device memory, bytes.
+    pub max_memory: Option<u64>,
+    /// How long it ran (so far, while running), milliseconds.
+    pub time_ms: u64,
+    pub start_time_unix_us: u64,
+    pub running: bool,
 }
 
 /// Bytes.
@@ -278,6 +307,7 @@ impl Gpu {
             bar1_memory: Bar1Memory::default(),
             nvlink: None,
             remapped_rows: RemappedRows::default(),
+            accounting: None,
             process_utilization: None,
         }
     }

@@ -104,6 +104,15 @@ pub static GPU_FIELDS: &[GpuField] = &[
     reading(&["persistence_mode"], None, "Whether persistence mode is enabled: \"Enabled\" or \"Disabled\".", |r| {
         Cell::flag(r.gpu.persistence_mode, "Enabled", "Disabled")
     }),
+    reading(&["accounting.mode"], None, "Whether per-process accounting is on: \"Enabled\" or \"Disabled\".", |r| {
+        Cell::flag(r.gpu.accounting.as_ref().map(|a| a.enabled), "Enabled", "Disabled")
+    }),
+    reading(
+        &["accounting.buffer_size"],
+        None,
+        "How many processes the accounting buffer holds before the oldest are dropped.",
+        |r| Cell::opt(r.gpu.accounting.as_ref().and_then(|a| a.buffer_size), Cell::int),
+    ),
     reading(
         &["compute_mode"],
         None,

@@ -96,6 +96,8 @@ pub static REMAPPED_UNCORRECTABLE: Def = gauge(
 );
 pub static ROW_REMAP_PENDING: Def =
     gauge("gpuscope_gpu_row_remap_pending", None, "1 when a row remapping waits for the next GPU reset, else 0.");
+pub static ACCOUNTING_MODE: Def =
+    gauge("gpuscope_gpu_accounting_mode", None, "1 when per-process accounting is on, else 0.");
 pub static ROW_REMAP_FAILURE: Def =
     gauge("gpuscope_gpu_row_remap_failure", None, "1 when a row remapping failed (replace the board), else 0.");
 
@@ -164,6 +166,7 @@ pub static ALL: &[&Def] = &[
     &REMAPPED_UNCORRECTABLE,
     &ROW_REMAP_PENDING,
     &ROW_REMAP_FAILURE,
+    &ACCOUNTING_MODE,
     &ALLOC_PROCESSES,
     &ALLOC_ALLOCATED,
     &ALLOC_RESERVED,
@@ -188,7 +191,7 @@ fn v<T: Into<Value>>(x: Option<T>) -> Option<Value> {
     x.map(Into::into)
 }
 
-static READINGS: [(&Def, Reading); 36] = [
+static READINGS: [(&Def, Reading); 37] = [
     (&LOST, |g| Some((g.state == GpuState::Lost).into())),
     (&MEMORY_TOTAL, |g| v(g.memory.total)),
     (&MEMORY_USED, |g| v(g.memory.used)),
@@ -225,6 +228,7 @@ static READINGS: [(&Def, Reading); 36] = [
     (&REMAPPED_UNCORRECTABLE, |g| v(g.remapped_rows.uncorrectable)),
     (&ROW_REMAP_PENDING, |g| v(g.remapped_rows.pending)),
     (&ROW_REMAP_FAILURE, |g| v(g.remapped_rows.failure)),
+    (&ACCOUNTING_MODE, |g| v(g.accounting.as_ref().map(|a| a.enabled))),
 ];
 
 static ALLOCATOR: [(&Def, AllocReading); 7] = [

@@ -141,6 +141,7 @@ pub(crate) fn snapshot() -> Snapshot {
         tx_bytes_per_s: Some(5 * GIB),
         rx_bytes_per_s: Some(4 * GIB),
     });
+    ok.accounting = Some(crate::model::Accounting { enabled: true, buffer_size: Some(4000), processes: Vec::new() });
     ok.remapped_rows = crate::model::RemappedRows {
         correctable: Some(2),
         uncorrectable: Some(0),

@@ -11,7 +11,7 @@ use std::ffi::c_uint;
 
 use nvml_wrapper::error::{NvmlError, nvml_try};
 
-use crate::model::{Bar1Memory, ComputeMode, Ecc, Gpu, MaxClocks, RemappedRows};
+use crate::model::{AccountedProcess, Accounting, Bar1Memory, ComputeMode, Ecc, Gpu, MaxClocks, RemappedRows};
 
 pub fn read(r: &mut Reader<'_>, dev: &Device<'_>, gpu: &mut Gpu) {
     gpu.serial = r.take("serial", || dev.serial());
@@ -29,6 +29,7 @@ pub fn read(r: &mut Reader<'_>, dev: &Device<'_>, gpu: &mut Gpu) {
     };
     gpu.ecc = ecc(r, dev);
     gpu.remapped_rows = r.take("remapped rows", || remapped_rows(dev)).unwrap_or_default();
+    gpu.accounting = accounting(r, dev);
     gpu.bar1_memory = r.take("BAR1 memory", || dev.bar1_memory_info()).map_or_else(Bar1Memory::default, |b| {
         Bar1Memory { total: Some(b.total), used: Some(b.used), free: Some(b.free) }
     });
@@ -64,6 +65,34 @@ fn remapped_rows(dev: &Device<'_>) -> Result<RemappedRows, NvmlError> {
         pending: Some(pending != 0),
         failure: Some(failure != 0),
     })
+}
+
+/// The newest processes of the accounting buffer; each costs a call, so a
+/// tick reads no more than this many.
+const MAX_ACCOUNTED: usize = 32;
+
+fn accounting(r: &mut Reader<'_>, dev: &Device<'_>) -> Option<Accounting> {
+    let enabled = r.take("accounting mode", || dev.is_accounting_enabled())?;
+    let buffer_size = r.take("accounting buffer size", || dev.accounting_buffer_size());
+    let pids =
+        if enabled { r.take("accounting PIDs", || dev.accounting_pids()).unwrap_or_default() } else { Vec::new() };
+    let newest = &pids[pids.len().saturating_sub(MAX_ACCOUNTED)..];
+    let processes = newest
+        .iter()
+        .filter_map(|&pid| {
+            let s = r.take("accounting stats", || dev.accounting_stats_for(pid))?;
+            Some(AccountedProcess {
+                pid,
+                gpu_utilization: s.gpu_utilization,
+                memory_utilization: s.memory_utilization,
+                max_memory: s.max_memory_usage,
+                time_ms: s.time,
+                start_time_unix_us: s.start_time,
+                running: s.is_running,
+            })
+        })
+        .collect();
+    Some(Accounting { enabled, buffer_size, processes })
 }
 
 fn compute_mode(m: NvmlComputeMode) -> ComputeMode {

@@ -9,6 +9,7 @@
 // per function.
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
+mod accounting;
 mod activity;
 mod clocks;
 mod handles;
@@ -27,6 +28,7 @@ mod sim;
 mod system;
 mod thermal;
 
+pub use accounting::*;
 pub use activity::*;
 pub use clocks::*;
 pub use handles::*;
@@ -101,4 +103,8 @@ pub const EXPORTED: &[&str] = &[
     "nvmlDeviceGetNvLinkState",
     "nvmlDeviceGetFieldValues",
     "nvmlDeviceGetRemappedRows",
+    "nvmlDeviceGetAccountingMode",
+    "nvmlDeviceGetAccountingBufferSize",
+    "nvmlDeviceGetAccountingPids",
+    "nvmlDeviceGetAccountingStats",
 ];

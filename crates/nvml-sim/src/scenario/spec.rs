@@ -97,6 +97,7 @@ pub(crate) enum Reading {
     Bar1,
     Nvlink,
     RemappedRows,
+    Accounting,
 }
 
 /// NVML's compute modes (`nvmlComputeMode_t`).
@@ -172,6 +173,7 @@ pub(crate) struct GpuSpec {
     /// NVLink links in link order; none: a board without NVLink.
     pub nvlink: Vec<NvLinkSpec>,
     pub remapped_rows: RemappedRowsSpec,
+    pub accounting: AccountingSpec,
     /// This GPU's calls made this many seconds after init or later never
     /// return (the count and the handles still do).
     pub hang_after_s: Option<f64>,
@@ -199,6 +201,35 @@ pub(crate) struct RemappedRowsSpec {
     pub uncorrectable: u32,
     pub pending: bool,
     pub failure: bool,
+}
+
+/// Per-process accounting: off by default, as on a real board until
+/// `nvidia-smi -am 1`; the driver's default buffer holds 4000 processes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct AccountingSpec {
+    pub enabled: bool,
+    pub buffer_size: u32,
+    pub process: Vec<AccountedSpec>,
+}
+
+impl Default for AccountingSpec {
+    fn default() -> Self {
+        Self { enabled: false, buffer_size: 4000, process: Vec::new() }
+    }
+}
+
+/// One process in the accounting buffer (finished ones stay there).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct AccountedSpec {
+    pub pid: u32,
+    pub gpu_util: u32,
+    pub mem_util: u32,
+    pub max_memory_mib: f64,
+    pub time_ms: u64,
+    pub start_time_us: u64,
+    pub running: bool,
 }
 
 /// One MIG device: what NVML answers on its handle.
@@ -267,6 +298,7 @@ impl Default for GpuSpec {
             bar1_used_mib: 1,
             nvlink: Vec::new(),
             remapped_rows: RemappedRowsSpec::default(),
+            accounting: AccountingSpec::default(),
             hang_after_s: None,
             process: Vec::new(),
             mig: Vec::new(),

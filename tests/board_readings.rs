@@ -1,6 +1,7 @@
-//! NVLink and remapped rows end to end: the simulated NVML's scenario
-//! through `--json` (rates from the second reading on), `-1` and
-//! `/metrics` (checked by promtool); `null` where a board has neither.
+//! NVLink, remapped rows and per-process accounting end to end: the
+//! simulated NVML's scenario through `--json` (rates from the second
+//! reading on), `-1`, the query mode and `/metrics` (checked by promtool);
+//! `null` where a board has none of them.
 
 mod common;
 mod serve_common;
@@ -15,11 +16,15 @@ uuid = "GPU-a100"
 memory_total_mib = 81559
 nvlink = [{ active = true, tx_kib_s = 1000000, rx_kib_s = 500000 }, { active = true, tx_kib_s = 1000000, rx_kib_s = 500000 }, { active = false }]
 remapped_rows = { correctable = 3, uncorrectable = 1, pending = true }
+accounting = { enabled = true, process = [
+  { pid = 777, gpu_util = 91, mem_util = 40, max_memory_mib = 30000, time_ms = 3600000, start_time_us = 1700000000000000 },
+  { pid = 778, gpu_util = 12, mem_util = 3, max_memory_mib = 2048, time_ms = 5000, start_time_us = 1700003600000000, running = true },
+] }
 
 [[gpu]]
 uuid = "GPU-t4"
 memory_total_mib = 15360
-unsupported = ["remapped_rows"]
+unsupported = ["remapped_rows", "accounting"]
 
 [[gpu]]
 state = "lost"
@@ -89,7 +94,35 @@ fn metrics_carry_links_and_remapped_rows() {
     assert_eq!(sample(m, &format!("gpuscope_gpu_remapped_rows_correctable{a100}")), Some(3.0));
     assert_eq!(sample(m, &format!("gpuscope_gpu_row_remap_pending{a100}")), Some(1.0));
     assert_eq!(sample(m, &format!("gpuscope_gpu_row_remap_failure{a100}")), Some(0.0));
+    assert_eq!(sample(m, &format!("gpuscope_gpu_accounting_mode{a100}")), Some(1.0));
     // Not supported is absent, never 0.
     assert!(!m.contains("gpuscope_gpu_nvlink_links{gpu=\"1\""), "{m}");
     assert!(!m.contains("gpuscope_gpu_remapped_rows_correctable{gpu=\"1\""), "{m}");
+}
+
+#[test]
+fn accounting_lists_finished_and_running_processes() {
+    let sim = Sim::new(SCENARIO);
+    let out = sim.gpuscope().arg("--json").output().unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(&doc);
+    let a = &doc["gpus"][0]["accounting"];
+    assert_eq!((a["enabled"].clone(), a["buffer_size"].clone()), (Value::Bool(true), Value::from(4000)));
+    assert_eq!(
+        a["processes"][0],
+        serde_json::json!({"pid": 777, "gpu_utilization": 91, "memory_utilization": 40,
+            "max_memory": 30000u64 << 20, "time_ms": 3600000, "start_time_unix_us": 1700000000000000u64,
+            "running": false})
+    );
+    assert_eq!(a["processes"][1]["running"], Value::Bool(true));
+    assert_eq!(doc["gpus"][1]["accounting"], Value::Null, "not supported is null");
+    let out = sim
+        .gpuscope()
+        .args(["--query-gpu=index,accounting.mode,accounting.buffer_size", "--format=csv"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "index, accounting.mode, accounting.buffer_size\n0, Enabled, 4000\n1, [N/A], [N/A]\n2, [GPU is lost], [GPU is lost]\n"
+    );
 }
