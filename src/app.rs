@@ -150,6 +150,8 @@ pub fn main() -> ExitCode {
             record(&cli, file, *duration, existing)
         }
         Some(Command::Replay { file, as_json }) => replay(&cli, file, *as_json),
+        Some(Command::Completions { shell }) => print(&crate::docs::completions(*shell)),
+        Some(Command::Man) => crate::docs::man_page().map_err(AppError::Output).and_then(|page| print(&page)),
         Some(Command::Serve { listen, max_connections, header_timeout }) => {
             let limits = crate::serve::Limits { max_connections: *max_connections, header_timeout: *header_timeout };
             serve(&cli, *listen, limits).map(|()| exit::OK)

@@ -106,8 +106,8 @@ pub struct Cli {
     #[arg(long)]
     pub ascii: bool,
 
-    /// Dashboard: never send signals to processes.
-    #[arg(long)]
+    /// Dashboard: never send signals to processes (also --readonly, htop's spelling).
+    #[arg(long, alias = "readonly")]
     pub read_only: bool,
 }
 
@@ -176,6 +176,14 @@ pub enum Command {
         #[arg(long, value_name = "DURATION", value_parser = bounds::parse_memviz_history)]
         history: Option<std::time::Duration>,
     },
+    /// Print the shell completion script for SHELL (bash, zsh, fish, elvish,
+    /// powershell). Example: gpuscope completions bash > /etc/bash_completion.d/gpuscope
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff). Example: gpuscope man > gpuscope.1; man ./gpuscope.1
+    Man,
     /// The Python allocator probe, for `import gpuscope_probe; gpuscope_probe.start()`.
     Probe {
         #[command(subcommand)]
@@ -186,7 +194,9 @@ pub enum Command {
     Serve {
         /// Address to listen on. Anything but loopback shows process names,
         /// command lines and users to whoever can reach it.
-        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9835")]
+        /// HOST:PORT (a name such as localhost is resolved), or :PORT for
+        /// every interface, as Prometheus's own exporters take it.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9835", value_parser = listen_addr)]
         listen: SocketAddr,
         /// Open connections at most; at the cap, the one idle the longest is closed.
         #[arg(long, value_name = "N", default_value_t = crate::serve::DEFAULT_MAX_CONNECTIONS, value_parser = max_connections)]
@@ -266,6 +276,22 @@ pub fn foreign_flag_hint(arg: &str) -> Option<&'static str> {
         "--query-apps" | "--query-processes" => "nvidia-smi's spelling is --query-compute-apps=FIELDS",
         _ => return None,
     })
+}
+
+fn listen_addr(s: &str) -> Result<SocketAddr, String> {
+    use std::net::{Ipv4Addr, ToSocketAddrs};
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    if let Some(port) = s.strip_prefix(':') {
+        let port: u16 = port.parse().map_err(|_| format!("{port:?} is not a port number (0 to 65535)"))?;
+        return Ok(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)));
+    }
+    if !s.contains(':') {
+        return Err(format!("{s:?} has no port: give HOST:PORT, IP:PORT or :PORT"));
+    }
+    let mut found = s.to_socket_addrs().map_err(|e| format!("cannot resolve {s:?}: {e}"))?;
+    found.next().ok_or_else(|| format!("{s:?} resolves to no address"))
 }
 
 fn max_connections(s: &str) -> Result<usize, String> {
@@ -373,5 +399,25 @@ mod tests {
             Cli::try_parse_from(["gpuscope", "probe", "path"]).unwrap().command,
             Some(Command::Probe { action: ProbeAction::Path })
         ));
+    }
+
+    #[test]
+    fn listen_takes_names_and_a_bare_port() {
+        let addr = |v: &str| match Cli::try_parse_from(["gpuscope", "serve", "--listen", v]).map(|c| c.command) {
+            Ok(Some(Command::Serve { listen, .. })) => Ok(listen),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e.to_string()),
+        };
+        assert_eq!(addr("127.0.0.1:9835").unwrap().to_string(), "127.0.0.1:9835");
+        assert_eq!(addr(":9835").unwrap().to_string(), "0.0.0.0:9835");
+        assert!(addr("localhost:9835").unwrap().ip().is_loopback());
+        assert_eq!(addr("[::1]:9835").unwrap().to_string(), "[::1]:9835");
+        assert!(addr("localhost").unwrap_err().contains("has no port"));
+        assert!(addr(":99999").unwrap_err().contains("not a port number"));
+    }
+
+    #[test]
+    fn readonly_is_htops_spelling_of_read_only() {
+        assert!(Cli::try_parse_from(["gpuscope", "--readonly"]).unwrap().read_only);
     }
 }

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod collect;
 pub mod config;
 pub mod dirfd;
+pub mod docs;
 pub mod inject;
 pub mod memviz;
 pub mod model;

@@ -137,7 +137,9 @@ impl SysinfoHost {
         let k = self.known.get_mut(&pid)?;
         let seconds = now.duration_since(k.at).as_secs_f64();
         let used = stat.cpu_ticks.saturating_sub(k.cpu_ticks) as f64 / tps;
-        let cpu_percent = (!first && seconds > 0.0).then(|| (used / seconds * 100.0).min(max_percent));
+        // Tenths: finer is tick-rounding noise, not information.
+        let cpu_percent =
+            (!first && seconds > 0.0).then(|| ((used / seconds * 100.0).min(max_percent) * 10.0).round() / 10.0);
         k.cpu_ticks = stat.cpu_ticks;
         k.at = now;
         Some(HostProcess {
@@ -153,7 +155,7 @@ impl HostSource for SysinfoHost {
     fn sample(&mut self, pids: &[u32]) -> HostSample {
         self.system.refresh_memory();
         self.system.refresh_cpu_usage();
-        let cpu_percent = self.cpu_primed.then(|| f64::from(self.system.global_cpu_usage()));
+        let cpu_percent = self.cpu_primed.then(|| (f64::from(self.system.global_cpu_usage()) * 10.0).round() / 10.0);
         self.cpu_primed = true;
 
         let host = Host {

@@ -88,8 +88,8 @@ pub fn map(key: KeyEvent, mode: InputMode) -> Option<Action> {
         InputMode::Replay => replay(key.code).or_else(|| dashboard(key.code)),
         InputMode::Filter => filter(key.code),
         InputMode::Help => match key.code {
-            KeyCode::Esc | KeyCode::Char('?') => Some(Action::Back),
-            KeyCode::Char('q') => Some(Action::Quit),
+            KeyCode::Esc | KeyCode::Char('?' | 'h') | KeyCode::F(1) => Some(Action::Back),
+            KeyCode::Char('q') | KeyCode::F(10) => Some(Action::Quit),
             _ => None,
         },
         InputMode::Segments => segments(key.code),
@@ -136,8 +136,9 @@ fn replay(code: KeyCode) -> Option<Action> {
 
 fn dashboard(code: KeyCode) -> Option<Action> {
     Some(match code {
-        KeyCode::Char('q') => Action::Quit,
-        KeyCode::Char('?') => Action::ToggleHelp,
+        // htop's and nvitop's keys too: F10 quits, h and F1 help, F9 kills.
+        KeyCode::Char('q') | KeyCode::F(10) => Action::Quit,
+        KeyCode::Char('?' | 'h') | KeyCode::F(1) => Action::ToggleHelp,
         KeyCode::Esc => Action::Back,
         KeyCode::Up | KeyCode::Char('k') => Action::Move(-1),
         KeyCode::Down | KeyCode::Char('j') => Action::Move(1),
@@ -155,7 +156,7 @@ fn dashboard(code: KeyCode) -> Option<Action> {
         KeyCode::Char('/') => Action::FilterStart,
         KeyCode::Enter => Action::OpenDetail,
         KeyCode::Char('p' | ' ') => Action::TogglePause,
-        KeyCode::Char('K') | KeyCode::Delete => Action::Kill,
+        KeyCode::Char('K') | KeyCode::Delete | KeyCode::F(9) => Action::Kill,
         KeyCode::Char('+' | '=') => Action::Slower,
         KeyCode::Char('-' | '_') => Action::Faster,
         KeyCode::Char('m') => Action::SegmentMap,
@@ -239,6 +240,13 @@ mod tests {
         assert_eq!(dash(KeyCode::End), Some(Action::Last));
         assert_eq!(dash(KeyCode::Enter), Some(Action::OpenDetail));
         assert_eq!(dash(KeyCode::Char('x')), None);
+        // htop's and nvitop's keys.
+        assert_eq!(dash(KeyCode::F(10)), Some(Action::Quit));
+        assert_eq!(dash(KeyCode::F(1)), Some(Action::ToggleHelp));
+        assert_eq!(dash(KeyCode::Char('h')), Some(Action::ToggleHelp));
+        assert_eq!(dash(KeyCode::F(9)), Some(Action::Kill));
+        assert_eq!(map(key(KeyCode::F(1)), InputMode::Help), Some(Action::Back));
+        assert_eq!(map(key(KeyCode::F(10)), InputMode::Help), Some(Action::Quit));
     }
 
     #[test]

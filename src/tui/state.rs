@@ -120,6 +120,15 @@ impl State {
             self.selected = self.selected.and_then(|k| Some(RowKey { gpu: follow_gpu(prev, &snap, k.gpu)?, ..k }));
         }
         self.focus_mig = self.focus_mig.filter(|&m| mig_exists(&snap, self.focus, m));
+        // SIGKILL is offered after SIGTERM only while the process is still
+        // on a GPU: one that went needs no second signal.
+        if let Some(View::Confirm(c)) = self.views.last()
+            && c.after_term
+            && !snap.processes.iter().any(|p| p.pid == c.target.pid)
+        {
+            self.status = Some(format!("PID {} left the GPU after SIGTERM: no SIGKILL needed", c.target.pid));
+            self.views.pop();
+        }
         self.latest = Some(snap);
     }
 

@@ -67,6 +67,8 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
             state.filter.clear();
             state.editing_filter = false;
         }
+        // Inside a view Enter has nothing more to open.
+        Action::OpenDetail if !state.views.is_empty() => {}
         Action::OpenDetail => {
             if let Some(key) = selected_key(state) {
                 state.views.push(View::Detail(key));
@@ -180,7 +182,7 @@ fn toggle_pause(state: &mut State) {
 }
 
 fn change_interval(state: &mut State, to: Duration) -> Option<Effect> {
-    state.status = Some(format!("interval {}", humantime::format_duration(to)));
+    state.status = Some(format!("interval {}", crate::tui::render::interval_text(to)));
     if to == state.interval {
         return None;
     }
@@ -379,6 +381,51 @@ mod tests {
         signal_sent(&mut s, Signal::Kill, Err("PID 42 has already exited; nothing sent".into()));
         assert!(s.views.is_empty());
         assert_eq!(s.status.as_deref(), Some("PID 42 has already exited; nothing sent"));
+    }
+
+    #[test]
+    fn the_interval_reads_as_people_say_it() {
+        let mut s = state(Duration::from_millis(1875));
+        apply(&mut s, Action::Faster, 0);
+        assert_eq!(s.status.as_deref(), Some("interval 0.9s"), "not 937ms 500us");
+        apply(&mut s, Action::Slower, 0);
+        apply(&mut s, Action::Slower, 0);
+        assert_eq!(s.status.as_deref(), Some("interval 3.8s"));
+        let fast = state(Duration::from_millis(10));
+        assert_eq!(crate::tui::render::interval_text(fast.interval), "10ms");
+        assert_eq!(crate::tui::render::interval_text(Duration::from_secs(1)), "1s");
+        assert_eq!(crate::tui::render::interval_text(Duration::from_secs(60)), "1m");
+    }
+
+    #[test]
+    fn enter_inside_a_view_opens_nothing_more() {
+        let mut s = state(Duration::from_secs(1));
+        s.views.push(View::Detail(RowKey { pid: 1, gpu: 0 }));
+        apply(&mut s, Action::OpenDetail, 0);
+        assert_eq!(s.views.len(), 1);
+        s.views = vec![View::Help];
+        apply(&mut s, Action::OpenDetail, 0);
+        assert_eq!(s.views, vec![View::Help]);
+    }
+
+    #[test]
+    fn no_sigkill_offer_for_a_process_that_left() {
+        let mut s = state(Duration::from_secs(1));
+        let target = Target { pid: 42, start_ticks: 7 };
+        let confirm = Confirm {
+            target,
+            signal: Signal::Kill,
+            user: "a".into(),
+            command: "p".into(),
+            age: None,
+            after_term: true,
+        };
+        s.views.push(View::Confirm(confirm));
+        let mut snap = (**s.latest.as_ref().unwrap()).clone();
+        snap.time.time_unix_ms += 1000;
+        s.on_snapshot(Arc::new(snap));
+        assert!(s.views.is_empty(), "PID 42 is on no GPU");
+        assert!(s.status.as_deref().is_some_and(|m| m.contains("left the GPU after SIGTERM")), "{:?}", s.status);
     }
 
     #[test]

@@ -15,6 +15,20 @@ pub fn bytes_short(b: u64) -> String {
 }
 
 /// "0.4s", "12s", "3m12s", "10m", "2h03m", "5d02h".
+/// An interval as people say it: "0.9s", "2s", "10ms" (not humantime's
+/// "937ms 500us" after halving 1.875s).
+pub fn interval(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    match ms {
+        0..100 => format!("{ms}ms"),
+        100..60_000 => {
+            let text = format!("{:.1}", d.as_secs_f64());
+            format!("{}s", text.strip_suffix(".0").unwrap_or(&text))
+        }
+        _ => duration_short(u64::try_from(ms).unwrap_or(u64::MAX)),
+    }
+}
+
 pub fn duration_short(ms: u64) -> String {
     let s = ms / 1000;
     match s {

@@ -60,7 +60,7 @@ fn first_line<'a>(ctx: &Ctx, w: usize, snap: Option<&Snapshot>) -> Line<'a> {
     }
     match &state.replay {
         Some(replay) => push(replay_status(ctx, &replay.status.borrow())),
-        None => push(Span::styled(format!("every {}", humantime::format_duration(state.interval)), t.dim)),
+        None => push(Span::styled(format!("every {}", super::format::interval(state.interval)), t.dim)),
     }
     let right = alert_count(ctx, snap);
     spread(left, right, w, " ", t.dim)

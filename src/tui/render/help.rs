@@ -9,9 +9,9 @@ use crate::tui::render::Ctx;
 use crate::tui::render::layout::centered;
 
 pub const KEYS: &[(&str, &str)] = &[
-    ("q, Ctrl-C", "quit"),
+    ("q, Ctrl-C, F10", "quit"),
     ("Ctrl-Z", "suspend (fg resumes)"),
-    ("?", "this help (Esc closes it)"),
+    ("?, h, F1", "this help (Esc closes it)"),
     ("j k, Down Up", "select the next / previous process"),
     ("PgDn PgUp", "a page down / up"),
     ("Home End", "first / last process"),
@@ -26,7 +26,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("M", "its PyTorch memory-viewer snapshot (path in the status line)"),
     ("A", "start the probe in it (Python 3.14+, no restart)"),
     ("p, Space", "pause the view (collection goes on)"),
-    ("K, Delete", "send SIGTERM (confirm), then offer SIGKILL"),
+    ("K, Del, F9", "send SIGTERM (confirm), then offer SIGKILL"),
     ("+, -", "double / halve the interval (100ms .. 60s)"),
 ];
 
@@ -44,7 +44,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     let keys: Vec<&(&str, &str)> = match ctx.state.replay {
         Some(_) => REPLAY_KEYS
             .iter()
-            .chain(KEYS.iter().filter(|(k, _)| !matches!(*k, "p, Space" | "+, -" | "K, Delete" | "m" | "M" | "A")))
+            .chain(KEYS.iter().filter(|(k, _)| !matches!(*k, "p, Space" | "+, -" | "K, Del, F9" | "m" | "M" | "A")))
             .collect(),
         // What a mode refuses is not offered (and the box fits 80x24).
         None if ctx.state.read_only => KEYS.iter().filter(|(k, _)| *k != "A").collect(),

@@ -33,6 +33,7 @@ use ratatui::widgets::{Paragraph, Wrap};
 use crate::model::Snapshot;
 use crate::tui::options::Clock;
 use crate::tui::state::{State, View};
+pub use format::interval as interval_text;
 pub use help::KEYS;
 pub use layout::{MIN_HEIGHT, MIN_WIDTH};
 use symbols::Symbols;

@@ -1,0 +1,89 @@
+//! `gpuscope completions SHELL` and `gpuscope man`: shell completions and
+//! the man page, generated from the same clap definitions that parse the
+//! flags, so they cannot drift from them.
+
+use clap::CommandFactory;
+use clap_complete::Shell;
+
+use crate::cli::Cli;
+
+/// The completion script for `shell`, as text.
+pub fn completions(shell: Shell) -> String {
+    let mut cmd = Cli::command();
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "gpuscope", &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The man page (roff), `gpuscope(1)`, with every subcommand in it.
+pub fn man_page() -> std::io::Result<String> {
+    let cmd = Cli::command();
+    let mut out = Vec::new();
+    clap_mangen::Man::new(cmd.clone()).render(&mut out)?;
+    // Each subcommand's own flags, under a section of its own (nested
+    // ones too): one page for the whole tool, as `man gpuscope` readers
+    // expect.
+    sections(&cmd, "GPUSCOPE", &mut out)?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+fn sections(cmd: &clap::Command, path: &str, out: &mut Vec<u8>) -> std::io::Result<()> {
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let title = format!("{path} {}", sub.get_name().to_uppercase());
+        let about = sub.get_about().map(ToString::to_string).unwrap_or_default();
+        out.extend_from_slice(format!(".SH \"{title}\"\n{}\n", roff_text(&about)).as_bytes());
+        clap_mangen::Man::new(sub.clone()).render_options_section(out)?;
+        sections(sub, &title, out)?;
+    }
+    Ok(())
+}
+
+/// Plain text made safe for a roff line: a leading dot or quote would be
+/// read as a request, a backslash as an escape.
+fn roff_text(s: &str) -> String {
+    let s = s.replace('\\', "\\e").replace('-', "\\-");
+    if s.starts_with(['.', '\'']) { format!("\\&{s}") } else { s }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every long flag of every (sub)command, as clap knows them.
+    fn long_flags(cmd: &clap::Command) -> Vec<String> {
+        let mut flags: Vec<String> =
+            cmd.get_arguments().filter_map(|a| a.get_long()).map(|l| format!("--{l}")).collect();
+        for sub in cmd.get_subcommands() {
+            flags.extend(long_flags(sub));
+        }
+        flags
+    }
+
+    #[test]
+    fn completions_know_every_flag_and_subcommand() {
+        let cmd = Cli::command();
+        let flags = long_flags(&cmd);
+        assert!(flags.contains(&"--json".to_string()) && flags.contains(&"--query-gpu".to_string()));
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            let script = completions(shell);
+            for flag in &flags {
+                let bare = flag.trim_start_matches('-');
+                assert!(script.contains(bare), "{shell:?} completion lacks {flag}");
+            }
+            for sub in cmd.get_subcommands() {
+                assert!(script.contains(sub.get_name()), "{shell:?} completion lacks {}", sub.get_name());
+            }
+        }
+    }
+
+    #[test]
+    fn the_man_page_documents_every_flag() {
+        let page = man_page().unwrap();
+        assert!(page.starts_with(".ie \\n(.g .ds Aq") || page.contains(".TH gpuscope"), "{}", &page[..200]);
+        for flag in long_flags(&Cli::command()) {
+            // roff escapes the dashes of a flag.
+            let escaped = flag.replace('-', "\\-");
+            assert!(page.contains(&escaped), "the man page lacks {flag}");
+        }
+    }
+}
