@@ -90,6 +90,7 @@ fn bench(c: &mut Criterion) {
         analyzer: Analyzer::new(&HistoryConfig::default(), AlertsConfig::default()),
         interval: Duration::from_secs(1),
         simulated: true,
+        fallback: None,
     };
     let first = collector.tick();
     assert_eq!((first.gpus.len(), first.processes.len()), (GPUS, PROCESSES));
@@ -193,6 +194,7 @@ fn render(c: &mut Criterion, template: &gpuscope::model::Snapshot) {
         replay: None,
         real_terminal: false,
         probe_dir: "/nonexistent".into(),
+        notice: None,
     };
     let mut state = State::new(&options);
     for s in 0..=600 {

@@ -254,9 +254,12 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
     let settings = Settings::resolve(cli)?;
     if settings.mode == Mode::Tui {
         let collector = collector(&settings, true, &Calls::default())?;
+        // In the header, where the dashboard's user sees it (a line on
+        // stderr would only show after quitting).
+        let options = tui::TuiOptions { notice: collector.fallback.clone(), ..tui::TuiOptions::from_env(&settings) };
         let (rx, control, _poller) = poller::spawn(collector).map_err(AppError::Runtime)?;
         let runtime = runtime()?;
-        let result = runtime.block_on(tui::run(rx, control, tui::TuiOptions::from_env(&settings)));
+        let result = runtime.block_on(tui::run(rx, control, options));
         runtime.shutdown_background();
         return result.map_err(AppError::Output);
     }
@@ -465,19 +468,43 @@ fn collector(settings: &Settings, for_dashboard: bool, calls: &Calls) -> Result<
         let simulated = settings.library == LibrarySpec::Simulated;
         (NvmlSource::unopened(settings.library.clone(), settings.selectors.clone()), simulated)
     };
-    let (gpu, simulated) = match (for_dashboard, settings.demo) {
-        (true, Some(DemoMode::Auto)) => open_gpus(settings, calls).unwrap_or_else(|_| unopened()),
-        (true, _) => unopened(),
-        (false, _) => open_gpus(settings, calls)?,
+    let (gpu, simulated, fallback) = match (for_dashboard, settings.demo) {
+        (true, Some(DemoMode::Auto)) => open_gpus(settings, calls).unwrap_or_else(|_| {
+            let (gpu, simulated) = unopened();
+            (gpu, simulated, None)
+        }),
+        (true, _) => {
+            let (gpu, simulated) = unopened();
+            (gpu, simulated, None)
+        }
+        (false, _) => {
+            let opened = open_gpus(settings, calls)?;
+            // Said before the output, where a script's log keeps it.
+            if let Some(why) = &opened.2 {
+                eprintln!("gpuscope: {why}");
+            }
+            opened
+        }
     };
     Ok(Collector {
+        fallback,
         gpu: Box::new(gpu),
-        host: Box::new(SysinfoHost::new().map_err(AppError::Host)?),
+        host: host(simulated)?,
         probes: probes(simulated),
         analyzer: Analyzer::new(&settings.history, settings.alerts.clone()),
         interval: settings.interval,
         simulated,
     })
+}
+
+/// The built-in demo's made-up processes get made-up host figures too.
+fn host(simulated: bool) -> Result<Box<dyn crate::sources::HostSource>, AppError> {
+    let real = SysinfoHost::new().map_err(AppError::Host)?;
+    if simulated && std::env::var_os(SIM_SCENARIO_ENV).is_none() {
+        Ok(Box::new(crate::sources::demo_host::DemoHost::new(real)))
+    } else {
+        Ok(Box::new(real))
+    }
 }
 
 /// The built-in demo gets scripted probes for its processes; anything else
@@ -495,18 +522,22 @@ fn probes(simulated: bool) -> Box<dyn ProbeSource> {
 const SIM_SCENARIO_ENV: &str = "GPUSCOPE_SIM_SCENARIO";
 
 /// The real NVML, or the simulator for `--demo` (and for `--demo=auto`
-/// when no driver can be loaded).
-fn open_gpus(settings: &Settings, calls: &Calls) -> Result<(NvmlSource, bool), AppError> {
+/// when no driver can be loaded, or the library loads but cannot start,
+/// as when the kernel module is not loaded): then also why, for the user.
+fn open_gpus(settings: &Settings, calls: &Calls) -> Result<(NvmlSource, bool, Option<String>), AppError> {
     let simulated = settings.library == LibrarySpec::Simulated;
-    match NvmlSource::open_tracked(settings.library.clone(), settings.selectors.clone(), calls.clone()) {
-        Ok(source) => Ok((source, simulated)),
+    let why = match NvmlSource::open_tracked(settings.library.clone(), settings.selectors.clone(), calls.clone()) {
+        Ok(source) => return Ok((source, simulated, None)),
         Err(InitError::Library { lib, reason }) if settings.demo == Some(DemoMode::Auto) => {
-            eprintln!("gpuscope: no NVIDIA driver found ({lib}: {reason}); showing simulated GPUs");
-            let sim = NvmlSource::open_tracked(LibrarySpec::Simulated, settings.selectors.clone(), calls.clone())?;
-            Ok((sim, true))
+            format!("no NVIDIA driver found ({lib}: {reason}); showing simulated GPUs")
         }
-        Err(e) => Err(e.into()),
-    }
+        Err(InitError::Init { lib, reason }) if settings.demo == Some(DemoMode::Auto) => {
+            format!("the NVIDIA driver did not start ({lib}: {reason}); showing simulated GPUs")
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let sim = NvmlSource::open_tracked(LibrarySpec::Simulated, settings.selectors.clone(), calls.clone())?;
+    Ok((sim, true, Some(why)))
 }
 
 /// Where a wait for the next snapshot started, and when it gives up.

@@ -143,6 +143,7 @@ mod tests {
             analyzer: Analyzer::new(&HistoryConfig::default(), AlertsConfig::default()),
             interval: Duration::from_millis(5),
             simulated: false,
+            fallback: None,
         };
         let (mut rx, control, handle) = spawn(collector).unwrap();
         control.set_interval(Duration::from_millis(7));

@@ -192,6 +192,7 @@ async fn plus_and_minus_change_the_pollers_interval() {
         analyzer: Analyzer::new(&HistoryConfig::default(), AlertsConfig::default()),
         interval: Duration::from_secs(1),
         simulated: false,
+        fallback: None,
     };
     let (_rx, control, _poller) = gpuscope::poller::spawn(collector).unwrap();
     let d = Dashboard::start(four_gpus(), Some(control.clone()), options());

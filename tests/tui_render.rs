@@ -537,3 +537,15 @@ fn nvlink_shows_beside_each_gpu_that_has_it() {
     insta::assert_snapshot!("nvlink_200x50", big);
     insta::assert_snapshot!("nvlink_80x24", render_text(&mut s, 80, 24));
 }
+
+/// `--demo=auto` without a driver says why in the header, where the
+/// dashboard's user sees it (not on stderr after quitting).
+#[test]
+fn the_fallback_to_simulated_gpus_is_said_in_the_header() {
+    let why = "no NVIDIA driver found (libnvidia-ml.so.1: not found); showing simulated GPUs";
+    let mut s = state_with(Spec::gpus(2), TuiOptions { notice: Some(why.into()), ..options() });
+    let big = render_text(&mut s, 200, 50);
+    assert!(big.lines().next().unwrap().contains("(no NVIDIA driver found (libnvidia-ml.so.1"), "{big}");
+    let small = render_text(&mut s, 80, 24);
+    assert!(small.lines().next().unwrap().contains("no NVIDIA driver"), "{small}");
+}

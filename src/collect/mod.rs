@@ -22,6 +22,8 @@ pub struct Collector {
     pub analyzer: Analyzer,
     pub interval: Duration,
     pub simulated: bool,
+    /// Why simulated GPUs stand in for the driver (`--demo=auto`).
+    pub fallback: Option<String>,
 }
 
 impl Collector {
@@ -281,6 +283,7 @@ mod tests {
             analyzer: Analyzer::new(&HistoryConfig::default(), AlertsConfig::default()),
             interval: Duration::from_secs(1),
             simulated: false,
+            fallback: None,
         };
         let snap = c.tick();
         assert_eq!(asked.lock().unwrap().as_slice(), [vec![7]]);

@@ -2,6 +2,7 @@
 //! it. Implementations block (NVML calls, /proc reads); the poller runs them
 //! off the async workers.
 
+pub mod demo_host;
 pub mod fake;
 pub mod host;
 pub mod nvml;

@@ -27,6 +27,9 @@ pub struct TuiOptions {
     pub real_terminal: bool,
     /// Where this user's probes answer requests (the segment map, `M`).
     pub probe_dir: PathBuf,
+    /// Said in the header for the whole session: why the GPUs are
+    /// simulated under `--demo=auto`.
+    pub notice: Option<String>,
 }
 
 impl TuiOptions {
@@ -42,6 +45,7 @@ impl TuiOptions {
             replay: None,
             real_terminal: false,
             probe_dir: crate::sources::probe::default_dir(),
+            notice: None,
         }
     }
 }

@@ -82,6 +82,8 @@ pub struct State {
     pub started_ms: u64,
     /// The newest segment map (or why there is none) while the map is open.
     pub segmap: Option<MapUpdate>,
+    /// Why the GPUs are simulated (`--demo=auto` without a driver).
+    pub notice: Option<String>,
 }
 
 impl State {
@@ -108,6 +110,7 @@ impl State {
             started_ms: options.clock.now_ms(),
             replay: options.replay.clone(),
             segmap: None,
+            notice: options.notice.clone(),
         }
     }
 

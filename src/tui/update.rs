@@ -246,6 +246,7 @@ mod tests {
             replay: None,
             real_terminal: false,
             probe_dir: "/nonexistent".into(),
+            notice: None,
         }
     }
 

@@ -64,6 +64,7 @@ pub fn options() -> TuiOptions {
         replay: None,
         real_terminal: false,
         probe_dir: "/nonexistent/gpuscope-probes".into(),
+        notice: None,
     }
 }
 

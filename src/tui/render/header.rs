@@ -39,8 +39,10 @@ fn first_line<'a>(ctx: &Ctx, w: usize, snap: Option<&Snapshot>) -> Line<'a> {
     };
     let host = snap.host.hostname.as_deref().map_or_else(|| "n/a".into(), |h| ctx.clean(h));
     push(Span::styled(host, t.label));
-    if snap.simulated {
-        push(Span::styled("(simulated)", t.dim));
+    match (&state.notice, snap.simulated) {
+        (Some(why), _) => push(Span::styled(format!("({})", ctx.clean(why)), t.warn)),
+        (None, true) => push(Span::styled("(simulated)", t.dim)),
+        (None, false) => {}
     }
     if state.paused() {
         push(Span::styled(format!("PAUSED at {}", ctx.clock.wall(snap.time.time_unix_ms)), t.warn));
