@@ -136,9 +136,9 @@ async fn tab_and_digits_focus_a_gpu() {
     d.press(KeyCode::Tab);
     let screen = d.shows("focus: GPU 0").await;
     assert!(screen.contains("Processes 1"), "{screen}");
-    d.press(KeyCode::Char('3'));
+    d.press(KeyCode::Char('2'));
     d.shows("focus: GPU 2").await;
-    d.press(KeyCode::Char('0'));
+    d.press(KeyCode::Char('2'));
     d.shows("focus: all GPUs").await;
     d.quit().await;
 }

@@ -178,7 +178,7 @@ fn filter_narrows_the_table() {
 #[test]
 fn focus_narrows_table_and_chart() {
     let mut s = state(Spec::gpus(2).probed());
-    act(&mut s, &[Action::Focus(2)]);
+    act(&mut s, &[Action::Focus(1)]);
     let text = render_text(&mut s, 80, 24);
     assert!(text.contains("History GPU 1") && text.contains("GPU 1 only"), "{text}");
     insta::assert_snapshot!("focus_gpu1_80x24", text);
@@ -412,7 +412,7 @@ fn a_seven_way_mig_gpu_shows_each_mig_device_under_it() {
     assert_eq!((s.focus, s.focus_mig), (None, None), "past the last MIG device: all GPUs");
     act(&mut s, &[Action::FocusPrev]);
     assert_eq!((s.focus, s.focus_mig), (Some(0), Some(6)));
-    act(&mut s, &[Action::Focus(1)]);
+    act(&mut s, &[Action::Focus(0)]);
     assert_eq!((s.focus, s.focus_mig), (Some(0), None), "a digit focuses the whole GPU");
     for (w, h) in [(0, 0), (1, 1), (20, 5)] {
         render(&mut s, w, h);
@@ -475,7 +475,7 @@ fn with_map(s: &mut State, state: gpuscope::segmap::MapState) {
 fn the_segment_map_shows_where_the_free_memory_is() {
     use gpuscope::segmap::MapState;
     let mut s = state(Spec { oom: true, ..Spec::gpus(2).probed() });
-    act(&mut s, &[Action::Focus(2), Action::SegmentMap]);
+    act(&mut s, &[Action::Focus(1), Action::SegmentMap]);
     let waiting = render_text(&mut s, 80, 24);
     assert!(waiting.contains("asking PID"), "{waiting}");
     with_map(&mut s, MapState::Ready(Arc::new(fragmented_map(T0 - 600))));
@@ -498,7 +498,7 @@ fn the_segment_map_shows_where_the_free_memory_is() {
     let failed = render_text(&mut s, 80, 24);
     assert!(failed.contains("cudaMallocAsync keeps no segments"), "{failed}");
     let mut plain = state_with(Spec { oom: true, ..Spec::gpus(2).probed() }, TuiOptions { ascii: true, ..options() });
-    act(&mut plain, &[Action::Focus(2), Action::SegmentMap]);
+    act(&mut plain, &[Action::Focus(1), Action::SegmentMap]);
     with_map(&mut plain, MapState::Ready(Arc::new(fragmented_map(T0 - 600))));
     let ascii = render_text(&mut plain, 80, 24);
     assert!(ascii.is_ascii() && ascii.contains("~"), "{ascii}");

@@ -24,7 +24,7 @@ pub enum Action {
     Last,
     FocusNext,
     FocusPrev,
-    /// 0: all GPUs; N: the Nth GPU listed.
+    /// The GPU with this index (again: all GPUs).
     Focus(u8),
     SortNext,
     SortReverse,

@@ -54,7 +54,7 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
         Action::Last => move_by(state, isize::MAX / 2),
         Action::FocusNext => focus_step(state, true),
         Action::FocusPrev => focus_step(state, false),
-        Action::Focus(n) => focus_nth(state, n),
+        Action::Focus(n) => focus_index(state, n),
         Action::SortNext => state.sort = state.sort.next(),
         Action::SortReverse => state.sort.descending = !state.sort.descending,
         Action::GroupByWorkload => state.sort.by_workload = !state.sort.by_workload,
@@ -162,16 +162,17 @@ fn focus_step(state: &mut State, forward: bool) {
     (state.focus, state.focus_mig) = (next.map(|t| t.0), next.and_then(|t| t.1));
 }
 
-fn focus_nth(state: &mut State, n: u8) {
-    state.focus_mig = None;
-    if n == 0 {
-        state.focus = None;
+/// A digit is the GPU index shown on screen (as nvidia-smi and nvitop
+/// number them); the focused GPU's own digit goes back to all GPUs.
+fn focus_index(state: &mut State, n: u8) {
+    let index = u32::from(n);
+    if !gpu_indices(state).contains(&index) {
+        state.status = Some(format!("there is no GPU {index} here"));
         return;
     }
-    match gpu_indices(state).get(usize::from(n) - 1) {
-        Some(&index) => state.focus = Some(index),
-        None => state.status = Some(format!("there is no GPU number {n} in the list")),
-    }
+    let again = state.focus == Some(index) && state.focus_mig.is_none();
+    state.focus = if again { None } else { Some(index) };
+    state.focus_mig = None;
 }
 
 fn toggle_pause(state: &mut State) {
@@ -318,7 +319,7 @@ mod tests {
     fn focus_and_history_follow_a_gpu_to_its_new_index() {
         let mut s = state(Duration::from_secs(1));
         s.on_snapshot(gpus_at(&[(0, "GPU-a", 10), (1, "GPU-b", 20)]));
-        apply(&mut s, Action::Focus(2), 0);
+        apply(&mut s, Action::Focus(1), 0);
         assert_eq!(s.focus, Some(1));
         // GPU a leaves: b is now index 0, and a new GPU c takes index 1.
         s.on_snapshot(gpus_at(&[(0, "GPU-b", 21), (1, "GPU-c", 30)]));
@@ -340,13 +341,15 @@ mod tests {
         assert_eq!(seen, [Some(0), Some(3), None]);
         apply(&mut s, Action::FocusPrev, 0);
         assert_eq!(s.focus, Some(3));
-        apply(&mut s, Action::Focus(1), 0);
-        assert_eq!(s.focus, Some(0), "digits count GPUs as listed, from 1");
+        apply(&mut s, Action::Focus(0), 0);
+        assert_eq!(s.focus, Some(0), "a digit is the index shown");
         apply(&mut s, Action::Focus(5), 0);
         assert_eq!(s.focus, Some(0));
-        assert!(s.status.as_deref().is_some_and(|m| m.contains("no GPU number 5")));
-        apply(&mut s, Action::Focus(0), 0);
-        assert_eq!(s.focus, None);
+        assert!(s.status.as_deref().is_some_and(|m| m.contains("no GPU 5")));
+        apply(&mut s, Action::Focus(3), 0);
+        assert_eq!(s.focus, Some(3));
+        apply(&mut s, Action::Focus(3), 0);
+        assert_eq!(s.focus, None, "the focused GPU's digit again: all GPUs");
     }
 
     #[test]

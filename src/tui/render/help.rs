@@ -16,7 +16,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("PgDn PgUp", "a page down / up"),
     ("Home End", "first / last process"),
     ("Tab, Shift-Tab", "focus the next / previous GPU or MIG device"),
-    ("1 .. 9", "focus the Nth GPU listed; 0: all GPUs"),
+    ("0 .. 9", "focus GPU N (the index shown); again: all GPUs"),
     ("s, S", "sort by the next column; reverse the order"),
     ("w, J", "group by workload (pod, container, Slurm job); J: by DDP job"),
     ("/", "filter by user, command, PID, workload; Enter keeps it"),
