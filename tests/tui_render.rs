@@ -549,3 +549,29 @@ fn the_fallback_to_simulated_gpus_is_said_in_the_header() {
     let small = render_text(&mut s, 80, 24);
     assert!(small.lines().next().unwrap().contains("no NVIDIA driver"), "{small}");
 }
+
+#[test]
+fn the_alert_list_shows_every_alert_in_full() {
+    let mut s = state(Spec { alerts: true, ..Spec::gpus(8).probed() });
+    act(&mut s, &[Action::AlertList]);
+    let small = render_text(&mut s, 80, 24);
+    let big = render_text(&mut s, 200, 50);
+    let n = s.shown().unwrap().alerts.len();
+    assert!(big.contains(&format!("Alerts {n}")), "{big}");
+    for a in &s.shown().unwrap().alerts {
+        assert!(big.contains(&a.hint[..a.hint.len().min(40)]), "hint of {:?} missing:\n{big}", a.kind);
+    }
+    insta::assert_snapshot!("alert_list_80x24", small);
+    insta::assert_snapshot!("alert_list_200x50", big);
+    // A short terminal shows part of the list; j scrolls it.
+    let top = render_text(&mut s, 80, 10);
+    act(&mut s, &[Action::Move(3)]);
+    let scrolled = render_text(&mut s, 80, 10);
+    assert_ne!(top, scrolled, "j scrolls the list");
+    assert!(scrolled.contains("fragmentation 36%"), "{scrolled}");
+    for (w, h) in [(0, 0), (1, 1), (20, 5)] {
+        render(&mut s, w, h);
+    }
+    act(&mut s, &[Action::Back]);
+    assert!(s.views.is_empty());
+}

@@ -54,6 +54,8 @@ pub enum Action {
     Memviz,
     /// `A`: start the probe in the selected process (Python 3.14+).
     Attach,
+    /// `a`: every active alert in full.
+    AlertList,
 }
 
 /// What has the keyboard.
@@ -67,6 +69,8 @@ pub enum InputMode {
     Confirm,
     /// The segment map: +/- change the allocation asked about.
     Segments,
+    /// The alert list: scrolling only.
+    Alerts,
 }
 
 pub fn map(key: KeyEvent, mode: InputMode) -> Option<Action> {
@@ -93,6 +97,15 @@ pub fn map(key: KeyEvent, mode: InputMode) -> Option<Action> {
             _ => None,
         },
         InputMode::Segments => segments(key.code),
+        InputMode::Alerts => match key.code {
+            KeyCode::Esc | KeyCode::Char('a') => Some(Action::Back),
+            KeyCode::Char('q') | KeyCode::F(10) => Some(Action::Quit),
+            KeyCode::Up | KeyCode::Char('k') => Some(Action::Move(-1)),
+            KeyCode::Down | KeyCode::Char('j') => Some(Action::Move(1)),
+            KeyCode::PageUp => Some(Action::Page(-1)),
+            KeyCode::PageDown => Some(Action::Page(1)),
+            _ => None,
+        },
         InputMode::Confirm => match key.code {
             KeyCode::Char('y' | 'Y') => Some(Action::Confirm),
             KeyCode::Char('n' | 'N') | KeyCode::Esc => Some(Action::Back),
@@ -162,6 +175,7 @@ fn dashboard(code: KeyCode) -> Option<Action> {
         KeyCode::Char('m') => Action::SegmentMap,
         KeyCode::Char('M') => Action::Memviz,
         KeyCode::Char('A') => Action::Attach,
+        KeyCode::Char('a') => Action::AlertList,
         _ => return None,
     })
 }

@@ -22,6 +22,10 @@ pub enum View {
     Confirm(Confirm),
     /// The live segment map of one process's device on one GPU.
     Segments(SegmentsView),
+    /// Every active alert in full; `scroll` is the first line shown.
+    Alerts {
+        scroll: usize,
+    },
 }
 
 /// What the segment map shows: whose, and the allocation it is asked
@@ -172,6 +176,7 @@ impl State {
             Some(View::Help) => InputMode::Help,
             Some(View::Confirm(_)) => InputMode::Confirm,
             Some(View::Segments(_)) => InputMode::Segments,
+            Some(View::Alerts { .. }) => InputMode::Alerts,
             Some(View::Detail(_)) | None if self.replay.is_some() => InputMode::Replay,
             Some(View::Detail(_)) | None => InputMode::Dashboard,
         }

@@ -51,6 +51,10 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
         Action::MapSmaller => probe_tools::resize_request(state, false),
         Action::Memviz => return probe_tools::memviz(state),
         Action::Attach => return probe_tools::attach(state),
+        Action::AlertList => {
+            state.views.retain(|v| !matches!(v, View::Alerts { .. }));
+            state.views.push(View::Alerts { scroll: 0 });
+        }
         Action::Last => move_by(state, isize::MAX / 2),
         Action::FocusNext => focus_step(state, true),
         Action::FocusPrev => focus_step(state, false),
@@ -124,6 +128,11 @@ pub(crate) fn selected_key(state: &State) -> Option<RowKey> {
 fn move_by(state: &mut State, by: isize) {
     if let Some(View::Segments(view)) = state.views.last_mut() {
         view.scroll = view.scroll.saturating_add_signed(by).min(probe_tools::MAX_SCROLL);
+        return;
+    }
+    if let Some(View::Alerts { scroll }) = state.views.last_mut() {
+        // Far enough for any list; the view stops at its last line.
+        *scroll = scroll.saturating_add_signed(by).min(10_000);
         return;
     }
     let rows = state.rows();

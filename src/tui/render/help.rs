@@ -11,7 +11,7 @@ use crate::tui::render::layout::centered;
 pub const KEYS: &[(&str, &str)] = &[
     ("q, Ctrl-C, F10", "quit"),
     ("Ctrl-Z", "suspend (fg resumes)"),
-    ("?, h, F1", "this help (Esc closes it)"),
+    ("?, h, F1", "this help; Esc closes a view, then clears the filter"),
     ("j k, Down Up", "select the next / previous process"),
     ("PgDn PgUp", "a page down / up"),
     ("Home End", "first / last process"),
@@ -20,11 +20,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("s, S", "sort by the next column; reverse the order"),
     ("w, J", "group by workload (pod, container, Slurm job); J: by DDP job"),
     ("/", "filter by user, command, PID, workload; Enter keeps it"),
-    ("Esc", "close a view; clear the filter"),
     ("Enter", "details of the selected process"),
+    ("a", "every active alert in full (Esc closes the list)"),
     ("m", "its allocator's live segment map (PyTorch; +/- size asked)"),
-    ("M", "its PyTorch memory-viewer snapshot (path in the status line)"),
-    ("A", "start the probe in it (Python 3.14+, no restart)"),
+    ("M, A", "its PyTorch memory snapshot; start a probe in it (3.14+)"),
     ("p, Space", "pause the view (collection goes on)"),
     ("K, Del, F9", "send SIGTERM (confirm), then offer SIGKILL"),
     ("+, -", "double / halve the interval (100ms .. 60s)"),
@@ -44,10 +43,9 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     let keys: Vec<&(&str, &str)> = match ctx.state.replay {
         Some(_) => REPLAY_KEYS
             .iter()
-            .chain(KEYS.iter().filter(|(k, _)| !matches!(*k, "p, Space" | "+, -" | "K, Del, F9" | "m" | "M" | "A")))
+            .chain(KEYS.iter().filter(|(k, _)| !matches!(*k, "p, Space" | "+, -" | "K, Del, F9" | "m" | "M, A")))
             .collect(),
         // What a mode refuses is not offered (and the box fits 80x24).
-        None if ctx.state.read_only => KEYS.iter().filter(|(k, _)| *k != "A").collect(),
         None => KEYS.iter().collect(),
     };
     let key_w = keys.iter().map(|(k, _)| k.len()).max().unwrap_or(0);

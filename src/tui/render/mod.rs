@@ -2,6 +2,7 @@
 //! only the state and the clock, never the driver, so a frame costs the
 //! same whatever NVML is doing.
 
+mod alert_list;
 mod alerts;
 mod bar;
 mod chart;
@@ -104,6 +105,12 @@ fn dashboard(frame: &mut Frame, area: Rect, ctx: &Ctx) -> usize {
     alerts::draw(frame, plan.alerts, ctx, snap);
     let detail = state.views.iter().rev().find_map(|v| if let View::Detail(k) = v { Some(*k) } else { None });
     let mut page = state.page;
+    if let Some(View::Alerts { scroll }) = state.top() {
+        alert_list::draw(frame, plan.body, ctx, snap, *scroll);
+        footer::draw(frame, plan.footer, ctx);
+        overlays(frame, area, ctx);
+        return page;
+    }
     if let Some(View::Segments(view)) = state.top() {
         segments::draw(frame, plan.body, ctx, *view);
         footer::draw(frame, plan.footer, ctx);
