@@ -195,6 +195,7 @@ fn render(c: &mut Criterion, template: &gpuscope::model::Snapshot) {
         real_terminal: false,
         probe_dir: "/nonexistent".into(),
         notice: None,
+        only: Default::default(),
     };
     let mut state = State::new(&options);
     for s in 0..=600 {

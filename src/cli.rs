@@ -98,6 +98,14 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "WHEN", num_args = 0..=1, require_equals = true, default_missing_value = "always")]
     pub demo: Option<DemoMode>,
 
+    /// Dashboard: only these users' processes (comma-separated or repeated), as htop -u.
+    #[arg(short = 'u', long = "user", value_name = "USER", value_delimiter = ',')]
+    pub users: Vec<String>,
+
+    /// Dashboard: only these processes (comma-separated or repeated), as htop -p.
+    #[arg(short = 'p', long = "pid", value_name = "PID", value_delimiter = ',')]
+    pub pids: Vec<u32>,
+
     /// Dashboard: no colours (also when NO_COLOR is set and not empty).
     #[arg(long)]
     pub no_color: bool,
@@ -419,5 +427,13 @@ mod tests {
     #[test]
     fn readonly_is_htops_spelling_of_read_only() {
         assert!(Cli::try_parse_from(["gpuscope", "--readonly"]).unwrap().read_only);
+    }
+
+    #[test]
+    fn users_and_pids_filter_like_htop() {
+        let cli = Cli::try_parse_from(["gpuscope", "-u", "alice,bob", "-p", "12,34", "-p", "56"]).unwrap();
+        assert_eq!(cli.users, ["alice", "bob"]);
+        assert_eq!(cli.pids, [12, 34, 56]);
+        assert!(Cli::try_parse_from(["gpuscope", "-p", "x"]).is_err());
     }
 }

@@ -39,10 +39,26 @@ pub struct Settings {
     /// How the dashboard draws and what it may do: `--no-color`,
     /// `--ascii`, `--read-only`.
     pub dashboard: DashboardFlags,
+    /// `-u` / `-p`: the dashboard shows only these users' / PIDs' processes.
+    pub only: ProcessFilter,
     pub history: HistoryConfig,
     pub alerts: AlertsConfig,
     /// What `Mode::Query` prints.
     pub query: Option<Query>,
+}
+
+/// Empty lists filter nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProcessFilter {
+    pub users: Vec<String>,
+    pub pids: Vec<u32>,
+}
+
+impl ProcessFilter {
+    pub fn keeps(&self, user: Option<&str>, pid: u32) -> bool {
+        (self.users.is_empty() || user.is_some_and(|u| self.users.iter().any(|w| w == u)))
+            && (self.pids.is_empty() || self.pids.contains(&pid))
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -106,6 +122,7 @@ impl Settings {
             library,
             demo: cli.demo,
             dashboard,
+            only: ProcessFilter { users: cli.users.clone(), pids: cli.pids.clone() },
             history: config.history,
             alerts: config.alerts,
             query,

@@ -575,3 +575,20 @@ fn the_alert_list_shows_every_alert_in_full() {
     act(&mut s, &[Action::Back]);
     assert!(s.views.is_empty());
 }
+
+/// `-u USER` and `-p PID,...`, as htop takes them: the table keeps only
+/// those processes, and its title says why the others are missing.
+#[test]
+fn users_and_pids_from_the_command_line_narrow_the_table() {
+    use gpuscope::settings::ProcessFilter;
+    let only = ProcessFilter { users: vec!["alice".into()], pids: Vec::new() };
+    let mut s = state_with(Spec::gpus(4).probed(), TuiOptions { only, ..options() });
+    assert!(s.rows().iter().all(|r| r.process.user.as_deref() == Some("alice")));
+    assert_eq!(s.rows().len(), 2);
+    let text = render_text(&mut s, 80, 24);
+    assert!(text.contains("-u alice") && !text.contains("svc-infer"), "{text}");
+    let only = ProcessFilter { users: Vec::new(), pids: vec![4_123_402] };
+    let s = state_with(Spec::gpus(4).probed(), TuiOptions { only, ..options() });
+    let pids: Vec<u32> = s.rows().iter().map(|r| r.key.pid).collect();
+    assert_eq!(pids, [4_123_402]);
+}

@@ -30,6 +30,8 @@ pub struct TuiOptions {
     /// Said in the header for the whole session: why the GPUs are
     /// simulated under `--demo=auto`.
     pub notice: Option<String>,
+    /// `-u` / `-p`.
+    pub only: crate::settings::ProcessFilter,
 }
 
 impl TuiOptions {
@@ -46,6 +48,7 @@ impl TuiOptions {
             real_terminal: false,
             probe_dir: crate::sources::probe::default_dir(),
             notice: None,
+            only: settings.only.clone(),
         }
     }
 }

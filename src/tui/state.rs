@@ -88,6 +88,8 @@ pub struct State {
     pub segmap: Option<MapUpdate>,
     /// Why the GPUs are simulated (`--demo=auto` without a driver).
     pub notice: Option<String>,
+    /// `-u` / `-p` from the command line, on top of the `/` filter.
+    pub only: crate::settings::ProcessFilter,
 }
 
 impl State {
@@ -115,6 +117,7 @@ impl State {
             replay: options.replay.clone(),
             segmap: None,
             notice: options.notice.clone(),
+            only: options.only.clone(),
         }
     }
 
@@ -149,7 +152,8 @@ impl State {
     }
 
     pub fn rows(&self) -> Vec<Row<'_>> {
-        let rows = self.shown().map_or_else(Vec::new, |s| rows::build(s, self.focus, &self.filter, self.sort));
+        let mut rows = self.shown().map_or_else(Vec::new, |s| rows::build(s, self.focus, &self.filter, self.sort));
+        rows.retain(|r| self.only.keeps(r.process.user.as_deref(), r.process.pid));
         match self.focus_mig {
             Some(m) => rows.into_iter().filter(|r| r.gpu.mig_device == Some(m)).collect(),
             None => rows,

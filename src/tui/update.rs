@@ -257,6 +257,7 @@ mod tests {
             real_terminal: false,
             probe_dir: "/nonexistent".into(),
             notice: None,
+            only: Default::default(),
         }
     }
 

@@ -65,6 +65,7 @@ pub fn options() -> TuiOptions {
         real_terminal: false,
         probe_dir: "/nonexistent/gpuscope-probes".into(),
         notice: None,
+        only: Default::default(),
     }
 }
 

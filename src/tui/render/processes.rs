@@ -69,6 +69,18 @@ fn title<'a>(ctx: &Ctx, n: usize, w: usize, in_container: bool) -> Line<'a> {
         spans.push(Span::styled(sym.rule, t.rule));
         spans.push(Span::raw(" by workload "));
     }
+    let only = &s.only;
+    if !only.users.is_empty() || !only.pids.is_empty() {
+        let mut said = Vec::new();
+        if !only.users.is_empty() {
+            said.push(format!("-u {}", ctx.clean(&only.users.join(","))));
+        }
+        if !only.pids.is_empty() {
+            said.push(format!("-p {}", only.pids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")));
+        }
+        spans.push(Span::styled(sym.rule, t.rule));
+        spans.push(Span::styled(format!(" {} ", said.join(" ")), t.warn));
+    }
     if !s.filter.is_empty() || s.editing_filter {
         spans.push(Span::styled(sym.rule, t.rule));
         spans.push(Span::styled(format!(" filter \"{}\" ", ctx.clean(&s.filter)), t.warn));
