@@ -401,3 +401,19 @@ async fn probe_tools_answer_on_the_screen() {
     d.shows("attach: no process 4194304").await;
     d.quit().await;
 }
+
+/// `e` reads the environment on the blocking pool and shows it: here of
+/// this very test process, standing in for a GPU process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e_shows_the_selected_process_environment() {
+    let mut snap = snapshot(Spec::gpus(1));
+    snap.processes[0].pid = std::process::id();
+    let d = Dashboard::start(Some(snap), None, options());
+    d.shows("no alerts").await;
+    d.press(KeyCode::Char('e'));
+    d.shows(&format!("Environment of PID {}", std::process::id())).await;
+    d.hides("reading /proc").await;
+    d.press(KeyCode::Esc);
+    d.hides("Environment of PID").await;
+    d.quit().await;
+}

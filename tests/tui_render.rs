@@ -592,3 +592,31 @@ fn users_and_pids_from_the_command_line_narrow_the_table() {
     let pids: Vec<u32> = s.rows().iter().map(|r| r.key.pid).collect();
     assert_eq!(pids, [4_123_402]);
 }
+
+#[test]
+fn the_environment_view_shows_what_decides_gpu_use() {
+    use gpuscope::tui::state::View;
+    let mut s = state(Spec::gpus(2).probed());
+    act(&mut s, &[Action::Environ]);
+    let Some(View::Environ { pid, .. }) = s.top().cloned() else { panic!("{:?}", s.status) };
+    let reading = render_text(&mut s, 80, 24);
+    assert!(reading.contains(&format!("reading /proc/{pid}/environ")), "{reading}");
+    let vars = vec![
+        ("CUDA_VISIBLE_DEVICES".to_string(), "2,3".to_string()),
+        ("MASTER_ADDR".to_string(), "10.0.0.1".to_string()),
+        ("PYTORCH_CUDA_ALLOC_CONF".to_string(), "expandable_segments:True".to_string()),
+        ("RANK".to_string(), "1".to_string()),
+    ];
+    s.views.pop();
+    s.views.push(View::Environ { pid, vars: Some(Ok(vars)) });
+    let small = render_text(&mut s, 80, 24);
+    assert!(small.contains("PYTORCH_CUDA_ALLOC_CONF = expandable_segments:True"), "{small}");
+    insta::assert_snapshot!("environ_80x24", small);
+    insta::assert_snapshot!("environ_200x50", render_text(&mut s, 200, 50));
+    s.views.pop();
+    s.views.push(View::Environ { pid, vars: Some(Err("PID 1 is readable only by its owner or root".into())) });
+    assert!(render_text(&mut s, 80, 24).contains("only by its owner or root"));
+    for (w, h) in [(0, 0), (1, 1), (20, 5)] {
+        render(&mut s, w, h);
+    }
+}

@@ -23,7 +23,7 @@ use crate::segmap::{MapState, MapUpdate, Requester};
 use crate::poller::{PollerControl, SnapshotRx};
 use crate::tui::options::{Clock, TuiOptions};
 use crate::tui::signals::{Stop, StopSignals};
-use crate::tui::state::State;
+use crate::tui::state::{State, View};
 use crate::tui::update::{self, Effect};
 use crate::tui::{keys, kill, probe_tools, render, terminal};
 
@@ -143,8 +143,17 @@ where
                 }
                 dirty = true;
             },
-            Some(message) = tools.done_rx.recv() => {
-                state.status = Some(message);
+            Some(done) = tools.done_rx.recv() => {
+                match done {
+                    Done::Status(message) => state.status = Some(message),
+                    Done::Environ(pid, result) => {
+                        if let Some(View::Environ { pid: shown, vars }) = state.views.last_mut()
+                            && *shown == pid
+                        {
+                            *vars = Some(result);
+                        }
+                    }
+                }
                 dirty = true;
             },
             () = tokio::time::sleep(state.clock_wait(clock.now_ms())) => {
@@ -177,8 +186,14 @@ where
 struct Tools {
     probe_dir: PathBuf,
     segmap: Option<Requester>,
-    done_tx: mpsc::UnboundedSender<String>,
-    done_rx: mpsc::UnboundedReceiver<String>,
+    done_tx: mpsc::UnboundedSender<Done>,
+    done_rx: mpsc::UnboundedReceiver<Done>,
+}
+
+/// What a blocking task brings back to the loop.
+enum Done {
+    Status(String),
+    Environ(u32, Result<Vec<(String, String)>, String>),
 }
 
 impl Tools {
@@ -216,13 +231,19 @@ impl Tools {
                 let (tx, dir) = (self.done_tx.clone(), self.probe_dir.clone());
                 tokio::task::spawn_blocking(move || {
                     let result = ProbeChannel::open_in(pid, dir).and_then(|c| crate::memviz::ask_snapshot(&c));
-                    let _ = tx.send(probe_tools::memviz_outcome(pid, result));
+                    let _ = tx.send(Done::Status(probe_tools::memviz_outcome(pid, result)));
                 });
             }
             Effect::Attach(pid) => {
                 let tx = self.done_tx.clone();
                 tokio::task::spawn_blocking(move || {
-                    let _ = tx.send(probe_tools::attach_outcome(pid, crate::attach::start(pid)));
+                    let _ = tx.send(Done::Status(probe_tools::attach_outcome(pid, crate::attach::start(pid))));
+                });
+            }
+            Effect::Environ(pid) => {
+                let tx = self.done_tx.clone();
+                tokio::task::spawn_blocking(move || {
+                    let _ = tx.send(Done::Environ(pid, crate::tui::environ::read(pid)));
                 });
             }
             _ => {}

@@ -56,6 +56,8 @@ pub enum Action {
     Attach,
     /// `a`: every active alert in full.
     AlertList,
+    /// `e`: the selected process's GPU-related environment.
+    Environ,
 }
 
 /// What has the keyboard.
@@ -98,7 +100,7 @@ pub fn map(key: KeyEvent, mode: InputMode) -> Option<Action> {
         },
         InputMode::Segments => segments(key.code),
         InputMode::Alerts => match key.code {
-            KeyCode::Esc | KeyCode::Char('a') => Some(Action::Back),
+            KeyCode::Esc | KeyCode::Char('a' | 'e') => Some(Action::Back),
             KeyCode::Char('q') | KeyCode::F(10) => Some(Action::Quit),
             KeyCode::Up | KeyCode::Char('k') => Some(Action::Move(-1)),
             KeyCode::Down | KeyCode::Char('j') => Some(Action::Move(1)),
@@ -176,6 +178,7 @@ fn dashboard(code: KeyCode) -> Option<Action> {
         KeyCode::Char('M') => Action::Memviz,
         KeyCode::Char('A') => Action::Attach,
         KeyCode::Char('a') => Action::AlertList,
+        KeyCode::Char('e') => Action::Environ,
         _ => return None,
     })
 }

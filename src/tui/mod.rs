@@ -5,6 +5,7 @@
 //! `run` owns the real terminal and the signals; `run_loop` is the loop
 //! itself, which tests drive with scripted events and a `TestBackend`.
 
+mod environ;
 mod event_loop;
 pub mod history;
 pub mod keys;

@@ -120,6 +120,21 @@ pub fn attach(state: &mut State) -> Option<Effect> {
     Some(Effect::Attach(pid))
 }
 
+pub fn environ(state: &mut State) -> Option<Effect> {
+    if !live(state, "the environment") {
+        return None;
+    }
+    let (_, process) = subject(state)?;
+    let pid = process.pid;
+    if process.other_namespace {
+        state.status = Some(format!("PID {pid} is the host's, not this PID namespace's: its environment is not here"));
+        return None;
+    }
+    state.views.retain(|v| !matches!(v, View::Environ { .. }));
+    state.views.push(View::Environ { pid, vars: None });
+    Some(Effect::Environ(pid))
+}
+
 /// The status line after `M`.
 pub fn memviz_outcome(pid: u32, result: Result<std::path::PathBuf, crate::memviz::MemvizError>) -> String {
     match result {

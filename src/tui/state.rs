@@ -26,6 +26,11 @@ pub enum View {
     Alerts {
         scroll: usize,
     },
+    /// `e`: one process's GPU-related environment, once read (or why not).
+    Environ {
+        pid: u32,
+        vars: Option<Result<Vec<(String, String)>, String>>,
+    },
 }
 
 /// What the segment map shows: whose, and the allocation it is asked
@@ -180,7 +185,7 @@ impl State {
             Some(View::Help) => InputMode::Help,
             Some(View::Confirm(_)) => InputMode::Confirm,
             Some(View::Segments(_)) => InputMode::Segments,
-            Some(View::Alerts { .. }) => InputMode::Alerts,
+            Some(View::Alerts { .. } | View::Environ { .. }) => InputMode::Alerts,
             Some(View::Detail(_)) | None if self.replay.is_some() => InputMode::Replay,
             Some(View::Detail(_)) | None => InputMode::Dashboard,
         }

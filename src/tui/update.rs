@@ -33,6 +33,8 @@ pub enum Effect {
     Memviz(u32),
     /// Start the probe in this process.
     Attach(u32),
+    /// Read this process's environment.
+    Environ(u32),
 }
 
 pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
@@ -51,6 +53,7 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
         Action::MapSmaller => probe_tools::resize_request(state, false),
         Action::Memviz => return probe_tools::memviz(state),
         Action::Attach => return probe_tools::attach(state),
+        Action::Environ => return probe_tools::environ(state),
         Action::AlertList => {
             state.views.retain(|v| !matches!(v, View::Alerts { .. }));
             state.views.push(View::Alerts { scroll: 0 });

@@ -33,7 +33,9 @@ fn hints<'a>(ctx: &Ctx, width: usize) -> Line<'a> {
         Some(View::Detail(_)) => vec![("Esc", "back")],
         _ => vec![("?", "help"), ("q", "quit"), ("/", "filter"), ("s", "sort"), ("Tab", "GPU"), ("Enter", "details")],
     };
-    if let Some(View::Alerts { .. }) = s.top() {
+    if let Some(View::Environ { .. }) = s.top() {
+        keys = vec![("Esc", "back"), ("q", "quit")];
+    } else if let Some(View::Alerts { .. }) = s.top() {
         keys = vec![("Esc", "back"), ("j/k", "scroll"), ("q", "quit")];
     } else if let Some(View::Segments(_)) = s.top() {
         // The map's own keys: +/- size the allocation asked about there.

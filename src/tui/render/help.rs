@@ -21,7 +21,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("w, J", "group by workload (pod, container, Slurm job); J: by DDP job"),
     ("/", "filter by user, command, PID, workload; Enter keeps it"),
     ("Enter", "details of the selected process"),
-    ("a", "every active alert in full (Esc closes the list)"),
+    ("a, e", "every alert in full; the process's GPU environment"),
     ("m", "its allocator's live segment map (PyTorch; +/- size asked)"),
     ("M, A", "its PyTorch memory snapshot; start a probe in it (3.14+)"),
     ("p, Space", "pause the view (collection goes on)"),

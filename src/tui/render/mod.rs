@@ -9,6 +9,7 @@ mod chart;
 mod columns;
 mod confirm;
 mod detail;
+mod environ;
 mod footer;
 mod format;
 mod gpus;
@@ -105,6 +106,12 @@ fn dashboard(frame: &mut Frame, area: Rect, ctx: &Ctx) -> usize {
     alerts::draw(frame, plan.alerts, ctx, snap);
     let detail = state.views.iter().rev().find_map(|v| if let View::Detail(k) = v { Some(*k) } else { None });
     let mut page = state.page;
+    if let Some(View::Environ { pid, vars }) = state.top() {
+        environ::draw(frame, plan.body, ctx, *pid, vars.as_ref());
+        footer::draw(frame, plan.footer, ctx);
+        overlays(frame, area, ctx);
+        return page;
+    }
     if let Some(View::Alerts { scroll }) = state.top() {
         alert_list::draw(frame, plan.body, ctx, snap, *scroll);
         footer::draw(frame, plan.footer, ctx);
