@@ -5,6 +5,13 @@
 //! Cargo cannot yet depend on a `cdylib` artifact on stable, so this runs a
 //! nested `cargo build` with its own target directory: the outer build holds
 //! the lock on the usual one.
+//!
+//! The nested build is for the outer build's target, not the machine it runs
+//! on: a wheel or tarball built for aarch64, or linked by zig against glibc
+//! 2.17 (`packaging/build.sh`), must embed a simulator that loads where the
+//! binary runs. The linker settings (`CARGO_TARGET_<TRIPLE>_LINKER`, `CC_*`)
+//! that maturin or cargo-zigbuild put in the environment reach the nested
+//! cargo unchanged.
 
 use std::env;
 use std::path::PathBuf;
@@ -18,6 +25,7 @@ fn main() {
     }
 
     let release = env::var("PROFILE").as_deref() == Ok("release");
+    let target = env::var("TARGET").expect("set by cargo");
     let target_dir = out_dir.join("sim-target");
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
@@ -25,6 +33,7 @@ fn main() {
         .args(["--offline", "--locked", "--lib", "-p", "gpuscope-nvml-sim"])
         .arg("--manifest-path")
         .arg(manifest_dir.join("Cargo.toml"))
+        .args(["--target", &target])
         .arg("--target-dir")
         .arg(&target_dir);
     if release {
@@ -47,7 +56,7 @@ fn main() {
         _ => ("lib", "so"),
     };
     let file = format!("{prefix}gpuscope_nvml_sim.{suffix}");
-    let built = target_dir.join(if release { "release" } else { "debug" }).join(&file);
+    let built = target_dir.join(&target).join(if release { "release" } else { "debug" }).join(&file);
     let stable = out_dir.join(&file);
     std::fs::copy(&built, &stable).unwrap_or_else(|e| panic!("copying {}: {e}", built.display()));
     println!("cargo:rustc-env=GPUSCOPE_SIM_LIB={}", stable.display());

@@ -85,7 +85,7 @@ fn bench(c: &mut Criterion) {
     let source = NvmlSource::open(LibrarySpec::Path(lib.clone().into_os_string()), Vec::new()).unwrap();
     let mut collector = Collector {
         gpu: Box::new(source),
-        host: Box::new(SysinfoHost::new().unwrap()),
+        host: Box::new(SysinfoHost::new()),
         probes: Box::new(FileProbes::new(dir.path().join("probes"))),
         analyzer: Analyzer::new(&HistoryConfig::default(), AlertsConfig::default()),
         interval: Duration::from_secs(1),

@@ -48,8 +48,6 @@ pub enum AppError {
     Settings(#[from] SettingsError),
     #[error(transparent)]
     Nvml(#[from] InitError),
-    #[error("cannot read host metrics: {0}")]
-    Host(sysinfo::Error),
     #[error("cannot start gpuscope's threads: {0}")]
     Runtime(io::Error),
     #[error("writing the output: {0}")]
@@ -106,7 +104,7 @@ impl AppError {
     fn exit_code(&self) -> u8 {
         match self {
             Self::Settings(_) | Self::Nvml(_) => exit::USAGE,
-            Self::Host(_) | Self::Runtime(_) | Self::Output(_) => exit::FAILURE,
+            Self::Runtime(_) | Self::Output(_) => exit::FAILURE,
             Self::Inject(e) => e.exit_code(),
             Self::Recording(_) => exit::USAGE,
             Self::Record { .. } => exit::FAILURE,
@@ -489,7 +487,7 @@ fn collector(settings: &Settings, for_dashboard: bool, calls: &Calls) -> Result<
     Ok(Collector {
         fallback,
         gpu: Box::new(gpu),
-        host: host(simulated)?,
+        host: host(simulated),
         probes: probes(simulated),
         analyzer: Analyzer::new(&settings.history, settings.alerts.clone()),
         interval: settings.interval,
@@ -498,12 +496,12 @@ fn collector(settings: &Settings, for_dashboard: bool, calls: &Calls) -> Result<
 }
 
 /// The built-in demo's made-up processes get made-up host figures too.
-fn host(simulated: bool) -> Result<Box<dyn crate::sources::HostSource>, AppError> {
-    let real = SysinfoHost::new().map_err(AppError::Host)?;
+fn host(simulated: bool) -> Box<dyn crate::sources::HostSource> {
+    let real = SysinfoHost::new();
     if simulated && std::env::var_os(SIM_SCENARIO_ENV).is_none() {
-        Ok(Box::new(crate::sources::demo_host::DemoHost::new(real)))
+        Box::new(crate::sources::demo_host::DemoHost::new(real))
     } else {
-        Ok(Box::new(real))
+        Box::new(real)
     }
 }
 

@@ -5,6 +5,7 @@
 
 use std::ffi::{CString, OsStr};
 use std::fs::{File, Metadata};
+use std::hash::{BuildHasher, RandomState};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -125,17 +126,17 @@ impl DirFd {
 }
 
 /// Eight random bytes as hex, for names nobody can predict.
+///
+/// std's `RandomState` draws its keys from the kernel's random source, through
+/// std's own weakly linked `getrandom` (a raw system call where glibc lacks
+/// it); calling `libc::getrandom` here would need glibc 2.25, above the 2.17
+/// the release builds promise (`packaging/check.py` reads the symbol
+/// versions). Each `RandomState::new()` has different keys, so two names in
+/// one process differ as well.
 pub fn random_hex() -> String {
-    let mut buf = [0u8; 8];
-    // SAFETY: writes at most buf.len() bytes into buf.
-    let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
-    if n != 8 {
-        // Uniqueness is what matters here (creation is exclusive): the
-        // clock and PID are enough when the kernel has no getrandom.
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        buf = (u64::try_from(nanos & u128::from(u64::MAX)).unwrap_or(0) ^ u64::from(std::process::id())).to_le_bytes();
-    }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let value = RandomState::new().hash_one((nanos, std::process::id()));
+    format!("{value:016x}")
 }
 
 #[cfg(test)]

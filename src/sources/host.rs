@@ -46,15 +46,19 @@ struct Known {
     fixed: HostProcess,
 }
 
+impl Default for SysinfoHost {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl SysinfoHost {
-    pub fn new() -> Result<Self, sysinfo::Error> {
-        let system = System::new()?;
-        let users = Users::new()?;
-        Ok(Self {
+    pub fn new() -> Self {
+        Self {
             cpu_count: std::thread::available_parallelism().ok().and_then(|n| u32::try_from(n.get()).ok()),
-            system,
-            users,
-            hostname: System::host_name().ok(),
+            system: System::new(),
+            users: Users::new_with_refreshed_list(),
+            hostname: System::host_name(),
             cpu_primed: false,
             known: HashMap::new(),
             ticks_per_second: procstat::ticks_per_second() as f64,
@@ -63,7 +67,7 @@ impl SysinfoHost {
             pid_namespace: None,
             pid_namespace_error: None,
         }
-        .with_pid_namespace(pidns::current(Path::new("/proc"))))
+        .with_pid_namespace(pidns::current(Path::new("/proc")))
     }
 
     /// A bad override is reported, and the namespace then counts as unknown.
@@ -88,11 +92,11 @@ impl SysinfoHost {
     /// First sight of these PIDs (or of a new process behind a recycled
     /// one): the lifelong fields through sysinfo. A `System` made for the
     /// purpose keeps no table of processes between ticks.
-    fn first_sight(&mut self, fresh: Vec<(u32, Stat, Option<StatFile>)>, now: Instant) -> Result<(), sysinfo::Error> {
+    fn first_sight(&mut self, fresh: Vec<(u32, Stat, Option<StatFile>)>, now: Instant) {
         if fresh.is_empty() {
-            return Ok(());
+            return;
         }
-        let mut system = System::new()?;
+        let mut system = System::new();
         let sys_pids: Vec<Pid> = fresh.iter().map(|&(p, ..)| Pid::from_u32(p)).collect();
         // Without `without_tasks`, sysinfo walks /proc/PID/task: every
         // thread of a training process (dozens).
@@ -111,7 +115,6 @@ impl SysinfoHost {
             let known = Known { file, start_ticks: stat.start_ticks, cpu_ticks: stat.cpu_ticks, at: now, fixed };
             self.known.insert(pid, known);
         }
-        Ok(())
     }
 
     /// The reading through the file held open for this process, if it is
@@ -193,10 +196,10 @@ impl HostSource for SysinfoHost {
                 }
             }
         }
-        let status = match (self.first_sight(fresh, now), &self.pid_namespace_error) {
-            (Err(e), _) => SourceStatus::failed(format!("reading new processes: {e}")),
-            (Ok(()), Some(e)) => SourceStatus::failed(e.clone()),
-            (Ok(()), None) => SourceStatus::ok(),
+        self.first_sight(fresh, now);
+        let status = match &self.pid_namespace_error {
+            Some(e) => SourceStatus::failed(e.clone()),
+            None => SourceStatus::ok(),
         };
         let mut processes = HashMap::with_capacity(stats.len());
         for (pid, stat, first) in stats {
@@ -256,7 +259,7 @@ mod tests {
     #[test]
     fn sees_this_process() {
         let me = std::process::id();
-        let mut host = SysinfoHost::new().unwrap();
+        let mut host = SysinfoHost::new();
         let first = host.sample(&[me, u32::MAX - 1]);
         assert!(first.host.memory_total.unwrap() > 0);
         assert_eq!(first.host.cpu_percent, None, "no CPU figure before a second reading");
@@ -296,11 +299,11 @@ mod tests {
 
     #[test]
     fn a_bad_namespace_override_is_reported_and_counts_as_unknown() {
-        let mut host = SysinfoHost::new().unwrap().with_pid_namespace(Err("GPUSCOPE_PID_NAMESPACE must be".into()));
+        let mut host = SysinfoHost::new().with_pid_namespace(Err("GPUSCOPE_PID_NAMESPACE must be".into()));
         let s = host.sample(&[]);
         assert_eq!(s.status.error.as_deref(), Some("GPUSCOPE_PID_NAMESPACE must be"));
         assert_eq!((s.pid_namespace, host.pid_namespace()), (None, None));
-        let host = SysinfoHost::new().unwrap().with_pid_namespace(Ok(Some(PidNamespace::Container)));
+        let host = SysinfoHost::new().with_pid_namespace(Ok(Some(PidNamespace::Container)));
         assert_eq!(host.pid_namespace(), Some(PidNamespace::Container));
     }
 }

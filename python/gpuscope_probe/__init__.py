@@ -1,0 +1,1 @@
+../../assets/gpuscope_probe.py
