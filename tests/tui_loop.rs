@@ -417,3 +417,36 @@ async fn e_shows_the_selected_process_environment() {
     d.hides("Environment of PID").await;
     d.quit().await;
 }
+
+/// htop's F4 is `/`; F3 searches: the selection jumps, every row stays,
+/// F3 again goes on to the next match, Enter keeps it and `n` goes on.
+#[tokio::test]
+async fn f4_filters_and_f3_searches_without_hiding() {
+    let selected = |pid: &'static str| move |s: &str| s.lines().any(|l| l.starts_with('>') && l.contains(pid));
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.shows("Processes 4").await;
+    d.press(KeyCode::F(4));
+    d.typed("carol");
+    d.shows("Processes 1").await;
+    d.press(KeyCode::Esc);
+    d.shows("Processes 4").await;
+    d.press(KeyCode::F(3));
+    d.typed("alice");
+    let screen = d.wait_for("rank 1 selected", selected("4123402")).await;
+    assert!(screen.contains("search: alice_") && screen.contains("Processes 4"), "{screen}");
+    d.press(KeyCode::F(3));
+    d.wait_for("rank 0 selected", selected("4123401")).await;
+    d.press(KeyCode::F(3));
+    d.wait_for("back to rank 1", selected("4123402")).await;
+    d.press(KeyCode::Enter);
+    d.hides("search: alice").await;
+    d.press(KeyCode::Char('n'));
+    d.wait_for("n: rank 0 again", selected("4123401")).await;
+    d.press(KeyCode::F(3));
+    d.typed("#%");
+    let missed = d.shows("no match").await;
+    assert!(missed.contains("Processes 4") && selected("4123401")(&missed), "the selection stays:\n{missed}");
+    d.press(KeyCode::Esc);
+    d.hides("search:").await;
+    d.quit().await;
+}

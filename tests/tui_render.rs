@@ -620,3 +620,28 @@ fn the_environment_view_shows_what_decides_gpu_use() {
         render(&mut s, w, h);
     }
 }
+
+/// F3: the selection jumps to the match, no row is hidden, and the
+/// prompt says when nothing matches.
+#[test]
+fn f3_search_selects_without_hiding_rows() {
+    let mut s = state(Spec::gpus(4).probed());
+    act(&mut s, &[Action::SearchStart]);
+    for c in "carol".chars() {
+        act(&mut s, &[Action::SearchInput(c)]);
+    }
+    let small = render_text(&mut s, 80, 24);
+    assert!(small.contains("Processes 4") && small.contains("search: carol_"), "{small}");
+    assert!(small.lines().any(|l| l.starts_with('>') && l.contains("4123404")), "{small}");
+    assert!(!small.contains("no match"), "{small}");
+    insta::assert_snapshot!("search_80x24", small);
+    insta::assert_snapshot!("search_200x50", render_text(&mut s, 200, 50));
+    act(&mut s, &[Action::SearchInput('z')]);
+    let missed = render_text(&mut s, 80, 24);
+    assert!(missed.contains("no match") && missed.lines().any(|l| l.starts_with('>') && l.contains("4123404")));
+    act(&mut s, &[Action::SearchBackspace, Action::SearchAccept]);
+    assert!(!s.searching && s.search == "carol");
+    for (w, h) in [(0, 0), (1, 1), (20, 5)] {
+        render(&mut s, w, h);
+    }
+}

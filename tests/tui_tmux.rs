@@ -258,3 +258,31 @@ fn replay_in_a_real_terminal() {
     wait_exit(pid);
     assert_restored(&tmux, "before-the-replay", "after q in a replay");
 }
+
+/// htop's function keys as a real terminal sends them: F4 filters, F3
+/// searches without hiding a row.
+#[test]
+fn f3_and_f4_in_a_real_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmux = Tmux::start(100, 30);
+    tmux.line("PS1='$ '");
+    let pid = start_dashboard(&tmux, dir.path(), "before-the-keys");
+    tmux.shows("Processes 3");
+    tmux.key("F4");
+    tmux.run(&["send-keys", "-l", "vllm"]);
+    tmux.shows("Processes 1");
+    tmux.key("Escape");
+    tmux.shows("Processes 3");
+    tmux.key("F3");
+    tmux.run(&["send-keys", "-l", "alice"]);
+    let selected = |pid: &'static str| move |s: &str| s.lines().any(|l| l.starts_with('>') && l.contains(pid));
+    let screen = tmux.wait_for("rank 1 selected", selected("4123402"));
+    assert!(screen.contains("search: alice_") && screen.contains("Processes 3"), "{screen}");
+    tmux.key("F3");
+    tmux.wait_for("F3 again: rank 0 selected", selected("4123401"));
+    tmux.key("Enter");
+    tmux.wait_for("the prompt closed", |s| !s.contains("search:"));
+    tmux.key("q");
+    wait_exit(pid);
+    assert_restored(&tmux, "before-the-keys", "after F3 and F4");
+}

@@ -37,6 +37,16 @@ pub enum Action {
     FilterBackspace,
     FilterAccept,
     FilterClear,
+    /// F3: the search prompt; rows stay, the selection jumps to a match.
+    SearchStart,
+    SearchInput(char),
+    SearchBackspace,
+    /// F3 in the prompt, `n` on the dashboard: the next match, wrapping.
+    SearchNext,
+    /// Enter: keep the selection (and the text, for `n`), close the prompt.
+    SearchAccept,
+    /// Esc: close the prompt and forget the text.
+    SearchClose,
     OpenDetail,
     TogglePause,
     Kill,
@@ -67,6 +77,8 @@ pub enum InputMode {
     /// The dashboard over a recording: playback keys first.
     Replay,
     Filter,
+    /// The F3 search prompt.
+    Search,
     Help,
     Confirm,
     /// The segment map: +/- change the allocation asked about.
@@ -93,6 +105,7 @@ pub fn map(key: KeyEvent, mode: InputMode) -> Option<Action> {
         InputMode::Dashboard => dashboard(key.code),
         InputMode::Replay => replay(key.code).or_else(|| dashboard(key.code)),
         InputMode::Filter => filter(key.code),
+        InputMode::Search => search(key.code),
         InputMode::Help => match key.code {
             KeyCode::Esc | KeyCode::Char('?' | 'h') | KeyCode::F(1) => Some(Action::Back),
             KeyCode::Char('q') | KeyCode::F(10) => Some(Action::Quit),
@@ -168,7 +181,10 @@ fn dashboard(code: KeyCode) -> Option<Action> {
         KeyCode::Char('S') => Action::SortReverse,
         KeyCode::Char('w') => Action::GroupByWorkload,
         KeyCode::Char('J') => Action::GroupByJob,
-        KeyCode::Char('/') => Action::FilterStart,
+        // htop's F3 search and F4 filter.
+        KeyCode::Char('/') | KeyCode::F(4) => Action::FilterStart,
+        KeyCode::F(3) => Action::SearchStart,
+        KeyCode::Char('n') => Action::SearchNext,
         KeyCode::Enter => Action::OpenDetail,
         KeyCode::Char('p' | ' ') => Action::TogglePause,
         KeyCode::Char('K') | KeyCode::Delete | KeyCode::F(9) => Action::Kill,
@@ -189,6 +205,20 @@ fn filter(code: KeyCode) -> Option<Action> {
         KeyCode::Backspace => Action::FilterBackspace,
         KeyCode::Enter => Action::FilterAccept,
         KeyCode::Esc => Action::FilterClear,
+        KeyCode::Up => Action::Move(-1),
+        KeyCode::Down => Action::Move(1),
+        _ => return None,
+    })
+}
+
+/// Letters are the text searched for: the next match is F3, as in htop.
+fn search(code: KeyCode) -> Option<Action> {
+    Some(match code {
+        KeyCode::Char(c) => Action::SearchInput(c),
+        KeyCode::Backspace => Action::SearchBackspace,
+        KeyCode::F(3) => Action::SearchNext,
+        KeyCode::Enter => Action::SearchAccept,
+        KeyCode::Esc => Action::SearchClose,
         KeyCode::Up => Action::Move(-1),
         KeyCode::Down => Action::Move(1),
         _ => return None,
@@ -285,6 +315,22 @@ mod tests {
         assert_eq!(f(KeyCode::Backspace), Some(Action::FilterBackspace));
         assert_eq!(f(KeyCode::Enter), Some(Action::FilterAccept));
         assert_eq!(f(KeyCode::Esc), Some(Action::FilterClear));
+    }
+
+    #[test]
+    fn f3_searches_f4_filters_as_in_htop() {
+        assert_eq!(dash(KeyCode::F(4)), Some(Action::FilterStart));
+        assert_eq!(dash(KeyCode::F(3)), Some(Action::SearchStart));
+        assert_eq!(dash(KeyCode::Char('n')), Some(Action::SearchNext));
+        let s = |code| map(key(code), InputMode::Search);
+        assert_eq!(s(KeyCode::Char('n')), Some(Action::SearchInput('n')), "a letter of the text");
+        assert_eq!(s(KeyCode::F(3)), Some(Action::SearchNext));
+        assert_eq!(s(KeyCode::Backspace), Some(Action::SearchBackspace));
+        assert_eq!(s(KeyCode::Enter), Some(Action::SearchAccept));
+        assert_eq!(s(KeyCode::Esc), Some(Action::SearchClose));
+        // In a replay, n stays the next alert.
+        assert_eq!(map(key(KeyCode::Char('n')), InputMode::Replay), Some(Action::Replay(Command::NextAlert)));
+        assert_eq!(map(key(KeyCode::F(3)), InputMode::Replay), Some(Action::SearchStart));
     }
 
     #[test]

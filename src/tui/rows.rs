@@ -135,12 +135,26 @@ fn row<'a>(p: &'a Process, g: &'a ProcessGpu) -> Row<'a> {
     Row { key: RowKey { pid: p.pid, gpu: g.index }, process: p, gpu: g, device }
 }
 
-fn matches(r: &Row, needle: &str) -> bool {
+/// Whether the row has `needle` (lower case) in its user, name, command,
+/// PID or workload: what `/` keeps and F3 jumps to.
+pub fn matches(r: &Row, needle: &str) -> bool {
     let has = |s: Option<&str>| s.is_some_and(|s| s.to_lowercase().contains(needle));
     has(r.process.user.as_deref())
+        || has(r.process.name.as_deref())
         || has(r.command())
         || r.key.pid.to_string().contains(needle)
         || has(r.process.workload.as_ref().map(|w| w.search_text()).as_deref())
+}
+
+/// F3: the first row from `from` on that matches `text`, wrapping past
+/// the last; `None` when no row does (or the text is blank).
+pub fn find(rows: &[Row], text: &str, from: usize) -> Option<usize> {
+    let needle = text.trim().to_lowercase();
+    if needle.is_empty() || rows.is_empty() {
+        return None;
+    }
+    let start = from % rows.len();
+    (start..rows.len()).chain(0..start).find(|&i| matches(&rows[i], &needle))
 }
 
 /// With grouping on, by workload (pod, else container, else Slurm job),
@@ -274,6 +288,21 @@ mod tests {
         let by_user =
             build(&s, None, "", Sort { column: Column::User, descending: false, by_workload: false, by_job: false });
         assert_eq!(keys(&by_user), [(10, 0), (20, 1), (30, 0), (30, 1)]);
+    }
+
+    #[test]
+    fn search_finds_the_next_match_and_wraps() {
+        let s = snap();
+        let rows = build(&s, None, "", Sort::default());
+        // (10, 0) alice, (30, 1) carol, (30, 0) carol, (20, 1) bob
+        assert_eq!(find(&rows, "carol", 0), Some(1));
+        assert_eq!(find(&rows, "CAROL", 2), Some(2), "any case, from where it is asked");
+        assert_eq!(find(&rows, "carol", 3), Some(1), "past the last row: from the top");
+        assert_eq!(find(&rows, "20", 0), Some(3), "by PID");
+        assert_eq!(find(&rows, "python3", 1), Some(1), "by name");
+        assert_eq!(find(&rows, "nobody", 0), None);
+        assert_eq!(find(&rows, " ", 0), None, "a blank text matches nothing");
+        assert_eq!(find(&[], "x", 5), None);
     }
 
     fn with_workloads() -> Snapshot {

@@ -79,6 +79,9 @@ pub struct State {
     pub sort: Sort,
     pub filter: String,
     pub editing_filter: bool,
+    /// F3's text: kept after Enter, so that `n` finds the next match.
+    pub search: String,
+    pub searching: bool,
     pub views: Vec<View>,
     /// A one-line message until the next key: results and refusals.
     pub status: Option<String>,
@@ -114,6 +117,8 @@ impl State {
             sort: Sort::default(),
             filter: String::new(),
             editing_filter: false,
+            search: String::new(),
+            searching: false,
             views: Vec::new(),
             status: None,
             page: 1,
@@ -182,6 +187,7 @@ impl State {
     pub fn input_mode(&self) -> InputMode {
         match self.top() {
             _ if self.editing_filter => InputMode::Filter,
+            _ if self.searching => InputMode::Search,
             Some(View::Help) => InputMode::Help,
             Some(View::Confirm(_)) => InputMode::Confirm,
             Some(View::Segments(_)) => InputMode::Segments,

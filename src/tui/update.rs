@@ -74,6 +74,24 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
             state.filter.clear();
             state.editing_filter = false;
         }
+        Action::SearchStart => {
+            state.searching = true;
+            state.search.clear();
+        }
+        Action::SearchInput(c) => {
+            state.search.push(c);
+            search_from(state, 0);
+        }
+        Action::SearchBackspace => {
+            state.search.pop();
+            search_from(state, 0);
+        }
+        Action::SearchNext => search_next(state),
+        Action::SearchAccept => state.searching = false,
+        Action::SearchClose => {
+            state.searching = false;
+            state.search.clear();
+        }
         // Inside a view Enter has nothing more to open.
         Action::OpenDetail if !state.views.is_empty() => {}
         Action::OpenDetail => {
@@ -126,6 +144,30 @@ fn back(state: &mut State) -> Option<Effect> {
 pub(crate) fn selected_key(state: &State) -> Option<RowKey> {
     let rows = state.rows();
     state.selected_index(&rows).map(|i| rows[i].key)
+}
+
+/// Selects the first row from `from` on that matches the search; the
+/// selection stays put when none does (the prompt says "no match").
+fn search_from(state: &mut State, from: usize) -> bool {
+    let rows = state.rows();
+    let Some(at) = crate::tui::rows::find(&rows, &state.search, from) else { return false };
+    state.selected = Some(rows[at].key);
+    state.selected_pos = at;
+    true
+}
+
+/// F3 in the prompt, `n` after it: the match after the selected row.
+fn search_next(state: &mut State) {
+    if state.search.trim().is_empty() {
+        if !state.searching {
+            state.status = Some("nothing to search for: F3 starts a search".into());
+        }
+        return;
+    }
+    let from = state.selected_index(&state.rows()).map_or(0, |i| i + 1);
+    if !search_from(state, from) && !state.searching {
+        state.status = Some(format!("no match for \"{}\"", state.search));
+    }
 }
 
 fn move_by(state: &mut State, by: isize) {

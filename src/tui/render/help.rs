@@ -9,8 +9,7 @@ use crate::tui::render::Ctx;
 use crate::tui::render::layout::centered;
 
 pub const KEYS: &[(&str, &str)] = &[
-    ("q, Ctrl-C, F10", "quit"),
-    ("Ctrl-Z", "suspend (fg resumes)"),
+    ("q, Ctrl-C, F10", "quit; Ctrl-Z suspends (fg resumes)"),
     ("?, h, F1", "this help; Esc closes a view, then clears the filter"),
     ("j k, Down Up", "select the next / previous process"),
     ("PgDn PgUp", "a page down / up"),
@@ -19,7 +18,8 @@ pub const KEYS: &[(&str, &str)] = &[
     ("0 .. 9", "focus GPU N (the index shown); again: all GPUs"),
     ("s, S", "sort by the next column; reverse the order"),
     ("w, J", "group by workload (pod, container, Slurm job); J: by DDP job"),
-    ("/", "filter by user, command, PID, workload; Enter keeps it"),
+    ("/, F4", "filter by user, command, PID, workload; Enter keeps it"),
+    ("F3, n", "search: select the next match, hiding no row; F3 again: next"),
     ("Enter", "details of the selected process"),
     ("a, e", "every alert in full; the process's GPU environment"),
     ("m", "its allocator's live segment map (PyTorch; +/- size asked)"),
