@@ -450,3 +450,26 @@ async fn f4_filters_and_f3_searches_without_hiding() {
     d.hides("search:").await;
     d.quit().await;
 }
+
+/// `t` and F5 turn the tree on and off; `w` turns it off.
+#[tokio::test]
+async fn t_and_f5_toggle_the_tree() {
+    let mut snap = snapshot(Spec::gpus(4));
+    for p in &mut snap.processes {
+        p.parent_name = Some("torchrun".into());
+    }
+    let d = Dashboard::start(Some(snap), None, options());
+    d.shows("Processes 4").await;
+    d.press(KeyCode::Char('t'));
+    let tree = d.shows(" tree ").await;
+    assert!(tree.lines().any(|l| l.contains("4123300") && l.contains("torchrun")), "{tree}");
+    assert!(tree.contains("└─ "), "{tree}");
+    d.press(KeyCode::F(5));
+    d.hides(" tree ").await;
+    d.press(KeyCode::F(5));
+    d.shows(" tree ").await;
+    d.press(KeyCode::Char('w'));
+    let grouped = d.shows("by workload").await;
+    assert!(!grouped.contains(" tree ") && !grouped.contains("└─ "), "{grouped}");
+    d.quit().await;
+}

@@ -645,3 +645,56 @@ fn f3_search_selects_without_hiding_rows() {
         render(&mut s, w, h);
     }
 }
+
+/// torchrun (on no GPU) over its two ranks, an evaluation worker that
+/// rank 0 started nested under it, vllm alone: `t` draws the tree.
+fn tree_snapshot(ascii: bool) -> State {
+    let mut snap = snapshot(Spec::gpus(4).probed());
+    for p in &mut snap.processes {
+        match p.pid {
+            4_123_403 => (p.parent_pid, p.parent_name) = (Some(1), Some("systemd".into())),
+            4_123_404 => {
+                (p.parent_pid, p.parent_name) = (Some(4_123_401), Some("python3".into()));
+                p.command = Some("python3 eval_worker.py --from-rank 0".into());
+            }
+            _ => p.parent_name = Some("torchrun".into()),
+        }
+    }
+    let mut s = State::new(&TuiOptions { ascii, ..options() });
+    s.on_snapshot(Arc::new(snap));
+    s
+}
+
+#[test]
+fn t_draws_the_process_tree() {
+    use gpuscope::tui::state::View;
+    let mut s = tree_snapshot(false);
+    act(&mut s, &[Action::Tree]);
+    let small = render_text(&mut s, 80, 24);
+    let lines: Vec<&str> = small.lines().collect();
+    let at = |text: &str| lines.iter().position(|l| l.contains(text)).unwrap_or_else(|| panic!("{text}:\n{small}"));
+    assert!(small.contains(" tree "), "the title says so:\n{small}");
+    let header = lines[at("torchrun")];
+    assert!(header.contains("4123300") && !header.contains("alice") && !header.starts_with('>'), "{small}");
+    assert!(at("vllm serve") < at("torchrun"), "vllm holds the most memory:\n{small}");
+    assert!(at("torchrun") < at("├─ python3 train") && lines[at("4123402")].contains("├─ python3 train"));
+    assert!(lines[at("4123401")].contains("└─ python3 train"), "{small}");
+    assert!(lines[at("4123404")].contains("   └─ python3 eval"), "nested under rank 0:\n{small}");
+    insta::assert_snapshot!("tree_80x24", small);
+    insta::assert_snapshot!("tree_200x50", render_text(&mut s, 200, 50));
+    // The header is never selected: End then k walks rows only.
+    act(&mut s, &[Action::First, Action::Move(1)]);
+    assert_eq!(s.rows()[1].key.pid, 4_123_402);
+    assert_eq!(s.selected.map(|k| k.pid), Some(4_123_402), "from vllm straight to rank 1, past the header");
+    act(&mut s, &[Action::OpenDetail]);
+    assert!(matches!(s.top(), Some(View::Detail(k)) if k.pid == 4_123_402));
+    act(&mut s, &[Action::Back, Action::GroupByJob]);
+    assert!(!render_text(&mut s, 80, 24).contains(" tree "), "J ends the tree");
+    let mut plain = tree_snapshot(true);
+    act(&mut plain, &[Action::Tree]);
+    let ascii = render_text(&mut plain, 80, 24);
+    assert!(ascii.is_ascii() && ascii.contains("`- python3 eval") && ascii.contains("|- python3"), "{ascii}");
+    for (w, h) in [(0, 0), (1, 1), (20, 5)] {
+        render(&mut s, w, h);
+    }
+}

@@ -260,9 +260,9 @@ fn replay_in_a_real_terminal() {
 }
 
 /// htop's function keys as a real terminal sends them: F4 filters, F3
-/// searches without hiding a row.
+/// searches without hiding a row, F5 draws the process tree.
 #[test]
-fn f3_and_f4_in_a_real_terminal() {
+fn htop_function_keys_in_a_real_terminal() {
     let dir = tempfile::tempdir().unwrap();
     let tmux = Tmux::start(100, 30);
     tmux.line("PS1='$ '");
@@ -282,6 +282,13 @@ fn f3_and_f4_in_a_real_terminal() {
     tmux.wait_for("F3 again: rank 0 selected", selected("4123401"));
     tmux.key("Enter");
     tmux.wait_for("the prompt closed", |s| !s.contains("search:"));
+    // The demo's ranks are torchrun's children: F5 draws the tree.
+    tmux.key("F5");
+    let tree = tmux.shows(" tree ");
+    assert!(tree.lines().any(|l| l.contains("4123399") && l.contains("torchrun")), "{tree}");
+    assert!(tree.contains("└─ python3 train.py"), "{tree}");
+    tmux.key("t");
+    tmux.wait_for("the tree off", |s| !s.contains(" tree ") && s.contains("Processes 3"));
     tmux.key("q");
     wait_exit(pid);
     assert_restored(&tmux, "before-the-keys", "after F3 and F4");

@@ -32,6 +32,8 @@ pub enum Action {
     GroupByWorkload,
     /// `J`: group the process table by distributed job (ranks together).
     GroupByJob,
+    /// `t` / F5: the processes as a tree of parents and children.
+    Tree,
     FilterStart,
     FilterInput(char),
     FilterBackspace,
@@ -181,6 +183,7 @@ fn dashboard(code: KeyCode) -> Option<Action> {
         KeyCode::Char('S') => Action::SortReverse,
         KeyCode::Char('w') => Action::GroupByWorkload,
         KeyCode::Char('J') => Action::GroupByJob,
+        KeyCode::Char('t') | KeyCode::F(5) => Action::Tree,
         // htop's F3 search and F4 filter.
         KeyCode::Char('/') | KeyCode::F(4) => Action::FilterStart,
         KeyCode::F(3) => Action::SearchStart,
@@ -279,6 +282,8 @@ mod tests {
         assert_eq!(dash(KeyCode::Char('S')), Some(Action::SortReverse));
         assert_eq!(dash(KeyCode::Char('w')), Some(Action::GroupByWorkload));
         assert_eq!(dash(KeyCode::Char('J')), Some(Action::GroupByJob));
+        assert_eq!(dash(KeyCode::Char('t')), Some(Action::Tree));
+        assert_eq!(dash(KeyCode::F(5)), Some(Action::Tree));
         assert_eq!(dash(KeyCode::Char(' ')), Some(Action::TogglePause));
         assert_eq!(dash(KeyCode::Char('p')), Some(Action::TogglePause));
         assert_eq!(dash(KeyCode::Char('+')), Some(Action::Slower));

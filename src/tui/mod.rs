@@ -17,6 +17,7 @@ pub mod rows;
 mod signals;
 pub mod state;
 mod terminal;
+pub mod tree;
 pub mod update;
 
 use std::io;

@@ -86,11 +86,13 @@ pub struct Sort {
     /// `J`: the ranks of one distributed job together (the probe's job
     /// key), by rank; before the workload grouping when both are on.
     pub by_job: bool,
+    /// `t` / F5: parents and children (see `tree`); never with a grouping.
+    pub tree: bool,
 }
 
 impl Default for Sort {
     fn default() -> Self {
-        Self { column: Column::GpuMem, descending: true, by_workload: false, by_job: false }
+        Self { column: Column::GpuMem, descending: true, by_workload: false, by_job: false, tree: false }
     }
 }
 
@@ -127,7 +129,7 @@ pub fn build<'a>(snap: &'a Snapshot, focus: Option<u32>, filter: &str, sort: Sor
         .filter(|r| needle.is_empty() || matches(r, &needle))
         .collect();
     rows.sort_by(|a, b| group(a, b, sort).then_with(|| compare(a, b, sort)).then_with(|| a.key.cmp(&b.key)));
-    rows
+    if sort.tree { crate::tui::tree::order(rows) } else { rows }
 }
 
 fn row<'a>(p: &'a Process, g: &'a ProcessGpu) -> Row<'a> {
@@ -258,8 +260,12 @@ mod tests {
         let s = snap();
         let rows = build(&s, None, "", Sort::default());
         assert_eq!(keys(&rows), [(10, 0), (30, 1), (30, 0), (20, 1)]);
-        let asc =
-            build(&s, None, "", Sort { column: Column::GpuMem, descending: false, by_workload: false, by_job: false });
+        let asc = build(
+            &s,
+            None,
+            "",
+            Sort { column: Column::GpuMem, descending: false, by_workload: false, by_job: false, tree: false },
+        );
         assert_eq!(keys(&asc), [(30, 0), (30, 1), (10, 0), (20, 1)], "n/a stays last");
     }
 
@@ -285,8 +291,12 @@ mod tests {
         assert_eq!(sort, Sort::default(), "back to the start");
         assert_eq!(seen.len(), SORTABLE.len());
         let s = snap();
-        let by_user =
-            build(&s, None, "", Sort { column: Column::User, descending: false, by_workload: false, by_job: false });
+        let by_user = build(
+            &s,
+            None,
+            "",
+            Sort { column: Column::User, descending: false, by_workload: false, by_job: false, tree: false },
+        );
         assert_eq!(keys(&by_user), [(10, 0), (20, 1), (30, 0), (30, 1)]);
     }
 

@@ -64,8 +64,20 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
         Action::Focus(n) => focus_index(state, n),
         Action::SortNext => state.sort = state.sort.next(),
         Action::SortReverse => state.sort.descending = !state.sort.descending,
-        Action::GroupByWorkload => state.sort.by_workload = !state.sort.by_workload,
-        Action::GroupByJob => state.sort.by_job = !state.sort.by_job,
+        // The tree and the groupings each decide the order: one at a time.
+        Action::GroupByWorkload => {
+            state.sort.by_workload = !state.sort.by_workload;
+            state.sort.tree &= !state.sort.by_workload;
+        }
+        Action::GroupByJob => {
+            state.sort.by_job = !state.sort.by_job;
+            state.sort.tree &= !state.sort.by_job;
+        }
+        Action::Tree => {
+            state.sort.tree = !state.sort.tree;
+            state.sort.by_workload &= !state.sort.tree;
+            state.sort.by_job &= !state.sort.tree;
+        }
         Action::FilterStart => state.editing_filter = true,
         Action::FilterInput(c) => state.filter.push(c),
         Action::FilterBackspace => drop(state.filter.pop()),
@@ -405,6 +417,24 @@ mod tests {
         assert_eq!(s.focus, Some(3));
         apply(&mut s, Action::Focus(3), 0);
         assert_eq!(s.focus, None, "the focused GPU's digit again: all GPUs");
+    }
+
+    #[test]
+    fn the_tree_and_the_groupings_exclude_each_other() {
+        let mut s = state(Duration::from_secs(1));
+        apply(&mut s, Action::GroupByWorkload, 0);
+        apply(&mut s, Action::GroupByJob, 0);
+        apply(&mut s, Action::Tree, 0);
+        assert!(s.sort.tree && !s.sort.by_workload && !s.sort.by_job);
+        apply(&mut s, Action::GroupByJob, 0);
+        assert!(!s.sort.tree && s.sort.by_job);
+        apply(&mut s, Action::Tree, 0);
+        apply(&mut s, Action::GroupByWorkload, 0);
+        assert!(!s.sort.tree && s.sort.by_workload && !s.sort.by_job);
+        apply(&mut s, Action::GroupByWorkload, 0);
+        apply(&mut s, Action::Tree, 0);
+        apply(&mut s, Action::Tree, 0);
+        assert_eq!(s.sort, crate::tui::rows::Sort::default(), "t twice: as before");
     }
 
     #[test]

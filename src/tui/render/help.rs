@@ -17,7 +17,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Tab, Shift-Tab", "focus the next / previous GPU or MIG device"),
     ("0 .. 9", "focus GPU N (the index shown); again: all GPUs"),
     ("s, S", "sort by the next column; reverse the order"),
-    ("w, J", "group by workload (pod, container, Slurm job); J: by DDP job"),
+    ("w, J, t F5", "group by workload (pod, container, Slurm job) / DDP job; tree"),
     ("/, F4", "filter by user, command, PID, workload; Enter keeps it"),
     ("F3, n", "search: select the next match, hiding no row; F3 again: next"),
     ("Enter", "details of the selected process"),
