@@ -698,3 +698,27 @@ fn t_draws_the_process_tree() {
         render(&mut s, w, h);
     }
 }
+
+/// A tall wide terminal: the chart takes the rows a short process table
+/// would leave blank; a long table keeps them.
+#[test]
+fn at_200x60_no_rows_stay_blank() {
+    let mut few = state(Spec::gpus(4).probed());
+    let text = render_text(&mut few, 200, 60);
+    let blank_run = |t: &str| {
+        let mut longest = 0;
+        let mut run = 0;
+        for l in t.lines() {
+            run = if l.trim().is_empty() { run + 1 } else { 0 };
+            longest = longest.max(run);
+        }
+        longest
+    };
+    assert!(blank_run(&text) <= 2, "{text}");
+    assert!(text.lines().nth(58).is_some_and(|l| l.contains("4123404")), "the table ends at the footer:\n{text}");
+    insta::assert_snapshot!("four_gpus_200x60", text);
+    let mut many = state(Spec { alerts: true, ..Spec::gpus(8).probed() });
+    let text = render_text(&mut many, 200, 60);
+    assert!(blank_run(&text) <= 2, "{text}");
+    insta::assert_snapshot!("eight_gpus_200x60", text);
+}
