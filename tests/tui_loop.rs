@@ -473,3 +473,26 @@ async fn t_and_f5_toggle_the_tree() {
     assert!(!grouped.contains(" tree ") && !grouped.contains("└─ "), "{grouped}");
     d.quit().await;
 }
+
+/// F6's menu: arrows move, Enter sorts by the column, `S` still reverses.
+#[tokio::test]
+async fn f6_picks_a_sort_column_from_a_menu() {
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.shows("GPU MEM▼").await;
+    d.press(KeyCode::F(6));
+    d.shows("sort by").await;
+    d.press(KeyCode::Down);
+    d.press(KeyCode::Char('j'));
+    d.press(KeyCode::Char('k'));
+    d.press(KeyCode::Enter);
+    let screen = d.shows("ALLOC▼").await;
+    assert!(!screen.contains(" sort by "), "Enter closes the menu:\n{screen}");
+    d.press(KeyCode::Char('S'));
+    d.shows("ALLOC▲").await;
+    d.press(KeyCode::F(6));
+    d.shows(" sort by ").await;
+    d.press(KeyCode::Esc);
+    d.hides(" sort by ").await;
+    assert!(d.screen.screen().contains("ALLOC▲"), "Esc changes nothing");
+    d.quit().await;
+}

@@ -722,3 +722,22 @@ fn at_200x60_no_rows_stay_blank() {
     assert!(blank_run(&text) <= 2, "{text}");
     insta::assert_snapshot!("eight_gpus_200x60", text);
 }
+
+#[test]
+fn f6_lists_the_sort_columns_over_the_dashboard() {
+    let mut s = state(Spec::gpus(2).probed());
+    act(&mut s, &[Action::SortMenu, Action::Move(2)]);
+    let small = render_text(&mut s, 80, 24);
+    for column in gpuscope::tui::rows::SORTABLE {
+        assert!(small.contains(column.title()), "{}:\n{small}", column.title());
+    }
+    assert!(small.contains(" sort by ") && small.contains("  ▼ GPU MEM"), "{small}");
+    assert!(small.lines().any(|l| l.contains(">   RESERVED")), "the cursor:\n{small}");
+    insta::assert_snapshot!("sort_menu_80x24", small);
+    insta::assert_snapshot!("sort_menu_200x50", render_text(&mut s, 200, 50));
+    for (w, h) in [(0, 0), (1, 1), (20, 5)] {
+        render(&mut s, w, h);
+    }
+    act(&mut s, &[Action::SortPick]);
+    assert!(render_text(&mut s, 80, 24).contains("RESERVED▼"));
+}

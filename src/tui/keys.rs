@@ -28,6 +28,10 @@ pub enum Action {
     Focus(u8),
     SortNext,
     SortReverse,
+    /// F6: the sort columns in a menu.
+    SortMenu,
+    /// Enter in the menu: sort by the column under the cursor.
+    SortPick,
     /// `w`: group the process table by container, pod or Slurm job.
     GroupByWorkload,
     /// `J`: group the process table by distributed job (ranks together).
@@ -87,6 +91,8 @@ pub enum InputMode {
     Segments,
     /// The alert list: scrolling only.
     Alerts,
+    /// F6's menu: a column to sort by.
+    SortMenu,
 }
 
 pub fn map(key: KeyEvent, mode: InputMode) -> Option<Action> {
@@ -114,6 +120,7 @@ pub fn map(key: KeyEvent, mode: InputMode) -> Option<Action> {
             _ => None,
         },
         InputMode::Segments => segments(key.code),
+        InputMode::SortMenu => sort_menu(key.code),
         InputMode::Alerts => match key.code {
             KeyCode::Esc | KeyCode::Char('a' | 'e') => Some(Action::Back),
             KeyCode::Char('q') | KeyCode::F(10) => Some(Action::Quit),
@@ -181,6 +188,7 @@ fn dashboard(code: KeyCode) -> Option<Action> {
         KeyCode::Char(c @ '0'..='9') => Action::Focus(c as u8 - b'0'),
         KeyCode::Char('s') => Action::SortNext,
         KeyCode::Char('S') => Action::SortReverse,
+        KeyCode::F(6) => Action::SortMenu,
         KeyCode::Char('w') => Action::GroupByWorkload,
         KeyCode::Char('J') => Action::GroupByJob,
         KeyCode::Char('t') | KeyCode::F(5) => Action::Tree,
@@ -210,6 +218,20 @@ fn filter(code: KeyCode) -> Option<Action> {
         KeyCode::Esc => Action::FilterClear,
         KeyCode::Up => Action::Move(-1),
         KeyCode::Down => Action::Move(1),
+        _ => return None,
+    })
+}
+
+fn sort_menu(code: KeyCode) -> Option<Action> {
+    Some(match code {
+        KeyCode::Esc | KeyCode::F(6) => Action::Back,
+        KeyCode::Char('q') | KeyCode::F(10) => Action::Quit,
+        KeyCode::Up | KeyCode::Char('k') => Action::Move(-1),
+        KeyCode::Down | KeyCode::Char('j') => Action::Move(1),
+        KeyCode::Home => Action::First,
+        KeyCode::End => Action::Last,
+        KeyCode::Enter => Action::SortPick,
+        KeyCode::Char('S') => Action::SortReverse,
         _ => return None,
     })
 }
@@ -336,6 +358,18 @@ mod tests {
         // In a replay, n stays the next alert.
         assert_eq!(map(key(KeyCode::Char('n')), InputMode::Replay), Some(Action::Replay(Command::NextAlert)));
         assert_eq!(map(key(KeyCode::F(3)), InputMode::Replay), Some(Action::SearchStart));
+    }
+
+    #[test]
+    fn f6_opens_the_sort_menu_which_takes_its_own_keys() {
+        assert_eq!(dash(KeyCode::F(6)), Some(Action::SortMenu));
+        let m = |code| map(key(code), InputMode::SortMenu);
+        assert_eq!(m(KeyCode::Char('j')), Some(Action::Move(1)));
+        assert_eq!(m(KeyCode::Up), Some(Action::Move(-1)));
+        assert_eq!(m(KeyCode::Enter), Some(Action::SortPick));
+        assert_eq!(m(KeyCode::Esc), Some(Action::Back));
+        assert_eq!(m(KeyCode::Char('S')), Some(Action::SortReverse));
+        assert_eq!(m(KeyCode::Char('K')), None, "no kill from the menu");
     }
 
     #[test]

@@ -26,6 +26,10 @@ pub enum View {
     Alerts {
         scroll: usize,
     },
+    /// F6: the sort columns; `cursor` indexes `rows::SORTABLE`.
+    SortMenu {
+        cursor: usize,
+    },
     /// `e`: one process's GPU-related environment, once read (or why not).
     Environ {
         pid: u32,
@@ -191,6 +195,7 @@ impl State {
             Some(View::Help) => InputMode::Help,
             Some(View::Confirm(_)) => InputMode::Confirm,
             Some(View::Segments(_)) => InputMode::Segments,
+            Some(View::SortMenu { .. }) => InputMode::SortMenu,
             Some(View::Alerts { .. } | View::Environ { .. }) => InputMode::Alerts,
             Some(View::Detail(_)) | None if self.replay.is_some() => InputMode::Replay,
             Some(View::Detail(_)) | None => InputMode::Dashboard,

@@ -9,6 +9,7 @@ use crate::tui::history::RowKey;
 use crate::tui::keys::Action;
 use crate::tui::kill::{self, Signal, Target};
 use crate::tui::probe_tools;
+use crate::tui::rows::{SORTABLE, Sort};
 use crate::tui::state::{Confirm, State, View};
 
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
@@ -64,6 +65,18 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
         Action::Focus(n) => focus_index(state, n),
         Action::SortNext => state.sort = state.sort.next(),
         Action::SortReverse => state.sort.descending = !state.sort.descending,
+        Action::SortMenu => {
+            let cursor = SORTABLE.iter().position(|c| *c == state.sort.column).unwrap_or(0);
+            state.views.retain(|v| !matches!(v, View::SortMenu { .. }));
+            state.views.push(View::SortMenu { cursor });
+        }
+        Action::SortPick => {
+            if let Some(View::SortMenu { cursor }) = state.top() {
+                let column = SORTABLE[(*cursor).min(SORTABLE.len() - 1)];
+                state.sort = Sort { column, descending: column.descending_by_default(), ..state.sort };
+                state.views.pop();
+            }
+        }
         // The tree and the groupings each decide the order: one at a time.
         Action::GroupByWorkload => {
             state.sort.by_workload = !state.sort.by_workload;
@@ -185,6 +198,10 @@ fn search_next(state: &mut State) {
 fn move_by(state: &mut State, by: isize) {
     if let Some(View::Segments(view)) = state.views.last_mut() {
         view.scroll = view.scroll.saturating_add_signed(by).min(probe_tools::MAX_SCROLL);
+        return;
+    }
+    if let Some(View::SortMenu { cursor }) = state.views.last_mut() {
+        *cursor = cursor.saturating_add_signed(by).min(SORTABLE.len() - 1);
         return;
     }
     if let Some(View::Alerts { scroll }) = state.views.last_mut() {
@@ -435,6 +452,25 @@ mod tests {
         apply(&mut s, Action::Tree, 0);
         apply(&mut s, Action::Tree, 0);
         assert_eq!(s.sort, crate::tui::rows::Sort::default(), "t twice: as before");
+    }
+
+    #[test]
+    fn the_sort_menu_starts_at_the_column_in_force_and_picks_another() {
+        let mut s = state(Duration::from_secs(1));
+        apply(&mut s, Action::SortNext, 0);
+        apply(&mut s, Action::SortMenu, 0);
+        assert_eq!(s.views, [View::SortMenu { cursor: 1 }], "ALLOC is second");
+        apply(&mut s, Action::Last, 0);
+        apply(&mut s, Action::Move(-1), 0);
+        assert_eq!(s.views, [View::SortMenu { cursor: SORTABLE.len() - 2 }]);
+        apply(&mut s, Action::Move(isize::MAX / 2), 0);
+        assert_eq!(s.views, [View::SortMenu { cursor: SORTABLE.len() - 1 }], "stops at the last");
+        apply(&mut s, Action::SortPick, 0);
+        assert!(s.views.is_empty());
+        assert_eq!(s.sort.column, crate::tui::rows::Column::Command);
+        assert!(!s.sort.descending, "names read best in order");
+        apply(&mut s, Action::SortPick, 0);
+        assert_eq!(s.sort.column, crate::tui::rows::Column::Command, "Enter outside the menu picks nothing");
     }
 
     #[test]

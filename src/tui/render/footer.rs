@@ -49,6 +49,8 @@ fn hints<'a>(ctx: &Ctx, width: usize) -> Line<'a> {
     };
     if let Some(View::Environ { .. }) = s.top() {
         keys = vec![("Esc", "back"), ("q", "quit")];
+    } else if let Some(View::SortMenu { .. }) = s.top() {
+        keys = vec![("j/k", "move"), ("Enter", "sort by it"), ("S", "reverse"), ("Esc", "close")];
     } else if let Some(View::Alerts { .. }) = s.top() {
         keys = vec![("Esc", "back"), ("j/k", "scroll"), ("q", "quit")];
     } else if let Some(View::Segments(_)) = s.top() {

@@ -21,6 +21,7 @@ mod mig;
 mod paint;
 mod processes;
 mod segments;
+mod sort_menu;
 mod symbols;
 mod text;
 mod theme;
@@ -143,6 +144,7 @@ fn overlays(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     match ctx.state.top() {
         Some(View::Help) => help::draw(frame, area, ctx),
         Some(View::Confirm(c)) => confirm::draw(frame, area, ctx, c),
+        Some(View::SortMenu { cursor }) => sort_menu::draw(frame, area, ctx, *cursor),
         _ => {}
     }
 }
