@@ -310,23 +310,11 @@ async fn ctrl_z_suspends_then_redraws_everything() {
 /// K, Delete and a stray `y` send nothing, and the help says so.
 #[tokio::test]
 async fn replay_never_signals_a_live_process() {
-    use gpuscope::recording::player::{Handle, Status};
     let mut child = std::process::Command::new("sleep").arg("60").spawn().unwrap();
     let mut snap = snapshot(Spec::gpus(1));
     snap.processes[0].pid = child.id();
-    let (commands, _cmd_rx) = mpsc::unbounded_channel();
-    let status = Status {
-        file: "r.ndjson".into(),
-        position: 0,
-        len: 1,
-        speed: 1.0,
-        paused: true,
-        at_end: true,
-        alerts_indexed: Some(0),
-        note: None,
-    };
-    let (_status_tx, status) = watch::channel(status);
-    let replay = Some(Handle { commands, status });
+    let (handle, _player) = tui_fixtures::replay_handle();
+    let replay = Some(handle);
     let d = Dashboard::start(Some(snap), None, TuiOptions { replay, ..options() });
     d.shows("GPUs").await;
     for key in [KeyCode::Char('K'), KeyCode::Delete, KeyCode::Char('y'), KeyCode::Char('y')] {
@@ -494,5 +482,37 @@ async fn f6_picks_a_sort_column_from_a_menu() {
     d.press(KeyCode::Esc);
     d.hides(" sort by ").await;
     assert!(d.screen.screen().contains("ALLOC▲"), "Esc changes nothing");
+    d.quit().await;
+}
+
+/// Clicks and the wheel, mapped through where the last frame drew what.
+#[tokio::test]
+async fn the_mouse_selects_rows_focuses_gpus_and_scrolls() {
+    use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let mouse = |kind, row: usize| {
+        let row = u16::try_from(row).unwrap();
+        Ok(Event::Mouse(MouseEvent { kind, column: 30, row, modifiers: KeyModifiers::NONE }))
+    };
+    let click = |row| mouse(MouseEventKind::Down(MouseButton::Left), row);
+    let line_of = |screen: &str, text: &str| screen.lines().position(|l| l.contains(text)).unwrap();
+    let selected = |pid: &'static str| move |s: &str| s.lines().any(|l| l.starts_with('>') && l.contains(pid));
+    let d = Dashboard::start(four_gpus(), None, options());
+    let screen = d.wait_for("GPU 2's row selected", selected("4123403")).await;
+    d.keys.send(click(line_of(&screen, "4123404"))).unwrap();
+    d.wait_for("the clicked row selected", selected("4123404")).await;
+    d.keys.send(mouse(MouseEventKind::ScrollUp, 0)).unwrap();
+    d.wait_for("the wheel: one row up", selected("4123401")).await;
+    d.keys.send(click(line_of(&screen, "  2 NVIDIA H100") + 1)).unwrap();
+    let focused = d.shows("focus: GPU 2").await;
+    assert!(focused.contains("Processes 1"), "{focused}");
+    d.keys.send(click(line_of(&screen, "  2 NVIDIA H100"))).unwrap();
+    d.shows("focus: all GPUs").await;
+    // The kill question takes no click.
+    d.press(KeyCode::Char('?'));
+    d.shows("this help").await;
+    d.keys.send(click(line_of(&screen, "4123402"))).unwrap();
+    d.press(KeyCode::Esc);
+    d.hides("this help").await;
+    assert!(selected("4123401")(&d.screen.screen()), "a click under the help selects nothing");
     d.quit().await;
 }

@@ -741,3 +741,26 @@ fn f6_lists_the_sort_columns_over_the_dashboard() {
     act(&mut s, &[Action::SortPick]);
     assert!(render_text(&mut s, 80, 24).contains("RESERVED▼"));
 }
+
+/// The `?` box shows whole at 80x24 in every mode: its top and bottom
+/// borders and every key it offers are on screen.
+#[test]
+fn help_fits_80x24_in_every_mode() {
+    let (handle, _player) = tui_fixtures::replay_handle();
+    let replay = TuiOptions { replay: Some(handle), ..options() };
+    let modes =
+        [("dashboard", options()), ("read-only", TuiOptions { read_only: true, ..options() }), ("replay", replay)];
+    for (name, opts) in modes {
+        let mut s = state_with(Spec { alerts: true, ..Spec::gpus(2).probed() }, opts);
+        act(&mut s, &[Action::ToggleHelp]);
+        let text = render_text(&mut s, 80, 24);
+        assert!(
+            text.lines().any(|l| l.starts_with("┌ keys")) && text.lines().any(|l| l.starts_with("└─")),
+            "{name}:\n{text}"
+        );
+        for (keys, _) in gpuscope::tui::render::KEYS {
+            let refused = name == "replay" && matches!(*keys, "p, Space" | "+, -" | "K, Del, F9" | "m" | "M, A");
+            assert!(refused || text.contains(keys), "{name}: {keys}:\n{text}");
+        }
+    }
+}

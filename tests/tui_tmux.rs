@@ -289,7 +289,15 @@ fn htop_function_keys_in_a_real_terminal() {
     assert!(tree.contains("└─ python3 train.py"), "{tree}");
     tmux.key("t");
     tmux.wait_for("the tree off", |s| !s.contains(" tree ") && s.contains("Processes 3"));
+    let mouse =
+        || String::from_utf8_lossy(&tmux.run(&["display", "-p", "#{mouse_any_flag}"]).stdout).trim().to_string();
+    assert_eq!(mouse(), "1", "the dashboard takes the mouse");
     tmux.key("q");
     wait_exit(pid);
     assert_restored(&tmux, "before-the-keys", "after F3 and F4");
+    assert_eq!(mouse(), "0", "and gives it back");
+    let pid = start(&tmux, dir.path(), "no-mouse", "--demo --no-mouse");
+    assert_eq!(mouse(), "0", "--no-mouse leaves it to the terminal");
+    tmux.key("q");
+    wait_exit(pid);
 }

@@ -25,7 +25,9 @@ pub enum Action {
     FocusNext,
     FocusPrev,
     /// The GPU with this index (again: all GPUs).
-    Focus(u8),
+    Focus(u32),
+    /// A click on a process row: select it.
+    Select(crate::tui::history::RowKey),
     SortNext,
     SortReverse,
     /// F6: the sort columns in a menu.
@@ -185,7 +187,7 @@ fn dashboard(code: KeyCode) -> Option<Action> {
         KeyCode::End => Action::Last,
         KeyCode::Tab => Action::FocusNext,
         KeyCode::BackTab => Action::FocusPrev,
-        KeyCode::Char(c @ '0'..='9') => Action::Focus(c as u8 - b'0'),
+        KeyCode::Char(c @ '0'..='9') => Action::Focus(u32::from(c) - u32::from('0')),
         KeyCode::Char('s') => Action::SortNext,
         KeyCode::Char('S') => Action::SortReverse,
         KeyCode::F(6) => Action::SortMenu,

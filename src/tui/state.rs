@@ -91,6 +91,8 @@ pub struct State {
     pub status: Option<String>,
     /// Process rows the last frame had room for: one page.
     pub page: usize,
+    /// Where the last frame drew the GPUs and the process rows.
+    pub hits: crate::tui::mouse::Hits,
     /// The poller ended: no more snapshots will come.
     pub collection_stopped: bool,
     /// Set when the snapshots come from a recording's player.
@@ -126,6 +128,7 @@ impl State {
             views: Vec::new(),
             status: None,
             page: 1,
+            hits: Default::default(),
             collection_stopped: false,
             started_ms: options.clock.now_ms(),
             replay: options.replay.clone(),

@@ -63,6 +63,7 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
         Action::FocusNext => focus_step(state, true),
         Action::FocusPrev => focus_step(state, false),
         Action::Focus(n) => focus_index(state, n),
+        Action::Select(key) => select(state, key),
         Action::SortNext => state.sort = state.sort.next(),
         Action::SortReverse => state.sort.descending = !state.sort.descending,
         Action::SortMenu => {
@@ -247,8 +248,7 @@ fn focus_step(state: &mut State, forward: bool) {
 
 /// A digit is the GPU index shown on screen (as nvidia-smi and nvitop
 /// number them); the focused GPU's own digit goes back to all GPUs.
-fn focus_index(state: &mut State, n: u8) {
-    let index = u32::from(n);
+fn focus_index(state: &mut State, index: u32) {
     if !gpu_indices(state).contains(&index) {
         state.status = Some(format!("there is no GPU {index} here"));
         return;
@@ -256,6 +256,15 @@ fn focus_index(state: &mut State, n: u8) {
     let again = state.focus == Some(index) && state.focus_mig.is_none();
     state.focus = if again { None } else { Some(index) };
     state.focus_mig = None;
+}
+
+/// A clicked row, if it is still listed.
+fn select(state: &mut State, key: RowKey) {
+    let rows = state.rows();
+    if let Some(at) = rows.iter().position(|r| r.key == key) {
+        state.selected = Some(key);
+        state.selected_pos = at;
+    }
 }
 
 fn toggle_pause(state: &mut State) {
@@ -329,6 +338,7 @@ mod tests {
             clock: Clock::manual(0),
             replay: None,
             real_terminal: false,
+            mouse: false,
             probe_dir: "/nonexistent".into(),
             notice: None,
             only: Default::default(),

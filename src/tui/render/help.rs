@@ -27,6 +27,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("p, Space", "pause the view (collection goes on)"),
     ("K, Del, F9", "send SIGTERM (confirm), then offer SIGKILL"),
     ("+, -", "double / halve the interval (100ms .. 60s)"),
+    ("click, wheel", "select a row, focus a GPU (again: all); scroll"),
 ];
 
 /// In `gpuscope replay`, these come first; pause and +/- act on playback.
@@ -56,8 +57,8 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     lines.push(Line::raw(""));
     lines.push(Line::styled(" > selected   ! alert   ? figure from a quiet probe", t.dim));
     if ctx.state.replay.is_some() {
-        lines.push(Line::styled(" replay: no signal is ever sent (K, Delete are off)", t.warn));
-        lines.push(Line::styled(" and the [alerts] exec hook never runs", t.warn));
+        // One line: with the replay's keys the box has no row to spare at 80x24.
+        lines.push(Line::styled(" replay: no signal is ever sent; the exec hook never runs", t.warn));
     } else if ctx.state.read_only {
         lines.push(Line::styled(" read-only: K and Delete are off", t.warn));
     }

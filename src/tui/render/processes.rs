@@ -7,6 +7,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use crate::model::{PidNamespace, Snapshot};
+use crate::tui::mouse::{Hits, Target};
 use crate::tui::render::Ctx;
 use crate::tui::render::columns::{self, MARKER, Spec};
 use crate::tui::render::paint::Lines;
@@ -15,7 +16,7 @@ use crate::tui::rows::{Column, Row};
 use crate::tui::tree::{self, Entry};
 
 /// Draws the table; returns how many rows it had room for (a page).
-pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot) -> usize {
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, hits: &mut Hits) -> usize {
     let w = area.width as usize;
     let rows = ctx.state.rows();
     let (specs, command_w) = columns::choose(w, columns::Present::of(&rows));
@@ -34,6 +35,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot) -> usize 
         lines.push(match entry {
             Entry::Parent { pid, name } => parent_line(ctx, *pid, name.as_deref(), &specs, command_w),
             Entry::Row { index, last } => {
+                super::gpus::hit(hits, area, lines.len(), lines.len() + 1, Target::Row(rows[*index].key));
                 let branch = branch(ctx, last);
                 line(ctx, snap, &rows[*index], (&specs, command_w), &branch, selected == Some(*index))
             }
