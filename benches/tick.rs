@@ -193,6 +193,7 @@ fn render(c: &mut Criterion, template: &gpuscope::model::Snapshot) {
         clock: clock.clone(),
         replay: None,
         real_terminal: false,
+        mouse: false,
         probe_dir: "/nonexistent".into(),
         notice: None,
         only: Default::default(),

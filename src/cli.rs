@@ -117,6 +117,10 @@ pub struct Cli {
     /// Dashboard: never send signals to processes (also --readonly, htop's spelling).
     #[arg(long, alias = "readonly")]
     pub read_only: bool,
+
+    /// Dashboard: leave the mouse to the terminal (its own text selection); no clicks or wheel.
+    #[arg(long)]
+    pub no_mouse: bool,
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -390,6 +394,7 @@ mod tests {
         assert!(Cli::try_parse_from(["gpuscope", "-1", "--json"]).is_err());
         let tui = Cli::try_parse_from(["gpuscope", "--no-color", "--ascii", "--read-only"]).unwrap();
         assert!(tui.no_color && tui.ascii && tui.read_only);
+        assert!(!tui.no_mouse && Cli::try_parse_from(["gpuscope", "--no-mouse"]).unwrap().no_mouse);
         let run = Cli::try_parse_from(["gpuscope", "run", "--", "python", "-u", "train.py", "--lr", "3"]).unwrap();
         let Some(Command::Run { command }) = run.command else { panic!("{run:?}") };
         assert_eq!(command, ["python", "-u", "train.py", "--lr", "3"]);

@@ -66,6 +66,7 @@ pub struct DashboardFlags {
     pub no_color: bool,
     pub ascii: bool,
     pub read_only: bool,
+    pub no_mouse: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -113,7 +114,12 @@ impl Settings {
             (false, _, false) if std::io::stdout().is_terminal() => Mode::Tui,
             (false, _, _) => Mode::Table,
         };
-        let dashboard = DashboardFlags { no_color: cli.no_color, ascii: cli.ascii, read_only: cli.read_only };
+        let dashboard = DashboardFlags {
+            no_color: cli.no_color,
+            ascii: cli.ascii,
+            read_only: cli.read_only,
+            no_mouse: cli.no_mouse,
+        };
         Ok(Self {
             mode,
             interval,

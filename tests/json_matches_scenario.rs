@@ -179,6 +179,8 @@ fn processes_are_merged_by_pid_and_joined_with_the_host() {
     assert_eq!(t["name"], "sleep");
     assert_eq!(t["command"], "sleep 60");
     assert_eq!(t["parent_pid"], std::process::id());
+    let own = std::fs::read_to_string("/proc/self/comm").unwrap();
+    assert_eq!(t["parent_name"], own.trim_end(), "the parent's name, read by the host source");
     assert!(t["user"].is_string());
     assert!(t["host_memory"].as_u64().unwrap() > 0);
     assert!(t["start_time_unix_ms"].as_u64().unwrap() > 1_600_000_000_000);
@@ -267,7 +269,7 @@ fn in_a_container_host_pids_never_take_a_local_process_s_identity() {
     let t = procs.iter().find(|p| p["pid"] == trainer.pid()).unwrap();
     assert_eq!(t["other_namespace"], true);
     assert_eq!(t["gpus"][0]["used_memory"], 30000 * MIB, "NVML's figure is kept");
-    for field in ["user", "command", "host_memory", "start_time", "parent_pid", "workload"] {
+    for field in ["user", "command", "host_memory", "start_time", "parent_pid", "parent_name", "workload"] {
         assert_eq!(t[field], Value::Null, "{field}: {t:#}");
     }
     assert_eq!(v["gpus"][0]["memory"]["used"], 40000 * MIB);

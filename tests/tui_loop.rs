@@ -310,23 +310,11 @@ async fn ctrl_z_suspends_then_redraws_everything() {
 /// K, Delete and a stray `y` send nothing, and the help says so.
 #[tokio::test]
 async fn replay_never_signals_a_live_process() {
-    use gpuscope::recording::player::{Handle, Status};
     let mut child = std::process::Command::new("sleep").arg("60").spawn().unwrap();
     let mut snap = snapshot(Spec::gpus(1));
     snap.processes[0].pid = child.id();
-    let (commands, _cmd_rx) = mpsc::unbounded_channel();
-    let status = Status {
-        file: "r.ndjson".into(),
-        position: 0,
-        len: 1,
-        speed: 1.0,
-        paused: true,
-        at_end: true,
-        alerts_indexed: Some(0),
-        note: None,
-    };
-    let (_status_tx, status) = watch::channel(status);
-    let replay = Some(Handle { commands, status });
+    let (handle, _player) = tui_fixtures::replay_handle();
+    let replay = Some(handle);
     let d = Dashboard::start(Some(snap), None, TuiOptions { replay, ..options() });
     d.shows("GPUs").await;
     for key in [KeyCode::Char('K'), KeyCode::Delete, KeyCode::Char('y'), KeyCode::Char('y')] {
@@ -415,5 +403,116 @@ async fn e_shows_the_selected_process_environment() {
     d.hides("reading /proc").await;
     d.press(KeyCode::Esc);
     d.hides("Environment of PID").await;
+    d.quit().await;
+}
+
+/// htop's F4 is `/`; F3 searches: the selection jumps, every row stays,
+/// F3 again goes on to the next match, Enter keeps it and `n` goes on.
+#[tokio::test]
+async fn f4_filters_and_f3_searches_without_hiding() {
+    let selected = |pid: &'static str| move |s: &str| s.lines().any(|l| l.starts_with('>') && l.contains(pid));
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.shows("Processes 4").await;
+    d.press(KeyCode::F(4));
+    d.typed("carol");
+    d.shows("Processes 1").await;
+    d.press(KeyCode::Esc);
+    d.shows("Processes 4").await;
+    d.press(KeyCode::F(3));
+    d.typed("alice");
+    let screen = d.wait_for("rank 1 selected", selected("4123402")).await;
+    assert!(screen.contains("search: alice_") && screen.contains("Processes 4"), "{screen}");
+    d.press(KeyCode::F(3));
+    d.wait_for("rank 0 selected", selected("4123401")).await;
+    d.press(KeyCode::F(3));
+    d.wait_for("back to rank 1", selected("4123402")).await;
+    d.press(KeyCode::Enter);
+    d.hides("search: alice").await;
+    d.press(KeyCode::Char('n'));
+    d.wait_for("n: rank 0 again", selected("4123401")).await;
+    d.press(KeyCode::F(3));
+    d.typed("#%");
+    let missed = d.shows("no match").await;
+    assert!(missed.contains("Processes 4") && selected("4123401")(&missed), "the selection stays:\n{missed}");
+    d.press(KeyCode::Esc);
+    d.hides("search:").await;
+    d.quit().await;
+}
+
+/// `t` and F5 turn the tree on and off; `w` turns it off.
+#[tokio::test]
+async fn t_and_f5_toggle_the_tree() {
+    let mut snap = snapshot(Spec::gpus(4));
+    for p in &mut snap.processes {
+        p.parent_name = Some("torchrun".into());
+    }
+    let d = Dashboard::start(Some(snap), None, options());
+    d.shows("Processes 4").await;
+    d.press(KeyCode::Char('t'));
+    let tree = d.shows(" tree ").await;
+    assert!(tree.lines().any(|l| l.contains("4123300") && l.contains("torchrun")), "{tree}");
+    assert!(tree.contains("└─ "), "{tree}");
+    d.press(KeyCode::F(5));
+    d.hides(" tree ").await;
+    d.press(KeyCode::F(5));
+    d.shows(" tree ").await;
+    d.press(KeyCode::Char('w'));
+    let grouped = d.shows("by workload").await;
+    assert!(!grouped.contains(" tree ") && !grouped.contains("└─ "), "{grouped}");
+    d.quit().await;
+}
+
+/// F6's menu: arrows move, Enter sorts by the column, `S` still reverses.
+#[tokio::test]
+async fn f6_picks_a_sort_column_from_a_menu() {
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.shows("GPU MEM▼").await;
+    d.press(KeyCode::F(6));
+    d.shows("sort by").await;
+    d.press(KeyCode::Down);
+    d.press(KeyCode::Char('j'));
+    d.press(KeyCode::Char('k'));
+    d.press(KeyCode::Enter);
+    let screen = d.shows("ALLOC▼").await;
+    assert!(!screen.contains(" sort by "), "Enter closes the menu:\n{screen}");
+    d.press(KeyCode::Char('S'));
+    d.shows("ALLOC▲").await;
+    d.press(KeyCode::F(6));
+    d.shows(" sort by ").await;
+    d.press(KeyCode::Esc);
+    d.hides(" sort by ").await;
+    assert!(d.screen.screen().contains("ALLOC▲"), "Esc changes nothing");
+    d.quit().await;
+}
+
+/// Clicks and the wheel, mapped through where the last frame drew what.
+#[tokio::test]
+async fn the_mouse_selects_rows_focuses_gpus_and_scrolls() {
+    use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let mouse = |kind, row: usize| {
+        let row = u16::try_from(row).unwrap();
+        Ok(Event::Mouse(MouseEvent { kind, column: 30, row, modifiers: KeyModifiers::NONE }))
+    };
+    let click = |row| mouse(MouseEventKind::Down(MouseButton::Left), row);
+    let line_of = |screen: &str, text: &str| screen.lines().position(|l| l.contains(text)).unwrap();
+    let selected = |pid: &'static str| move |s: &str| s.lines().any(|l| l.starts_with('>') && l.contains(pid));
+    let d = Dashboard::start(four_gpus(), None, options());
+    let screen = d.wait_for("GPU 2's row selected", selected("4123403")).await;
+    d.keys.send(click(line_of(&screen, "4123404"))).unwrap();
+    d.wait_for("the clicked row selected", selected("4123404")).await;
+    d.keys.send(mouse(MouseEventKind::ScrollUp, 0)).unwrap();
+    d.wait_for("the wheel: one row up", selected("4123401")).await;
+    d.keys.send(click(line_of(&screen, "  2 NVIDIA H100") + 1)).unwrap();
+    let focused = d.shows("focus: GPU 2").await;
+    assert!(focused.contains("Processes 1"), "{focused}");
+    d.keys.send(click(line_of(&screen, "  2 NVIDIA H100"))).unwrap();
+    d.shows("focus: all GPUs").await;
+    // The kill question takes no click.
+    d.press(KeyCode::Char('?'));
+    d.shows("this help").await;
+    d.keys.send(click(line_of(&screen, "4123402"))).unwrap();
+    d.press(KeyCode::Esc);
+    d.hides("this help").await;
+    assert!(selected("4123401")(&d.screen.screen()), "a click under the help selects nothing");
     d.quit().await;
 }

@@ -620,3 +620,147 @@ fn the_environment_view_shows_what_decides_gpu_use() {
         render(&mut s, w, h);
     }
 }
+
+/// F3: the selection jumps to the match, no row is hidden, and the
+/// prompt says when nothing matches.
+#[test]
+fn f3_search_selects_without_hiding_rows() {
+    let mut s = state(Spec::gpus(4).probed());
+    act(&mut s, &[Action::SearchStart]);
+    for c in "carol".chars() {
+        act(&mut s, &[Action::SearchInput(c)]);
+    }
+    let small = render_text(&mut s, 80, 24);
+    assert!(small.contains("Processes 4") && small.contains("search: carol_"), "{small}");
+    assert!(small.lines().any(|l| l.starts_with('>') && l.contains("4123404")), "{small}");
+    assert!(!small.contains("no match"), "{small}");
+    insta::assert_snapshot!("search_80x24", small);
+    insta::assert_snapshot!("search_200x50", render_text(&mut s, 200, 50));
+    act(&mut s, &[Action::SearchInput('z')]);
+    let missed = render_text(&mut s, 80, 24);
+    assert!(missed.contains("no match") && missed.lines().any(|l| l.starts_with('>') && l.contains("4123404")));
+    act(&mut s, &[Action::SearchBackspace, Action::SearchAccept]);
+    assert!(!s.searching && s.search == "carol");
+    for (w, h) in [(0, 0), (1, 1), (20, 5)] {
+        render(&mut s, w, h);
+    }
+}
+
+/// torchrun (on no GPU) over its two ranks, an evaluation worker that
+/// rank 0 started nested under it, vllm alone: `t` draws the tree.
+fn tree_snapshot(ascii: bool) -> State {
+    let mut snap = snapshot(Spec::gpus(4).probed());
+    for p in &mut snap.processes {
+        match p.pid {
+            4_123_403 => (p.parent_pid, p.parent_name) = (Some(1), Some("systemd".into())),
+            4_123_404 => {
+                (p.parent_pid, p.parent_name) = (Some(4_123_401), Some("python3".into()));
+                p.command = Some("python3 eval_worker.py --from-rank 0".into());
+            }
+            _ => p.parent_name = Some("torchrun".into()),
+        }
+    }
+    let mut s = State::new(&TuiOptions { ascii, ..options() });
+    s.on_snapshot(Arc::new(snap));
+    s
+}
+
+#[test]
+fn t_draws_the_process_tree() {
+    use gpuscope::tui::state::View;
+    let mut s = tree_snapshot(false);
+    act(&mut s, &[Action::Tree]);
+    let small = render_text(&mut s, 80, 24);
+    let lines: Vec<&str> = small.lines().collect();
+    let at = |text: &str| lines.iter().position(|l| l.contains(text)).unwrap_or_else(|| panic!("{text}:\n{small}"));
+    assert!(small.contains(" tree "), "the title says so:\n{small}");
+    let header = lines[at("torchrun")];
+    assert!(header.contains("4123300") && !header.contains("alice") && !header.starts_with('>'), "{small}");
+    assert!(at("vllm serve") < at("torchrun"), "vllm holds the most memory:\n{small}");
+    assert!(at("torchrun") < at("├─ python3 train") && lines[at("4123402")].contains("├─ python3 train"));
+    assert!(lines[at("4123401")].contains("└─ python3 train"), "{small}");
+    assert!(lines[at("4123404")].contains("   └─ python3 eval"), "nested under rank 0:\n{small}");
+    insta::assert_snapshot!("tree_80x24", small);
+    insta::assert_snapshot!("tree_200x50", render_text(&mut s, 200, 50));
+    // The header is never selected: End then k walks rows only.
+    act(&mut s, &[Action::First, Action::Move(1)]);
+    assert_eq!(s.rows()[1].key.pid, 4_123_402);
+    assert_eq!(s.selected.map(|k| k.pid), Some(4_123_402), "from vllm straight to rank 1, past the header");
+    act(&mut s, &[Action::OpenDetail]);
+    assert!(matches!(s.top(), Some(View::Detail(k)) if k.pid == 4_123_402));
+    act(&mut s, &[Action::Back, Action::GroupByJob]);
+    assert!(!render_text(&mut s, 80, 24).contains(" tree "), "J ends the tree");
+    let mut plain = tree_snapshot(true);
+    act(&mut plain, &[Action::Tree]);
+    let ascii = render_text(&mut plain, 80, 24);
+    assert!(ascii.is_ascii() && ascii.contains("`- python3 eval") && ascii.contains("|- python3"), "{ascii}");
+    for (w, h) in [(0, 0), (1, 1), (20, 5)] {
+        render(&mut s, w, h);
+    }
+}
+
+/// A tall wide terminal: the chart takes the rows a short process table
+/// would leave blank; a long table keeps them.
+#[test]
+fn at_200x60_no_rows_stay_blank() {
+    let mut few = state(Spec::gpus(4).probed());
+    let text = render_text(&mut few, 200, 60);
+    let blank_run = |t: &str| {
+        let mut longest = 0;
+        let mut run = 0;
+        for l in t.lines() {
+            run = if l.trim().is_empty() { run + 1 } else { 0 };
+            longest = longest.max(run);
+        }
+        longest
+    };
+    assert!(blank_run(&text) <= 2, "{text}");
+    assert!(text.lines().nth(58).is_some_and(|l| l.contains("4123404")), "the table ends at the footer:\n{text}");
+    insta::assert_snapshot!("four_gpus_200x60", text);
+    let mut many = state(Spec { alerts: true, ..Spec::gpus(8).probed() });
+    let text = render_text(&mut many, 200, 60);
+    assert!(blank_run(&text) <= 2, "{text}");
+    insta::assert_snapshot!("eight_gpus_200x60", text);
+}
+
+#[test]
+fn f6_lists_the_sort_columns_over_the_dashboard() {
+    let mut s = state(Spec::gpus(2).probed());
+    act(&mut s, &[Action::SortMenu, Action::Move(2)]);
+    let small = render_text(&mut s, 80, 24);
+    for column in gpuscope::tui::rows::SORTABLE {
+        assert!(small.contains(column.title()), "{}:\n{small}", column.title());
+    }
+    assert!(small.contains(" sort by ") && small.contains("  ▼ GPU MEM"), "{small}");
+    assert!(small.lines().any(|l| l.contains(">   RESERVED")), "the cursor:\n{small}");
+    insta::assert_snapshot!("sort_menu_80x24", small);
+    insta::assert_snapshot!("sort_menu_200x50", render_text(&mut s, 200, 50));
+    for (w, h) in [(0, 0), (1, 1), (20, 5)] {
+        render(&mut s, w, h);
+    }
+    act(&mut s, &[Action::SortPick]);
+    assert!(render_text(&mut s, 80, 24).contains("RESERVED▼"));
+}
+
+/// The `?` box shows whole at 80x24 in every mode: its top and bottom
+/// borders and every key it offers are on screen.
+#[test]
+fn help_fits_80x24_in_every_mode() {
+    let (handle, _player) = tui_fixtures::replay_handle();
+    let replay = TuiOptions { replay: Some(handle), ..options() };
+    let modes =
+        [("dashboard", options()), ("read-only", TuiOptions { read_only: true, ..options() }), ("replay", replay)];
+    for (name, opts) in modes {
+        let mut s = state_with(Spec { alerts: true, ..Spec::gpus(2).probed() }, opts);
+        act(&mut s, &[Action::ToggleHelp]);
+        let text = render_text(&mut s, 80, 24);
+        assert!(
+            text.lines().any(|l| l.starts_with("┌ keys")) && text.lines().any(|l| l.starts_with("└─")),
+            "{name}:\n{text}"
+        );
+        for (keys, _) in gpuscope::tui::render::KEYS {
+            let refused = name == "replay" && matches!(*keys, "p, Space" | "+, -" | "K, Del, F9" | "m" | "M, A");
+            assert!(refused || text.contains(keys), "{name}: {keys}:\n{text}");
+        }
+    }
+}

@@ -258,3 +258,46 @@ fn replay_in_a_real_terminal() {
     wait_exit(pid);
     assert_restored(&tmux, "before-the-replay", "after q in a replay");
 }
+
+/// htop's function keys as a real terminal sends them: F4 filters, F3
+/// searches without hiding a row, F5 draws the process tree.
+#[test]
+fn htop_function_keys_in_a_real_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmux = Tmux::start(100, 30);
+    tmux.line("PS1='$ '");
+    let pid = start_dashboard(&tmux, dir.path(), "before-the-keys");
+    tmux.shows("Processes 3");
+    tmux.key("F4");
+    tmux.run(&["send-keys", "-l", "vllm"]);
+    tmux.shows("Processes 1");
+    tmux.key("Escape");
+    tmux.shows("Processes 3");
+    tmux.key("F3");
+    tmux.run(&["send-keys", "-l", "alice"]);
+    let selected = |pid: &'static str| move |s: &str| s.lines().any(|l| l.starts_with('>') && l.contains(pid));
+    let screen = tmux.wait_for("rank 1 selected", selected("4123402"));
+    assert!(screen.contains("search: alice_") && screen.contains("Processes 3"), "{screen}");
+    tmux.key("F3");
+    tmux.wait_for("F3 again: rank 0 selected", selected("4123401"));
+    tmux.key("Enter");
+    tmux.wait_for("the prompt closed", |s| !s.contains("search:"));
+    // The demo's ranks are torchrun's children: F5 draws the tree.
+    tmux.key("F5");
+    let tree = tmux.shows(" tree ");
+    assert!(tree.lines().any(|l| l.contains("4123399") && l.contains("torchrun")), "{tree}");
+    assert!(tree.contains("└─ python3 train.py"), "{tree}");
+    tmux.key("t");
+    tmux.wait_for("the tree off", |s| !s.contains(" tree ") && s.contains("Processes 3"));
+    let mouse =
+        || String::from_utf8_lossy(&tmux.run(&["display", "-p", "#{mouse_any_flag}"]).stdout).trim().to_string();
+    assert_eq!(mouse(), "1", "the dashboard takes the mouse");
+    tmux.key("q");
+    wait_exit(pid);
+    assert_restored(&tmux, "before-the-keys", "after F3 and F4");
+    assert_eq!(mouse(), "0", "and gives it back");
+    let pid = start(&tmux, dir.path(), "no-mouse", "--demo --no-mouse");
+    assert_eq!(mouse(), "0", "--no-mouse leaves it to the terminal");
+    tmux.key("q");
+    wait_exit(pid);
+}

@@ -145,6 +145,7 @@ fn process(p: &Proc) -> Process {
         command: None,
         start_time: Some(Timestamp::from_system(UNIX_EPOCH + Duration::from_millis(p.start_ms))),
         parent_pid: None,
+        parent_name: None,
         cpu_percent: None,
         host_memory: None,
         allocator,

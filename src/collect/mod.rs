@@ -135,6 +135,7 @@ impl From<GpuProcess> for Process {
             command: None,
             start_time: None,
             parent_pid: None,
+            parent_name: None,
             cpu_percent: None,
             host_memory: None,
             allocator: None,
@@ -153,6 +154,7 @@ impl Process {
         self.command = h.command;
         self.start_time = h.start_time;
         self.parent_pid = h.parent_pid;
+        self.parent_name = h.parent_name;
         self.cpu_percent = h.cpu_percent;
         self.host_memory = h.memory;
         self.workload = h.workload;

@@ -19,6 +19,11 @@ pub struct Process {
     #[serde(flatten, with = "start_time")]
     pub start_time: Option<Timestamp>,
     pub parent_pid: Option<u32>,
+    /// The parent's name (`/proc/PPID/comm`): what the dashboard's tree
+    /// shows for a launcher that holds no GPU itself. Absent in recordings
+    /// made before gpuscope read it.
+    #[serde(default)]
+    pub parent_name: Option<String>,
     /// Percent of one CPU core, as `top` shows it (above 100 with threads).
     pub cpu_percent: Option<f64>,
     /// Resident host memory in bytes.

@@ -44,6 +44,7 @@ mod tests {
             command: command.map(Into::into),
             start_time: None,
             parent_pid: None,
+            parent_name: None,
             cpu_percent: None,
             host_memory: None,
             allocator: None,

@@ -439,6 +439,7 @@ mod tests {
             command: Some(command.into()),
             start_time: None,
             parent_pid: None,
+            parent_name: None,
             cpu_percent: None,
             host_memory: None,
             allocator: None,

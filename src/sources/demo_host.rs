@@ -37,6 +37,7 @@ impl<H: HostSource> DemoHost<H> {
             command: Some(command.into()),
             start_time: Some(Timestamp::from_system(started)),
             parent_pid: Some(if name == "python3" { LAUNCHER } else { 1 }),
+            parent_name: Some(if name == "python3" { "torchrun" } else { "systemd" }.into()),
             cpu_percent: Some(cpu),
             memory: Some((gib * f64::from(1u32 << 30)) as u64),
             workload: None,
@@ -75,6 +76,7 @@ mod tests {
         let sample = host.sample(&[4_123_401, 4_123_402, 4_123_510, 77]);
         let rank0 = &sample.processes[&4_123_401];
         assert_eq!((rank0.user.as_deref(), rank0.parent_pid), (Some("alice"), Some(LAUNCHER)));
+        assert_eq!(rank0.parent_name.as_deref(), Some("torchrun"));
         assert!(rank0.cpu_percent.is_some() && rank0.memory.is_some() && rank0.start_time.is_some());
         assert_eq!(sample.processes[&4_123_510].name.as_deref(), Some("vllm"));
         assert!(!sample.processes.contains_key(&77), "only the demo's own PIDs are made up");

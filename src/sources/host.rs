@@ -44,6 +44,9 @@ struct Known {
     cpu_ticks: u64,
     at: Instant,
     fixed: HostProcess,
+    /// The parent PID last seen and its name, read again only when the
+    /// parent changes (the process was re-parented).
+    parent: Option<(u32, Option<String>)>,
 }
 
 impl Default for SysinfoHost {
@@ -112,7 +115,8 @@ impl SysinfoHost {
                 // Read after the PID's stat: dropped should the PID have
                 // gone to another process in between.
                 .filter(|_| procstat::start_ticks(Path::new("/proc"), pid) == Some(stat.start_ticks));
-            let known = Known { file, start_ticks: stat.start_ticks, cpu_ticks: stat.cpu_ticks, at: now, fixed };
+            let known =
+                Known { file, start_ticks: stat.start_ticks, cpu_ticks: stat.cpu_ticks, at: now, fixed, parent: None };
             self.known.insert(pid, known);
         }
     }
@@ -145,8 +149,12 @@ impl SysinfoHost {
             (!first && seconds > 0.0).then(|| ((used / seconds * 100.0).min(max_percent) * 10.0).round() / 10.0);
         k.cpu_ticks = stat.cpu_ticks;
         k.at = now;
+        if k.parent.as_ref().is_none_or(|p| p.0 != stat.parent) {
+            k.parent = Some((stat.parent, procstat::comm(Path::new("/proc"), stat.parent)));
+        }
         Some(HostProcess {
             parent_pid: Some(stat.parent),
+            parent_name: k.parent.as_ref().and_then(|p| p.1.clone()),
             cpu_percent,
             memory: Some(stat.rss_pages.saturating_mul(page)),
             ..k.fixed.clone()
@@ -285,6 +293,8 @@ mod tests {
         assert!(p.cpu_percent.is_some_and(|c| c > 0.0 && c <= max), "{p:?}");
         assert!(p.user.is_some());
         assert_eq!(p.parent_pid, Some(std::os::unix::process::parent_id()));
+        let parent_comm = std::fs::read_to_string(format!("/proc/{}/comm", p.parent_pid.unwrap())).unwrap();
+        assert_eq!(p.parent_name.as_deref(), Some(parent_comm.trim_end()), "the parent's name, from the host source");
         assert_eq!(host.known[&me].start_ticks, start);
 
         // The same PID with another start time is another process: no CPU

@@ -76,6 +76,9 @@ pub struct HostProcess {
     pub command: Option<String>,
     pub start_time: Option<Timestamp>,
     pub parent_pid: Option<u32>,
+    /// The parent's name, read when the parent changes: a launcher such as
+    /// torchrun above its ranks, named without a `/proc` read on the UI task.
+    pub parent_name: Option<String>,
     pub cpu_percent: Option<f64>,
     pub memory: Option<u64>,
     /// The container, pod or Slurm job, from `/proc/PID/cgroup` at first sight.

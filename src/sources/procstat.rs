@@ -77,6 +77,17 @@ pub fn parse(stat: &[u8]) -> Option<Stat> {
     Some(Stat { parent: u32::try_from(parent).ok()?, cpu_ticks: utime.saturating_add(stime), start_ticks, rss_pages })
 }
 
+/// The executable's name as the kernel keeps it (`/proc/PID/comm`, at
+/// most 15 bytes), made safe to print; `None` when there is no such process.
+pub fn comm(proc_root: &Path, pid: u32) -> Option<String> {
+    let mut path = proc_root.to_path_buf();
+    path.push(pid.to_string());
+    path.push("comm");
+    let raw = std::fs::read(path).ok()?;
+    let name = super::sanitize_command(String::from_utf8_lossy(&raw).trim_end_matches('\n'));
+    (!name.is_empty()).then_some(name)
+}
+
 /// Clock ticks per second, as the kernel counts the times in `stat`.
 pub fn ticks_per_second() -> u64 {
     // SAFETY: sysconf only reads a constant of the running system.
@@ -114,6 +125,9 @@ mod tests {
         assert_eq!(read(Path::new("/proc"), u32::MAX - 3), None);
         assert_eq!(start_ticks(Path::new("/proc"), std::process::id()), Some(me.start_ticks));
         assert!(ticks_per_second() > 0 && page_size() >= 4096);
+        let own = std::fs::read_to_string("/proc/self/comm").unwrap();
+        assert_eq!(comm(Path::new("/proc"), std::process::id()).as_deref(), Some(own.trim_end()));
+        assert_eq!(comm(Path::new("/proc"), u32::MAX - 3), None);
     }
 
     #[test]

@@ -21,11 +21,12 @@ use crate::memviz::ProbeChannel;
 use crate::segmap::{MapState, MapUpdate, Requester};
 
 use crate::poller::{PollerControl, SnapshotRx};
+use crate::tui::keys::Action;
 use crate::tui::options::{Clock, TuiOptions};
 use crate::tui::signals::{Stop, StopSignals};
 use crate::tui::state::{State, View};
 use crate::tui::update::{self, Effect};
-use crate::tui::{keys, kill, probe_tools, render, terminal};
+use crate::tui::{keys, kill, mouse, probe_tools, render, terminal};
 
 const NO_JOB_CONTROL: &str = "not suspended: no shell with job control would resume gpuscope";
 
@@ -64,9 +65,9 @@ where
     let mut tools = Tools::new(options.probe_dir.clone());
     loop {
         if dirty && last_draw.is_none_or(|t| t.elapsed() >= FRAME) {
-            let mut page = state.page;
-            terminal.draw(|frame| page = render::draw(frame, &state, &clock)).map_err(io::Error::other)?;
-            state.page = page;
+            let mut drawn = (state.page, std::mem::take(&mut state.hits));
+            terminal.draw(|frame| drawn = render::draw_with_hits(frame, &state, &clock)).map_err(io::Error::other)?;
+            (state.page, state.hits) = drawn;
             last_draw = Some(Instant::now());
             dirty = false;
         }
@@ -259,33 +260,43 @@ fn on_event(
     tools: &mut Tools,
 ) -> Flow {
     match event {
-        Event::Key(key) => {
-            let Some(action) = keys::map(key, state.input_mode()) else { return Flow::Same };
-            match update::apply(state, action, clock.now_ms()) {
-                Some(Effect::Quit) => return Flow::Quit,
-                Some(Effect::Suspend) => return Flow::Suspend,
-                Some(Effect::Replay(cmd)) => {
-                    if let Some(replay) = &state.replay {
-                        let _ = replay.commands.send(cmd);
-                    }
-                }
-                Some(Effect::SetInterval(interval)) => {
-                    if let Some(control) = control {
-                        control.set_interval(interval);
-                    }
-                }
-                // Never in a replay: `update` offers no kill there, and
-                // this is the last place a signal could leave from.
-                Some(Effect::Signal(target, signal)) if state.replay.is_none() => {
-                    let result = kill::send(target, signal);
-                    update::signal_sent(state, signal, result);
-                }
-                Some(Effect::Signal(..)) | None => {}
-                Some(effect) => tools.carry_out(state, effect),
-            }
-            Flow::Redraw
-        }
+        Event::Key(key) => match keys::map(key, state.input_mode()) {
+            Some(action) => act(state, action, control, clock, tools),
+            None => Flow::Same,
+        },
+        Event::Mouse(mouse) => match mouse::map(mouse, &state.hits, state.input_mode()) {
+            Some(action) => act(state, action, control, clock, tools),
+            None => Flow::Same,
+        },
         Event::Resize(..) => Flow::Redraw,
         _ => Flow::Same,
     }
+}
+
+/// A key's or a click's action: the state changes, and what reaches
+/// outside the dashboard is carried out here.
+fn act(state: &mut State, action: Action, control: Option<&PollerControl>, clock: &Clock, tools: &mut Tools) -> Flow {
+    match update::apply(state, action, clock.now_ms()) {
+        Some(Effect::Quit) => return Flow::Quit,
+        Some(Effect::Suspend) => return Flow::Suspend,
+        Some(Effect::Replay(cmd)) => {
+            if let Some(replay) = &state.replay {
+                let _ = replay.commands.send(cmd);
+            }
+        }
+        Some(Effect::SetInterval(interval)) => {
+            if let Some(control) = control {
+                control.set_interval(interval);
+            }
+        }
+        // Never in a replay: `update` offers no kill there, and
+        // this is the last place a signal could leave from.
+        Some(Effect::Signal(target, signal)) if state.replay.is_none() => {
+            let result = kill::send(target, signal);
+            update::signal_sent(state, signal, result);
+        }
+        Some(Effect::Signal(..)) | None => {}
+        Some(effect) => tools.carry_out(state, effect),
+    }
+    Flow::Redraw
 }

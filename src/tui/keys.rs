@@ -25,18 +25,36 @@ pub enum Action {
     FocusNext,
     FocusPrev,
     /// The GPU with this index (again: all GPUs).
-    Focus(u8),
+    Focus(u32),
+    /// A click on a process row: select it.
+    Select(crate::tui::history::RowKey),
     SortNext,
     SortReverse,
+    /// F6: the sort columns in a menu.
+    SortMenu,
+    /// Enter in the menu: sort by the column under the cursor.
+    SortPick,
     /// `w`: group the process table by container, pod or Slurm job.
     GroupByWorkload,
     /// `J`: group the process table by distributed job (ranks together).
     GroupByJob,
+    /// `t` / F5: the processes as a tree of parents and children.
+    Tree,
     FilterStart,
     FilterInput(char),
     FilterBackspace,
     FilterAccept,
     FilterClear,
+    /// F3: the search prompt; rows stay, the selection jumps to a match.
+    SearchStart,
+    SearchInput(char),
+    SearchBackspace,
+    /// F3 in the prompt, `n` on the dashboard: the next match, wrapping.
+    SearchNext,
+    /// Enter: keep the selection (and the text, for `n`), close the prompt.
+    SearchAccept,
+    /// Esc: close the prompt and forget the text.
+    SearchClose,
     OpenDetail,
     TogglePause,
     Kill,
@@ -67,12 +85,16 @@ pub enum InputMode {
     /// The dashboard over a recording: playback keys first.
     Replay,
     Filter,
+    /// The F3 search prompt.
+    Search,
     Help,
     Confirm,
     /// The segment map: +/- change the allocation asked about.
     Segments,
     /// The alert list: scrolling only.
     Alerts,
+    /// F6's menu: a column to sort by.
+    SortMenu,
 }
 
 pub fn map(key: KeyEvent, mode: InputMode) -> Option<Action> {
@@ -93,12 +115,14 @@ pub fn map(key: KeyEvent, mode: InputMode) -> Option<Action> {
         InputMode::Dashboard => dashboard(key.code),
         InputMode::Replay => replay(key.code).or_else(|| dashboard(key.code)),
         InputMode::Filter => filter(key.code),
+        InputMode::Search => search(key.code),
         InputMode::Help => match key.code {
             KeyCode::Esc | KeyCode::Char('?' | 'h') | KeyCode::F(1) => Some(Action::Back),
             KeyCode::Char('q') | KeyCode::F(10) => Some(Action::Quit),
             _ => None,
         },
         InputMode::Segments => segments(key.code),
+        InputMode::SortMenu => sort_menu(key.code),
         InputMode::Alerts => match key.code {
             KeyCode::Esc | KeyCode::Char('a' | 'e') => Some(Action::Back),
             KeyCode::Char('q') | KeyCode::F(10) => Some(Action::Quit),
@@ -163,12 +187,17 @@ fn dashboard(code: KeyCode) -> Option<Action> {
         KeyCode::End => Action::Last,
         KeyCode::Tab => Action::FocusNext,
         KeyCode::BackTab => Action::FocusPrev,
-        KeyCode::Char(c @ '0'..='9') => Action::Focus(c as u8 - b'0'),
+        KeyCode::Char(c @ '0'..='9') => Action::Focus(u32::from(c) - u32::from('0')),
         KeyCode::Char('s') => Action::SortNext,
         KeyCode::Char('S') => Action::SortReverse,
+        KeyCode::F(6) => Action::SortMenu,
         KeyCode::Char('w') => Action::GroupByWorkload,
         KeyCode::Char('J') => Action::GroupByJob,
-        KeyCode::Char('/') => Action::FilterStart,
+        KeyCode::Char('t') | KeyCode::F(5) => Action::Tree,
+        // htop's F3 search and F4 filter.
+        KeyCode::Char('/') | KeyCode::F(4) => Action::FilterStart,
+        KeyCode::F(3) => Action::SearchStart,
+        KeyCode::Char('n') => Action::SearchNext,
         KeyCode::Enter => Action::OpenDetail,
         KeyCode::Char('p' | ' ') => Action::TogglePause,
         KeyCode::Char('K') | KeyCode::Delete | KeyCode::F(9) => Action::Kill,
@@ -189,6 +218,34 @@ fn filter(code: KeyCode) -> Option<Action> {
         KeyCode::Backspace => Action::FilterBackspace,
         KeyCode::Enter => Action::FilterAccept,
         KeyCode::Esc => Action::FilterClear,
+        KeyCode::Up => Action::Move(-1),
+        KeyCode::Down => Action::Move(1),
+        _ => return None,
+    })
+}
+
+fn sort_menu(code: KeyCode) -> Option<Action> {
+    Some(match code {
+        KeyCode::Esc | KeyCode::F(6) => Action::Back,
+        KeyCode::Char('q') | KeyCode::F(10) => Action::Quit,
+        KeyCode::Up | KeyCode::Char('k') => Action::Move(-1),
+        KeyCode::Down | KeyCode::Char('j') => Action::Move(1),
+        KeyCode::Home => Action::First,
+        KeyCode::End => Action::Last,
+        KeyCode::Enter => Action::SortPick,
+        KeyCode::Char('S') => Action::SortReverse,
+        _ => return None,
+    })
+}
+
+/// Letters are the text searched for: the next match is F3, as in htop.
+fn search(code: KeyCode) -> Option<Action> {
+    Some(match code {
+        KeyCode::Char(c) => Action::SearchInput(c),
+        KeyCode::Backspace => Action::SearchBackspace,
+        KeyCode::F(3) => Action::SearchNext,
+        KeyCode::Enter => Action::SearchAccept,
+        KeyCode::Esc => Action::SearchClose,
         KeyCode::Up => Action::Move(-1),
         KeyCode::Down => Action::Move(1),
         _ => return None,
@@ -249,6 +306,8 @@ mod tests {
         assert_eq!(dash(KeyCode::Char('S')), Some(Action::SortReverse));
         assert_eq!(dash(KeyCode::Char('w')), Some(Action::GroupByWorkload));
         assert_eq!(dash(KeyCode::Char('J')), Some(Action::GroupByJob));
+        assert_eq!(dash(KeyCode::Char('t')), Some(Action::Tree));
+        assert_eq!(dash(KeyCode::F(5)), Some(Action::Tree));
         assert_eq!(dash(KeyCode::Char(' ')), Some(Action::TogglePause));
         assert_eq!(dash(KeyCode::Char('p')), Some(Action::TogglePause));
         assert_eq!(dash(KeyCode::Char('+')), Some(Action::Slower));
@@ -285,6 +344,34 @@ mod tests {
         assert_eq!(f(KeyCode::Backspace), Some(Action::FilterBackspace));
         assert_eq!(f(KeyCode::Enter), Some(Action::FilterAccept));
         assert_eq!(f(KeyCode::Esc), Some(Action::FilterClear));
+    }
+
+    #[test]
+    fn f3_searches_f4_filters_as_in_htop() {
+        assert_eq!(dash(KeyCode::F(4)), Some(Action::FilterStart));
+        assert_eq!(dash(KeyCode::F(3)), Some(Action::SearchStart));
+        assert_eq!(dash(KeyCode::Char('n')), Some(Action::SearchNext));
+        let s = |code| map(key(code), InputMode::Search);
+        assert_eq!(s(KeyCode::Char('n')), Some(Action::SearchInput('n')), "a letter of the text");
+        assert_eq!(s(KeyCode::F(3)), Some(Action::SearchNext));
+        assert_eq!(s(KeyCode::Backspace), Some(Action::SearchBackspace));
+        assert_eq!(s(KeyCode::Enter), Some(Action::SearchAccept));
+        assert_eq!(s(KeyCode::Esc), Some(Action::SearchClose));
+        // In a replay, n stays the next alert.
+        assert_eq!(map(key(KeyCode::Char('n')), InputMode::Replay), Some(Action::Replay(Command::NextAlert)));
+        assert_eq!(map(key(KeyCode::F(3)), InputMode::Replay), Some(Action::SearchStart));
+    }
+
+    #[test]
+    fn f6_opens_the_sort_menu_which_takes_its_own_keys() {
+        assert_eq!(dash(KeyCode::F(6)), Some(Action::SortMenu));
+        let m = |code| map(key(code), InputMode::SortMenu);
+        assert_eq!(m(KeyCode::Char('j')), Some(Action::Move(1)));
+        assert_eq!(m(KeyCode::Up), Some(Action::Move(-1)));
+        assert_eq!(m(KeyCode::Enter), Some(Action::SortPick));
+        assert_eq!(m(KeyCode::Esc), Some(Action::Back));
+        assert_eq!(m(KeyCode::Char('S')), Some(Action::SortReverse));
+        assert_eq!(m(KeyCode::Char('K')), None, "no kill from the menu");
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod event_loop;
 pub mod history;
 pub mod keys;
 pub mod kill;
+pub mod mouse;
 mod options;
 mod probe_tools;
 pub mod render;
@@ -17,6 +18,7 @@ pub mod rows;
 mod signals;
 pub mod state;
 mod terminal;
+pub mod tree;
 pub mod update;
 
 use std::io;
@@ -44,7 +46,7 @@ pub async fn replay(
     options.replay = Some(handle);
     options.real_terminal = true;
     let mut signals = signals::QuitSignals::new()?;
-    let _guard = terminal::TerminalGuard::enter()?;
+    let _guard = terminal::TerminalGuard::enter(options.mouse)?;
     let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
     tokio::select! {
         result = run_loop(&mut terminal, EventStream::new(), snapshots, None, options) => result,
@@ -58,7 +60,7 @@ pub async fn replay(
 pub async fn run(snapshots: SnapshotRx, control: PollerControl, mut options: TuiOptions) -> io::Result<()> {
     options.real_terminal = true;
     let mut signals = signals::QuitSignals::new()?;
-    let _guard = terminal::TerminalGuard::enter()?;
+    let _guard = terminal::TerminalGuard::enter(options.mouse)?;
     let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
     tokio::select! {
         result = run_loop(&mut terminal, EventStream::new(), snapshots, Some(control), options) => result,

@@ -25,6 +25,9 @@ pub struct TuiOptions {
     /// Drawing on this process's terminal (not a test backend): Ctrl-Z
     /// and SIGTSTP hand it back to the shell, SIGCONT takes it again.
     pub real_terminal: bool,
+    /// Clicks and the wheel (not `--no-mouse`): the terminal's own text
+    /// selection then needs Shift in most terminals.
+    pub mouse: bool,
     /// Where this user's probes answer requests (the segment map, `M`).
     pub probe_dir: PathBuf,
     /// Said in the header for the whole session: why the GPUs are
@@ -46,6 +49,7 @@ impl TuiOptions {
             clock: Clock::System,
             replay: None,
             real_terminal: false,
+            mouse: !flags.no_mouse,
             probe_dir: crate::sources::probe::default_dir(),
             notice: None,
             only: settings.only.clone(),

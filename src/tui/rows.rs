@@ -86,11 +86,13 @@ pub struct Sort {
     /// `J`: the ranks of one distributed job together (the probe's job
     /// key), by rank; before the workload grouping when both are on.
     pub by_job: bool,
+    /// `t` / F5: parents and children (see `tree`); never with a grouping.
+    pub tree: bool,
 }
 
 impl Default for Sort {
     fn default() -> Self {
-        Self { column: Column::GpuMem, descending: true, by_workload: false, by_job: false }
+        Self { column: Column::GpuMem, descending: true, by_workload: false, by_job: false, tree: false }
     }
 }
 
@@ -127,7 +129,7 @@ pub fn build<'a>(snap: &'a Snapshot, focus: Option<u32>, filter: &str, sort: Sor
         .filter(|r| needle.is_empty() || matches(r, &needle))
         .collect();
     rows.sort_by(|a, b| group(a, b, sort).then_with(|| compare(a, b, sort)).then_with(|| a.key.cmp(&b.key)));
-    rows
+    if sort.tree { crate::tui::tree::order(rows) } else { rows }
 }
 
 fn row<'a>(p: &'a Process, g: &'a ProcessGpu) -> Row<'a> {
@@ -135,12 +137,26 @@ fn row<'a>(p: &'a Process, g: &'a ProcessGpu) -> Row<'a> {
     Row { key: RowKey { pid: p.pid, gpu: g.index }, process: p, gpu: g, device }
 }
 
-fn matches(r: &Row, needle: &str) -> bool {
+/// Whether the row has `needle` (lower case) in its user, name, command,
+/// PID or workload: what `/` keeps and F3 jumps to.
+pub fn matches(r: &Row, needle: &str) -> bool {
     let has = |s: Option<&str>| s.is_some_and(|s| s.to_lowercase().contains(needle));
     has(r.process.user.as_deref())
+        || has(r.process.name.as_deref())
         || has(r.command())
         || r.key.pid.to_string().contains(needle)
         || has(r.process.workload.as_ref().map(|w| w.search_text()).as_deref())
+}
+
+/// F3: the first row from `from` on that matches `text`, wrapping past
+/// the last; `None` when no row does (or the text is blank).
+pub fn find(rows: &[Row], text: &str, from: usize) -> Option<usize> {
+    let needle = text.trim().to_lowercase();
+    if needle.is_empty() || rows.is_empty() {
+        return None;
+    }
+    let start = from % rows.len();
+    (start..rows.len()).chain(0..start).find(|&i| matches(&rows[i], &needle))
 }
 
 /// With grouping on, by workload (pod, else container, else Slurm job),
@@ -244,8 +260,12 @@ mod tests {
         let s = snap();
         let rows = build(&s, None, "", Sort::default());
         assert_eq!(keys(&rows), [(10, 0), (30, 1), (30, 0), (20, 1)]);
-        let asc =
-            build(&s, None, "", Sort { column: Column::GpuMem, descending: false, by_workload: false, by_job: false });
+        let asc = build(
+            &s,
+            None,
+            "",
+            Sort { column: Column::GpuMem, descending: false, by_workload: false, by_job: false, tree: false },
+        );
         assert_eq!(keys(&asc), [(30, 0), (30, 1), (10, 0), (20, 1)], "n/a stays last");
     }
 
@@ -271,9 +291,28 @@ mod tests {
         assert_eq!(sort, Sort::default(), "back to the start");
         assert_eq!(seen.len(), SORTABLE.len());
         let s = snap();
-        let by_user =
-            build(&s, None, "", Sort { column: Column::User, descending: false, by_workload: false, by_job: false });
+        let by_user = build(
+            &s,
+            None,
+            "",
+            Sort { column: Column::User, descending: false, by_workload: false, by_job: false, tree: false },
+        );
         assert_eq!(keys(&by_user), [(10, 0), (20, 1), (30, 0), (30, 1)]);
+    }
+
+    #[test]
+    fn search_finds_the_next_match_and_wraps() {
+        let s = snap();
+        let rows = build(&s, None, "", Sort::default());
+        // (10, 0) alice, (30, 1) carol, (30, 0) carol, (20, 1) bob
+        assert_eq!(find(&rows, "carol", 0), Some(1));
+        assert_eq!(find(&rows, "CAROL", 2), Some(2), "any case, from where it is asked");
+        assert_eq!(find(&rows, "carol", 3), Some(1), "past the last row: from the top");
+        assert_eq!(find(&rows, "20", 0), Some(3), "by PID");
+        assert_eq!(find(&rows, "python3", 1), Some(1), "by name");
+        assert_eq!(find(&rows, "nobody", 0), None);
+        assert_eq!(find(&rows, " ", 0), None, "a blank text matches nothing");
+        assert_eq!(find(&[], "x", 5), None);
     }
 
     fn with_workloads() -> Snapshot {

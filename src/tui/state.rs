@@ -26,6 +26,10 @@ pub enum View {
     Alerts {
         scroll: usize,
     },
+    /// F6: the sort columns; `cursor` indexes `rows::SORTABLE`.
+    SortMenu {
+        cursor: usize,
+    },
     /// `e`: one process's GPU-related environment, once read (or why not).
     Environ {
         pid: u32,
@@ -79,11 +83,16 @@ pub struct State {
     pub sort: Sort,
     pub filter: String,
     pub editing_filter: bool,
+    /// F3's text: kept after Enter, so that `n` finds the next match.
+    pub search: String,
+    pub searching: bool,
     pub views: Vec<View>,
     /// A one-line message until the next key: results and refusals.
     pub status: Option<String>,
     /// Process rows the last frame had room for: one page.
     pub page: usize,
+    /// Where the last frame drew the GPUs and the process rows.
+    pub hits: crate::tui::mouse::Hits,
     /// The poller ended: no more snapshots will come.
     pub collection_stopped: bool,
     /// Set when the snapshots come from a recording's player.
@@ -114,9 +123,12 @@ impl State {
             sort: Sort::default(),
             filter: String::new(),
             editing_filter: false,
+            search: String::new(),
+            searching: false,
             views: Vec::new(),
             status: None,
             page: 1,
+            hits: Default::default(),
             collection_stopped: false,
             started_ms: options.clock.now_ms(),
             replay: options.replay.clone(),
@@ -182,9 +194,11 @@ impl State {
     pub fn input_mode(&self) -> InputMode {
         match self.top() {
             _ if self.editing_filter => InputMode::Filter,
+            _ if self.searching => InputMode::Search,
             Some(View::Help) => InputMode::Help,
             Some(View::Confirm(_)) => InputMode::Confirm,
             Some(View::Segments(_)) => InputMode::Segments,
+            Some(View::SortMenu { .. }) => InputMode::SortMenu,
             Some(View::Alerts { .. } | View::Environ { .. }) => InputMode::Alerts,
             Some(View::Detail(_)) | None if self.replay.is_some() => InputMode::Replay,
             Some(View::Detail(_)) | None => InputMode::Dashboard,

@@ -1,5 +1,5 @@
 //! The terminal's state while the dashboard runs (raw mode, alternate
-//! screen, hidden cursor) and getting it back on every way out: the guard's
+//! screen, hidden cursor, mouse capture unless `--no-mouse`) and getting it back on every way out: the guard's
 //! drop on return and unwinding, and a panic hook that restores before the
 //! message is printed, so the message lands on a sane screen.
 
@@ -7,22 +7,28 @@ use std::io::{self, Write};
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crossterm::event::{DisableMouseCapture, EnableMouseCapture};
 use crossterm::{cursor, execute, terminal};
 
 /// Set while the terminal is in the dashboard's state.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// Whether the dashboard takes the mouse: capture is turned on again after
+/// a stop and off on every way out, as raw mode is.
+static MOUSE: AtomicBool = AtomicBool::new(false);
 static HOOK: Once = Once::new();
 
 pub struct TerminalGuard(());
 
 impl TerminalGuard {
-    pub fn enter() -> io::Result<Self> {
+    pub fn enter(mouse: bool) -> io::Result<Self> {
         install_panic_hook();
+        MOUSE.store(mouse, Ordering::SeqCst);
         terminal::enable_raw_mode()?;
         ACTIVE.store(true, Ordering::SeqCst);
         // From here on a failure still leaves through Drop.
         let guard = Self(());
         execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)?;
+        capture_mouse()?;
         Ok(guard)
     }
 }
@@ -66,7 +72,12 @@ fn job_control() -> bool {
 pub fn reenter() -> io::Result<()> {
     terminal::enable_raw_mode()?;
     ACTIVE.store(true, Ordering::SeqCst);
-    execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)
+    execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)?;
+    capture_mouse()
+}
+
+fn capture_mouse() -> io::Result<()> {
+    if MOUSE.load(Ordering::SeqCst) { execute!(io::stdout(), EnableMouseCapture) } else { Ok(()) }
 }
 
 /// Undoes `enter`, once; errors are ignored because the terminal may be
@@ -74,7 +85,9 @@ pub fn reenter() -> io::Result<()> {
 pub fn restore() {
     if ACTIVE.swap(false, Ordering::SeqCst) {
         let mut out = io::stdout();
-        let _ = execute!(out, cursor::Show, terminal::LeaveAlternateScreen);
+        // Off whether or not it was asked for: harmless, and a shell left
+        // with mouse reporting on prints escape codes at every click.
+        let _ = execute!(out, DisableMouseCapture, cursor::Show, terminal::LeaveAlternateScreen);
         let _ = terminal::disable_raw_mode();
         let _ = out.flush();
     }

@@ -9,6 +9,7 @@ use crate::tui::history::RowKey;
 use crate::tui::keys::Action;
 use crate::tui::kill::{self, Signal, Target};
 use crate::tui::probe_tools;
+use crate::tui::rows::{SORTABLE, Sort};
 use crate::tui::state::{Confirm, State, View};
 
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
@@ -62,10 +63,35 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
         Action::FocusNext => focus_step(state, true),
         Action::FocusPrev => focus_step(state, false),
         Action::Focus(n) => focus_index(state, n),
+        Action::Select(key) => select(state, key),
         Action::SortNext => state.sort = state.sort.next(),
         Action::SortReverse => state.sort.descending = !state.sort.descending,
-        Action::GroupByWorkload => state.sort.by_workload = !state.sort.by_workload,
-        Action::GroupByJob => state.sort.by_job = !state.sort.by_job,
+        Action::SortMenu => {
+            let cursor = SORTABLE.iter().position(|c| *c == state.sort.column).unwrap_or(0);
+            state.views.retain(|v| !matches!(v, View::SortMenu { .. }));
+            state.views.push(View::SortMenu { cursor });
+        }
+        Action::SortPick => {
+            if let Some(View::SortMenu { cursor }) = state.top() {
+                let column = SORTABLE[(*cursor).min(SORTABLE.len() - 1)];
+                state.sort = Sort { column, descending: column.descending_by_default(), ..state.sort };
+                state.views.pop();
+            }
+        }
+        // The tree and the groupings each decide the order: one at a time.
+        Action::GroupByWorkload => {
+            state.sort.by_workload = !state.sort.by_workload;
+            state.sort.tree &= !state.sort.by_workload;
+        }
+        Action::GroupByJob => {
+            state.sort.by_job = !state.sort.by_job;
+            state.sort.tree &= !state.sort.by_job;
+        }
+        Action::Tree => {
+            state.sort.tree = !state.sort.tree;
+            state.sort.by_workload &= !state.sort.tree;
+            state.sort.by_job &= !state.sort.tree;
+        }
         Action::FilterStart => state.editing_filter = true,
         Action::FilterInput(c) => state.filter.push(c),
         Action::FilterBackspace => drop(state.filter.pop()),
@@ -73,6 +99,24 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
         Action::FilterClear => {
             state.filter.clear();
             state.editing_filter = false;
+        }
+        Action::SearchStart => {
+            state.searching = true;
+            state.search.clear();
+        }
+        Action::SearchInput(c) => {
+            state.search.push(c);
+            search_from(state, 0);
+        }
+        Action::SearchBackspace => {
+            state.search.pop();
+            search_from(state, 0);
+        }
+        Action::SearchNext => search_next(state),
+        Action::SearchAccept => state.searching = false,
+        Action::SearchClose => {
+            state.searching = false;
+            state.search.clear();
         }
         // Inside a view Enter has nothing more to open.
         Action::OpenDetail if !state.views.is_empty() => {}
@@ -128,9 +172,37 @@ pub(crate) fn selected_key(state: &State) -> Option<RowKey> {
     state.selected_index(&rows).map(|i| rows[i].key)
 }
 
+/// Selects the first row from `from` on that matches the search; the
+/// selection stays put when none does (the prompt says "no match").
+fn search_from(state: &mut State, from: usize) -> bool {
+    let rows = state.rows();
+    let Some(at) = crate::tui::rows::find(&rows, &state.search, from) else { return false };
+    state.selected = Some(rows[at].key);
+    state.selected_pos = at;
+    true
+}
+
+/// F3 in the prompt, `n` after it: the match after the selected row.
+fn search_next(state: &mut State) {
+    if state.search.trim().is_empty() {
+        if !state.searching {
+            state.status = Some("nothing to search for: F3 starts a search".into());
+        }
+        return;
+    }
+    let from = state.selected_index(&state.rows()).map_or(0, |i| i + 1);
+    if !search_from(state, from) && !state.searching {
+        state.status = Some(format!("no match for \"{}\"", state.search));
+    }
+}
+
 fn move_by(state: &mut State, by: isize) {
     if let Some(View::Segments(view)) = state.views.last_mut() {
         view.scroll = view.scroll.saturating_add_signed(by).min(probe_tools::MAX_SCROLL);
+        return;
+    }
+    if let Some(View::SortMenu { cursor }) = state.views.last_mut() {
+        *cursor = cursor.saturating_add_signed(by).min(SORTABLE.len() - 1);
         return;
     }
     if let Some(View::Alerts { scroll }) = state.views.last_mut() {
@@ -176,8 +248,7 @@ fn focus_step(state: &mut State, forward: bool) {
 
 /// A digit is the GPU index shown on screen (as nvidia-smi and nvitop
 /// number them); the focused GPU's own digit goes back to all GPUs.
-fn focus_index(state: &mut State, n: u8) {
-    let index = u32::from(n);
+fn focus_index(state: &mut State, index: u32) {
     if !gpu_indices(state).contains(&index) {
         state.status = Some(format!("there is no GPU {index} here"));
         return;
@@ -185,6 +256,15 @@ fn focus_index(state: &mut State, n: u8) {
     let again = state.focus == Some(index) && state.focus_mig.is_none();
     state.focus = if again { None } else { Some(index) };
     state.focus_mig = None;
+}
+
+/// A clicked row, if it is still listed.
+fn select(state: &mut State, key: RowKey) {
+    let rows = state.rows();
+    if let Some(at) = rows.iter().position(|r| r.key == key) {
+        state.selected = Some(key);
+        state.selected_pos = at;
+    }
 }
 
 fn toggle_pause(state: &mut State) {
@@ -258,6 +338,7 @@ mod tests {
             clock: Clock::manual(0),
             replay: None,
             real_terminal: false,
+            mouse: false,
             probe_dir: "/nonexistent".into(),
             notice: None,
             only: Default::default(),
@@ -363,6 +444,43 @@ mod tests {
         assert_eq!(s.focus, Some(3));
         apply(&mut s, Action::Focus(3), 0);
         assert_eq!(s.focus, None, "the focused GPU's digit again: all GPUs");
+    }
+
+    #[test]
+    fn the_tree_and_the_groupings_exclude_each_other() {
+        let mut s = state(Duration::from_secs(1));
+        apply(&mut s, Action::GroupByWorkload, 0);
+        apply(&mut s, Action::GroupByJob, 0);
+        apply(&mut s, Action::Tree, 0);
+        assert!(s.sort.tree && !s.sort.by_workload && !s.sort.by_job);
+        apply(&mut s, Action::GroupByJob, 0);
+        assert!(!s.sort.tree && s.sort.by_job);
+        apply(&mut s, Action::Tree, 0);
+        apply(&mut s, Action::GroupByWorkload, 0);
+        assert!(!s.sort.tree && s.sort.by_workload && !s.sort.by_job);
+        apply(&mut s, Action::GroupByWorkload, 0);
+        apply(&mut s, Action::Tree, 0);
+        apply(&mut s, Action::Tree, 0);
+        assert_eq!(s.sort, crate::tui::rows::Sort::default(), "t twice: as before");
+    }
+
+    #[test]
+    fn the_sort_menu_starts_at_the_column_in_force_and_picks_another() {
+        let mut s = state(Duration::from_secs(1));
+        apply(&mut s, Action::SortNext, 0);
+        apply(&mut s, Action::SortMenu, 0);
+        assert_eq!(s.views, [View::SortMenu { cursor: 1 }], "ALLOC is second");
+        apply(&mut s, Action::Last, 0);
+        apply(&mut s, Action::Move(-1), 0);
+        assert_eq!(s.views, [View::SortMenu { cursor: SORTABLE.len() - 2 }]);
+        apply(&mut s, Action::Move(isize::MAX / 2), 0);
+        assert_eq!(s.views, [View::SortMenu { cursor: SORTABLE.len() - 1 }], "stops at the last");
+        apply(&mut s, Action::SortPick, 0);
+        assert!(s.views.is_empty());
+        assert_eq!(s.sort.column, crate::tui::rows::Column::Command);
+        assert!(!s.sort.descending, "names read best in order");
+        apply(&mut s, Action::SortPick, 0);
+        assert_eq!(s.sort.column, crate::tui::rows::Column::Command, "Enter outside the menu picks nothing");
     }
 
     #[test]

@@ -63,6 +63,7 @@ pub fn options() -> TuiOptions {
         clock: Clock::manual(T0 + 400),
         replay: None,
         real_terminal: false,
+        mouse: true,
         probe_dir: "/nonexistent/gpuscope-probes".into(),
         notice: None,
         only: Default::default(),
@@ -516,4 +517,29 @@ pub fn mig_7way() -> Snapshot {
         })
         .collect();
     snap
+}
+
+/// What a replay's dashboard is handed, paused at the end of a one-entry
+/// recording; the player's ends of the channels, to keep while it runs.
+pub fn replay_handle() -> (
+    gpuscope::recording::player::Handle,
+    (
+        tokio::sync::mpsc::UnboundedReceiver<gpuscope::recording::player::Command>,
+        tokio::sync::watch::Sender<gpuscope::recording::player::Status>,
+    ),
+) {
+    use gpuscope::recording::player::{Handle, Status};
+    let (commands, commands_rx) = tokio::sync::mpsc::unbounded_channel();
+    let status = Status {
+        file: "r.ndjson".into(),
+        position: 0,
+        len: 1,
+        speed: 1.0,
+        paused: true,
+        at_end: true,
+        alerts_indexed: Some(0),
+        note: None,
+    };
+    let (status_tx, status) = tokio::sync::watch::channel(status);
+    (Handle { commands, status }, (commands_rx, status_tx))
 }

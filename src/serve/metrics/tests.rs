@@ -45,6 +45,7 @@ fn process(pid: u32, command: Option<&str>, allocator: Option<ProcessAllocator>)
         command: command.map(Into::into),
         start_time: None,
         parent_pid: None,
+        parent_name: None,
         cpu_percent: command.map(|_| 150.0),
         host_memory: command.map(|_| 2 * GIB),
         allocator,

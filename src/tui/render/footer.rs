@@ -1,5 +1,5 @@
-//! The bottom line: the filter prompt while typing, else the latest status
-//! message, else the keys that matter most.
+//! The bottom line: the filter or search prompt while typing, else the
+//! latest status message, else the keys that matter most.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -18,12 +18,26 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
             Span::styled("_", t.key),
             Span::styled("   Enter keeps the filter, Esc clears it", t.dim),
         ])
+    } else if s.searching {
+        search_prompt(ctx)
     } else if let Some(msg) = &s.status {
         Line::styled(ctx.clean(msg), t.warn)
     } else {
         hints(ctx, area.width as usize)
     };
     frame.render_widget(Lines(vec![line]), area);
+}
+
+/// F3's prompt, and whether the text matches any row at all.
+fn search_prompt<'a>(ctx: &Ctx) -> Line<'a> {
+    let (t, s) = (&ctx.theme, ctx.state);
+    let missed = crate::tui::rows::find(&s.rows(), &s.search, 0).is_none() && !s.search.trim().is_empty();
+    let mut spans = vec![Span::styled("search: ", t.key), Span::raw(ctx.clean(&s.search)), Span::styled("_", t.key)];
+    if missed {
+        spans.push(Span::styled("  no match", t.warn));
+    }
+    spans.push(Span::styled("   F3 next, Enter keeps the selection, Esc closes", t.dim));
+    Line::from(spans)
 }
 
 /// As many key hints as fit whole.
@@ -35,6 +49,8 @@ fn hints<'a>(ctx: &Ctx, width: usize) -> Line<'a> {
     };
     if let Some(View::Environ { .. }) = s.top() {
         keys = vec![("Esc", "back"), ("q", "quit")];
+    } else if let Some(View::SortMenu { .. }) = s.top() {
+        keys = vec![("j/k", "move"), ("Enter", "sort by it"), ("S", "reverse"), ("Esc", "close")];
     } else if let Some(View::Alerts { .. }) = s.top() {
         keys = vec![("Esc", "back"), ("j/k", "scroll"), ("q", "quit")];
     } else if let Some(View::Segments(_)) = s.top() {

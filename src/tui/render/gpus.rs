@@ -7,6 +7,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use crate::model::{Gpu, GpuState, Snapshot};
+use crate::tui::mouse::{Hits, Target};
 use crate::tui::render::Ctx;
 use crate::tui::render::bar::{self, Segment};
 use crate::tui::render::format::{bytes_short, percent};
@@ -22,7 +23,7 @@ pub fn heights(snap: &Snapshot, w: usize) -> (u16, u16) {
     (n.saturating_mul(2).saturating_add(1 + notes), n.saturating_add(2 + notes))
 }
 
-pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, compact: bool) {
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, compact: bool, hits: &mut Hits) {
     let w = area.width as usize;
     let mut lines = vec![title(ctx, snap, w)];
     for note in notes(snap, w) {
@@ -35,14 +36,27 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, compact: 
         lines.push(compact_header(ctx, iw, w));
     }
     for gpu in &snap.gpus {
+        let first = lines.len();
         if compact {
             lines.push(compact_line(ctx, snap, gpu, (iw, text_w), w));
         } else {
             lines.extend(full_lines(ctx, snap, gpu, iw, w));
         }
+        hit(hits, area, first, lines.len(), Target::Gpu(gpu.index));
         lines.extend(mig::lines(ctx, snap, gpu, iw, w));
     }
     frame.render_widget(Lines(lines), area);
+}
+
+/// Records lines `from..to` of `area` as `target`'s, as far as they were
+/// drawn inside it.
+pub fn hit(hits: &mut Hits, area: Rect, from: usize, to: usize, target: Target) {
+    let bottom = area.y.saturating_add(area.height);
+    let y = |n: usize| area.y.saturating_add(u16::try_from(n).unwrap_or(u16::MAX)).min(bottom);
+    let (top, end) = (y(from), y(to));
+    if end > top && area.width > 0 {
+        hits.targets.push((Rect { y: top, height: end - top, ..area }, target));
+    }
 }
 
 /// What is wrong with the GPU source as a whole, wrapped to the width.

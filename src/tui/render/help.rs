@@ -9,17 +9,17 @@ use crate::tui::render::Ctx;
 use crate::tui::render::layout::centered;
 
 pub const KEYS: &[(&str, &str)] = &[
-    ("q, Ctrl-C, F10", "quit"),
-    ("Ctrl-Z", "suspend (fg resumes)"),
+    ("q, Ctrl-C, F10", "quit; Ctrl-Z suspends (fg resumes)"),
     ("?, h, F1", "this help; Esc closes a view, then clears the filter"),
     ("j k, Down Up", "select the next / previous process"),
     ("PgDn PgUp", "a page down / up"),
     ("Home End", "first / last process"),
     ("Tab, Shift-Tab", "focus the next / previous GPU or MIG device"),
     ("0 .. 9", "focus GPU N (the index shown); again: all GPUs"),
-    ("s, S", "sort by the next column; reverse the order"),
-    ("w, J", "group by workload (pod, container, Slurm job); J: by DDP job"),
-    ("/", "filter by user, command, PID, workload; Enter keeps it"),
+    ("s, S, F6", "sort by the next column; reverse the order; F6: a menu"),
+    ("w, J, t F5", "group by workload (pod, container, Slurm) / DDP job; tree"),
+    ("/, F4", "filter by user, command, PID, workload; Enter keeps it"),
+    ("F3, n", "search: select the next match, hiding no row; F3 again: next"),
     ("Enter", "details of the selected process"),
     ("a, e", "every alert in full; the process's GPU environment"),
     ("m", "its allocator's live segment map (PyTorch; +/- size asked)"),
@@ -27,6 +27,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("p, Space", "pause the view (collection goes on)"),
     ("K, Del, F9", "send SIGTERM (confirm), then offer SIGKILL"),
     ("+, -", "double / halve the interval (100ms .. 60s)"),
+    ("click, wheel", "select a row, focus a GPU (again: all); scroll"),
 ];
 
 /// In `gpuscope replay`, these come first; pause and +/- act on playback.
@@ -56,8 +57,8 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     lines.push(Line::raw(""));
     lines.push(Line::styled(" > selected   ! alert   ? figure from a quiet probe", t.dim));
     if ctx.state.replay.is_some() {
-        lines.push(Line::styled(" replay: no signal is ever sent (K, Delete are off)", t.warn));
-        lines.push(Line::styled(" and the [alerts] exec hook never runs", t.warn));
+        // One line: with the replay's keys the box has no row to spare at 80x24.
+        lines.push(Line::styled(" replay: no signal is ever sent; the exec hook never runs", t.warn));
     } else if ctx.state.read_only {
         lines.push(Line::styled(" read-only: K and Delete are off", t.warn));
     }

@@ -2,7 +2,8 @@
 //! the header and the footer first, then to alerts, then the GPUs (two
 //! lines each when they fit beside a usable process table, else one), the
 //! process table, and a history chart when rows remain; from 140 columns
-//! the chart sits beside the GPUs instead.
+//! the chart sits beside the GPUs instead, and takes the rows a short
+//! process table leaves over.
 
 use ratatui::layout::Rect;
 
@@ -56,6 +57,10 @@ pub fn plan(area: Rect, needs: Needs) -> Plan {
     let (gpus, chart, processes) = if area.width >= WIDE {
         let chart_want = (body.height / 3).clamp(CHART_MIN, CHART_MAX + 2);
         let top_h = gpus_h.max(chart_want).min(room_for_gpus.max(gpus_h));
+        // Rows the table cannot fill go to the chart rather than stay blank.
+        let process_want = (needs.process_rows.saturating_add(2)).max(process_min);
+        let spare = (body.height - top_h).saturating_sub(process_want);
+        let top_h = if needs.chart { top_h + spare } else { top_h };
         let left_w = area.width / 2;
         let gpus = Rect { y: body.y, height: top_h, width: left_w, ..area };
         let chart = Rect { x: area.x + left_w + 1, y: body.y, width: area.width - left_w - 1, height: top_h };
@@ -101,8 +106,9 @@ mod tests {
         assert!(small.processes.height >= 5);
         let big = plan(Rect::new(0, 0, 200, 50), needs(8, 8, 1));
         assert!(!big.compact);
-        assert_eq!(big.gpus.height, 17);
-        assert!(big.chart.is_some_and(|c| c.x >= 100 && c.height == 17));
+        assert!(big.gpus.height >= 17, "{big:?}");
+        assert!(big.chart.is_some_and(|c| c.x >= 100 && c.height == big.gpus.height));
+        assert_eq!(big.processes.height, 10, "eight rows, a title and a header: {big:?}");
     }
 
     #[test]
@@ -125,6 +131,17 @@ mod tests {
         let no_history = Needs { chart: false, ..needs(1, 2, 0) };
         assert!(plan(Rect::new(0, 0, 80, 24), no_history).chart.is_none());
         assert!(plan(Rect::new(0, 0, 200, 50), no_history).chart.is_none());
+    }
+
+    #[test]
+    fn on_a_tall_wide_screen_the_chart_takes_what_a_short_table_leaves() {
+        let few = plan(Rect::new(0, 0, 200, 60), needs(4, 4, 0));
+        assert_eq!(few.processes.height, 6, "title, header, four rows: {few:?}");
+        assert!(few.chart.is_some_and(|c| c.height == few.gpus.height && c.height > 40), "{few:?}");
+        let many = plan(Rect::new(0, 0, 200, 60), needs(4, 200, 0));
+        assert!(many.processes.height >= 40, "a long table keeps the room: {many:?}");
+        let no_history = plan(Rect::new(0, 0, 200, 60), Needs { chart: false, ..needs(4, 4, 0) });
+        assert!(no_history.processes.height > 6, "no chart to give the rows to: {no_history:?}");
     }
 
     #[test]

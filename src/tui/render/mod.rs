@@ -21,6 +21,7 @@ mod mig;
 mod paint;
 mod processes;
 mod segments;
+mod sort_menu;
 mod symbols;
 mod text;
 mod theme;
@@ -33,6 +34,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Wrap};
 
 use crate::model::Snapshot;
+use crate::tui::mouse::Hits;
 use crate::tui::options::Clock;
 use crate::tui::state::{State, View};
 pub use format::interval as interval_text;
@@ -60,6 +62,11 @@ impl Ctx<'_> {
 
 /// Draws the whole screen; returns how many process rows fit (a page).
 pub fn draw(frame: &mut Frame, state: &State, clock: &Clock) -> usize {
+    draw_with_hits(frame, state, clock).0
+}
+
+/// `draw`, and where the GPU lines and the process rows went, for the mouse.
+pub fn draw_with_hits(frame: &mut Frame, state: &State, clock: &Clock) -> (usize, Hits) {
     let area = frame.area();
     let ctx = Ctx {
         state,
@@ -69,19 +76,20 @@ pub fn draw(frame: &mut Frame, state: &State, clock: &Clock) -> usize {
         sym: symbols::pick(state.ascii),
         theme: Theme::new(state.color),
     };
+    let mut hits = Hits::default();
     let page = if layout::too_small(area) {
         too_small(frame, area, &ctx);
         state.page
     } else {
-        dashboard(frame, area, &ctx)
+        dashboard(frame, area, &ctx, &mut hits)
     };
     if state.ascii {
         force_ascii(frame.buffer_mut());
     }
-    page
+    (page, hits)
 }
 
-fn dashboard(frame: &mut Frame, area: Rect, ctx: &Ctx) -> usize {
+fn dashboard(frame: &mut Frame, area: Rect, ctx: &Ctx, hits: &mut Hits) -> usize {
     let state = ctx.state;
     let Some(snap) = ctx.snap else {
         header::draw(frame, Rect { height: 1, ..area }, ctx);
@@ -127,11 +135,11 @@ fn dashboard(frame: &mut Frame, area: Rect, ctx: &Ctx) -> usize {
     match detail {
         Some(key) => detail::draw(frame, plan.body, ctx, snap, key),
         None => {
-            gpus::draw(frame, plan.gpus, ctx, snap, plan.compact);
+            gpus::draw(frame, plan.gpus, ctx, snap, plan.compact, hits);
             if let Some(chart) = plan.chart {
                 trend::gpu(frame, chart, ctx);
             }
-            page = processes::draw(frame, plan.processes, ctx, snap);
+            page = processes::draw(frame, plan.processes, ctx, snap, hits);
         }
     }
     footer::draw(frame, plan.footer, ctx);
@@ -143,6 +151,7 @@ fn overlays(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     match ctx.state.top() {
         Some(View::Help) => help::draw(frame, area, ctx),
         Some(View::Confirm(c)) => confirm::draw(frame, area, ctx, c),
+        Some(View::SortMenu { cursor }) => sort_menu::draw(frame, area, ctx, *cursor),
         _ => {}
     }
 }

@@ -1,19 +1,22 @@
 //! The process table: one row per (process, GPU), the selection marked
-//! with `>` (and reversed), a `!` where an alert names the process.
+//! with `>` (and reversed), a `!` where an alert names the process; in
+//! tree mode, children indented under their parent with tree glyphs.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use crate::model::{PidNamespace, Snapshot};
+use crate::tui::mouse::{Hits, Target};
 use crate::tui::render::Ctx;
 use crate::tui::render::columns::{self, MARKER, Spec};
 use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{left, right, spread};
 use crate::tui::rows::{Column, Row};
+use crate::tui::tree::{self, Entry};
 
 /// Draws the table; returns how many rows it had room for (a page).
-pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot) -> usize {
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, hits: &mut Hits) -> usize {
     let w = area.width as usize;
     let rows = ctx.state.rows();
     let (specs, command_w) = columns::choose(w, columns::Present::of(&rows));
@@ -21,9 +24,22 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot) -> usize 
     let in_container = snap.sources.host.pid_namespace == Some(PidNamespace::Container);
     let mut lines = vec![title(ctx, rows.len(), w, in_container), header(ctx, &specs, command_w)];
     let selected = ctx.state.selected_index(&rows);
-    let offset = selected.map_or(0, |s| (s + 1).saturating_sub(page));
-    for (i, row) in rows.iter().enumerate().skip(offset).take(page) {
-        lines.push(line(ctx, snap, row, &specs, command_w, selected == Some(i)));
+    let entries = if ctx.state.sort.tree {
+        tree::entries(&rows)
+    } else {
+        (0..rows.len()).map(|index| Entry::Row { index, last: Vec::new() }).collect()
+    };
+    let at = |e: &Entry| matches!(e, Entry::Row { index, .. } if Some(*index) == selected);
+    let offset = entries.iter().position(at).map_or(0, |s| (s + 1).saturating_sub(page));
+    for entry in entries.iter().skip(offset).take(page) {
+        lines.push(match entry {
+            Entry::Parent { pid, name } => parent_line(ctx, *pid, name.as_deref(), &specs, command_w),
+            Entry::Row { index, last } => {
+                super::gpus::hit(hits, area, lines.len(), lines.len() + 1, Target::Row(rows[*index].key));
+                let branch = branch(ctx, last);
+                line(ctx, snap, &rows[*index], (&specs, command_w), &branch, selected == Some(*index))
+            }
+        });
     }
     if rows.is_empty() {
         lines.push(Line::styled(empty_reason(ctx, snap), ctx.theme.dim));
@@ -60,6 +76,10 @@ fn title<'a>(ctx: &Ctx, n: usize, w: usize, in_container: bool) -> Line<'a> {
     if in_container {
         spans.push(Span::styled(sym.rule, t.rule));
         spans.push(Span::styled(CONTAINER_NOTE, t.warn));
+    }
+    if s.sort.tree {
+        spans.push(Span::styled(sym.rule, t.rule));
+        spans.push(Span::raw(" tree "));
     }
     if s.sort.by_job {
         spans.push(Span::styled(sym.rule, t.rule));
@@ -104,7 +124,37 @@ fn header<'a>(ctx: &Ctx, specs: &[Spec], command_w: usize) -> Line<'a> {
     Line::styled(text, ctx.theme.header_row)
 }
 
-fn line<'a>(ctx: &Ctx, snap: &Snapshot, row: &Row, specs: &[Spec], command_w: usize, selected: bool) -> Line<'a> {
+/// The tree glyphs before a command: a line down past each ancestor
+/// with siblings still to come, then this branch.
+fn branch(ctx: &Ctx, last: &[bool]) -> String {
+    let [mid, end, pipe, gap] = ctx.sym.tree;
+    let Some((&own, above)) = last.split_last() else { return String::new() };
+    let mut text: String = above.iter().map(|&l| if l { gap } else { pipe }).collect();
+    text.push_str(if own { end } else { mid });
+    text
+}
+
+/// A parent on no GPU over its GPU children: its PID and name only.
+fn parent_line<'a>(ctx: &Ctx, pid: u32, name: Option<&str>, specs: &[Spec], command_w: usize) -> Line<'a> {
+    let mut text = " ".repeat(MARKER);
+    for spec in specs {
+        let value = if spec.column == Column::Pid { pid.to_string() } else { String::new() };
+        text.push_str(&if spec.right { right(&value, spec.width, "") } else { left(&value, spec.width, "") });
+        text.push(' ');
+    }
+    let name = ctx.clean(name.unwrap_or("n/a"));
+    text.push_str(&left(&name, command_w, ctx.sym.cut));
+    Line::styled(text, ctx.theme.dim)
+}
+
+fn line<'a>(
+    ctx: &Ctx,
+    snap: &Snapshot,
+    row: &Row,
+    (specs, command_w): (&[Spec], usize),
+    branch: &str,
+    selected: bool,
+) -> Line<'a> {
     let alarmed = snap.alerts.iter().any(|a| a.pid == Some(row.key.pid) && a.gpu.is_none_or(|g| g == row.key.gpu));
     let mut spans = vec![
         Span::styled(if selected { ">" } else { " " }, ctx.theme.title),
@@ -117,7 +167,7 @@ fn line<'a>(ctx: &Ctx, snap: &Snapshot, row: &Row, specs: &[Spec], command_w: us
         text.push_str(&if spec.right { right(&value, spec.width, cut) } else { left(&value, spec.width, cut) });
         text.push(' ');
     }
-    let command = ctx.clean(&columns::cell(row, Column::Command, ctx.now_ms));
+    let command = format!("{branch}{}", ctx.clean(&columns::cell(row, Column::Command, ctx.now_ms)));
     text.push_str(&left(&command, command_w, ctx.sym.cut));
     spans.push(Span::raw(text));
     let line = Line::from(spans);

@@ -23,6 +23,9 @@ pub struct Symbols {
     pub ascending: &'static str,
     pub descending: &'static str,
     pub dot: &'static str,
+    /// The process tree: a branch, the last branch, a line past a branch
+    /// that goes on, and nothing past a last one.
+    pub tree: [&'static str; 4],
     pub border: border::Set<'static>,
 }
 
@@ -40,6 +43,7 @@ pub const UNICODE: Symbols = Symbols {
     ascending: "▲",
     descending: "▼",
     dot: "·",
+    tree: ["├─ ", "└─ ", "│  ", "   "],
     border: border::PLAIN,
 };
 
@@ -57,6 +61,7 @@ pub const ASCII: Symbols = Symbols {
     ascending: "^",
     descending: "v",
     dot: "|",
+    tree: ["|- ", "`- ", "|  ", "   "],
     border: border::Set {
         top_left: "+",
         top_right: "+",
