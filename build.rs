@@ -13,6 +13,9 @@
 //! that maturin or cargo-zigbuild put in the environment reach the nested
 //! cargo unchanged.
 
+// A build script reports failure by panicking with a message cargo shows.
+#![allow(clippy::expect_used)]
+
 use std::env;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

@@ -15,6 +15,9 @@
 //!
 //! Run: `cargo bench --bench tick`
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, UNIX_EPOCH};
@@ -144,6 +147,7 @@ fn tick_group(c: &mut Criterion, name: &str, collector: &mut Collector, busy_ns:
             for _ in 0..iters {
                 std::hint::black_box(collector.collect());
             }
+            // SAFETY: as above.
             let (cpu1, lib1) = (thread_cpu(), unsafe { busy_ns() });
             (cpu1 - cpu0).saturating_sub(Duration::from_nanos(lib1 - lib0))
         })
@@ -154,6 +158,7 @@ fn tick_group(c: &mut Criterion, name: &str, collector: &mut Collector, busy_ns:
     for _ in 0..100 {
         collector.collect();
     }
+    // SAFETY: as above.
     let per_tick = (unsafe { busy_ns() } - before) / 100;
     println!("{name}: inside the simulated NVML {:.0} us per tick", per_tick as f64 / 1000.0);
 }

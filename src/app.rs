@@ -1,4 +1,4 @@
-//! Start-up, mode dispatch and exit codes.
+//! Start-up and mode dispatch; the exit statuses are `crate::exit`'s.
 
 use std::io::{self, IsTerminal};
 use std::process::ExitCode;
@@ -12,6 +12,7 @@ use crate::bounds;
 use crate::check;
 use crate::cli::{Cli, Command, DemoMode, ProbeAction};
 use crate::collect::Collector;
+use crate::exit;
 use crate::inject::{self, InjectError};
 use crate::model::AlertKind;
 use crate::poller::{self, SnapshotRx};
@@ -24,23 +25,6 @@ use crate::sources::host::SysinfoHost;
 use crate::sources::nvml::{Calls, InitError, LibrarySpec, NvmlSource};
 use crate::sources::probe::{self, DemoProbes, FileProbes, ProbeSource};
 use crate::tui;
-
-/// Exit codes, documented in the README. `run` adds 126 and 127 (see
-/// `inject`), and otherwise exits with its command's own status.
-pub mod exit {
-    pub const OK: u8 = 0;
-    /// Something failed while running (an output error other than a closed pipe).
-    pub const FAILURE: u8 = 1;
-    /// Bad usage or config, or no usable NVML: nothing was collected.
-    pub const USAGE: u8 = 2;
-    /// The driver did not answer before the deadline (`--timeout`): a hung
-    /// NVML call. Above `check`'s 2, so `[ $? -ge 2 ]` counts it critical.
-    pub const DRIVER_SILENT: u8 = 3;
-    /// `check`: warnings are active.
-    pub const CHECK_WARNING: u8 = 1;
-    /// `check`: critical alerts are active.
-    pub const CHECK_CRITICAL: u8 = 2;
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -262,31 +246,27 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
         return result.map_err(AppError::Output);
     }
     let started = Instant::now();
-    let (rx, calls) = start_headless(&settings, bounds::later(started, settings.timeout))?;
-    let runtime = runtime()?;
+    let headless = Headless::start(&settings, bounds::later(started, settings.timeout))?;
     // One-shots: the whole run within the timeout. A stream: each line
     // within an interval and the timeout of the one before.
     let patience = settings.interval.saturating_add(settings.timeout);
     let first = Wait { since: started, deadline: bounds::later(started, settings.timeout) };
-    let result = runtime.block_on(async {
+    let one_shot = matches!(settings.mode, Mode::Json | Mode::Table | Mode::Query { looping: false, .. });
+    let hooks = if one_shot { HOOKS_ONE_SHOT } else { HOOKS_AT_EXIT };
+    headless.finish(hooks, |rx, calls| async move {
+        let calls = &calls;
         match settings.mode {
-            Mode::Json => emit(rx, Some(1), json::write_pretty, first, patience, &calls).await,
-            Mode::JsonStream { count } => emit(rx, count, json::write_line, first, patience, &calls).await,
-            Mode::TableStream { count } => emit(rx, count, table::write, first, patience, &calls).await,
+            Mode::Json => emit(rx, Some(1), json::write_pretty, first, patience, calls).await,
+            Mode::JsonStream { count } => emit(rx, count, json::write_line, first, patience, calls).await,
+            Mode::TableStream { count } => emit(rx, count, table::write, first, patience, calls).await,
             Mode::Query { looping, count } => {
                 let Some(query) = settings.query.clone() else { return Err(AppError::PollerStopped) };
                 let count = if looping { count } else { Some(1) };
-                emit(rx, count, query_writer(query), first, patience, &calls).await
+                emit(rx, count, query_writer(query), first, patience, calls).await
             }
-            Mode::Table | Mode::Tui => emit(rx, Some(1), table::write, first, patience, &calls).await,
+            Mode::Table | Mode::Tui => emit(rx, Some(1), table::write, first, patience, calls).await,
         }
-    });
-    // A driver call may still be in flight on the poller's thread: leaving
-    // without joining it is what lets a hung driver not hang the exit.
-    runtime.shutdown_background();
-    let one_shot = matches!(settings.mode, Mode::Json | Mode::Table | Mode::Query { looping: false, .. });
-    analysis::finish_hooks(if one_shot { HOOKS_ONE_SHOT } else { HOOKS_AT_EXIT });
-    result
+    })
 }
 
 /// How long a one-shot mode (`-1`, `--json`, `check`) waits for the alert
@@ -302,19 +282,18 @@ fn check(cli: &Cli, window: Duration, fail_on: &[AlertKind]) -> Result<u8, AppEr
     let started = Instant::now();
     let window_end = bounds::later(started, window);
     let deadline = bounds::later(window_end, settings.timeout);
-    let (rx, calls) = match start_headless(&settings, deadline) {
+    let headless = match Headless::start(&settings, deadline) {
         Ok(started) => started,
         Err(AppError::DriverSilent(silence)) => return check_silent(&silence, None),
         Err(e) => return Err(e),
     };
-    let runtime = runtime()?;
+    let calls = headless.calls.clone();
     // Older than an interval at the window's end, the newest snapshot is
     // late: wait for the next (a slow tick only costs that wait), up to the
     // deadline, and call the driver silent only when none has come by then.
     let fresh_within = settings.interval;
-    let seen = runtime.block_on(check::watch_for(rx, window_end.into(), fresh_within, deadline.into()));
-    runtime.shutdown_background();
-    analysis::finish_hooks(HOOKS_ONE_SHOT);
+    let seen =
+        headless.finish(HOOKS_ONE_SHOT, |rx, _| check::watch_for(rx, window_end.into(), fresh_within, deadline.into()));
     if seen.silent {
         let since = seen.last_at.map_or(started, tokio::time::Instant::into_std);
         return check_silent(&Silence::new(since, &calls), Some(&seen));
@@ -341,11 +320,8 @@ fn serve(cli: &Cli, listen: std::net::SocketAddr, limits: crate::serve::Limits) 
     // so does one that does not answer (exit 3). Later silences are
     // `/healthz`'s to report.
     let settings = Settings::resolve(cli)?;
-    let (rx, _calls) = start_headless(&settings, bounds::later(Instant::now(), settings.timeout))?;
-    let runtime = runtime()?;
-    let served = runtime.block_on(async { crate::serve::run(listen, rx, settings.interval, limits).await });
-    runtime.shutdown_background();
-    analysis::finish_hooks(HOOKS_AT_EXIT);
+    let headless = Headless::start(&settings, bounds::later(Instant::now(), settings.timeout))?;
+    let served = headless.finish(HOOKS_AT_EXIT, |rx, _| crate::serve::run(listen, rx, settings.interval, limits));
     Ok(served?)
 }
 
@@ -363,18 +339,15 @@ fn record(
         eprintln!("gpuscope: {note}");
     }
     let started = Instant::now();
-    let (rx, calls) = match start_headless(&settings, bounds::later(started, settings.timeout)) {
+    let headless = match Headless::start(&settings, bounds::later(started, settings.timeout)) {
         Ok(started) => started,
         Err(e) => {
             target.discard_if_unused();
             return Err(e);
         }
     };
-    let newest = rx.clone();
-    let runtime = runtime()?;
-    let written = runtime.block_on(async { recording::record(rx, target, duration).await });
-    runtime.shutdown_background();
-    analysis::finish_hooks(HOOKS_AT_EXIT);
+    let (newest, calls) = (headless.rx.clone(), headless.calls.clone());
+    let written = headless.finish(HOOKS_AT_EXIT, |rx, _| recording::record(rx, target, duration));
     let written = written.map_err(|source| AppError::Record { path: path.to_path_buf(), source })?;
     eprintln!("gpuscope: recorded {written} snapshots to {}", path.display());
     // The recording stops on time whatever the driver does; a driver that
@@ -399,10 +372,37 @@ fn silent_for(last: Option<&crate::model::Snapshot>, started: Instant, patience:
     (age > patience).then_some(age)
 }
 
+/// What every headless mode (`-1`, `--json`, a query, `check`, `serve`,
+/// `record`) starts with: NVML opened and polled, and the runtime its sink
+/// runs on.
+struct Headless {
+    rx: SnapshotRx,
+    calls: Calls,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Headless {
+    fn start(settings: &Settings, deadline: Instant) -> Result<Self, AppError> {
+        let (rx, calls) = start_polling(settings, deadline)?;
+        Ok(Self { rx, calls, runtime: runtime()? })
+    }
+
+    /// Runs the sink to its end, then gives the alert hooks it started
+    /// `hooks` to finish. A driver call may still be in flight on the
+    /// poller's thread: leaving without joining it is what lets a hung
+    /// driver not hang the exit.
+    fn finish<F: Future>(self, hooks: Duration, sink: impl FnOnce(SnapshotRx, Calls) -> F) -> F::Output {
+        let out = self.runtime.block_on(sink(self.rx, self.calls));
+        self.runtime.shutdown_background();
+        analysis::finish_hooks(hooks);
+        out
+    }
+}
+
 /// Opens NVML and starts the poller for a headless mode. A driver that has
 /// not answered by `deadline` (a hung `nvmlInit`) is `DriverSilent`: the
 /// opening thread is left behind, and dies with the process.
-fn start_headless(settings: &Settings, deadline: Instant) -> Result<(SnapshotRx, Calls), AppError> {
+fn start_polling(settings: &Settings, deadline: Instant) -> Result<(SnapshotRx, Calls), AppError> {
     let started = Instant::now();
     let calls = Calls::default();
     let (tx, opened) = std::sync::mpsc::channel();

@@ -34,9 +34,13 @@ impl Bounds {
             return Err(format!("must be at least {}", humantime::format_duration(self.min)));
         }
         if d > self.max {
-            return Err(format!("must be at most {}", humantime::format_duration(self.max)));
+            return Err(self.too_long());
         }
         Ok(d)
+    }
+
+    fn too_long(&self) -> String {
+        format!("must be at most {}", humantime::format_duration(self.max))
     }
 
     /// Parses a humantime duration ("500ms", "2h 30m") within the bounds.
@@ -44,7 +48,7 @@ impl Bounds {
         // humantime's own overflow message ("number is too large") does not
         // say what the limit is; ours does.
         let d = humantime::parse_duration(text).map_err(|e| match e {
-            humantime::DurationError::NumberOverflow => self.check(Duration::MAX).unwrap_err(),
+            humantime::DurationError::NumberOverflow => self.too_long(),
             other => other.to_string(),
         })?;
         self.check(d)

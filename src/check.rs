@@ -6,12 +6,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::app::exit;
+use crate::exit;
 use crate::model::{Alert, AlertKind, Severity, Snapshot};
 use crate::poller::SnapshotRx;
-
-pub const EXIT_WARNING: u8 = exit::CHECK_WARNING;
-pub const EXIT_CRITICAL: u8 = exit::CHECK_CRITICAL;
 
 /// What a check saw: the newest snapshot, and whether the driver went
 /// silent (nothing new by the deadline).
@@ -63,8 +60,8 @@ pub async fn watch_for(mut rx: SnapshotRx, window_end: Instant, fresh_within: Du
 pub fn exit_code(alerts: &[Alert], fail_on: &[AlertKind]) -> u8 {
     let worst = alerts.iter().filter(|a| fail_on.is_empty() || fail_on.contains(&a.kind)).map(|a| a.severity).max();
     match worst {
-        Some(Severity::Critical) => EXIT_CRITICAL,
-        Some(Severity::Warning) => EXIT_WARNING,
+        Some(Severity::Critical) => exit::CHECK_CRITICAL,
+        Some(Severity::Warning) => exit::CHECK_WARNING,
         Some(Severity::Info) | None => 0,
     }
 }
@@ -117,9 +114,9 @@ mod tests {
         let alerts = [alert(AlertKind::Starved, Severity::Info), alert(AlertKind::Leak, Severity::Warning)];
         assert_eq!(exit_code(&[], &[]), 0);
         assert_eq!(exit_code(&alerts[..1], &[]), 0, "info alone is not a failure");
-        assert_eq!(exit_code(&alerts, &[]), EXIT_WARNING);
+        assert_eq!(exit_code(&alerts, &[]), exit::CHECK_WARNING);
         assert_eq!(exit_code(&alerts, &[AlertKind::Oom]), 0);
         let crit = [alert(AlertKind::GpuLost, Severity::Critical)];
-        assert_eq!(exit_code(&crit, &[AlertKind::GpuLost, AlertKind::Leak]), EXIT_CRITICAL);
+        assert_eq!(exit_code(&crit, &[AlertKind::GpuLost, AlertKind::Leak]), exit::CHECK_CRITICAL);
     }
 }

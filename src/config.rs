@@ -11,9 +11,6 @@ use crate::analysis::config::{AlertsConfig, HistoryConfig};
 use crate::analysis::resolve_program;
 use crate::bounds;
 
-/// Faster than this, collection itself would dominate the machine.
-pub const MIN_INTERVAL: Duration = bounds::INTERVAL.min;
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {

@@ -16,7 +16,6 @@ use tokio::sync::watch;
 
 use crate::bounds;
 use crate::collect::Collector;
-use crate::config::MIN_INTERVAL;
 use crate::model::Snapshot;
 
 pub type SnapshotRx = watch::Receiver<Option<Arc<Snapshot>>>;
@@ -47,7 +46,7 @@ impl PollerControl {
     /// Takes effect from the next tick, one new period from now.
     pub fn set_interval(&self, interval: Duration) {
         let mut w = self.wanted();
-        w.interval = interval.clamp(MIN_INTERVAL, bounds::INTERVAL.max);
+        w.interval = interval.clamp(bounds::INTERVAL.min, bounds::INTERVAL.max);
         w.changed = true;
         self.shared.1.notify_all();
     }

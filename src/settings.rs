@@ -4,8 +4,9 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use crate::analysis::config::{AlertsConfig, HistoryConfig};
+use crate::bounds;
 use crate::cli::{Cli, DemoMode};
-use crate::config::{Config, ConfigError, MIN_INTERVAL};
+use crate::config::{Config, ConfigError};
 use crate::model::{GpuSelector, SelectError, parse_selectors};
 use crate::query::{self, Query, QueryError, Target};
 use crate::sources::nvml::{DEFAULT_LIBRARY, LibrarySpec};
@@ -77,7 +78,7 @@ pub enum SettingsError {
     Gpus(#[from] SelectError),
     #[error("-i/--id: {0}")]
     Id(SelectError),
-    #[error("--interval {0:?} is shorter than the minimum of {MIN_INTERVAL:?}")]
+    #[error("--interval {0:?} is shorter than the minimum of {min:?}", min = bounds::INTERVAL.min)]
     Interval(Duration),
     #[error("{0}")]
     Query(#[from] QueryError),
@@ -89,7 +90,7 @@ impl Settings {
         // nvidia-smi's -l / -lms set the interval and mean "keep going".
         let looping = cli.loop_s.or(cli.loop_ms);
         let interval = looping.or(cli.interval).unwrap_or(config.interval);
-        if interval < MIN_INTERVAL {
+        if interval < bounds::INTERVAL.min {
             return Err(SettingsError::Interval(interval));
         }
         let selectors = match (&cli.gpus, &cli.id) {

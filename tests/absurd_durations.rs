@@ -2,6 +2,9 @@
 //! message naming the bound, before anything runs: no panic in the poller
 //! or the health handler, and no exit 0 after half the output.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{Sim, gpuscope};

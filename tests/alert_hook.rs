@@ -2,6 +2,9 @@
 //! the alerts they report exactly once and wait for it (bounded); a hook
 //! file without the execute bit is refused at start, naming it.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::os::unix::fs::PermissionsExt;

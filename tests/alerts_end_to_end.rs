@@ -1,6 +1,9 @@
 //! Alerts end to end: the real binary on the simulated NVML, with a probed
 //! pretend trainer whose allocator figures the test changes while it runs.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::io::{BufRead, BufReader, Lines};

@@ -4,6 +4,9 @@
 //! GPU by UUID, PCI bus id or CUDA_VISIBLE_DEVICES (or says why not), and
 //! JAX's fragmentation is XLA's own.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::path::PathBuf;

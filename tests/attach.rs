@@ -3,6 +3,9 @@
 //! gpuscope hands it is run in a live stand-in job the way remote_exec
 //! would (main thread, between steps), and every refusal is tested.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::os::unix::process::CommandExt;

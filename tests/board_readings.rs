@@ -3,6 +3,9 @@
 //! reading on), `-1`, the query mode and `/metrics` (checked by promtool);
 //! `null` where a board has none of them.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 mod serve_common;
 

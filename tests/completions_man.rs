@@ -2,6 +2,9 @@
 //! loads the script and completes a flag with it; the page is roff that
 //! `man` can format.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::gpuscope;

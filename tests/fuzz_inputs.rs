@@ -4,6 +4,9 @@
 //! reader's properties are in `src/recording/tests.rs`, next to its line
 //! reader.)
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 mod serve_common;
 

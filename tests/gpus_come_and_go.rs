@@ -2,6 +2,9 @@
 //! reset, hot-plug, a driver reload): every line of `--json --watch` shows
 //! each UUID with that GPU's own readings, and a new GPU appears.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{MIB, Sim, assert_success};

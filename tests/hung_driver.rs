@@ -3,6 +3,9 @@
 //! `--for`, `--duration` or an interval), keeps what it has, says on stderr
 //! that the driver did not answer and where, and exits 3.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::process::{Command, Output, Stdio};

@@ -1,6 +1,9 @@
 //! The real binary, on the simulated NVML loaded through nvml-wrapper's
 //! normal path: what the scenario says is what `--json` prints.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{MIB, Sim, Sleeper, assert_success, assert_valid};

@@ -1,6 +1,9 @@
 //! `gpuscope memviz PID`: PyTorch's memory-viewer snapshot of a live job,
 //! taken by the job's own probe on request, and every refusal.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::os::unix::process::CommandExt;

@@ -2,6 +2,8 @@
 //! each MIG device under its parent in `--json`, processes placed on their
 //! MIG device, `--gpus` by MIG UUID, and a probe's MIG device matched.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![recursion_limit = "256"]
 
 mod common;

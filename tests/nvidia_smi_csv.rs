@@ -3,6 +3,9 @@
 //! machine (the source is named with it), and the simulated NVML is given
 //! that machine's readings.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::os::unix::process::CommandExt as _;

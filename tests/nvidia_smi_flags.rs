@@ -1,6 +1,9 @@
 //! nvidia-smi's selection and looping flags (`-i`, `-l`, `-lms`) and the
 //! hints for flags users bring from nvidia-smi, nvitop and gpustat.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{Sim, assert_success};

@@ -3,6 +3,9 @@
 //! stderr; any other error (`/dev/full`) is exit 1 and one line on stderr.
 //! Never a panic (exit 101).
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::fs::OpenOptions;

@@ -6,6 +6,9 @@
 //! outcome does not depend on which glibc that is. The release wheels
 //! themselves are built and checked by `.ci/run` (`packaging/build.sh`).
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output};

@@ -2,6 +2,9 @@
 //! over a stand-in torch, listed by PID in the simulated NVML, read by the
 //! real gpuscope binary.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::io::{BufRead, BufReader};

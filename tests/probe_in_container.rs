@@ -6,6 +6,9 @@
 //! the host PID NVML reports, and never lets a file in there speak for a
 //! process outside.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

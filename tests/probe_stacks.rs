@@ -4,6 +4,9 @@
 //! the real gpuscope reading both. Each test is one row of README's table
 //! "What each framework, version and backend reports".
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

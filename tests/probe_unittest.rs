@@ -4,6 +4,9 @@
 //! under `cargo test`. `GPUSCOPE_TEST_PYTHON` picks the interpreter
 //! (default `python3`).
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,5 +1,8 @@
 //! `gpuscope record` and `gpuscope replay` through the real binary.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::io::{BufWriter, Write};

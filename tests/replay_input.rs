@@ -2,6 +2,9 @@
 //! endless lines, pipes and FIFOs, zstd without its extension, newer
 //! schemas; refusal, `--force` and `--append`.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::io::Write;

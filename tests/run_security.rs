@@ -4,6 +4,9 @@
 //! says in one line what happened. Layouts that need a second user are
 //! made as root (files chowned to uid 65534) and skipped otherwise.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::ffi::OsStr;

@@ -1,6 +1,9 @@
 //! The dashboard's live segment map: asked of a live stand-in job's own
 //! probe through the requester thread, read back, and every refusal.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::path::Path;

@@ -2,6 +2,9 @@
 //! its PromQL parses (promtool), and it asks only for metrics and labels
 //! the exporter emits.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod serve_common;
 
 use std::collections::BTreeSet;

@@ -1,6 +1,9 @@
 //! `gpuscope serve` over HTTP: the real binary on the simulated NVML,
 //! checked by promtool, the snapshot schema, and its own exit codes.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 mod serve_common;
 

@@ -3,6 +3,9 @@
 //! header timeout, and a flood of them never exhausts the file descriptors.
 //! Loopback only, with a bounded number of connections.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 mod serve_common;
 

@@ -2,6 +2,9 @@
 //! Latencies are printed (`--nocapture`), not asserted: this machine's
 //! load is not the test's to control.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 mod serve_common;
 

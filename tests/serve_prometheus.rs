@@ -2,6 +2,9 @@
 //! simulated NVML, with a probed pretend trainer, and PromQL gets the
 //! scenario's figures back.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 mod serve_common;
 

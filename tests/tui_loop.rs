@@ -2,6 +2,9 @@
 //! key events and snapshots instead of a terminal and a poller, and the
 //! screen read back from a test backend after each step.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod tui_fixtures;
 
 use std::io;

@@ -1,6 +1,9 @@
 //! The dashboard's frames at 80x24 and 200x50, pinned as text snapshots
 //! (`tests/snapshots/`), from fixed snapshots and a fixed clock.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod tui_fixtures;
 
 use std::sync::Arc;

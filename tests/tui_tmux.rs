@@ -4,6 +4,9 @@
 //! resize, and hands the terminal back sane (canonical mode and echo on,
 //! the alternate screen left) after `q` and after SIGHUP.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};

@@ -4,6 +4,9 @@
 //! and stays within 80 columns by display width; the JSON keeps the text
 //! faithful but writes those characters as `\uXXXX` escapes.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{Sim, assert_success};

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::dirfd::DirFd;
+use crate::exit;
 use place::{PROBE_MARKER, Payload, SITE_MARKER};
 
 use crate::sources::probe::{ProbeDir, default_dir};
@@ -41,9 +42,9 @@ impl InjectError {
     /// Shell conventions for a command that could not be started.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Self::Exec { source, .. } if source.kind() == io::ErrorKind::NotFound => 127,
-            Self::Exec { .. } => 126,
-            Self::Place(_) | Self::Install(_) | Self::Python { .. } => 2,
+            Self::Exec { source, .. } if source.kind() == io::ErrorKind::NotFound => exit::NOT_FOUND,
+            Self::Exec { .. } => exit::CANNOT_EXECUTE,
+            Self::Place(_) | Self::Install(_) | Self::Python { .. } => exit::USAGE,
         }
     }
 }

@@ -41,8 +41,8 @@ impl ServeError {
     /// like the other errors that stop gpuscope before it does anything.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Self::Bind { .. } => crate::app::exit::USAGE,
-            Self::Signal(_) | Self::Serve(_) => crate::app::exit::FAILURE,
+            Self::Bind { .. } => crate::exit::USAGE,
+            Self::Signal(_) | Self::Serve(_) => crate::exit::FAILURE,
         }
     }
 }

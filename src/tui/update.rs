@@ -12,8 +12,11 @@ use crate::tui::probe_tools;
 use crate::tui::rows::{SORTABLE, Sort};
 use crate::tui::state::{Confirm, State, View};
 
-pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
-pub const MAX_INTERVAL: Duration = Duration::from_secs(60);
+/// How far `-` and `+` take the interval: narrower than `--interval`'s
+/// bounds (`bounds::INTERVAL`), because a key pressed a few times too often
+/// should not make the dashboard itself the machine's busiest process.
+pub const KEY_FASTEST: Duration = Duration::from_millis(100);
+pub const KEY_SLOWEST: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Effect {
@@ -134,8 +137,8 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
                 return Some(Effect::Signal(c.target, c.signal));
             }
         }
-        Action::Slower => return change_interval(state, (state.interval * 2).min(MAX_INTERVAL).max(state.interval)),
-        Action::Faster => return change_interval(state, (state.interval / 2).max(MIN_INTERVAL).min(state.interval)),
+        Action::Slower => return change_interval(state, (state.interval * 2).min(KEY_SLOWEST).max(state.interval)),
+        Action::Faster => return change_interval(state, (state.interval / 2).max(KEY_FASTEST).min(state.interval)),
     }
     None
 }
@@ -378,13 +381,13 @@ mod tests {
         for _ in 0..10 {
             apply(&mut s, Action::Slower, 0);
         }
-        assert_eq!(s.interval, MAX_INTERVAL);
+        assert_eq!(s.interval, KEY_SLOWEST);
         assert_eq!(apply(&mut s, Action::Slower, 0), None, "nothing to change at the maximum");
         let mut s = state(Duration::from_secs(1));
         for _ in 0..10 {
             apply(&mut s, Action::Faster, 0);
         }
-        assert_eq!(s.interval, MIN_INTERVAL);
+        assert_eq!(s.interval, KEY_FASTEST);
         assert_eq!(s.history.capacity(), 3000, "the history follows the interval, within its cap");
         // Below the dashboard's floor (`--interval 10ms`), `-` never lengthens it.
         let mut s = state(Duration::from_millis(10));
