@@ -85,7 +85,7 @@ fn alerts_text(snap: &Snapshot, window: Duration, complete: bool) -> String {
     }
     let mut out = String::new();
     for a in &snap.alerts {
-        out.push_str(&crate::sinks::table::alert_text(a, 100));
+        out.push_str(&crate::output::table::alert_text(a, 100));
     }
     out
 }

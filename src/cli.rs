@@ -1,4 +1,5 @@
-//! Command-line flags. Their names are part of the product (DESIGN §2).
+//! Command-line flags. Their names are part of the product: scripts and
+//! fingers depend on them, so a rename is a breaking change.
 
 use std::ffi::OsString;
 use std::net::SocketAddr;

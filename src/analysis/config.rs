@@ -1,4 +1,4 @@
-//! Alert thresholds. Defaults come from DESIGN §6: fragmentation is judged
+//! Alert thresholds. By default fragmentation is judged
 //! on processes big enough for it to matter (reserved ≥ 2 GiB, inactive
 //! split ≥ 512 MiB) by the median over a minute, with hysteresis between
 //! 0.30 and 0.20; any rise of the allocator's retry counter is critical.

@@ -45,7 +45,7 @@ impl ExecHook {
             return;
         }
         self.last.insert(key, Instant::now());
-        let Ok(input) = crate::sinks::json::to_vec(alert) else { return };
+        let Ok(input) = crate::output::json::to_vec(alert) else { return };
         self.pool.submit(Job { argv: self.argv.clone(), input });
     }
 }

@@ -223,7 +223,8 @@ fn releasable(cached: Option<u64>, split: Option<u64>, pools: Option<u64>, how: 
 
 fn fragmentation(d: &ProbeDevice, how: Counting) -> Option<f64> {
     match how {
-        // DESIGN §6: trapped free space over what the allocator holds.
+        // Trapped free space (`inactive_split_bytes`, which PyTorch's
+        // `free_block` counts for split blocks) over what the allocator holds.
         Counting::NativeFixed => {
             let (split, reserved) = (d.inactive_split?, d.reserved?);
             (reserved > 0).then(|| (split as f64 / reserved as f64).clamp(0.0, 1.0))

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::reader::{StreamError, Summary, stream};
 use crate::analysis::Analyzer;
-use crate::sinks::json;
+use crate::output::json;
 
 pub fn print(path: &Path, mut analyzer: Analyzer, out: &mut impl Write) -> Result<Summary, StreamError> {
     stream(path, |mut snap| {

@@ -171,13 +171,13 @@ impl Recorder {
         let sink = if target.zstd { Sink::Zstd(zstd::Encoder::new(file, ZSTD_LEVEL)?) } else { Sink::Plain(file) };
         let mut r = Self { sink, lines: 0 };
         if !target.append {
-            r.line(&crate::sinks::json::to_vec(header)?)?;
+            r.line(&crate::output::json::to_vec(header)?)?;
         }
         Ok(r)
     }
 
     pub fn write(&mut self, snap: &Snapshot) -> io::Result<()> {
-        self.line(&crate::sinks::json::to_vec(snap)?)?;
+        self.line(&crate::output::json::to_vec(snap)?)?;
         self.lines += 1;
         Ok(())
     }

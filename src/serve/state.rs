@@ -11,8 +11,8 @@ use tokio::sync::watch;
 use super::encode::Format;
 use super::metrics;
 use crate::model::{GpuState, Snapshot};
+use crate::output::json;
 use crate::poller::SnapshotRx;
-use crate::sinks::json;
 
 pub struct Entry {
     pub snap: Arc<Snapshot>,

@@ -1,6 +1,6 @@
 //! Memory trapped in partly used segments: the median of inactive split /
 //! reserved over a window, judged only on processes where it is big enough
-//! to cause an OOM (DESIGN §6).
+//! to cause an OOM (thresholds in `analysis::config`).
 
 use super::{Inputs, Verdicts, key, pct, process_gpus};
 use crate::analysis::engine::{Raise, Verdict};

@@ -1,6 +1,7 @@
 //! Per-process utilisation (`nvmlDeviceGetProcessUtilization`): samples
 //! since a timestamp, which must be the newest one seen on that device
-//! (DESIGN §4); NOT_FOUND means nothing newer, so the last batch stands.
+//! (nvml.h: `lastSeenTimeStamp`); NOT_FOUND means nothing newer, so the
+//! last batch stands.
 
 use std::collections::HashMap;
 

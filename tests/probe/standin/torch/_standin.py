@@ -95,7 +95,7 @@ FIELD_TO_COUNTER = {
 }
 
 # What each PyTorch release line offers, read from the releases' own sources
-# and wheels (shared/FACTS.md): get_allocator_backend() from 2.0; the
+# and wheels: get_allocator_backend() from 2.0; the
 # torch.cuda.OutOfMemoryError class from 1.13; device properties' .uuid
 # from 2.1 (absent in 2.0.1, present in 2.5.1); requested_bytes and the
 # num_device_alloc/num_device_free/num_sync_all_streams counters after 2.0;
