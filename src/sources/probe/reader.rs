@@ -30,6 +30,16 @@ use crate::sources::procstat::StatFile;
 /// A file's name, size and modification time (ns).
 type Key = (String, u64, i64);
 
+/// One version of a file: the probe replaces its file by renaming a new one
+/// over it, so a new version is a new inode, and an unchanged inode, size
+/// and modification time is the version already parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Version {
+    inode: u64,
+    size: u64,
+    mtime_ns: i64,
+}
+
 /// Bounds the work of one tick however many files appear.
 const MAX_FILES: usize = 4096;
 
@@ -57,6 +67,10 @@ pub struct FileProbes {
     views: ProcessViews,
     /// Reasons already counted for those, each once.
     view_bad: HashSet<String>,
+    /// The last version of each file read, parsed: a probe rewrites its
+    /// file once a second while gpuscope may tick ten times as often, and
+    /// hundreds of probed processes cost a parse each only when they change.
+    parsed: HashMap<String, (Version, ProbeFile)>,
 }
 
 impl FileProbes {
@@ -76,6 +90,7 @@ impl FileProbes {
             seen: HashSet::new(),
             views: ProcessViews::new(proc_root.clone()),
             view_bad: HashSet::new(),
+            parsed: HashMap::new(),
             proc_root,
         }
     }
@@ -112,19 +127,19 @@ impl FileProbes {
     }
 
     fn read_one(&mut self, dir: &DirFd, name: &str, pid: u32, ticks: u64) -> Option<ProbeReport> {
-        let (text, key, modified) = match open_small_private(dir, name) {
-            Ok(read) => read,
+        let opened = match open_small_private(dir, name) {
+            Ok(opened) => opened,
             Err((key, why)) => {
                 self.skip(name, key, why);
                 return None;
             }
         };
-        if self.bad.contains(&key) {
+        if self.bad.contains(&opened.key) {
             return None;
         }
-        let file = match ProbeFile::parse(&text, pid, ticks) {
-            Ok(f) => f,
-            Err(why) => {
+        let (file, modified) = match self.parse_version(name, opened, pid, ticks) {
+            Ok(parsed) => parsed,
+            Err((key, why)) => {
                 self.skip(name, key, why);
                 return None;
             }
@@ -152,6 +167,29 @@ impl FileProbes {
         };
         let age = SystemTime::now().duration_since(modified).unwrap_or(Duration::ZERO);
         Some(ProbeReport { file, alive, age })
+    }
+
+    /// The file's contents parsed, from the cache when this version was
+    /// read before: the checks on what was opened (`open_small_private`)
+    /// run every time, the read and the parse only for a new version.
+    fn parse_version(
+        &mut self,
+        name: &str,
+        opened: Opened,
+        pid: u32,
+        ticks: u64,
+    ) -> Result<(ProbeFile, SystemTime), (Key, String)> {
+        if let Some((version, file)) = self.parsed.get(name)
+            && *version == opened.version
+        {
+            return Ok((file.clone(), opened.modified));
+        }
+        let mut text = String::new();
+        let read = opened.file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text);
+        read.map_err(|e| (opened.key.clone(), format!("unreadable: {e}")))?;
+        let file = ProbeFile::parse(&text, pid, ticks).map_err(|why| (opened.key.clone(), why))?;
+        self.parsed.insert(name.to_owned(), (opened.version, file.clone()));
+        Ok((file, opened.modified))
     }
 
     fn open_dir(&self) -> Result<DirFd, String> {
@@ -296,6 +334,7 @@ impl ProbeSource for FileProbes {
         reports.sort_by_key(|r| r.file.pid);
         // Forget bad files that are gone, so the set stays small.
         self.bad.retain(|(name, _, _)| present.contains(name));
+        self.parsed.retain(|name, _| present.contains(name));
         self.seen.retain(|&(pid, ticks)| present.contains(&format!("{pid}-{ticks}.json")));
         let probed: HashSet<u32> = present.iter().filter_map(|n| parse_name(n)).map(|(pid, _)| pid).collect();
         self.stats.retain(|pid, _| probed.contains(pid));
@@ -325,9 +364,17 @@ fn parse_temp_name(name: &str) -> Option<(u32, u64)> {
     parse_stem(stem)
 }
 
+/// A probe file opened and checked, not yet read.
+struct Opened {
+    file: File,
+    key: Key,
+    version: Version,
+    modified: SystemTime,
+}
+
 /// Opens without following a link and without blocking on a FIFO, then
 /// checks what was opened (not what the name pointed to a moment ago).
-fn open_small_private(dir: &DirFd, name: &str) -> Result<(String, Key, SystemTime), (Key, String)> {
+fn open_small_private(dir: &DirFd, name: &str) -> Result<Opened, (Key, String)> {
     let unknown = (name.to_owned(), 0, 0);
     let file: File = dir.open_file(OsStr::new(name)).map_err(|e| (unknown.clone(), format!("cannot open: {e}")))?;
     let meta = file.metadata().map_err(|e| (unknown, format!("cannot stat: {e}")))?;
@@ -341,10 +388,9 @@ fn open_small_private(dir: &DirFd, name: &str) -> Result<(String, Key, SystemTim
     if meta.len() > MAX_FILE_BYTES {
         return Err((key, format!("{} bytes, more than a probe writes", meta.len())));
     }
-    let mut text = String::new();
-    file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text).map_err(|e| (key.clone(), format!("unreadable: {e}")))?;
     let modified = meta.modified().unwrap_or_else(|_| SystemTime::now());
-    Ok((text, key, modified))
+    let version = Version { inode: meta.ino(), size: meta.len(), mtime_ns: key.2 };
+    Ok(Opened { file, key, version, modified })
 }
 
 #[cfg(test)]
@@ -387,6 +433,38 @@ mod tests {
             assert!(s.status.ok);
             assert_eq!(s.status.skipped, 3, "{:?}", s.status.last_skipped);
         }
+    }
+
+    /// A version already parsed is not read again: bytes changed in place
+    /// with the size and modification time kept (only the owner could do
+    /// that) go unnoticed, while a new version renamed over the file, as
+    /// the probe writes, is read.
+    #[test]
+    fn an_unchanged_file_is_parsed_once() {
+        let (_root, dir) = setup();
+        let (pid, ticks) = me();
+        let path = dir.join(format!("{pid}-{ticks}.json"));
+        let text = sample_json(pid, ticks);
+        std::fs::write(&path, &text).unwrap();
+        let mut probes = FileProbes::new(dir.clone());
+        let first = probes.sample();
+        assert_eq!(first.reports.len(), 1);
+
+        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+        std::fs::write(&path, " ".repeat(text.len())).unwrap();
+        std::fs::File::options().write(true).open(&path).unwrap().set_modified(mtime).unwrap();
+        let again = probes.sample();
+        assert_eq!(again.reports.len(), 1, "{:?}", again.status.last_skipped);
+        assert_eq!(again.reports[0].file, first.reports[0].file);
+        assert_eq!(again.status.skipped, 0);
+
+        let newer = text.replace("\"seq\":3", "\"seq\":4");
+        assert_ne!(newer, text);
+        let tmp = dir.join(format!(".{pid}-{ticks}.ab.tmp"));
+        std::fs::write(&tmp, &newer).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+        let changed = probes.sample();
+        assert_eq!(changed.reports[0].file.seq, 4);
     }
 
     /// A stand-in `/proc` where this process is `self` in namespace
