@@ -144,6 +144,7 @@ fn tick_group(c: &mut Criterion, name: &str, collector: &mut Collector, busy_ns:
             for _ in 0..iters {
                 std::hint::black_box(collector.collect());
             }
+            // SAFETY: as above.
             let (cpu1, lib1) = (thread_cpu(), unsafe { busy_ns() });
             (cpu1 - cpu0).saturating_sub(Duration::from_nanos(lib1 - lib0))
         })
@@ -154,7 +155,9 @@ fn tick_group(c: &mut Criterion, name: &str, collector: &mut Collector, busy_ns:
     for _ in 0..100 {
         collector.collect();
     }
-    let per_tick = (unsafe { busy_ns() } - before) / 100;
+    // SAFETY: as above.
+    let after = unsafe { busy_ns() };
+    let per_tick = (after - before) / 100;
     println!("{name}: inside the simulated NVML {:.0} us per tick", per_tick as f64 / 1000.0);
 }
 

@@ -38,6 +38,9 @@ fn calls_before_init_and_after_last_shutdown_are_refused() {
 
 #[test]
 fn bad_arguments_are_rejected() {
+    // SAFETY: the library's own functions, called with live locals, null
+    // (which they must refuse), or handles it handed out; `name` holds a NUL
+    // once nvmlDeviceGetName has succeeded.
     scenario_test("bad_arguments_are_rejected", Some(TWO_GPUS), |_| unsafe {
         assert_eq!(nvmlInit_v2(), OK);
         let mut device = ptr::null_mut();
@@ -60,6 +63,9 @@ fn bad_arguments_are_rejected() {
 
 #[test]
 fn process_lists_are_count_then_fill() {
+    // SAFETY: the library's own functions, given live locals, null, and
+    // arrays at least as long as the count passed with them; the process
+    // info struct is plain old data, for which all-zero is valid.
     scenario_test("process_lists_are_count_then_fill", Some(TWO_GPUS), |_| unsafe {
         assert_eq!(nvmlInit_v2(), OK);
         let (mut busy, mut idle) = (ptr::null_mut(), ptr::null_mut());

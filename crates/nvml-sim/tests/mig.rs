@@ -66,6 +66,8 @@ fn processes(dev: nvmlDevice_t) -> Vec<nvmlProcessInfo_t> {
 
 #[test]
 fn mig_devices_answer_as_the_driver_does() {
+    // SAFETY: the library's own functions, given live locals, null, and
+    // handles it handed out (a stale one it must refuse).
     scenario_test("mig_devices_answer_as_the_driver_does", Some(SCENARIO), |_| unsafe {
         assert_eq!(nvmlInit_v2(), OK);
         let (mut gpu, mut plain) = (std::ptr::null_mut(), std::ptr::null_mut());
@@ -147,6 +149,8 @@ fn mig_devices_answer_as_the_driver_does() {
 
 #[test]
 fn turning_mig_off_invalidates_its_handles() {
+    // SAFETY: the library's own functions, given live locals, null, and
+    // handles it handed out (a stale one it must refuse).
     scenario_test("turning_mig_off_invalidates_its_handles", Some(SCENARIO), |sim| unsafe {
         assert_eq!(nvmlInit_v2(), OK);
         let (mut gpu, mut mig) = (std::ptr::null_mut(), std::ptr::null_mut());
