@@ -124,6 +124,7 @@ mod tests {
                 driver_name: Some("python3".into()),
             }],
             status: SourceStatus::ok(),
+            calls: None,
         }
     }
 
