@@ -159,7 +159,8 @@ fn tick_group(c: &mut Criterion, name: &str, collector: &mut Collector, busy_ns:
         collector.collect();
     }
     // SAFETY: as above.
-    let per_tick = (unsafe { busy_ns() } - before) / 100;
+    let after = unsafe { busy_ns() };
+    let per_tick = (after - before) / 100;
     println!("{name}: inside the simulated NVML {:.0} us per tick", per_tick as f64 / 1000.0);
 }
 

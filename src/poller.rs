@@ -123,6 +123,7 @@ mod tests {
                 driver_name: Some("python3".into()),
             }],
             status: SourceStatus::ok(),
+            calls: None,
         }
     }
 

@@ -1,7 +1,8 @@
-//! NVLink, remapped rows and per-process accounting end to end: the
+//! NVLink, PCIe, remapped rows and per-process accounting end to end: the
 //! simulated NVML's scenario through `--json` (rates from the second
 //! reading on), `-1`, the query mode and `/metrics` (checked by promtool);
-//! `null` where a board has none of them.
+//! `null` where a board has none of them. What the driver is asked, by the
+//! simulator's log of calls.
 
 // Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -128,4 +129,72 @@ fn accounting_lists_finished_and_running_processes() {
         String::from_utf8(out.stdout).unwrap(),
         "index, accounting.mode, accounting.buffer_size\n0, Enabled, 4000\n1, [N/A], [N/A]\n2, [GPU is lost], [GPU is lost]\n"
     );
+}
+
+/// A scenario whose NVML calls the simulator logs, one line per call,
+/// and the log's path.
+fn logged(scenario: &str) -> (Sim, std::path::PathBuf) {
+    let sim = Sim::new("");
+    let log = sim.dir.path().join("calls.log");
+    sim.rewrite(&format!("call_log = {:?}\n{scenario}", log.to_str().unwrap()));
+    (sim, log)
+}
+
+fn calls_to(log: &std::path::Path, function: &str) -> usize {
+    std::fs::read_to_string(log).unwrap().lines().filter(|l| *l == function).count()
+}
+
+fn stream(sim: &Sim, count: &str) -> Vec<Value> {
+    let out = sim.gpuscope().args(["--json", "-lms", "200", "--count", count]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let docs = documents(&String::from_utf8(out.stdout).unwrap());
+    docs.iter().for_each(assert_valid);
+    docs
+}
+
+fn near(v: &Value, want: f64) -> bool {
+    v.as_f64().is_some_and(|x| (x - want).abs() / want < 0.05)
+}
+
+#[test]
+fn pcie_rates_come_from_the_counters_and_the_sampled_call_only_where_they_are_missing() {
+    let (sim, log) = logged(
+        "[[gpu]]\npcie_tx_kib_s = 1000\npcie_rx_kib_s = 3000\n\
+         [[gpu]]\nunsupported = [\"pcie_counters\"]\npcie_tx_kib_s = 500\npcie_rx_kib_s = 700\n",
+    );
+    let docs = stream(&sim, "3");
+    assert_eq!(docs.len(), 3);
+    let pcie = |d: usize, g: usize| docs[d]["gpus"][g]["pcie"].clone();
+    assert_eq!(pcie(0, 0), serde_json::json!({"tx_bytes_per_s": null, "rx_bytes_per_s": null}), "no interval yet");
+    for d in 1..3 {
+        let p = pcie(d, 0);
+        assert!(near(&p["tx_bytes_per_s"], 1000.0 * 1024.0) && near(&p["rx_bytes_per_s"], 3000.0 * 1024.0), "{p}");
+    }
+    // Without counters: one sampled direction per tick, RX first.
+    assert_eq!(pcie(0, 1), serde_json::json!({"tx_bytes_per_s": null, "rx_bytes_per_s": 700 * 1024}));
+    assert_eq!(pcie(1, 1), serde_json::json!({"tx_bytes_per_s": 500 * 1024, "rx_bytes_per_s": 700 * 1024}));
+    // One sample per tick, all of them the second GPU's (a tick may have
+    // begun when the third snapshot ended the run).
+    let sampled = calls_to(&log, "nvmlDeviceGetPcieThroughput");
+    assert!((3..=4).contains(&sampled), "{sampled} throughput calls");
+    // The first GPU's counters every tick; the second is asked once, and
+    // not again once it has said it lacks them.
+    let fields = calls_to(&log, "nvmlDeviceGetFieldValues");
+    assert!((4..=5).contains(&fields), "{fields} field-value calls");
+}
+
+#[test]
+fn settings_are_read_on_first_sight_not_every_tick() {
+    let (sim, log) = logged("[[gpu]]\n[[gpu]]\n");
+    let docs = stream(&sim, "3");
+    assert_eq!(docs.len(), 3);
+    assert!(calls_to(&log, "nvmlDeviceGetMemoryInfo_v2") >= 6, "live readings every tick");
+    for seldom in ["nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetMigMode", "nvmlDeviceGetMaxClockInfo"] {
+        let per_gpu = if seldom == "nvmlDeviceGetMaxClockInfo" { 4 } else { 1 };
+        assert_eq!(calls_to(&log, seldom), 2 * per_gpu, "{seldom}: once per GPU");
+    }
+    assert_eq!(docs[2]["gpus"][1]["power_management_limit_w"], 700.0, "still shown");
+    // The snapshot says what each tick cost: the first read the settings too.
+    let calls: Vec<u64> = docs.iter().map(|d| d["sources"]["nvml"]["calls"].as_u64().unwrap()).collect();
+    assert!(calls[1] > 0 && calls[0] > calls[1], "{calls:?}");
 }

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use crate::analysis::Analyzer;
-use crate::model::{HostStatus, PidNamespace, Process, SCHEMA_VERSION, Snapshot, Sources, Timestamp};
+use crate::model::{HostStatus, NvmlStatus, PidNamespace, Process, SCHEMA_VERSION, Snapshot, Sources, Timestamp};
 use crate::sources::probe::{ProbeReport, ProbeSample, ProbeSource};
 use crate::sources::{GpuProcess, GpuSample, GpuSource, HostProcess, HostSample, HostSource};
 
@@ -87,7 +87,7 @@ pub fn assemble(
         alerts: Vec::new(),
         events: Vec::new(),
         sources: Sources {
-            nvml: gpu.status,
+            nvml: NvmlStatus { calls: gpu.calls, ..gpu.status.into() },
             host: HostStatus { pid_namespace: host.pid_namespace, ..host.status.into() },
             probes: probes.status,
         },

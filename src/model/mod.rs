@@ -22,7 +22,7 @@ pub use gpu::{
 pub use host::Host;
 pub use process::{Process, ProcessGpu, ProcessType};
 pub use select::{DeviceIds, GpuSelector, PciAddress, SelectError, parse_selectors, select_gpus, select_migs};
-pub use snapshot::{Driver, HostStatus, ProbeStatus, SCHEMA_VERSION, Snapshot, SourceStatus, Sources};
+pub use snapshot::{Driver, HostStatus, NvmlStatus, ProbeStatus, SCHEMA_VERSION, Snapshot, SourceStatus, Sources};
 pub use time::Timestamp;
 pub(crate) use time::timestamp_fields;
 pub use workload::{PidNamespace, PodQos, SHORT_ID, Workload, WorkloadKind};

@@ -45,9 +45,27 @@ pub struct Driver {
 /// others keep filling the snapshot.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sources {
-    pub nvml: SourceStatus,
+    pub nvml: NvmlStatus,
     pub host: HostStatus,
     pub probes: ProbeStatus,
+}
+
+/// The NVML source's health, and what it cost the driver.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NvmlStatus {
+    pub ok: bool,
+    pub error: Option<String>,
+    /// NVML calls this snapshot's collection made (a count-then-fill list
+    /// counted once); `null` where unknown (a recording from before, a
+    /// source that is not NVML).
+    #[serde(default)]
+    pub calls: Option<u64>,
+}
+
+impl From<SourceStatus> for NvmlStatus {
+    fn from(s: SourceStatus) -> Self {
+        Self { ok: s.ok, error: s.error, calls: None }
+    }
 }
 
 /// The host source's health, and whether NVML's PIDs are ours.

@@ -62,6 +62,8 @@ pub struct GpuSample {
     pub all_gpus: Vec<GpuIdentity>,
     pub processes: Vec<GpuProcess>,
     pub status: SourceStatus,
+    /// NVML calls this sample made; `None` where the source does not count.
+    pub calls: Option<u64>,
 }
 
 pub trait GpuSource: Send {

@@ -8,6 +8,7 @@ use std::time::Instant;
 use nvml_wrapper_sys::bindings::{nvmlDevice_st, nvmlDevice_t};
 
 use crate::code::{GPU_IS_LOST, INVALID_ARGUMENT, NOT_SUPPORTED, Outcome, UNKNOWN, nvmlReturn_t, to_return};
+use crate::cost;
 use crate::scenario::{Gpu, MAX_MIG_DEVICES, MigDevice, Reading};
 use crate::state::{self, Ctx};
 use crate::timing;
@@ -65,6 +66,7 @@ pub(crate) fn guarded(body: impl FnOnce() -> Outcome) -> nvmlReturn_t {
 
 /// A call that needs NVML initialised.
 pub(crate) fn run(function: &str, body: impl FnOnce(&Ctx<'_>) -> Outcome) -> nvmlReturn_t {
+    cost::enter(function);
     timing::sleep_delay();
     timing::hang_if_due();
     guarded(|| {

@@ -6,11 +6,12 @@
 //! `gpuscope --demo`. What the "driver" reports comes from a TOML scenario
 //! named by `GPUSCOPE_SIM_SCENARIO` (see `scenarios/demo.toml`, the
 //! built-in default, for the format). Each copy of the `.so` loaded from a
-//! different path has its own state.
+//! different path has its own state, its count of calls included.
 
 mod api;
 mod call;
 mod code;
+mod cost;
 mod procfs;
 mod scenario;
 mod source;
@@ -19,5 +20,6 @@ mod timing;
 mod value;
 
 pub use api::*;
+pub use cost::COSTS_ENV;
 pub use scenario::DEMO_SCENARIO;
 pub use source::SCENARIO_ENV;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::code::{self, FUNCTION_NOT_FOUND, Outcome, UNINITIALIZED, UNKNOWN, nvmlReturn_t};
 use crate::scenario::Scenario;
 use crate::source::{Fingerprint, Source};
-use crate::timing;
+use crate::{cost, timing};
 
 /// Bounds the cost of watching the file for callers that poll NVML in a
 /// tight loop, while still letting tests see an edit almost at once.
@@ -70,6 +70,7 @@ impl State {
             return Err(code::init_error(err));
         }
         timing::set_delay_ms(scenario.call_delay_ms);
+        cost::apply(&scenario);
         let now = Instant::now();
         timing::set_hang(now, scenario.hang_after_s);
         self.live = Some(Live { refcount: 1, scenario, source, started: now, last_check: now, seen });
@@ -89,6 +90,7 @@ impl State {
             self.live = None;
             timing::set_delay_ms(0);
             timing::set_hang(Instant::now(), None);
+            cost::stop();
         }
         Ok(())
     }
@@ -124,6 +126,11 @@ impl Live {
         match self.source.load() {
             Ok(scenario) => {
                 timing::set_delay_ms(scenario.call_delay_ms);
+                if scenario.call_log != self.scenario.call_log
+                    || scenario.realistic_costs != self.scenario.realistic_costs
+                {
+                    cost::apply(&scenario);
+                }
                 timing::set_hang(self.started, scenario.hang_after_s);
                 timing::set_init_hangs(scenario.hang_init);
                 self.scenario = scenario;

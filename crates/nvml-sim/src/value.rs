@@ -56,7 +56,39 @@ impl Value {
     }
 }
 
+impl Value {
+    /// The reading summed over the first `t` seconds: what a cumulative
+    /// counter growing at this rate holds at `t`.
+    pub(crate) fn integral(&self, t: f64) -> f64 {
+        match self {
+            Value::Const(v) => v * t,
+            Value::Wave(w) => w.integral(t),
+        }
+    }
+}
+
 impl Wave {
+    fn integral(&self, t: f64) -> f64 {
+        let start = self.phase;
+        let end = t / self.period_s + self.phase;
+        let units = self.unit_integral(end) - self.unit_integral(start);
+        self.min * t + (self.max - self.min) * self.period_s * units
+    }
+
+    /// The integral of the unit shape from 0 to `x` periods: half of each
+    /// whole period (every shape averages one half) plus the part period.
+    fn unit_integral(&self, x: f64) -> f64 {
+        let p = x.rem_euclid(1.0);
+        let part = match self.shape {
+            Shape::Sine => 0.5 * p + (1.0 - (TAU * p).cos()) / (2.0 * TAU),
+            Shape::Triangle if p < 0.5 => p * p,
+            Shape::Triangle => 2.0 * p - p * p - 0.5,
+            Shape::Square => (p - 0.5).max(0.0),
+            Shape::Ramp => p * p / 2.0,
+        };
+        0.5 * (x - p) + part
+    }
+
     fn at(&self, t: f64) -> f64 {
         let p = (t / self.period_s + self.phase).rem_euclid(1.0);
         let unit = match self.shape {

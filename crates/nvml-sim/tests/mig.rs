@@ -2,6 +2,9 @@
 //! slot, NOT_FOUND for an empty slot, readings NOT_SUPPORTED on a MIG
 //! handle, processes per MIG handle with count-then-fill.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::ffi::{CStr, c_char, c_uint};
@@ -66,6 +69,8 @@ fn processes(dev: nvmlDevice_t) -> Vec<nvmlProcessInfo_t> {
 
 #[test]
 fn mig_devices_answer_as_the_driver_does() {
+    // SAFETY: the library's own functions, given live locals, null, and
+    // handles it handed out (a stale one it must refuse).
     scenario_test("mig_devices_answer_as_the_driver_does", Some(SCENARIO), |_| unsafe {
         assert_eq!(nvmlInit_v2(), OK);
         let (mut gpu, mut plain) = (std::ptr::null_mut(), std::ptr::null_mut());
@@ -147,6 +152,8 @@ fn mig_devices_answer_as_the_driver_does() {
 
 #[test]
 fn turning_mig_off_invalidates_its_handles() {
+    // SAFETY: the library's own functions, given live locals, null, and
+    // handles it handed out (a stale one it must refuse).
     scenario_test("turning_mig_off_invalidates_its_handles", Some(SCENARIO), |sim| unsafe {
         assert_eq!(nvmlInit_v2(), OK);
         let (mut gpu, mut mig) = (std::ptr::null_mut(), std::ptr::null_mut());

@@ -1,5 +1,8 @@
 //! The simulator as gpuscope sees it: loaded from a path by nvml-wrapper.
 
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use nvml_wrapper::bitmasks::device::ThrottleReasons;

@@ -189,7 +189,11 @@ pub(crate) fn snapshot() -> Snapshot {
             alert(AlertKind::Fragmentation, Severity::Warning, Some(0), Some(4242)),
         ],
         events: Vec::new(),
-        sources: Sources { nvml: SourceStatus::ok(), host: SourceStatus::ok().into(), probes: Default::default() },
+        sources: Sources {
+            nvml: SourceStatus::ok().into(),
+            host: SourceStatus::ok().into(),
+            probes: Default::default(),
+        },
     }
 }
 

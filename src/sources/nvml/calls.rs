@@ -1,8 +1,10 @@
 //! Which NVML call is in progress, so that a headless mode giving up on a
 //! hung driver can say where it hung. Shared with the thread that waits;
 //! set before every call, cleared after, at the cost of an uncontended lock.
+//! Also how many calls were made, for the snapshot's calls per tick.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// One call: the NVML function (or the reading it serves) and the GPU.
@@ -22,21 +24,35 @@ impl fmt::Display for Call {
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct Calls(Arc<Mutex<Option<Call>>>);
+pub struct Calls(Arc<Shared>);
+
+#[derive(Debug, Default)]
+struct Shared {
+    current: Mutex<Option<Call>>,
+    made: AtomicU64,
+}
 
 impl Calls {
     fn slot(&self) -> std::sync::MutexGuard<'_, Option<Call>> {
         // A plain value, consistent at every point: a panic elsewhere
         // cannot leave it half-written.
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.0.current.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Runs `call` marked as in progress.
+    /// Runs `call` marked as in progress, and counts it. A call is one
+    /// request to nvml-wrapper: a count-then-fill list is one call here,
+    /// two into the library.
     pub fn track<T>(&self, what: &'static str, gpu: Option<u32>, call: impl FnOnce() -> T) -> T {
+        self.0.made.fetch_add(1, Ordering::Relaxed);
         *self.slot() = Some(Call { what, gpu });
         let result = call();
         *self.slot() = None;
         result
+    }
+
+    /// The calls made so far.
+    pub fn made(&self) -> u64 {
+        self.0.made.load(Ordering::Relaxed)
     }
 
     /// The call in progress now, if any.
@@ -55,5 +71,8 @@ mod tests {
         let seen = calls.track("nvmlDeviceGetMemoryInfo", Some(1), || calls.current());
         assert_eq!(seen.map(|c| c.to_string()).as_deref(), Some("nvmlDeviceGetMemoryInfo on GPU 1"));
         assert_eq!(calls.current(), None);
+        assert_eq!(calls.made(), 1);
+        calls.track("nvmlDeviceGetCount", None, || ());
+        assert_eq!(calls.clone().made(), 2, "clones share the count");
     }
 }

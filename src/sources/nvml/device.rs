@@ -2,12 +2,14 @@
 //! does not support is `None` and quiet; a lost GPU stops the device's
 //! readings at once; anything else is kept as the device's error.
 
-use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, PerformanceState, TemperatureSensor};
+use nvml_wrapper::enum_wrappers::device::{Clock, PerformanceState, TemperatureSensor};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
 use super::calls::Calls;
-use crate::model::{Clocks, Gpu, GpuMemory, GpuState, MigMode, Pcie, Utilization};
+use super::pcie::PcieState;
+use super::slow::Slow;
+use crate::model::{Clocks, Gpu, GpuMemory, GpuState, Utilization};
 use crate::sources::GpuIdentity;
 
 /// Facts that do not change while the device is there, read once per UUID.
@@ -24,6 +26,10 @@ pub struct DeviceStatic {
     /// nothing, and a different one means a different device may sit at
     /// this index now.
     handle: usize,
+    /// Not facts but per-GPU state that must follow the GPU, not its
+    /// index: the PCIe counters between ticks, the settings read seldom.
+    pcie: PcieState,
+    slow: Slow,
 }
 
 impl DeviceStatic {
@@ -39,7 +45,15 @@ impl DeviceStatic {
     }
 
     fn read(index: u32, dev: Option<&Device<'_>>, calls: &Calls) -> Self {
-        let mut st = Self { index, uuid: None, name: None, pci_bus_id: None, handle: 0 };
+        let mut st = Self {
+            index,
+            uuid: None,
+            name: None,
+            pci_bus_id: None,
+            handle: 0,
+            pcie: PcieState::default(),
+            slow: Slow::default(),
+        };
         if let Some(dev) = dev {
             st.handle = handle_of(dev);
             st.refresh(dev, calls);
@@ -146,6 +160,11 @@ pub(super) struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// Whether the GPU was found lost.
+    pub(super) fn lost(&self) -> bool {
+        self.lost
+    }
+
     pub(super) fn take<T>(&mut self, what: &'static str, call: impl FnOnce() -> Result<T, NvmlError>) -> Option<T> {
         match self.calls.track(what, Some(self.gpu), call) {
             Ok(v) => Some(v),
@@ -171,7 +190,7 @@ impl Reader<'_> {
     }
 }
 
-pub fn read_gpu(dev: &Device<'_>, st: &DeviceStatic, calls: &Calls) -> Gpu {
+pub fn read_gpu(dev: &Device<'_>, st: &mut DeviceStatic, calls: &Calls) -> Gpu {
     let mut r = Reader { lost: false, error: None, calls, gpu: st.index };
     let mut gpu = st.apply(Gpu::blank(st.index, GpuState::Ok));
     // Memory first: if the GPU has fallen off the bus, this says so and the
@@ -197,27 +216,18 @@ pub fn read_gpu(dev: &Device<'_>, st: &DeviceStatic, calls: &Calls) -> Gpu {
     gpu.temperature_c = r.take("temperature", || dev.temperature(TemperatureSensor::Gpu));
     gpu.fan_percent = r.take("fan", || dev.fan_speed(0));
     gpu.power_draw_w = r.take("power", || dev.power_usage()).map(milliwatts);
-    gpu.power_limit_w = r.take("power limit", || dev.enforced_power_limit()).map(milliwatts);
     gpu.clocks = Clocks {
         sm_mhz: r.take("SM clock", || dev.clock_info(Clock::SM)),
         memory_mhz: r.take("memory clock", || dev.clock_info(Clock::Memory)),
         ..Clocks::default()
     };
-    // NVML reports PCIe throughput in KB/s (1024 bytes, per nvml.h).
-    gpu.pcie = Pcie {
-        tx_bytes_per_s: r.take("PCIe TX", || dev.pcie_throughput(PcieUtilCounter::Send)).map(|k| u64::from(k) * 1024),
-        rx_bytes_per_s: r
-            .take("PCIe RX", || dev.pcie_throughput(PcieUtilCounter::Receive))
-            .map(|k| u64::from(k) * 1024),
-    };
+    gpu.pcie = st.pcie.read(&mut r, dev);
     gpu.performance_state = r.take("performance state", || dev.performance_state()).and_then(pstate_name);
     gpu.throttle_reasons = r.take("throttle reasons", || dev.current_throttle_reasons()).map(|reasons| {
         reasons.iter_names().map(|(name, _)| name.to_ascii_lowercase()).filter(|n| n != "none").collect()
     });
-    // NVML_DEVICE_MIG_ENABLE is 1 (nvml.h).
-    gpu.mig_mode =
-        r.take("MIG mode", || dev.mig_mode()).map(|m| MigMode { current: m.current == 1, pending: m.pending == 1 });
-    super::settings::read(&mut r, dev, &mut gpu);
+    st.slow.apply(&mut r, dev, &mut gpu);
+    super::settings::read(&mut r, dev, &mut gpu, st.slow.accounting());
 
     if r.lost {
         // Lost part-way through: what was read may be from before the loss,

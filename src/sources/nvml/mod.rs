@@ -5,12 +5,15 @@
 mod backoff;
 mod calls;
 mod device;
+mod fields;
 mod library;
 mod mig;
 mod nvlink;
+mod pcie;
 mod process_util;
 mod processes;
 mod settings;
+mod slow;
 
 use std::collections::HashMap;
 
@@ -274,6 +277,15 @@ impl NvmlSource {
 
 impl GpuSource for NvmlSource {
     fn sample(&mut self) -> GpuSample {
+        let made = self.calls.made();
+        let mut sample = self.sample_uncounted();
+        sample.calls = Some(self.calls.made().saturating_sub(made));
+        sample
+    }
+}
+
+impl NvmlSource {
+    fn sample_uncounted(&mut self) -> GpuSample {
         self.ensure_open();
         self.follow_devices();
         let mut read = self.read(false);
@@ -310,7 +322,7 @@ impl GpuSource for NvmlSource {
                 id
             })
             .collect();
-        GpuSample { driver: self.driver.clone(), gpus, all_gpus, processes, status: SourceStatus::ok() }
+        GpuSample { driver: self.driver.clone(), gpus, all_gpus, processes, status: SourceStatus::ok(), calls: None }
     }
 }
 

@@ -2,20 +2,16 @@
 //! as a rate between two ticks of the cumulative counters
 //! `NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX` / `_RX` (nvml.h: field ids 138
 //! and 139, KiB, one link per `scopeId`), read in one
-//! `nvmlDeviceGetFieldValues` call. nvml-wrapper's `field_values_for`
-//! cannot set `scopeId`, so the library's own symbol is used.
+//! `nvmlDeviceGetFieldValues` call (`fields.rs`).
 
 use std::collections::HashMap;
-use std::ffi::c_int;
 use std::time::Instant;
 
 use nvml_wrapper::Device;
-use nvml_wrapper::error::{NvmlError, nvml_try};
-use nvml_wrapper_sys::bindings::{
-    nvmlFieldValue_t, nvmlReturn_enum_NVML_SUCCESS, nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG as ULL,
-};
+use nvml_wrapper::error::NvmlError;
 
 use super::calls::Calls;
+use super::fields::{self, rate};
 use crate::model::{NvLink, NvLinkState};
 
 const FI_DATA_TX: u32 = 138;
@@ -75,51 +71,13 @@ fn counters(dev: &Device<'_>, links: &[u32]) -> Result<Option<(u64, u64)>, NvmlE
     if links.is_empty() {
         return Ok(Some((0, 0)));
     }
-    let Ok(f) = dev.nvml().lib().nvmlDeviceGetFieldValues.as_ref() else { return Err(NvmlError::FunctionNotFound) };
-    let mut values: Vec<nvmlFieldValue_t> = links
-        .iter()
-        .flat_map(|&l| [FI_DATA_TX, FI_DATA_RX].map(|id| (id, l)))
-        .map(|(id, l)| {
-            // SAFETY: nvmlFieldValue_t is plain old data; all-zero is a
-            // valid value for every field, the union included.
-            let mut v: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
-            v.fieldId = id;
-            v.scopeId = l;
-            v
-        })
-        .collect();
-    let count = c_int::try_from(values.len()).map_err(|_| NvmlError::InvalidArg)?;
-    // SAFETY: the handle is NVML's own, and `values` holds `count`
-    // initialised entries NVML fills in place.
-    nvml_try(unsafe { f(dev.handle(), count, values.as_mut_ptr()) })?;
+    let wanted: Vec<(u32, u32)> = links.iter().flat_map(|&l| [(FI_DATA_TX, l), (FI_DATA_RX, l)]).collect();
+    let values = fields::read(dev, &wanted)?;
     let (mut tx, mut rx) = (0u64, 0u64);
-    for v in &values {
-        if v.nvmlReturn != nvmlReturn_enum_NVML_SUCCESS || v.valueType != ULL {
-            return Ok(None);
-        }
-        // SAFETY: valueType says the union holds an unsigned long long.
-        let kib = unsafe { v.value.ullVal };
-        let total = if v.fieldId == FI_DATA_TX { &mut tx } else { &mut rx };
+    for (&(id, _), value) in wanted.iter().zip(values) {
+        let Some(kib) = value else { return Ok(None) };
+        let total = if id == FI_DATA_TX { &mut tx } else { &mut rx };
         *total = total.saturating_add(kib.saturating_mul(1024));
     }
     Ok(Some((tx, rx)))
-}
-
-/// Bytes per second between two readings; `None` when the counter went
-/// backwards (a reset) or no time passed.
-fn rate(before: u64, after: u64, secs: f64) -> Option<u64> {
-    let delta = after.checked_sub(before)?;
-    (secs > 0.0).then(|| (delta as f64 / secs).round() as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::rate;
-
-    #[test]
-    fn rates_need_time_and_a_counter_that_did_not_go_back() {
-        assert_eq!(rate(1000, 3000, 2.0), Some(1000));
-        assert_eq!(rate(3000, 1000, 2.0), None, "a reset");
-        assert_eq!(rate(1000, 3000, 0.0), None);
-    }
 }

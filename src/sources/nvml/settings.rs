@@ -1,52 +1,38 @@
-//! What nvidia-smi users query beside the live readings: serial number,
-//! persistence and compute modes, the limits software set, maximum clocks,
-//! ECC and BAR1. Each reading on its own: one the board does not have is
-//! `None`, never 0.
+//! What nvidia-smi users query beside the live readings: graphics and
+//! video clocks, ECC errors, remapped rows, accounting and BAR1 (the
+//! settings, read less often, are in `slow.rs`). Each reading on its own:
+//! one the board does not have is `None`, never 0.
 
 use nvml_wrapper::Device;
-use nvml_wrapper::enum_wrappers::device::{Clock, ComputeMode as NvmlComputeMode, EccCounter, MemoryError};
+use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError};
 
 use super::device::Reader;
 use std::ffi::c_uint;
 
 use nvml_wrapper::error::{NvmlError, nvml_try};
 
-use crate::model::{AccountedProcess, Accounting, Bar1Memory, ComputeMode, Ecc, Gpu, MaxClocks, RemappedRows};
+use crate::model::{AccountedProcess, Accounting, Bar1Memory, Ecc, Gpu, RemappedRows};
 
-pub fn read(r: &mut Reader<'_>, dev: &Device<'_>, gpu: &mut Gpu) {
-    gpu.serial = r.take("serial", || dev.serial());
-    gpu.persistence_mode = r.take("persistence mode", || dev.is_in_persistent_mode());
-    gpu.compute_mode = r.take("compute mode", || dev.compute_mode()).map(compute_mode);
-    gpu.power_management_limit_w =
-        r.take("power management limit", || dev.power_management_limit()).map(|mw| f64::from(mw) / 1000.0);
+/// The readings that change while the GPU runs; the settings are in
+/// `slow.rs`. `accounting`: whether accounting is on, and its buffer size.
+pub fn read(r: &mut Reader<'_>, dev: &Device<'_>, gpu: &mut Gpu, accounting: Option<(bool, Option<u32>)>) {
     gpu.clocks.graphics_mhz = r.take("graphics clock", || dev.clock_info(Clock::Graphics));
     gpu.clocks.video_mhz = r.take("video clock", || dev.clock_info(Clock::Video));
-    gpu.max_clocks = MaxClocks {
-        sm_mhz: r.take("max SM clock", || dev.max_clock_info(Clock::SM)),
-        memory_mhz: r.take("max memory clock", || dev.max_clock_info(Clock::Memory)),
-        graphics_mhz: r.take("max graphics clock", || dev.max_clock_info(Clock::Graphics)),
-        video_mhz: r.take("max video clock", || dev.max_clock_info(Clock::Video)),
-    };
-    gpu.ecc = ecc(r, dev);
+    ecc_counts(r, dev, &mut gpu.ecc);
     gpu.remapped_rows = r.take("remapped rows", || remapped_rows(dev)).unwrap_or_default();
-    gpu.accounting = accounting(r, dev);
+    gpu.accounting = accounting.map(|(enabled, buffer_size)| accounted(r, dev, enabled, buffer_size));
     gpu.bar1_memory = r.take("BAR1 memory", || dev.bar1_memory_info()).map_or_else(Bar1Memory::default, |b| {
         Bar1Memory { total: Some(b.total), used: Some(b.used), free: Some(b.free) }
     });
 }
 
-fn ecc(r: &mut Reader<'_>, dev: &Device<'_>) -> Ecc {
-    let mode = r.take("ECC mode", || dev.is_ecc_enabled());
+fn ecc_counts(r: &mut Reader<'_>, dev: &Device<'_>, ecc: &mut Ecc) {
     let mut count = |what, error, counter| r.take(what, || dev.total_ecc_errors(error, counter));
-    Ecc {
-        mode_current: mode.as_ref().map(|m| m.currently_enabled),
-        mode_pending: mode.as_ref().map(|m| m.pending_enabled),
-        corrected_volatile: count("ECC errors", MemoryError::Corrected, EccCounter::Volatile),
-        uncorrected_volatile: count("ECC errors", MemoryError::Uncorrected, EccCounter::Volatile),
-        corrected_aggregate: count("ECC errors", MemoryError::Corrected, EccCounter::Aggregate),
-        uncorrected_aggregate: count("ECC errors", MemoryError::Uncorrected, EccCounter::Aggregate),
-        retired_pages_pending: r.take("retired pages", || dev.are_pages_pending_retired()),
-    }
+    ecc.corrected_volatile = count("ECC errors", MemoryError::Corrected, EccCounter::Volatile);
+    ecc.uncorrected_volatile = count("ECC errors", MemoryError::Uncorrected, EccCounter::Volatile);
+    ecc.corrected_aggregate = count("ECC errors", MemoryError::Corrected, EccCounter::Aggregate);
+    ecc.uncorrected_aggregate = count("ECC errors", MemoryError::Uncorrected, EccCounter::Aggregate);
+    ecc.retired_pages_pending = r.take("retired pages", || dev.are_pages_pending_retired());
 }
 
 /// nvml-wrapper has no call for it: the library's own symbol
@@ -71,9 +57,7 @@ fn remapped_rows(dev: &Device<'_>) -> Result<RemappedRows, NvmlError> {
 /// tick reads no more than this many.
 const MAX_ACCOUNTED: usize = 32;
 
-fn accounting(r: &mut Reader<'_>, dev: &Device<'_>) -> Option<Accounting> {
-    let enabled = r.take("accounting mode", || dev.is_accounting_enabled())?;
-    let buffer_size = r.take("accounting buffer size", || dev.accounting_buffer_size());
+fn accounted(r: &mut Reader<'_>, dev: &Device<'_>, enabled: bool, buffer_size: Option<u32>) -> Accounting {
     let pids =
         if enabled { r.take("accounting PIDs", || dev.accounting_pids()).unwrap_or_default() } else { Vec::new() };
     let newest = &pids[pids.len().saturating_sub(MAX_ACCOUNTED)..];
@@ -92,14 +76,5 @@ fn accounting(r: &mut Reader<'_>, dev: &Device<'_>) -> Option<Accounting> {
             })
         })
         .collect();
-    Some(Accounting { enabled, buffer_size, processes })
-}
-
-fn compute_mode(m: NvmlComputeMode) -> ComputeMode {
-    match m {
-        NvmlComputeMode::Default => ComputeMode::Default,
-        NvmlComputeMode::ExclusiveThread => ComputeMode::ExclusiveThread,
-        NvmlComputeMode::Prohibited => ComputeMode::Prohibited,
-        NvmlComputeMode::ExclusiveProcess => ComputeMode::ExclusiveProcess,
-    }
+    Accounting { enabled, buffer_size, processes }
 }

@@ -24,6 +24,7 @@ pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
             gpu: percent(spec.utilization_gpu.at(dev.t)),
             memory: percent(spec.utilization_memory.at(dev.t)),
         };
+        // SAFETY: NVML's contract: `utilization` is null or valid for writing one value.
         unsafe { out::put(utilization, rates) }
     })
 }
@@ -34,6 +35,7 @@ pub unsafe extern "C" fn nvmlDeviceGetEncoderUtilization(
     utilization: *mut c_uint,
     sampling_period_us: *mut c_uint,
 ) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `utilization` and `sampling_period_us` are null or valid for writing one value, as `codec` requires.
     call::device("nvmlDeviceGetEncoderUtilization", device, Some(Reading::Encoder), |dev| unsafe {
         codec(&dev.gpu.spec.encoder, dev.t, utilization, sampling_period_us)
     })
@@ -45,6 +47,7 @@ pub unsafe extern "C" fn nvmlDeviceGetDecoderUtilization(
     utilization: *mut c_uint,
     sampling_period_us: *mut c_uint,
 ) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `utilization` and `sampling_period_us` are null or valid for writing one value, as `codec` requires.
     call::device("nvmlDeviceGetDecoderUtilization", device, Some(Reading::Decoder), |dev| unsafe {
         codec(&dev.gpu.spec.decoder, dev.t, utilization, sampling_period_us)
     })
@@ -56,6 +59,7 @@ unsafe fn codec(value: &Value, t: f64, utilization: *mut c_uint, period: *mut c_
     if utilization.is_null() || period.is_null() {
         return Err(INVALID_ARGUMENT);
     }
+    // SAFETY: NVML's contract: `utilization` and `period` are each null or valid for writing one value.
     unsafe {
         out::put(utilization, percent(value.at(t)))?;
         out::put(period, CODEC_SAMPLING_PERIOD_US)

@@ -37,6 +37,7 @@ pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
             },
             _ => return Err(INVALID_ARGUMENT),
         };
+        // SAFETY: NVML's contract: `clock` is null or valid for writing one value.
         unsafe { out::put(clock, uint(mhz)) }
     })
 }
@@ -46,6 +47,7 @@ pub unsafe extern "C" fn nvmlDeviceGetPerformanceState(
     device: nvmlDevice_t,
     pstate: *mut nvmlPstates_t,
 ) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `pstate` is null or valid for writing one value.
     call::device("nvmlDeviceGetPerformanceState", device, Some(Reading::Pstate), |dev| unsafe {
         out::put(pstate, dev.gpu.spec.pstate)
     })
@@ -56,6 +58,7 @@ pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksThrottleReasons(
     device: nvmlDevice_t,
     reasons: *mut c_ulonglong,
 ) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `reasons` is null or valid for writing one value.
     call::device("nvmlDeviceGetCurrentClocksThrottleReasons", device, Some(Reading::Throttle), |dev| unsafe {
         out::put(reasons, dev.gpu.spec.throttle_reasons)
     })
@@ -67,6 +70,7 @@ pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksEventReasons(
     device: nvmlDevice_t,
     reasons: *mut c_ulonglong,
 ) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `reasons` is null or valid for writing one value.
     call::device("nvmlDeviceGetCurrentClocksEventReasons", device, Some(Reading::Throttle), |dev| unsafe {
         out::put(reasons, dev.gpu.spec.throttle_reasons)
     })

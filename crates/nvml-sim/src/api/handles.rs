@@ -10,6 +10,7 @@ use crate::code::{INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, nvmlReturn_t};
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `count` is null or valid for writing one value.
     call::run("nvmlDeviceGetCount_v2", |ctx| unsafe { out::put(count, ctx.scenario.visible(ctx.t).len() as c_uint) })
 }
 
@@ -20,6 +21,7 @@ pub unsafe extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> nvmlReturn
 pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(index: c_uint, device: *mut nvmlDevice_t) -> nvmlReturn_t {
     call::run("nvmlDeviceGetHandleByIndex_v2", |ctx| {
         let position = *ctx.scenario.visible(ctx.t).get(index as usize).ok_or(INVALID_ARGUMENT)?;
+        // SAFETY: NVML's contract: `device` is null or valid for writing one value.
         unsafe { out::put(device, call::handle_for(position)) }
     })
 }
@@ -30,9 +32,11 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(uuid: *const c_char, device: 
         if uuid.is_null() || device.is_null() {
             return Err(INVALID_ARGUMENT);
         }
+        // SAFETY: `uuid` is non-null (checked above) and, by NVML's contract, a NUL-terminated string.
         let wanted = unsafe { CStr::from_ptr(uuid) }.to_bytes();
         let visible = ctx.scenario.visible(ctx.t).iter();
         let position = visible.copied().find(|&p| ctx.scenario.gpus[p].uuid.as_bytes() == wanted).ok_or(NOT_FOUND)?;
+        // SAFETY: NVML's contract: `device` is null or valid for writing one value.
         unsafe { out::put(device, call::handle_for(position)) }
     })
 }
@@ -46,6 +50,7 @@ pub unsafe extern "C" fn nvmlDeviceGetIndex(device: nvmlDevice_t, index: *mut c_
         if dev.mig.is_some() {
             return Err(NOT_SUPPORTED);
         }
+        // SAFETY: NVML's contract: `index` is null or valid for writing one value.
         unsafe { out::put(index, dev.index) }
     })
 }

@@ -17,6 +17,7 @@ const PCI_SUBSYSTEM_ID: c_uint = 0x16C1_10DE;
 pub unsafe extern "C" fn nvmlDeviceGetName(device: nvmlDevice_t, name: *mut c_char, length: c_uint) -> nvmlReturn_t {
     call::device("nvmlDeviceGetName", device, None, |dev| {
         let text = dev.mig.map_or(&dev.gpu.spec.name, |m| &m.name);
+        // SAFETY: NVML's contract: `name` is null or valid for writing `length` bytes.
         unsafe { out::put_str(name, length, text) }
     })
 }
@@ -25,6 +26,7 @@ pub unsafe extern "C" fn nvmlDeviceGetName(device: nvmlDevice_t, name: *mut c_ch
 pub unsafe extern "C" fn nvmlDeviceGetUUID(device: nvmlDevice_t, uuid: *mut c_char, length: c_uint) -> nvmlReturn_t {
     call::device("nvmlDeviceGetUUID", device, None, |dev| {
         let text = dev.mig.map_or(&dev.gpu.uuid, |m| &m.uuid);
+        // SAFETY: NVML's contract: `uuid` is null or valid for writing `length` bytes.
         unsafe { out::put_str(uuid, length, text) }
     })
 }
@@ -44,6 +46,7 @@ pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(device: nvmlDevice_t, pci: *mut
         };
         out::fill_array(&mut info.busIdLegacy, &address.bus_id_legacy());
         out::fill_array(&mut info.busId, &address.bus_id());
+        // SAFETY: NVML's contract: `pci` is null or valid for writing one value.
         unsafe { out::put(pci, info) }
     })
 }

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use crate::call;
 use crate::code::{self, SUCCESS, nvmlReturn_t};
-use crate::{state, timing};
+use crate::{cost, state, timing};
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlInit_v2() -> nvmlReturn_t {
@@ -20,6 +20,7 @@ pub unsafe extern "C" fn nvmlInitWithFlags(_flags: c_uint) -> nvmlReturn_t {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlShutdown() -> nvmlReturn_t {
+    cost::enter("nvmlShutdown");
     timing::sleep_delay();
     call::guarded(|| state::lock().shutdown("nvmlShutdown"))
 }
@@ -34,6 +35,8 @@ pub unsafe extern "C" fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char 
 
 fn init(function: &str) -> nvmlReturn_t {
     let rc = call::guarded(|| state::lock().init(function));
+    // After the scenario has said whether calls cost what a driver's do.
+    cost::enter(function);
     if timing::init_hangs() {
         timing::hang();
     }

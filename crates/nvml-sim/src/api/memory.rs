@@ -18,6 +18,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(device: nvmlDevice_t, memory: *
         // v1 has no reserved field; like the real driver it counts the
         // reserved memory as used, which is why v2 exists.
         let info = nvmlMemory_t { total: m.total, free: m.free, used: m.total - m.free };
+        // SAFETY: NVML's contract: `memory` is null or valid for writing one value.
         unsafe { out::put(memory, info) }
     })
 }
@@ -31,12 +32,14 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
         if memory.is_null() {
             return Err(INVALID_ARGUMENT);
         }
+        // SAFETY: `memory` is non-null (checked above) and, by NVML's contract, points at the caller's nvmlMemory_v2_t.
         let version = unsafe { (*memory).version };
         if version != MEMORY_V2_VERSION {
             return Err(ARGUMENT_VERSION_MISMATCH);
         }
         let m = dev.mig.map_or_else(|| dev.gpu.memory(dev.t), |mig| mig.memory(dev.t));
         let info = nvmlMemory_v2_t { version, total: m.total, reserved: m.reserved, free: m.free, used: m.used };
+        // SAFETY: NVML's contract: `memory` is null or valid for writing one value.
         unsafe { out::put(memory, info) }
     })
 }

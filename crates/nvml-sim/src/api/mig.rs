@@ -20,6 +20,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
             return Err(INVALID_ARGUMENT);
         }
         let spec = &dev.gpu.spec;
+        // SAFETY: NVML's contract: `current` and `pending` are each null or valid for writing one value.
         unsafe {
             out::put(current, c_uint::from(spec.mig_current))?;
             out::put(pending, c_uint::from(spec.mig_pending))
@@ -33,6 +34,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
 pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(device: nvmlDevice_t, count: *mut c_uint) -> nvmlReturn_t {
     call::device("nvmlDeviceGetMaxMigDeviceCount", device, Some(Reading::Mig), |dev| {
         let n = if dev.gpu.spec.mig_current { MAX_MIG_DEVICES } else { 0 };
+        // SAFETY: NVML's contract: `count` is null or valid for writing one value.
         unsafe { out::put(count, n) }
     })
 }
@@ -55,12 +57,14 @@ pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
         if index as usize >= dev.gpu.mig.len() {
             return Err(NOT_FOUND);
         }
+        // SAFETY: NVML's contract: `mig_device` is null or valid for writing one value.
         unsafe { out::put(mig_device, call::mig_handle_for(dev.position, index as usize)) }
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(device: nvmlDevice_t, is_mig: *mut c_uint) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `is_mig` is null or valid for writing one value.
     call::device("nvmlDeviceIsMigDeviceHandle", device, None, |dev| unsafe {
         out::put(is_mig, c_uint::from(dev.mig.is_some()))
     })
@@ -70,6 +74,7 @@ pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(device: nvmlDevice_t, is_mi
 pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(device: nvmlDevice_t, id: *mut c_uint) -> nvmlReturn_t {
     call::device("nvmlDeviceGetGpuInstanceId", device, None, |dev| {
         let mig = dev.mig.ok_or(NOT_SUPPORTED)?;
+        // SAFETY: NVML's contract: `id` is null or valid for writing one value.
         unsafe { out::put(id, mig.spec.gpu_instance_id) }
     })
 }
@@ -78,6 +83,7 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(device: nvmlDevice_t, id: *m
 pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(device: nvmlDevice_t, id: *mut c_uint) -> nvmlReturn_t {
     call::device("nvmlDeviceGetComputeInstanceId", device, None, |dev| {
         let mig = dev.mig.ok_or(NOT_SUPPORTED)?;
+        // SAFETY: NVML's contract: `id` is null or valid for writing one value.
         unsafe { out::put(id, mig.spec.compute_instance_id) }
     })
 }
@@ -89,6 +95,7 @@ pub unsafe extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
 ) -> nvmlReturn_t {
     call::device("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", mig_device, None, |dev| {
         dev.mig.ok_or(NOT_SUPPORTED)?;
+        // SAFETY: NVML's contract: `device` is null or valid for writing one value.
         unsafe { out::put(device, call::handle_for(dev.position)) }
     })
 }

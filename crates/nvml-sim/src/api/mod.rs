@@ -12,6 +12,7 @@
 mod accounting;
 mod activity;
 mod clocks;
+mod fields;
 mod handles;
 mod identity;
 mod init;
@@ -31,6 +32,7 @@ mod thermal;
 pub use accounting::*;
 pub use activity::*;
 pub use clocks::*;
+pub use fields::*;
 pub use handles::*;
 pub use identity::*;
 pub use init::*;

@@ -27,6 +27,7 @@ pub unsafe extern "C" fn nvmlDeviceGetPcieThroughput(
             RX_BYTES => &spec.pcie_rx_kib_s,
             _ => return Err(INVALID_ARGUMENT),
         };
+        // SAFETY: NVML's contract: `value` is null or valid for writing one value.
         unsafe { out::put(value, uint(rate.at(dev.t))) }
     })
 }

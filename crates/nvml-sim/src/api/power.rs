@@ -16,6 +16,7 @@ fn milliwatts(watts: f64) -> c_uint {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetPowerUsage(device: nvmlDevice_t, power: *mut c_uint) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `power` is null or valid for writing one value.
     call::device("nvmlDeviceGetPowerUsage", device, Some(Reading::Power), |dev| unsafe {
         out::put(power, milliwatts(dev.gpu.spec.power_draw_w.at(dev.t)))
     })
@@ -25,6 +26,7 @@ pub unsafe extern "C" fn nvmlDeviceGetPowerUsage(device: nvmlDevice_t, power: *m
 /// the management limit.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetEnforcedPowerLimit(device: nvmlDevice_t, limit: *mut c_uint) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `limit` is null or valid for writing one value.
     call::device("nvmlDeviceGetEnforcedPowerLimit", device, Some(Reading::PowerLimit), |dev| unsafe {
         out::put(limit, milliwatts(dev.gpu.spec.power_limit_w))
     })
@@ -32,6 +34,7 @@ pub unsafe extern "C" fn nvmlDeviceGetEnforcedPowerLimit(device: nvmlDevice_t, l
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetPowerManagementLimit(device: nvmlDevice_t, limit: *mut c_uint) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `limit` is null or valid for writing one value.
     call::device("nvmlDeviceGetPowerManagementLimit", device, Some(Reading::PowerLimit), |dev| unsafe {
         out::put(limit, milliwatts(dev.gpu.spec.power_limit_w))
     })

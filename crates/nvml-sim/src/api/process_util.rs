@@ -33,6 +33,7 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
         let stamp = latest_sample_us();
         let processes = &dev.gpu.spec.process;
         if stamp <= last_seen_us || processes.is_empty() {
+            // SAFETY: `count` is non-null (checked above) and, by NVML's contract, writable.
             unsafe { count.write(0) };
             return Err(NOT_FOUND);
         }
@@ -46,6 +47,7 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
                 decUtil: percent(p.dec_util.at(dev.t)),
             })
             .collect();
+        // SAFETY: NVML's contract: `count` is null or readable and writable, and `utilization` null or valid for `*count` entries.
         unsafe { out::put_list(count, utilization, &samples) }
     })
 }

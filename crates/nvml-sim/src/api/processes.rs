@@ -20,6 +20,7 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `count` is null or readable and writable, and `infos` null or valid for `*count` entries, as `running` requires.
     call::device("nvmlDeviceGetComputeRunningProcesses_v3", device, Some(Reading::Processes), |dev| unsafe {
         running(dev, |p| p.kind.is_compute(), count, infos)
     })
@@ -31,6 +32,7 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `count` is null or readable and writable, and `infos` null or valid for `*count` entries, as `running` requires.
     call::device("nvmlDeviceGetGraphicsRunningProcesses_v3", device, Some(Reading::Processes), |dev| unsafe {
         running(dev, |p| p.kind.is_graphics(), count, infos)
     })
@@ -66,5 +68,6 @@ unsafe fn running(
             own.chain(dev.gpu.mig.iter().flat_map(on_mig)).collect()
         }
     };
+    // SAFETY: NVML's contract: `count` is null or readable and writable, and `infos` null or valid for `*count` entries.
     unsafe { out::put_list(count, infos, &list) }
 }

@@ -28,6 +28,7 @@ pub unsafe extern "C" fn nvmlDeviceGetSerial(
     call::device("nvmlDeviceGetSerial", device, Some(Reading::Serial), |dev| {
         // Boards without one (GeForce) answer NOT_SUPPORTED.
         let text = dev.gpu.spec.serial.as_deref().ok_or(NOT_SUPPORTED)?;
+        // SAFETY: NVML's contract: `serial` is null or valid for writing `length` bytes.
         unsafe { out::put_str(serial, length, text) }
     })
 }
@@ -37,6 +38,7 @@ pub unsafe extern "C" fn nvmlDeviceGetPersistenceMode(
     device: nvmlDevice_t,
     mode: *mut nvmlEnableState_t,
 ) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `mode` is null or valid for writing one value.
     call::device("nvmlDeviceGetPersistenceMode", device, Some(Reading::PersistenceMode), |dev| unsafe {
         out::put(mode, nvmlEnableState_t::from(dev.gpu.spec.persistence_mode))
     })
@@ -44,6 +46,7 @@ pub unsafe extern "C" fn nvmlDeviceGetPersistenceMode(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetComputeMode(device: nvmlDevice_t, mode: *mut nvmlComputeMode_t) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `mode` is null or valid for writing one value.
     call::device("nvmlDeviceGetComputeMode", device, Some(Reading::ComputeMode), |dev| unsafe {
         out::put(mode, dev.gpu.spec.compute_mode.code())
     })
@@ -63,6 +66,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(
             CLOCK_VIDEO => spec.max_video_clock_mhz,
             _ => return Err(INVALID_ARGUMENT),
         };
+        // SAFETY: NVML's contract: `clock` is null or valid for writing one value.
         unsafe { out::put(clock, uint(mhz)) }
     })
 }
@@ -78,6 +82,7 @@ pub unsafe extern "C" fn nvmlDeviceGetEccMode(
             return Err(INVALID_ARGUMENT);
         }
         let spec = &dev.gpu.spec;
+        // SAFETY: NVML's contract: `current` and `pending` are each null or valid for writing one value.
         unsafe {
             out::put(current, nvmlEnableState_t::from(spec.ecc_enabled))?;
             out::put(pending, nvmlEnableState_t::from(spec.ecc_pending.unwrap_or(spec.ecc_enabled)))
@@ -107,6 +112,7 @@ pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
             (UNCORRECTED, AGGREGATE) => spec.ecc_uncorrected_aggregate,
             _ => return Err(INVALID_ARGUMENT),
         };
+        // SAFETY: NVML's contract: `count` is null or valid for writing one value.
         unsafe { out::put(count, n) }
     })
 }
@@ -116,6 +122,7 @@ pub unsafe extern "C" fn nvmlDeviceGetRetiredPagesPendingStatus(
     device: nvmlDevice_t,
     pending: *mut nvmlEnableState_t,
 ) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `pending` is null or valid for writing one value.
     call::device("nvmlDeviceGetRetiredPagesPendingStatus", device, Some(Reading::RetiredPages), |dev| unsafe {
         out::put(pending, nvmlEnableState_t::from(dev.gpu.spec.retired_pages_pending))
     })
@@ -130,6 +137,7 @@ pub unsafe extern "C" fn nvmlDeviceGetBAR1MemoryInfo(
         let spec = &dev.gpu.spec;
         let total = mib_to_bytes(spec.bar1_total_mib as f64);
         let used = mib_to_bytes(spec.bar1_used_mib as f64).min(total);
+        // SAFETY: NVML's contract: `bar1` is null or valid for writing one value.
         unsafe { out::put(bar1, nvmlBAR1Memory_t { bar1Total: total, bar1Free: total - used, bar1Used: used }) }
     })
 }

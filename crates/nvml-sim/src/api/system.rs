@@ -10,6 +10,7 @@ use crate::scenario::Scenario;
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlSystemGetDriverVersion(version: *mut c_char, length: c_uint) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `version` is null or valid for writing `length` bytes.
     call::run("nvmlSystemGetDriverVersion", |ctx| unsafe {
         out::put_str(version, length, &ctx.scenario.driver_version)
     })
@@ -17,16 +18,19 @@ pub unsafe extern "C" fn nvmlSystemGetDriverVersion(version: *mut c_char, length
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(version: *mut c_char, length: c_uint) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `version` is null or valid for writing `length` bytes.
     call::run("nvmlSystemGetNVMLVersion", |ctx| unsafe { out::put_str(version, length, &ctx.scenario.nvml_version) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion(version: *mut c_int) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `version` is null or valid for writing one value.
     call::run("nvmlSystemGetCudaDriverVersion", |ctx| unsafe { out::put(version, ctx.scenario.cuda_driver_version) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(version: *mut c_int) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `version` is null or valid for writing one value.
     call::run("nvmlSystemGetCudaDriverVersion_v2", |ctx| unsafe { out::put(version, ctx.scenario.cuda_driver_version) })
 }
 
@@ -41,6 +45,7 @@ pub unsafe extern "C" fn nvmlSystemGetProcessName(pid: c_uint, name: *mut c_char
             .map(str::to_owned)
             .or_else(|| procfs::process_name(pid))
             .ok_or(NOT_FOUND)?;
+        // SAFETY: NVML's contract: `name` is null or valid for writing `length` bytes.
         unsafe { out::put_str_cropped(name, length, &found) }
     })
 }

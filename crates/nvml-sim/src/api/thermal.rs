@@ -25,17 +25,20 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperature(
         if sensor != TEMPERATURE_GPU {
             return Err(INVALID_ARGUMENT);
         }
+        // SAFETY: NVML's contract: `temp` is null or valid for writing one value.
         unsafe { out::put(temp, uint(dev.gpu.spec.temperature_c.at(dev.t))) }
     })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetNumFans(device: nvmlDevice_t, count: *mut c_uint) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `count` is null or valid for writing one value.
     call::device("nvmlDeviceGetNumFans", device, Some(Reading::Fan), |_| unsafe { out::put(count, FAN_COUNT) })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetFanSpeed(device: nvmlDevice_t, speed: *mut c_uint) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `speed` is null or valid for writing one value.
     call::device("nvmlDeviceGetFanSpeed", device, Some(Reading::Fan), |dev| unsafe {
         out::put(speed, percent(dev.gpu.spec.fan_percent.at(dev.t)))
     })
@@ -51,6 +54,7 @@ pub unsafe extern "C" fn nvmlDeviceGetFanSpeed_v2(
         if fan >= FAN_COUNT {
             return Err(INVALID_ARGUMENT);
         }
+        // SAFETY: NVML's contract: `speed` is null or valid for writing one value.
         unsafe { out::put(speed, percent(dev.gpu.spec.fan_percent.at(dev.t))) }
     })
 }

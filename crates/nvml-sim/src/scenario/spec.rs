@@ -12,6 +12,10 @@ pub(crate) struct ScenarioSpec {
     pub cuda_driver_version: i32,
     pub nvml_version: Option<String>,
     pub call_delay_ms: u64,
+    /// Each call costs what it does on a real driver (see `cost.rs`).
+    pub realistic_costs: bool,
+    /// A file the library appends each call's function name to.
+    pub call_log: Option<String>,
     pub init_error: Option<InitError>,
     pub missing_functions: Vec<String>,
     /// `nvmlInit` never returns: a driver hung at start.
@@ -39,6 +43,8 @@ impl Default for ScenarioSpec {
             cuda_driver_version: 12060,
             nvml_version: None,
             call_delay_ms: 0,
+            realistic_costs: false,
+            call_log: None,
             init_error: None,
             missing_functions: Vec::new(),
             hang_init: false,
@@ -83,6 +89,10 @@ pub(crate) enum Reading {
     PowerLimit,
     Clocks,
     Pcie,
+    /// The cumulative PCIe byte counters among the field values
+    /// (`NVML_FI_DEV_PCIE_COUNT_TX_BYTES` / `_RX_BYTES`), which boards and
+    /// drivers before them lack; also off where `pcie` is.
+    PcieCounters,
     Pstate,
     Throttle,
     Mig,

@@ -85,3 +85,18 @@ fn conversions_round_and_clamp() {
     assert_eq!(uint(f64::NAN), 0);
     assert_eq!(mib_to_bytes(1.5), 1_572_864);
 }
+
+#[test]
+fn integrals_add_up_the_readings() {
+    for shape in ["sine", "triangle", "square", "ramp"] {
+        let v =
+            parse(&format!("v = {{ min = 10, max = 90, period_s = 40, shape = \"{shape}\", phase = 0.3 }}")).unwrap();
+        // The midpoint rule over 0.01 s steps, for 95 s: two periods and a part.
+        let steps = 9500;
+        let numeric: f64 = (0..steps).map(|i| v.at((f64::from(i) + 0.5) * 0.01) * 0.01).sum();
+        let exact = v.integral(95.0);
+        assert!((numeric - exact).abs() < 0.05, "{shape}: {numeric} vs {exact}");
+        assert_eq!(v.integral(0.0), 0.0, "{shape}");
+    }
+    assert_eq!(parse("v = 1234").unwrap().integral(2.5), 3085.0);
+}

@@ -84,6 +84,18 @@ impl Raw {
         }
     }
 
+    /// This copy's count of calls at `function`.
+    pub fn call_count(&self, function: &str) -> u64 {
+        let name = std::ffi::CString::new(function).unwrap();
+        // SAFETY: matches gpuscope_sim_call_count's signature; `name` is
+        // NUL-terminated.
+        unsafe {
+            let f: Symbol<unsafe extern "C" fn(*const std::ffi::c_char) -> u64> =
+                self.0.get(b"gpuscope_sim_call_count").unwrap();
+            f(name.as_ptr())
+        }
+    }
+
     pub fn has(&self, name: &str) -> bool {
         // SAFETY: only looks the symbol up.
         unsafe { self.0.get::<*const ()>(name.as_bytes()).is_ok() }

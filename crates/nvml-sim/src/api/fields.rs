@@ -1,0 +1,74 @@
+//! nvmlDeviceGetFieldValues: the cumulative counters NVML answers by field
+//! id. Each value gets its own return code, as NVML fills them; the
+//! simulated fields are NVLink's data counters (per link, `scopeId`) and
+//! the PCIe byte counters; every other field is NOT_SUPPORTED.
+
+use std::ffi::{c_int, c_uint};
+
+use nvml_wrapper_sys::bindings::field_id::{NVML_FI_DEV_PCIE_COUNT_RX_BYTES, NVML_FI_DEV_PCIE_COUNT_TX_BYTES};
+use nvml_wrapper_sys::bindings::{
+    nvmlDevice_t, nvmlFieldValue_t, nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
+};
+
+use crate::call::{self, Dev};
+use crate::code::{INVALID_ARGUMENT, NOT_SUPPORTED, SUCCESS, nvmlReturn_t};
+use crate::scenario::Reading;
+
+/// nvml.h: `NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX` / `_RX`, the data
+/// payload a link has sent / received, in KiB, cumulative; `scopeId`
+/// names the link.
+pub const FI_NVLINK_DATA_TX: c_uint = 138;
+pub const FI_NVLINK_DATA_RX: c_uint = 139;
+/// nvml.h: `NVML_FI_DEV_PCIE_COUNT_TX_BYTES` / `_RX_BYTES` (197, 198):
+/// bytes the device has sent / received over PCIe, cumulative.
+pub const FI_PCIE_TX_BYTES: c_uint = NVML_FI_DEV_PCIE_COUNT_TX_BYTES;
+pub const FI_PCIE_RX_BYTES: c_uint = NVML_FI_DEV_PCIE_COUNT_RX_BYTES;
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
+    device: nvmlDevice_t,
+    count: c_int,
+    values: *mut nvmlFieldValue_t,
+) -> nvmlReturn_t {
+    call::device("nvmlDeviceGetFieldValues", device, None, |dev| {
+        let n = usize::try_from(count).map_err(|_| INVALID_ARGUMENT)?;
+        if values.is_null() || n == 0 {
+            return Err(INVALID_ARGUMENT);
+        }
+        // SAFETY: NVML's contract: `values` points at `count` entries the
+        // caller owns and has filled with field ids.
+        let values = unsafe { std::slice::from_raw_parts_mut(values, n) };
+        let micros = (dev.t * 1e6) as i64;
+        for v in values {
+            v.timestamp = micros;
+            v.latencyUsec = 0;
+            match counter(dev, v.fieldId, v.scopeId) {
+                Some(total) => {
+                    v.nvmlReturn = SUCCESS;
+                    v.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+                    v.value.ullVal = total;
+                }
+                None => v.nvmlReturn = NOT_SUPPORTED,
+            }
+        }
+        Ok(())
+    })
+}
+
+/// A counter's value now: NVLink's in KiB, PCIe's in bytes, each what
+/// the scenario's rate (KiB/s) has added up to since init.
+fn counter(dev: &Dev<'_>, field: c_uint, scope: c_uint) -> Option<u64> {
+    let gpu = dev.gpu;
+    let link = gpu.spec.nvlink.get(scope as usize).filter(|_| gpu.supports(Reading::Nvlink));
+    let pcie = gpu.supports(Reading::Pcie) && gpu.supports(Reading::PcieCounters);
+    let kib = match (field, link) {
+        // Constant rates: the counter is the rate times the time since
+        // the scenario started.
+        (FI_NVLINK_DATA_TX, Some(l)) => return Some((l.tx_kib_s.max(0.0) * dev.t) as u64),
+        (FI_NVLINK_DATA_RX, Some(l)) => return Some((l.rx_kib_s.max(0.0) * dev.t) as u64),
+        (FI_PCIE_TX_BYTES, _) if pcie => gpu.spec.pcie_tx_kib_s.integral(dev.t),
+        (FI_PCIE_RX_BYTES, _) if pcie => gpu.spec.pcie_rx_kib_s.integral(dev.t),
+        _ => return None,
+    };
+    Some((kib.max(0.0) * 1024.0) as u64)
+}

@@ -1,0 +1,133 @@
+//! The PCIe byte counters among the field values, the count of calls by
+//! name, the call log, and the realistic-cost switch.
+
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::ffi::{CString, c_uint};
+use std::ptr;
+use std::time::Duration;
+
+use gpuscope_nvml_sim::*;
+use nvml_wrapper_sys::bindings::{
+    nvmlDevice_t, nvmlFieldValue_t, nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED as NOT_SUPPORTED,
+    nvmlReturn_enum_NVML_SUCCESS as OK, nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG as ULL,
+};
+use support::scenario_test;
+
+const PCIE: &str = "[[gpu]]\npcie_tx_kib_s = 1000\npcie_rx_kib_s = 3000\n\
+                    [[gpu]]\npcie_tx_kib_s = 1000\nunsupported = [\"pcie_counters\"]\n\
+                    [[gpu]]\nunsupported = [\"pcie\"]\n";
+
+fn handle(index: c_uint) -> nvmlDevice_t {
+    let mut dev = ptr::null_mut();
+    // SAFETY: a live local the library writes one handle to.
+    assert_eq!(unsafe { nvmlDeviceGetHandleByIndex_v2(index, &mut dev) }, OK);
+    dev
+}
+
+/// The PCIe TX and RX counters and one field the simulator lacks.
+fn fields(dev: nvmlDevice_t) -> Vec<nvmlFieldValue_t> {
+    let mut values: Vec<nvmlFieldValue_t> = [FI_PCIE_TX_BYTES, FI_PCIE_RX_BYTES, 1]
+        .iter()
+        .map(|&id| {
+            // SAFETY: plain old data; all-zero is valid for every field.
+            let mut v: nvmlFieldValue_t = unsafe { std::mem::zeroed() };
+            v.fieldId = id;
+            v
+        })
+        .collect();
+    // SAFETY: `values` holds the three entries the count says.
+    assert_eq!(unsafe { nvmlDeviceGetFieldValues(dev, 3, values.as_mut_ptr()) }, OK);
+    values
+}
+
+fn bytes(v: &nvmlFieldValue_t) -> u64 {
+    assert_eq!((v.nvmlReturn, v.valueType), (OK, ULL));
+    // SAFETY: the value type says the union holds an unsigned long long.
+    unsafe { v.value.ullVal }
+}
+
+#[test]
+fn pcie_counters_add_up_the_scenario_rate() {
+    scenario_test("pcie_counters_add_up_the_scenario_rate", Some(PCIE), |_| {
+        // SAFETY: init takes no arguments.
+        assert_eq!(unsafe { nvmlInit_v2() }, OK);
+        let first = fields(handle(0));
+        std::thread::sleep(Duration::from_millis(20));
+        let second = fields(handle(0));
+        for v in [&first, &second] {
+            // The counters are the rate (KiB/s) times the seconds since
+            // init, which the timestamp gives to the microsecond below.
+            let secs = v[0].timestamp as f64 / 1e6;
+            for (value, kib_s) in [(bytes(&v[0]), 1000.0), (bytes(&v[1]), 3000.0)] {
+                let (low, per_us) = (kib_s * 1024.0 * secs, kib_s * 1024.0 / 1e6);
+                assert!((low - 1.0..=low + per_us + 1.0).contains(&(value as f64)), "{value} vs {low}");
+            }
+            assert_eq!(v[2].nvmlReturn, NOT_SUPPORTED, "a field the simulator lacks");
+        }
+        assert!(bytes(&second[0]) > bytes(&first[0]) && bytes(&second[1]) > bytes(&first[1]));
+        // A board without the counters still answers the call, field by field.
+        for gpu in [1, 2] {
+            let v = fields(handle(gpu));
+            assert_eq!([v[0].nvmlReturn, v[1].nvmlReturn], [NOT_SUPPORTED; 2], "gpu {gpu}");
+        }
+        // Without counters the sampled throughput is still there; without PCIe figures, neither.
+        let mut kib: c_uint = 0;
+        // SAFETY: handles from the library and a live local.
+        unsafe {
+            assert_eq!(nvmlDeviceGetPcieThroughput(handle(1), 0, &mut kib), OK);
+            assert_eq!(kib, 1000);
+            assert_eq!(nvmlDeviceGetPcieThroughput(handle(2), 0, &mut kib), NOT_SUPPORTED);
+            assert_eq!(nvmlShutdown(), OK);
+        }
+    });
+}
+
+fn calls_of(name: &str) -> u64 {
+    let name = CString::new(name).unwrap();
+    // SAFETY: a NUL-terminated string.
+    unsafe { gpuscope_sim_call_count(name.as_ptr()) }
+}
+
+#[test]
+fn calls_are_counted_by_name_and_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.log");
+    let scenario = format!("call_log = {:?}\n[[gpu]]\n", log.to_str().unwrap());
+    let parent = scenario_test("calls_are_counted_by_name_and_logged", Some(&scenario), |sim| {
+        // SAFETY: init and shutdown take no arguments; the rest get a
+        // handle from the library and live locals.
+        unsafe {
+            assert_eq!(nvmlInit_v2(), OK);
+            let mut count: c_uint = 0;
+            for _ in 0..3 {
+                assert_eq!(nvmlDeviceGetCount_v2(&mut count), OK);
+            }
+            let mut kib: c_uint = 0;
+            assert_eq!(nvmlDeviceGetPcieThroughput(handle(0), 1, &mut kib), OK);
+            assert_eq!(nvmlShutdown(), OK);
+        }
+        assert_eq!(calls_of("nvmlDeviceGetCount_v2"), 3);
+        assert_eq!(calls_of("nvmlDeviceGetPcieThroughput"), 1);
+        assert_eq!(calls_of("nvmlDeviceGetFieldValues"), 0);
+        // SAFETY: null asks for every call.
+        assert_eq!(unsafe { gpuscope_sim_call_count(ptr::null()) }, 7, "init, 3 counts, a handle, PCIe, shutdown");
+        // Another copy of the library counts its own calls only.
+        let raw = sim.raw();
+        assert_eq!(raw.call0("nvmlInit_v2"), OK);
+        assert_eq!(raw.call_count("nvmlInit_v2"), 1);
+        assert_eq!(raw.call_count("nvmlDeviceGetCount_v2"), 0);
+        assert_eq!(raw.call0("nvmlShutdown"), OK);
+    });
+    if parent.is_none() {
+        return; // The child: the log is the parent's to read.
+    }
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = lines.lines().collect();
+    assert_eq!(lines.iter().filter(|l| **l == "nvmlDeviceGetCount_v2").count(), 3, "{lines:?}");
+    assert_eq!(lines.first(), Some(&"nvmlInit_v2"));
+    assert!(lines.contains(&"nvmlDeviceGetPcieThroughput"), "{lines:?}");
+}

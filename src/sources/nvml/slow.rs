@@ -1,0 +1,105 @@
+//! Readings that change only when an administrator changes them (limits,
+//! modes, maximum clocks, the serial number) or with a reboot or GPU reset
+//! (pending ECC and MIG modes): read on a GPU's first tick and then every
+//! `REFRESH`, not every tick: 13 fewer driver calls per GPU per tick.
+
+use std::time::{Duration, Instant};
+
+use nvml_wrapper::Device;
+use nvml_wrapper::enum_wrappers::device::{Clock, ComputeMode as NvmlComputeMode};
+
+use super::device::Reader;
+use crate::model::{ComputeMode, Gpu, MaxClocks, MigMode};
+
+/// How stale a changed setting may be shown: `nvidia-smi -pl` or `-c`
+/// shows within this long.
+pub const REFRESH: Duration = Duration::from_secs(10);
+
+/// The readings, and when they were taken.
+#[derive(Debug, Clone, Default)]
+pub struct Slow {
+    read_at: Option<Instant>,
+    v: Readings,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Readings {
+    power_limit_w: Option<f64>,
+    power_management_limit_w: Option<f64>,
+    serial: Option<String>,
+    persistence_mode: Option<bool>,
+    compute_mode: Option<ComputeMode>,
+    max_clocks: MaxClocks,
+    /// ECC mode (current, pending).
+    ecc_mode: Option<(bool, bool)>,
+    mig_mode: Option<MigMode>,
+    /// Whether accounting is on, and its buffer's size.
+    accounting: Option<(bool, Option<u32>)>,
+}
+
+impl Slow {
+    /// Reads them again when due, and puts them into `gpu`.
+    pub fn apply(&mut self, r: &mut Reader<'_>, dev: &Device<'_>, gpu: &mut Gpu) {
+        if self.read_at.is_none_or(|at| at.elapsed() >= REFRESH) {
+            let v = Readings::read(r, dev);
+            // Readings from a GPU lost part-way through are not kept.
+            if !r.lost() {
+                self.v = v;
+                self.read_at = Some(Instant::now());
+            }
+        }
+        let v = &self.v;
+        gpu.power_limit_w = v.power_limit_w;
+        gpu.power_management_limit_w = v.power_management_limit_w;
+        gpu.serial.clone_from(&v.serial);
+        gpu.persistence_mode = v.persistence_mode;
+        gpu.compute_mode = v.compute_mode;
+        gpu.max_clocks = v.max_clocks.clone();
+        gpu.ecc.mode_current = v.ecc_mode.map(|m| m.0);
+        gpu.ecc.mode_pending = v.ecc_mode.map(|m| m.1);
+        gpu.mig_mode = v.mig_mode;
+    }
+
+    /// Whether accounting is on and its buffer size, as last read.
+    pub fn accounting(&self) -> Option<(bool, Option<u32>)> {
+        self.v.accounting
+    }
+}
+
+impl Readings {
+    fn read(r: &mut Reader<'_>, dev: &Device<'_>) -> Self {
+        let watts = |mw: u32| f64::from(mw) / 1000.0;
+        let ecc = r.take("ECC mode", || dev.is_ecc_enabled());
+        Self {
+            power_limit_w: r.take("power limit", || dev.enforced_power_limit()).map(watts),
+            power_management_limit_w: r.take("power management limit", || dev.power_management_limit()).map(watts),
+            serial: r.take("serial", || dev.serial()),
+            persistence_mode: r.take("persistence mode", || dev.is_in_persistent_mode()),
+            compute_mode: r.take("compute mode", || dev.compute_mode()).map(compute_mode),
+            max_clocks: MaxClocks {
+                sm_mhz: r.take("max SM clock", || dev.max_clock_info(Clock::SM)),
+                memory_mhz: r.take("max memory clock", || dev.max_clock_info(Clock::Memory)),
+                graphics_mhz: r.take("max graphics clock", || dev.max_clock_info(Clock::Graphics)),
+                video_mhz: r.take("max video clock", || dev.max_clock_info(Clock::Video)),
+            },
+            ecc_mode: ecc.map(|m| (m.currently_enabled, m.pending_enabled)),
+            // NVML_DEVICE_MIG_ENABLE is 1 (nvml.h).
+            mig_mode: r
+                .take("MIG mode", || dev.mig_mode())
+                .map(|m| MigMode { current: m.current == 1, pending: m.pending == 1 }),
+            accounting: r.take("accounting mode", || dev.is_accounting_enabled()).map(|on| {
+                let size = r.take("accounting buffer size", || dev.accounting_buffer_size());
+                (on, size)
+            }),
+        }
+    }
+}
+
+fn compute_mode(m: NvmlComputeMode) -> ComputeMode {
+    match m {
+        NvmlComputeMode::Default => ComputeMode::Default,
+        NvmlComputeMode::ExclusiveThread => ComputeMode::ExclusiveThread,
+        NvmlComputeMode::Prohibited => ComputeMode::Prohibited,
+        NvmlComputeMode::ExclusiveProcess => ComputeMode::ExclusiveProcess,
+    }
+}
