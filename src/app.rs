@@ -134,9 +134,26 @@ pub fn main() -> ExitCode {
         Some(Command::Replay { file, as_json }) => replay(&cli, file, *as_json),
         Some(Command::Completions { shell }) => print(&crate::docs::completions(*shell)),
         Some(Command::Man) => crate::docs::man_page().map_err(AppError::Output).and_then(|page| print(&page)),
-        Some(Command::Serve { listen, max_connections, header_timeout }) => {
+        Some(Command::Serve {
+            listen,
+            max_connections,
+            header_timeout,
+            tls_cert,
+            tls_key,
+            token_file,
+            token_healthz,
+            no_processes,
+        }) => {
             let limits = crate::serve::Limits { max_connections: *max_connections, header_timeout: *header_timeout };
-            serve(&cli, *listen, limits).map(|()| exit::OK)
+            let options = crate::serve::Options {
+                listen: *listen,
+                limits,
+                tls: tls_cert.clone().zip(tls_key.clone()),
+                token_file: token_file.clone(),
+                token_healthz: *token_healthz,
+                no_processes: *no_processes,
+            };
+            serve(&cli, options).map(|()| exit::OK)
         }
         Some(Command::Probe { action: ProbeAction::Path }) => {
             inject::probe_path().map_err(AppError::Inject).and_then(|p| print(&format!("{}\n", p.display())))
@@ -314,14 +331,16 @@ fn check_silent(silence: &Silence, seen: Option<&check::Watched>) -> Result<u8, 
 }
 
 /// `gpuscope serve`: the Prometheus exporter, until SIGINT or SIGTERM.
-fn serve(cli: &Cli, listen: std::net::SocketAddr, limits: crate::serve::Limits) -> Result<(), AppError> {
+fn serve(cli: &Cli, options: crate::serve::Options) -> Result<(), AppError> {
     // Headless whatever stdout is: a missing driver stops the exporter at
     // start (exit 2) rather than leaving it up with nothing to export, and
     // so does one that does not answer (exit 3). Later silences are
-    // `/healthz`'s to report.
+    // `/healthz`'s to report. Bad certificate, key or token files stop it
+    // before NVML is touched (exit 2).
     let settings = Settings::resolve(cli)?;
+    let prepared = crate::serve::Prepared::load(options)?;
     let headless = Headless::start(&settings, bounds::later(Instant::now(), settings.timeout))?;
-    let served = headless.finish(HOOKS_AT_EXIT, |rx, _| crate::serve::run(listen, rx, settings.interval, limits));
+    let served = headless.finish(HOOKS_AT_EXIT, |rx, _| crate::serve::run(prepared, rx, settings.interval));
     Ok(served?)
 }
 

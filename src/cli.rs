@@ -218,6 +218,28 @@ pub enum Command {
         /// keep-alive connection included) before it is closed.
         #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = header_timeout)]
         header_timeout: Duration,
+        /// Serve HTTPS with this certificate chain (PEM, the server's
+        /// certificate first); needs --tls-key.
+        #[arg(long, value_name = "PATH", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The certificate's private key (PEM); it must be private to
+        /// gpuscope's user (mode 600 or stricter), as ssh demands of a key.
+        #[arg(long, value_name = "PATH", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// Require `Authorization: Bearer TOKEN` on every request but
+        /// /healthz; TOKEN is this file's content, trimmed. The file must be
+        /// private to gpuscope's user (mode 600 or stricter).
+        #[arg(long, value_name = "PATH")]
+        token_file: Option<PathBuf>,
+        /// Require the token on /healthz too (by default it stays open, for
+        /// load balancers and orchestrators that probe without a secret).
+        #[arg(long, requires = "token_file")]
+        token_healthz: bool,
+        /// Leave out what identifies a process (name, command line, user,
+        /// parent's name, container, pod, Slurm job) from /metrics and
+        /// /snapshot; PIDs and every per-GPU figure stay.
+        #[arg(long)]
+        no_processes: bool,
     },
 }
 

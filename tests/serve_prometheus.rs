@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use common::trainer::{Trainer, python_trainer, wait_for_probe_file, write_script};
 use common::{MIB, Sim};
 use serde_json::{Value, json};
+use serve_common::tls::{Pki, write_private};
 use serve_common::{Server, get, require};
 
 const GIB: u64 = 1 << 30;
@@ -28,13 +29,17 @@ struct Prometheus {
 
 impl Prometheus {
     fn start(dir: &std::path::Path, target: SocketAddr) -> Self {
+        let scrape =
+            format!("scrape_configs:\n  - job_name: gpuscope\n    static_configs:\n      - targets: ['{target}']\n");
+        Self::with_config(dir, &scrape)
+    }
+
+    /// Prometheus with `scrape_configs` (scraping every second).
+    fn with_config(dir: &std::path::Path, scrape_configs: &str) -> Self {
         let binary = require("prometheus");
         let config = dir.join("prometheus.yml");
-        let scrape = format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: gpuscope\n    \
-             static_configs:\n      - targets: ['{target}']\n"
-        );
-        std::fs::write(&config, scrape).unwrap();
+        std::fs::write(&config, format!("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n{scrape_configs}"))
+            .unwrap();
         // A port that was free a moment ago: Prometheus cannot report the
         // one it picked, so it cannot be given port 0.
         let addr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
@@ -127,4 +132,35 @@ fn prometheus_scrapes_the_scenario_and_the_probes_figures() {
         v["data"]["gpuscope_nvml_errors"][0]["type"].as_str().map(String::from)
     });
     assert_eq!(kind, "counter");
+}
+
+/// README's scrape config for TLS and a token, as written there but for
+/// the paths and the target: Prometheus scrapes through both.
+#[test]
+fn prometheus_scrapes_over_tls_with_the_readmes_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "prom");
+    let token = dir.path().join("token");
+    write_private(&token, "prometheus-sees-this\n");
+    let sim = Sim::new("[[gpu]]\nuuid = \"GPU-7ec5\"\nmemory_total_mib = 1000\nmemory_used_mib = 250\n");
+    let (cert, key, token) = (pki.cert.to_str().unwrap(), pki.key.to_str().unwrap(), token.to_str().unwrap());
+    let args = ["--listen", "127.0.0.1:0", "--interval", "250ms", "--tls-cert", cert, "--tls-key", key];
+    let server = Server::start(sim.gpuscope(), &[&args[..], &["--token-file", token]].concat());
+
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let snippet = readme.split("<!-- scrape-config-tls: start -->\n```yaml\n").nth(1).unwrap();
+    let snippet = snippet.split("```\n<!-- scrape-config-tls: end -->").next().unwrap();
+    let config = snippet
+        .replace("/etc/prometheus/gpuscope.token", token)
+        .replace("/etc/prometheus/gpuscope-ca.pem", pki.ca.to_str().unwrap())
+        .replace("gpu-node-01:9835", &server.addr.to_string());
+    assert_ne!(config, snippet, "the README's snippet changed: adapt the replacements");
+    let prometheus = Prometheus::with_config(dir.path(), &config);
+
+    let health = prometheus.until("/api/v1/targets", "a scraped target", |v| {
+        let target = &v["data"]["activeTargets"][0];
+        target["health"].as_str().filter(|h| *h != "unknown").map(|_| target.clone())
+    });
+    assert_eq!((&health["health"], &health["lastError"]), (&json!("up"), &json!("")), "{health:#}");
+    assert_eq!(prometheus.query("gpuscope_gpu_memory_used_bytes{uuid=\"GPU-7ec5\"}"), (250 * MIB) as f64);
 }

@@ -3,7 +3,10 @@
 //! closed to make room; with none idle, the newcomer is), a deadline for a
 //! request's headers (an idle keep-alive connection counts: it is waiting
 //! for headers too), and a bound on their size. Each connection is served
-//! by hyper directly, because axum's `serve` sets none of these.
+//! by hyper directly, because axum's `serve` sets none of these. With TLS,
+//! the handshake happens inside the same slot: it counts against the cap,
+//! is idle (so the first to go at the cap) and must end within the header
+//! deadline, so that half-open handshakes cannot hold slots either.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -17,8 +20,10 @@ use hyper::server::conn::http1;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, watch};
+use tokio_rustls::TlsAcceptor;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -119,21 +124,23 @@ impl Drop for Busy {
     }
 }
 
-/// Serves `router` on `listener` until `stop` turns true, then lets open
+/// What every connection is served with.
+#[derive(Clone)]
+pub struct Service {
+    pub router: Router,
+    pub limits: Limits,
+    pub tls: Option<TlsAcceptor>,
+}
+
+/// Serves on `listener` until `stop` turns true, then lets open
 /// connections finish for up to `grace`.
-pub async fn serve(
-    listener: TcpListener,
-    router: Router,
-    limits: Limits,
-    mut stop: watch::Receiver<bool>,
-    grace: Duration,
-) {
+pub async fn serve(listener: TcpListener, service: Service, mut stop: watch::Receiver<bool>, grace: Duration) {
     let tracker = Arc::new(Tracker::default());
     let for_conns = stop.clone();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => admit(stream, &tracker, &router, limits, for_conns.clone()),
+                Ok((stream, _)) => admit(stream, &tracker, &service, for_conns.clone()),
                 Err(_) => tokio::time::sleep(ACCEPT_BACKOFF).await,
             },
             _ = stop.wait_for(|s| *s) => break,
@@ -146,21 +153,43 @@ pub async fn serve(
     }
 }
 
-fn admit(stream: TcpStream, tracker: &Arc<Tracker>, router: &Router, limits: Limits, stop: watch::Receiver<bool>) {
+fn admit(stream: TcpStream, tracker: &Arc<Tracker>, service: &Service, stop: watch::Receiver<bool>) {
     // At the cap with every connection busy: the newcomer is the one to go
     // (dropping it closes it).
-    let Some((id, close)) = tracker.admit(limits.max_connections) else { return };
+    let Some((id, close)) = tracker.admit(service.limits.max_connections) else { return };
     let _ = stream.set_nodelay(true);
     let tracker = tracker.clone();
-    let router = router.clone();
+    let Service { router, limits, tls } = service.clone();
     tokio::spawn(async move {
-        connection(stream, id, &tracker, router, limits, close, stop).await;
+        match tls {
+            None => connection(stream, id, &tracker, router, limits, close, stop).await,
+            Some(tls) => {
+                if let Some(stream) = handshake(&tls, stream, limits.header_timeout, &close).await {
+                    connection(stream, id, &tracker, router, limits, close, stop).await;
+                }
+            }
+        }
         tracker.leave(id);
     });
 }
 
-async fn connection(
-    stream: TcpStream,
+/// The TLS handshake, given up at the header deadline or when the slot is
+/// wanted for another connection. A failed one is the client's problem,
+/// and not logged: anyone can send garbage.
+async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
+    tls: &TlsAcceptor,
+    stream: S,
+    deadline: Duration,
+    close: &Notify,
+) -> Option<tokio_rustls::server::TlsStream<S>> {
+    tokio::select! {
+        done = tokio::time::timeout(deadline, tls.accept(stream)) => done.ok()?.ok(),
+        () = close.notified() => None,
+    }
+}
+
+async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    stream: S,
     id: u64,
     tracker: &Arc<Tracker>,
     router: Router,

@@ -10,6 +10,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
+use super::auth::{self, Access};
 use super::metrics;
 use super::negotiate::format_for;
 use super::state::Latest;
@@ -23,13 +24,15 @@ struct Shared {
     interval: Duration,
 }
 
-pub fn router(latest: Latest, interval: Duration) -> Router {
+/// Every route, and the 404 for any other path, behind `access`.
+pub fn router(latest: Latest, interval: Duration, access: Access) -> Router {
     Router::new()
         .route("/", get(index))
         .route("/metrics", get(scrape))
         .route("/snapshot", get(snapshot))
-        .route("/healthz", get(healthz))
+        .route(auth::HEALTHZ, get(healthz))
         .with_state(Shared { latest, interval })
+        .layer(axum::middleware::from_fn_with_state(access, auth::check))
 }
 
 const TEXT: &str = "text/plain; charset=utf-8";

@@ -62,15 +62,33 @@ pub fn nvml_errors_in(snap: &Snapshot) -> u64 {
     failed + snap.gpus.iter().filter(|g| g.state == GpuState::Error).count() as u64
 }
 
+/// `--no-processes`: what names a process or who runs it (name, command
+/// line, user, parent's name, container, pod or Slurm job) becomes null,
+/// so that neither `/metrics` nor `/snapshot` can show it. PIDs stay: they
+/// keep one process's series apart from another's on the same GPU (the
+/// alerts name them too), and a number names nothing to a reader who
+/// cannot look it up on the host.
+pub fn without_processes(snap: &Snapshot) -> Snapshot {
+    let mut out = snap.clone();
+    for p in &mut out.processes {
+        (p.name, p.user, p.command, p.parent_name, p.workload) = (None, None, None, None, None);
+    }
+    out
+}
+
 /// Follows the poller. Counting happens here, once per snapshot, rather
 /// than in a scrape: scrapes may skip snapshots or see one many times.
-pub fn track(mut rx: SnapshotRx) -> Latest {
+/// With `hide_processes`, every snapshot is first [`without_processes`].
+pub fn track(mut rx: SnapshotRx, hide_processes: bool) -> Latest {
     let (tx, latest) = watch::channel(None);
     tokio::spawn(async move {
         let mut errors = 0u64;
         while rx.changed().await.is_ok() {
-            let Some(snap) = rx.borrow_and_update().clone() else { continue };
+            let Some(mut snap) = rx.borrow_and_update().clone() else { continue };
             errors += nvml_errors_in(&snap);
+            if hide_processes {
+                snap = Arc::new(without_processes(&snap));
+            }
             tx.send_replace(Some(Arc::new(Entry::new(snap, errors))));
         }
     });
@@ -100,6 +118,23 @@ mod tests {
         snap.sources.nvml.ok = false;
         snap.gpus[1].state = GpuState::Error;
         assert_eq!(nvml_errors_in(&snap), 2);
+    }
+
+    #[test]
+    fn without_processes_keeps_pids_and_the_gpu_figures() {
+        let snap = snapshot();
+        assert!(snap.processes.iter().any(|p| p.command.is_some() && p.user.is_some()), "a test worth running");
+        let hidden = without_processes(&snap);
+        assert_eq!(hidden.gpus, snap.gpus);
+        let pids = |s: &Snapshot| s.processes.iter().map(|p| (p.pid, p.gpu_memory_total)).collect::<Vec<_>>();
+        assert_eq!(pids(&hidden), pids(&snap));
+        for p in &hidden.processes {
+            assert!(p.name.is_none() && p.user.is_none() && p.command.is_none(), "{p:?}");
+            assert!(p.parent_name.is_none() && p.workload.is_none(), "{p:?}");
+        }
+        let text = metrics::encode(Format::Text, &hidden, 0);
+        assert!(!text.contains("user=\"") && !text.contains("command=\""), "{text}");
+        assert!(text.contains("pid=\""), "{text}");
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! NVML, found by the address it prints, scraped with a plain TCP client.
 #![allow(dead_code)]
 
+pub mod tls;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -25,7 +27,8 @@ impl Server {
         let (lines, log) = (BufReader::new(child.stderr.take().unwrap()).lines(), stderr.clone());
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
-                if let Some(addr) = line.split("http://").nth(1).and_then(|a| a.split('/').next()) {
+                let served = line.split_once("serving http").map(|(_, rest)| rest.trim_start_matches('s'));
+                if let Some(addr) = served.and_then(|r| r.strip_prefix("://")).and_then(|a| a.split('/').next()) {
                     let _ = tx.send(addr.parse::<SocketAddr>().unwrap());
                 }
                 log.lock().unwrap().push_str(&(line + "\n"));
@@ -99,13 +102,29 @@ impl Response {
 
 /// One HTTP/1.1 GET over a fresh connection, read to its end.
 pub fn get(addr: SocketAddr, path: &str, accept: Option<&str>) -> Response {
+    let accept: Vec<(&str, &str)> = accept.map(|a| ("Accept", a)).into_iter().collect();
+    get_with(addr, path, &accept)
+}
+
+/// [`get`] with any headers.
+pub fn get_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Response {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let accept = accept.map(|a| format!("Accept: {a}\r\n")).unwrap_or_default();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{accept}\r\n").unwrap();
+    stream.write_all(request(addr, path, headers).as_bytes()).unwrap();
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8(raw).unwrap();
+    parse(&raw)
+}
+
+/// A GET that asks the server to close the connection after answering.
+pub fn request(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> String {
+    let headers: String = headers.iter().map(|(n, v)| format!("{n}: {v}\r\n")).collect();
+    format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{headers}\r\n")
+}
+
+/// A whole response, as read to the connection's end.
+pub fn parse(raw: &[u8]) -> Response {
+    let text = String::from_utf8(raw.to_vec()).unwrap();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no header end: {text:?}"));
     let mut lines = head.lines();
     let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();

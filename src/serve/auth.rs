@@ -1,0 +1,131 @@
+//! `--token-file`: every request but `/healthz` (unless `--token-healthz`)
+//! must carry `Authorization: Bearer <token>`, as Prometheus's
+//! `authorization: { credentials_file: ... }` sends it.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::files::{self, FileError, Kind};
+
+pub const HEALTHZ: &str = "/healthz";
+
+/// The token: the file's content with surrounding white space trimmed,
+/// as Prometheus trims its `credentials_file`.
+pub struct Token(Box<[u8]>);
+
+impl Token {
+    pub fn load(path: &Path) -> Result<Self, FileError> {
+        let bytes = files::read("--token-file", path, Kind::Secret)?;
+        let token = bytes.trim_ascii();
+        if token.is_empty() {
+            return Err(FileError::new("--token-file", path, "empty: the token is the file's content, trimmed"));
+        }
+        // It travels in a header: anything but visible ASCII would not
+        // arrive as written.
+        if !token.iter().all(u8::is_ascii_graphic) {
+            return Err(FileError::new("--token-file", path, "the token must be visible ASCII, without spaces"));
+        }
+        Ok(Self(token.into()))
+    }
+
+    /// Whether `headers` carry this token. The scheme is case-insensitive
+    /// (RFC 9110); the token is compared in constant time.
+    fn admits(&self, headers: &HeaderMap) -> bool {
+        let Some(value) = headers.get(AUTHORIZATION).map(|v| v.as_bytes()) else { return false };
+        let Some((scheme, given)) = value.split_first_chunk::<7>() else { return false };
+        scheme.eq_ignore_ascii_case(b"Bearer ") && same(given.trim_ascii(), &self.0)
+    }
+}
+
+/// Equal bytes, in a time that depends on the lengths only: a wrong
+/// guess must not tell how much of it was right.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+/// Who may ask what.
+#[derive(Clone)]
+pub struct Access {
+    pub token: Option<Arc<Token>>,
+    /// `/healthz` asks for the token too (by default it does not, so that
+    /// load balancers and orchestrators can probe without a secret).
+    pub healthz_too: bool,
+}
+
+impl Access {
+    fn admits(&self, request: &Request) -> bool {
+        let Some(token) = &self.token else { return true };
+        (request.uri().path() == HEALTHZ && !self.healthz_too) || token.admits(request.headers())
+    }
+}
+
+/// The middleware in front of every route.
+pub async fn check(State(access): State<Access>, request: Request, next: Next) -> Response {
+    if access.admits(&request) {
+        return next.run(request).await;
+    }
+    let headers = [(WWW_AUTHENTICATE, "Bearer realm=\"gpuscope\""), (CONTENT_TYPE, "text/plain; charset=utf-8")];
+    (StatusCode::UNAUTHORIZED, headers, "401: send Authorization: Bearer <token>\n").into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn token_file(content: &str, mode: u32) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, content).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        (dir, path)
+    }
+
+    fn with(auth: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(AUTHORIZATION, HeaderValue::from_str(auth).unwrap());
+        h
+    }
+
+    #[test]
+    fn the_token_is_the_trimmed_content_and_only_it_admits() {
+        let (_dir, path) = token_file("  s3cret-token\n", 0o600);
+        let token = Token::load(&path).unwrap();
+        assert!(token.admits(&with("Bearer s3cret-token")));
+        assert!(token.admits(&with("bearer s3cret-token")), "the scheme is case-insensitive");
+        assert!(!token.admits(&with("Bearer s3cret-toke")));
+        assert!(!token.admits(&with("Bearer s3cret-tokeN")));
+        assert!(!token.admits(&with("Basic s3cret-token")));
+        assert!(!token.admits(&with("Bearer")));
+        assert!(!token.admits(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn empty_spaced_and_shared_tokens_are_refused() {
+        let (_d, empty) = token_file(" \n", 0o600);
+        assert!(Token::load(&empty).err().unwrap().to_string().contains("empty"));
+        let (_d, spaced) = token_file("two words", 0o600);
+        assert!(Token::load(&spaced).err().unwrap().to_string().contains("without spaces"));
+        let (_d, shared) = token_file("t", 0o640);
+        assert!(Token::load(&shared).err().unwrap().to_string().contains("mode 0640"));
+    }
+
+    #[test]
+    fn same_compares_every_byte() {
+        assert!(same(b"abc", b"abc"));
+        assert!(!same(b"abc", b"abd") && !same(b"abc", b"ab") && !same(b"", b"a"));
+    }
+}
