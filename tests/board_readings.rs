@@ -189,11 +189,24 @@ fn settings_are_read_on_first_sight_not_every_tick() {
     let docs = stream(&sim, "3");
     assert_eq!(docs.len(), 3);
     assert!(calls_to(&log, "nvmlDeviceGetMemoryInfo_v2") >= 6, "live readings every tick");
-    for seldom in ["nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetMigMode", "nvmlDeviceGetMaxClockInfo"] {
-        let per_gpu = if seldom == "nvmlDeviceGetMaxClockInfo" { 4 } else { 1 };
+    // Settings, and the health counters that move on a failing board's
+    // timescale: the ECC totals (four a GPU), BAR1, remapped rows, and the
+    // NVLink states (one call a link; the first link answers NOT_SUPPORTED
+    // on these boards, which is remembered too).
+    for seldom in [
+        "nvmlDeviceGetPowerManagementLimit",
+        "nvmlDeviceGetMigMode",
+        "nvmlDeviceGetMaxClockInfo",
+        "nvmlDeviceGetTotalEccErrors",
+        "nvmlDeviceGetBAR1MemoryInfo",
+        "nvmlDeviceGetRemappedRows",
+        "nvmlDeviceGetNvLinkState",
+    ] {
+        let per_gpu = if matches!(seldom, "nvmlDeviceGetMaxClockInfo" | "nvmlDeviceGetTotalEccErrors") { 4 } else { 1 };
         assert_eq!(calls_to(&log, seldom), 2 * per_gpu, "{seldom}: once per GPU");
     }
     assert_eq!(docs[2]["gpus"][1]["power_management_limit_w"], 700.0, "still shown");
+    assert!(docs[2]["gpus"][1]["bar1_memory"]["total"].as_u64().is_some(), "still shown");
     // The snapshot says what each tick cost: the first read the settings too.
     let calls: Vec<u64> = docs.iter().map(|d| d["sources"]["nvml"]["calls"].as_u64().unwrap()).collect();
     assert!(calls[1] > 0 && calls[0] > calls[1], "{calls:?}");

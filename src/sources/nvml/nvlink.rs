@@ -1,5 +1,7 @@
-//! NVLink: each link's state, and the data payload over the active links
-//! as a rate between two ticks of the cumulative counters
+//! NVLink: each link's state (read every `slow::REFRESH`: one call per link,
+//! 18 a GPU on Hopper, for something that changes when a link fails), and
+//! the data payload over the active links, every tick, as a rate between
+//! two ticks of the cumulative counters
 //! `NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX` / `_RX` (nvml.h: field ids 138
 //! and 139, KiB, one link per `scopeId`), read in one
 //! `nvmlDeviceGetFieldValues` call (`fields.rs`).
@@ -12,6 +14,7 @@ use nvml_wrapper::error::NvmlError;
 
 use super::calls::Calls;
 use super::fields::{self, rate};
+use super::slow::REFRESH;
 use crate::model::{NvLink, NvLinkState};
 
 const FI_DATA_TX: u32 = 138;
@@ -19,16 +22,18 @@ const FI_DATA_RX: u32 = 139;
 /// NVML_NVLINK_MAX_LINKS (nvml.h, 18 on Hopper and Blackwell).
 const MAX_LINKS: u32 = nvml_wrapper_sys::bindings::NVML_NVLINK_MAX_LINKS;
 
-/// The counters at the last tick, per device (by UUID, else index).
+/// The counters at the last tick, and the link states with when they were
+/// read, per device (by UUID, else index).
 #[derive(Default)]
 pub struct Links {
     last: HashMap<String, (Instant, u64, u64)>,
+    states: HashMap<String, (Instant, Option<Vec<NvLinkState>>)>,
 }
 
 impl Links {
     /// `None` on a board without NVLink.
     pub fn read(&mut self, key: String, index: u32, dev: &Device<'_>, calls: &Calls) -> Option<NvLink> {
-        let links = states(index, dev, calls)?;
+        let links = self.states_of(&key, index, dev, calls)?;
         let active: Vec<u32> = links.iter().filter(|l| l.active).map(|l| l.link).collect();
         let now = Instant::now();
         let totals = calls.track("nvmlDeviceGetFieldValues", Some(index), || counters(dev, &active)).ok().flatten();
@@ -49,6 +54,20 @@ impl Links {
     /// Forgets devices no longer watched.
     pub fn retain(&mut self, keys: &[String]) {
         self.last.retain(|k, _| keys.contains(k));
+        self.states.retain(|k, _| keys.contains(k));
+    }
+
+    /// The link states as last read, read again once `REFRESH` old; a
+    /// board without NVLink is remembered as such for as long.
+    fn states_of(&mut self, key: &str, index: u32, dev: &Device<'_>, calls: &Calls) -> Option<Vec<NvLinkState>> {
+        match self.states.get(key) {
+            Some((at, links)) if at.elapsed() < REFRESH => links.clone(),
+            _ => {
+                let links = states(index, dev, calls);
+                self.states.insert(key.to_owned(), (Instant::now(), links.clone()));
+                links
+            }
+        }
     }
 }
 

@@ -18,12 +18,22 @@ use crate::model::{AccountedProcess, Accounting, Bar1Memory, Ecc, Gpu, RemappedR
 pub fn read(r: &mut Reader<'_>, dev: &Device<'_>, gpu: &mut Gpu, accounting: Option<(bool, Option<u32>)>) {
     gpu.clocks.graphics_mhz = r.take("graphics clock", || dev.clock_info(Clock::Graphics));
     gpu.clocks.video_mhz = r.take("video clock", || dev.clock_info(Clock::Video));
-    ecc_counts(r, dev, &mut gpu.ecc);
-    gpu.remapped_rows = r.take("remapped rows", || remapped_rows(dev)).unwrap_or_default();
     gpu.accounting = accounting.map(|(enabled, buffer_size)| accounted(r, dev, enabled, buffer_size));
-    gpu.bar1_memory = r.take("BAR1 memory", || dev.bar1_memory_info()).map_or_else(Bar1Memory::default, |b| {
-        Bar1Memory { total: Some(b.total), used: Some(b.used), free: Some(b.free) }
+}
+
+/// The board's health counters (ECC errors, pages pending retirement,
+/// remapped rows) and BAR1: seven calls a GPU that `slow.rs` makes at its
+/// own pace, since they move on a failing board's timescale, not a tick's.
+pub fn health(r: &mut Reader<'_>, dev: &Device<'_>) -> (Ecc, RemappedRows, Bar1Memory) {
+    let mut ecc = Ecc::default();
+    ecc_counts(r, dev, &mut ecc);
+    let remapped = r.take("remapped rows", || remapped_rows(dev)).unwrap_or_default();
+    let bar1 = r.take("BAR1 memory", || dev.bar1_memory_info()).map_or_else(Bar1Memory::default, |b| Bar1Memory {
+        total: Some(b.total),
+        used: Some(b.used),
+        free: Some(b.free),
     });
+    (ecc, remapped, bar1)
 }
 
 fn ecc_counts(r: &mut Reader<'_>, dev: &Device<'_>, ecc: &mut Ecc) {
