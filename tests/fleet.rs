@@ -314,3 +314,69 @@ fn a_bad_hosts_file_names_its_line() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("hosts, line 3: \"node2:99999\": \"99999\" is not a port"), "{err}");
 }
+
+/// `tmux -L SOCKET ARGS` on a server of this test's own.
+fn tmux(socket: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new("tmux").arg("-L").arg(socket).args(args).output().unwrap();
+    assert!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn pane_until(socket: &str, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let screen = tmux(socket, &["capture-pane", "-p"]);
+        if ok(&screen) {
+            return screen;
+        }
+        assert!(Instant::now() < deadline, "the pane never showed {what}:\n{screen}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+struct KillServer(String);
+
+impl Drop for KillServer {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("tmux").arg("-L").arg(&self.0).arg("kill-server").output();
+    }
+}
+
+#[test]
+fn the_fleet_view_in_a_real_terminal() {
+    let nodes = [
+        Node::start(
+            &["a0000000-0000-4000-8000-000000000000", "a1000000-0000-4000-8000-000000000000"],
+            &[Some(0), Some(1)],
+        ),
+        Node::start(&["b0000000-0000-4000-8000-000000000000"], &[Some(2)]),
+    ];
+    let list = format!("{},{}", nodes[0].addr(), nodes[1].addr());
+    let socket = format!("gpuscope-fleet-test-{}", std::process::id());
+    let _server = KillServer(socket.clone());
+    tmux(&socket, &["-f", "/dev/null", "new-session", "-d", "-x", "100", "-y", "30", "bash", "--norc", "--noprofile"]);
+    let bin = assert_cmd::cargo::cargo_bin("gpuscope");
+    let cmd =
+        format!("clear; echo before-fleet; LANG=C.UTF-8 XDG_CONFIG_HOME=/nonexistent '{}' fleet {list}", bin.display());
+    tmux(&socket, &["send-keys", "-l", &cmd]);
+    tmux(&socket, &["send-keys", "Enter"]);
+    let first = nodes[0].addr();
+    pane_until(&socket, "both hosts answering", |s| s.contains("2 hosts, 2 answering") && s.contains(&first));
+    tmux(&socket, &["send-keys", "Enter"]);
+    let host = pane_until(&socket, "the first host expanded", |s| s.contains("Processes") && s.contains("fleet: "));
+    assert!(host.contains(&format!("fleet: {first} (ok)")), "{host}");
+    tmux(&socket, &["send-keys", "Escape"]);
+    pane_until(&socket, "the host list again", |s| s.contains("Enter host"));
+    tmux(&socket, &["send-keys", "J"]);
+    let jobs = pane_until(&socket, "the job view", |s| s.contains(&format!("job {JOB}")));
+    assert!(jobs.contains("ranks 3 of 4 not seen") || jobs.contains("rank 3 of 4 not seen"), "{jobs}");
+    tmux(&socket, &["send-keys", "q"]);
+    pane_until(&socket, "the shell again", |s| s.contains("before-fleet") && !s.contains("gpuscope fleet ("));
+    tmux(&socket, &["send-keys", "-l", "clear; stty -a; echo stty-done"]);
+    tmux(&socket, &["send-keys", "Enter"]);
+    let screen = pane_until(&socket, "stty's report", |s| s.lines().any(|l| l.trim() == "stty-done"));
+    let flags: Vec<&str> = screen.split_whitespace().collect();
+    for good in ["icanon", "echo", "isig"] {
+        assert!(flags.contains(&good), "{good} is off after q:\n{screen}");
+    }
+}

@@ -42,7 +42,7 @@ pub use format::{bytes_short, duration_short};
 pub use help::KEYS;
 pub use layout::{MIN_HEIGHT, MIN_WIDTH};
 use symbols::Symbols;
-pub use text::{clean as clean_text, fit as fit_text};
+pub use text::{clean as clean_text, fit as fit_text, width as text_width};
 use theme::Theme;
 
 /// What every part draws from.
