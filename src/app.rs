@@ -52,6 +52,8 @@ pub enum AppError {
     Memviz(#[from] crate::memviz::MemvizError),
     #[error(transparent)]
     Attach(#[from] crate::attach::AttachError),
+    #[error(transparent)]
+    Fleet(#[from] crate::fleet::FleetError),
 }
 
 /// A driver that did not answer: for how long, and in which call.
@@ -99,6 +101,7 @@ impl AppError {
             Self::Memviz(_) => exit::FAILURE,
             Self::Attach(e) if e.refused() => exit::USAGE,
             Self::Attach(_) => exit::FAILURE,
+            Self::Fleet(e) => e.exit_code(),
         }
     }
 }
@@ -155,6 +158,7 @@ pub fn main() -> ExitCode {
             };
             serve(&cli, options).map(|()| exit::OK)
         }
+        Some(Command::Fleet(args)) => fleet(&cli, args).map(|()| exit::OK),
         Some(Command::Probe { action: ProbeAction::Path }) => {
             inject::probe_path().map_err(AppError::Inject).and_then(|p| print(&format!("{}\n", p.display())))
         }
@@ -193,6 +197,31 @@ pub fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// `gpuscope fleet`: no NVML here; the nodes' exporters (or a Prometheus)
+/// are the source, read on the same kind of runtime as the other modes.
+fn fleet(cli: &Cli, args: &crate::cli::FleetArgs) -> Result<(), AppError> {
+    use crate::fleet::{self, Headless};
+    let settings = Settings::resolve(cli)?;
+    let (interval, timeout) = (settings.interval, settings.timeout);
+    let mode = match (args.json, args.watch, args.once) {
+        (true, true, _) => Some(Headless::JsonStream { count: args.count }),
+        (true, false, _) => Some(Headless::Json),
+        (false, _, true) => Some(Headless::Table),
+        _ if !io::stdout().is_terminal() => Some(Headless::Table),
+        _ => None,
+    };
+    let runtime = runtime()?;
+    let result = runtime.block_on(async {
+        let rx = fleet::start(args, interval, timeout)?;
+        match mode {
+            Some(mode) => fleet::headless(rx, mode, interval).await,
+            None => fleet::view::run(rx, tui::TuiOptions::from_env(&settings)).await.map_err(fleet::FleetError::Output),
+        }
+    });
+    runtime.shutdown_background();
+    Ok(result?)
 }
 
 /// `gpuscope attach PID`.

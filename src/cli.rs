@@ -241,6 +241,42 @@ pub enum Command {
         #[arg(long)]
         no_processes: bool,
     },
+    /// Many nodes in one terminal: reads /snapshot from each node's
+    /// `gpuscope serve` (or the same picture from a Prometheus that scrapes
+    /// them); a line per host, Enter for its GPUs and processes, J for the
+    /// distributed jobs across hosts. Example: gpuscope fleet node1,node2:9000
+    Fleet(FleetArgs),
+}
+
+/// `gpuscope fleet`'s flags (`--interval` and `--timeout`, per host, are the global ones).
+#[derive(Debug, Clone, clap::Args)]
+#[command(group(ArgGroup::new("from").required(true).multiple(true).args(["hosts", "hosts_file", "prometheus"])))]
+pub struct FleetArgs {
+    /// Nodes running `gpuscope serve`: HOST[:PORT], comma-separated (port 9835 when not given).
+    #[arg(value_name = "HOST[:PORT],...", value_delimiter = ',')]
+    pub hosts: Vec<String>,
+    /// Read the nodes from FILE: one HOST[:PORT] a line, `#` starts a comment.
+    #[arg(long, value_name = "FILE")]
+    pub hosts_file: Option<PathBuf>,
+    /// Ask this Prometheus (its HTTP API, e.g. http://prom:9090) instead of
+    /// the nodes: a few queries per tick, whatever the fleet's size.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["hosts", "hosts_file"])]
+    pub prometheus: Option<String>,
+    /// Send `Authorization: Bearer TOKEN` with every request, TOKEN read from PATH.
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+    /// Print one JSON document (every host with its snapshot or its error, and the jobs) and exit.
+    #[arg(long)]
+    pub json: bool,
+    /// With --json: one compact document per line, every interval.
+    #[arg(long, requires = "json")]
+    pub watch: bool,
+    /// With --watch: stop after N lines.
+    #[arg(long, value_name = "N", requires = "watch")]
+    pub count: Option<u64>,
+    /// Print a plain-text table (a line per host, then the jobs) and exit.
+    #[arg(short = '1', long, conflicts_with = "json")]
+    pub once: bool,
 }
 
 #[derive(Debug, Clone, Subcommand)]

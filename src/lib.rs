@@ -12,6 +12,7 @@ pub mod config;
 pub mod dirfd;
 pub mod docs;
 pub mod exit;
+pub mod fleet;
 pub mod inject;
 pub mod memviz;
 pub mod model;

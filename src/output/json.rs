@@ -33,6 +33,13 @@ pub fn to_vec(value: &impl Serialize) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Any value as pretty JSON, escaped the same way (`fleet --json`).
+pub fn to_vec_pretty(value: &impl Serialize) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    write_with(value, &mut out, Escaping(PrettyFormatter::new()))?;
+    Ok(out)
+}
+
 fn write_with(value: &impl Serialize, out: impl Write, formatter: impl Formatter) -> io::Result<()> {
     let mut ser = serde_json::Serializer::with_formatter(out, formatter);
     value.serialize(&mut ser).map_err(io::Error::from)

@@ -15,9 +15,9 @@ mod options;
 mod probe_tools;
 pub mod render;
 pub mod rows;
-mod signals;
+pub(crate) mod signals;
 pub mod state;
-mod terminal;
+pub(crate) mod terminal;
 pub mod tree;
 pub mod update;
 

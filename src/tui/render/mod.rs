@@ -38,9 +38,11 @@ use crate::tui::mouse::Hits;
 use crate::tui::options::Clock;
 use crate::tui::state::{State, View};
 pub use format::interval as interval_text;
+pub use format::{bytes_short, duration_short};
 pub use help::KEYS;
 pub use layout::{MIN_HEIGHT, MIN_WIDTH};
 use symbols::Symbols;
+pub use text::{clean as clean_text, fit as fit_text, width as text_width};
 use theme::Theme;
 
 /// What every part draws from.

@@ -1,0 +1,112 @@
+//! A minimal HTTP/1.1 GET over hyper 1 on the caller's tokio runtime: one
+//! connection per request (`Connection: close`), the whole exchange under a
+//! deadline, the body capped. TLS, when the server side has it, slots in
+//! where the TCP stream is opened; the bearer token is already sent.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper::body::Bytes;
+use hyper::header::{AUTHORIZATION, CONNECTION, HOST, HeaderValue};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use super::hosts::{HostSpec, Scheme};
+
+/// A `/snapshot` of hundreds of GPUs and thousands of processes is a few
+/// MiB; anything past this is not one.
+pub const MAX_BODY: usize = 16 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("no answer within {}", humantime::format_duration(*.0))]
+    Timeout(Duration),
+    #[error("cannot connect: {0}")]
+    Connect(std::io::Error),
+    #[error("HTTP: {0}")]
+    Http(String),
+    #[error("HTTP {status}: {text}")]
+    Status { status: u16, text: String },
+    #[error("the answer is larger than {} MiB", MAX_BODY >> 20)]
+    TooLarge,
+    #[error("{0}")]
+    Unsupported(&'static str),
+}
+
+#[derive(Clone)]
+pub struct Client {
+    timeout: Duration,
+    /// `Authorization: Bearer ...`, read once from `--token-file`.
+    authorization: Option<Arc<HeaderValue>>,
+}
+
+impl Client {
+    pub fn new(timeout: Duration, token: Option<&str>) -> Result<Self, String> {
+        let authorization = match token {
+            Some(t) => Some(Arc::new(
+                HeaderValue::from_str(&format!("Bearer {}", t.trim()))
+                    .map_err(|_| "the token has characters a header cannot carry".to_string())?,
+            )),
+            None => None,
+        };
+        Ok(Self { timeout, authorization })
+    }
+
+    /// The body of a 200 answer to `GET path` (with its query), within the
+    /// timeout.
+    pub async fn get(&self, host: &HostSpec, path: &str) -> Result<Bytes, FetchError> {
+        match tokio::time::timeout(self.timeout, self.exchange(host, path)).await {
+            Ok(result) => result,
+            Err(_) => Err(FetchError::Timeout(self.timeout)),
+        }
+    }
+
+    async fn exchange(&self, host: &HostSpec, path: &str) -> Result<Bytes, FetchError> {
+        if host.scheme == Scheme::Https {
+            return Err(FetchError::Unsupported("https is not supported yet"));
+        }
+        let stream = TcpStream::connect((host.host.as_str(), host.port)).await.map_err(FetchError::Connect)?;
+        let _ = stream.set_nodelay(true);
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| FetchError::Http(e.to_string()))?;
+        let request = self.request(host, path)?;
+        let work = async move {
+            let response = sender.send_request(request).await.map_err(|e| FetchError::Http(e.to_string()))?;
+            read_body(response).await
+        };
+        tokio::pin!(work, conn);
+        // The connection is driven here rather than on a task of its own, so
+        // that a deadline that drops this future closes the socket too.
+        tokio::select! {
+            result = &mut work => result,
+            ended = &mut conn => {
+                ended.map_err(|e| FetchError::Http(e.to_string()))?;
+                work.await
+            }
+        }
+    }
+
+    fn request(&self, host: &HostSpec, path: &str) -> Result<hyper::Request<Empty<Bytes>>, FetchError> {
+        let mut builder = hyper::Request::get(path).header(HOST, host.authority()).header(CONNECTION, "close");
+        if let Some(auth) = &self.authorization {
+            builder = builder.header(AUTHORIZATION, auth.as_ref().clone());
+        }
+        builder.body(Empty::new()).map_err(|e| FetchError::Http(e.to_string()))
+    }
+}
+
+async fn read_body(response: hyper::Response<hyper::body::Incoming>) -> Result<Bytes, FetchError> {
+    let status = response.status();
+    let body = Limited::new(response.into_body(), MAX_BODY).collect().await.map_err(|e| {
+        if e.is::<http_body_util::LengthLimitError>() { FetchError::TooLarge } else { FetchError::Http(e.to_string()) }
+    })?;
+    let bytes = body.to_bytes();
+    if !status.is_success() {
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
+        let text = crate::tui::render::clean_text(text.trim(), true);
+        return Err(FetchError::Status { status: status.as_u16(), text });
+    }
+    Ok(bytes)
+}

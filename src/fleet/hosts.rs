@@ -1,0 +1,163 @@
+//! Which nodes the fleet reads: `HOST[:PORT]` on the command line or one a
+//! line in a hosts file. Input from people: every refusal says what and
+//! where.
+
+use std::fmt;
+
+/// `gpuscope serve`'s default port.
+pub const DEFAULT_PORT: u16 = 9835;
+
+/// A hosts file larger than this is not a list of hosts.
+const MAX_FILE: u64 = 1 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    /// Refused for now: the server side's TLS is still to come; the client
+    /// keeps the scheme so that wiring it in is a change in one place.
+    Https,
+}
+
+/// One node: what the user wrote, and where to connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostSpec {
+    pub scheme: Scheme,
+    /// A name or an address, without the brackets of an IPv6 literal.
+    pub host: String,
+    pub port: u16,
+}
+
+impl HostSpec {
+    /// `host:port` as the `Host` header and the screen show it.
+    pub fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl fmt::Display for HostSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.scheme {
+            Scheme::Http => f.write_str(&self.authority()),
+            Scheme::Https => write!(f, "https://{}", self.authority()),
+        }
+    }
+}
+
+/// `HOST`, `HOST:PORT`, `[V6]:PORT`, optionally behind `http://` or
+/// `https://`.
+pub fn parse(text: &str) -> Result<HostSpec, String> {
+    let t = text.trim();
+    let (scheme, rest) = match t.split_once("://") {
+        Some(("http", rest)) => (Scheme::Http, rest),
+        Some(("https", rest)) => (Scheme::Https, rest),
+        Some((other, _)) => return Err(format!("{t:?}: unknown scheme {other:?} (http or https)")),
+        None => (Scheme::Http, t),
+    };
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let (host, port) = split_port(rest).map_err(|why| format!("{t:?}: {why}"))?;
+    if host.is_empty() {
+        return Err(format!("{t:?}: no host name"));
+    }
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':');
+    if !host.chars().all(ok) {
+        return Err(format!("{t:?}: a host is a name or an address (letters, digits, '.', '-', '_')"));
+    }
+    if scheme == Scheme::Https {
+        return Err(format!("{t:?}: https is not supported yet (gpuscope serve speaks plain HTTP)"));
+    }
+    Ok(HostSpec { scheme, host: host.to_string(), port })
+}
+
+fn split_port(s: &str) -> Result<(&str, u16), String> {
+    let port = |p: &str| match p.parse::<u16>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{p:?} is not a port (1 to 65535)")),
+    };
+    if let Some(v6) = s.strip_prefix('[') {
+        let (addr, after) = v6.split_once(']').ok_or("an IPv6 address needs its closing ']'")?;
+        return match after.strip_prefix(':') {
+            Some(p) => Ok((addr, port(p)?)),
+            None if after.is_empty() => Ok((addr, DEFAULT_PORT)),
+            None => Err(format!("unexpected {after:?} after the address")),
+        };
+    }
+    match s.rsplit_once(':') {
+        Some((h, _)) if h.contains(':') => Err("write an IPv6 address in brackets: [::1]:9835".into()),
+        Some((h, p)) => Ok((h, port(p)?)),
+        None => Ok((s, DEFAULT_PORT)),
+    }
+}
+
+/// A comma-separated list, as the command line takes it.
+pub fn parse_list(items: &[String]) -> Result<Vec<HostSpec>, String> {
+    items.iter().flat_map(|i| i.split(',')).filter(|s| !s.trim().is_empty()).map(parse).collect()
+}
+
+/// One host a line; `#` starts a comment; blank lines are skipped.
+pub fn parse_file_text(name: &str, text: &str) -> Result<Vec<HostSpec>, String> {
+    let mut hosts = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let entry = line.split('#').next().unwrap_or("").trim();
+        if entry.is_empty() {
+            continue;
+        }
+        hosts.push(parse(entry).map_err(|why| format!("{name}, line {}: {why}", n + 1))?);
+    }
+    Ok(hosts)
+}
+
+pub fn read_file(path: &std::path::Path) -> Result<Vec<HostSpec>, String> {
+    use std::io::Read;
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|e| format!("{name}: {e}"))?;
+    let mut text = String::new();
+    file.take(MAX_FILE + 1).read_to_string(&mut text).map_err(|e| format!("{name}: {e}"))?;
+    if text.len() as u64 > MAX_FILE {
+        return Err(format!("{name}: larger than {MAX_FILE} bytes, not a hosts file"));
+    }
+    parse_file_text(&name, &text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn forms() {
+        let h = parse("node1").unwrap();
+        assert_eq!((h.host.as_str(), h.port), ("node1", DEFAULT_PORT));
+        assert_eq!(parse("10.0.0.2:9000").unwrap().port, 9000);
+        assert_eq!(parse("http://node3:1234/").unwrap().to_string(), "node3:1234");
+        assert_eq!(parse("[::1]:9835").unwrap().authority(), "[::1]:9835");
+        assert_eq!(parse("[::1]").unwrap().port, DEFAULT_PORT);
+        assert!(parse("node:0").unwrap_err().contains("not a port"));
+        assert!(parse("::1:9835").unwrap_err().contains("brackets"));
+        assert!(parse("ftp://x").unwrap_err().contains("scheme"));
+        assert!(parse("a b").is_err());
+        assert!(parse(":9835").unwrap_err().contains("no host"));
+        assert!(parse("https://node:9835").unwrap_err().contains("not supported yet"));
+    }
+
+    #[test]
+    fn lists_and_files() {
+        let list = parse_list(&["a,b:1".into(), "c".into()]).unwrap();
+        assert_eq!(list.len(), 3);
+        let text = "# the team's nodes\nnode1\n\n  node2:9000  # the big one\n";
+        assert_eq!(parse_file_text("hosts", text).unwrap().len(), 2);
+        let err = parse_file_text("hosts", "node1\nnode 2\n").unwrap_err();
+        assert!(err.starts_with("hosts, line 2: "), "{err}");
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+            let _ = parse_file_text("f", &text);
+            let _ = parse(&text);
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! `fleet -1`: plain ASCII within 80 columns, a line per host, then the
+//! jobs with a line per rank. Unknown figures are `n/a`.
+
+use super::jobs::{self, Job, RankEntry};
+use super::model::{Fleet, HostState};
+use crate::tui::render::{bytes_short, clean_text, fit_text};
+
+pub const WIDTH: usize = 80;
+
+fn cell(s: &str, w: usize) -> String {
+    let s = fit_text(&clean_text(s, true), w, "~");
+    format!("{s:<w$}")
+}
+
+pub fn render(fleet: &Fleet, now_ms: u64) -> String {
+    let mut out = String::new();
+    let up = fleet.hosts.iter().filter(|h| h.status == super::model::HostStatus::Ok).count();
+    out.push_str(&format!("gpuscope fleet: {} hosts, {up} answering\n", fleet.hosts.len()));
+    out.push_str(&format!(
+        "{}{}{}{}{}\n",
+        cell("HOST", 25),
+        cell("STATUS", 13),
+        cell("GPUS BUSY", 10),
+        cell("MEMORY", 24),
+        "ALERTS"
+    ));
+    for h in &fleet.hosts {
+        out.push_str(&host_line(h, now_ms));
+        out.push('\n');
+        if let Some(e) = &h.error {
+            out.push_str(&format!("  {}\n", fit_text(&clean_text(e, true), WIDTH - 2, "~")));
+        }
+    }
+    if fleet.jobs.is_empty() {
+        out.push_str("no distributed jobs seen\n");
+    }
+    for job in &fleet.jobs {
+        out.push_str(&job_text(job));
+    }
+    out
+}
+
+pub fn busy_text(h: &HostState) -> String {
+    h.busy_gpus().map_or_else(|| "n/a".into(), |(b, n)| format!("{b}/{n}"))
+}
+
+pub fn memory_text(h: &HostState) -> String {
+    h.memory().map_or_else(
+        || "n/a".into(),
+        |(u, t)| {
+            let pct = if t > 0 { format!(" {:>3.0}%", u as f64 * 100.0 / t as f64) } else { String::new() };
+            format!("{}/{}{pct}", bytes_short(u), bytes_short(t))
+        },
+    )
+}
+
+fn host_line(h: &HostState, now_ms: u64) -> String {
+    let alerts = h.alert_count().map_or_else(|| "n/a".into(), |n| n.to_string());
+    format!(
+        "{}{}{}{}{}",
+        cell(&h.host, 25),
+        cell(&h.status_text(now_ms), 13),
+        cell(&busy_text(h), 10),
+        cell(&memory_text(h), 24),
+        alerts
+    )
+}
+
+pub fn job_title(job: &Job) -> String {
+    let world = job.world_size.map_or_else(|| "world n/a".into(), |w| format!("world {w}"));
+    let hosts = {
+        let mut h: Vec<&str> = job.ranks.iter().map(|r| r.host.as_str()).collect();
+        h.sort_unstable();
+        h.dedup();
+        h.len()
+    };
+    let seen = match jobs::missing_text(job) {
+        Some(missing) => missing,
+        None => "all ranks seen".into(),
+    };
+    format!("job {}  {world}  on {hosts} host(s)  {seen}", job.job)
+}
+
+pub fn marks(job: &Job, r: &RankEntry) -> String {
+    let mut m = Vec::new();
+    if r.rank.is_some() && r.rank == job.slowest_rank {
+        m.push("slowest");
+    }
+    if r.rank.is_some() && r.rank == job.fullest_rank {
+        m.push("fullest");
+    }
+    if r.rank.is_some_and(|x| job.duplicate_ranks.contains(&x)) {
+        m.push("dup");
+    }
+    if r.stale {
+        m.push("stale");
+    }
+    m.join(",")
+}
+
+fn job_text(job: &Job) -> String {
+    let mut out = format!("\n{}\n", fit_text(&clean_text(&job_title(job), true), WIDTH, "~"));
+    out.push_str("  RANK HOST              PID      GPU ALLOC   RESERVD FRAG  UTIL MARK\n");
+    for r in &job.ranks {
+        let na = || "n/a".to_string();
+        let line = format!(
+            "  {}{}{}{}{}{}{}{}{}",
+            cell(&r.rank.map_or_else(na, |x| x.to_string()), 5),
+            cell(&r.host, 18),
+            cell(&r.pid.to_string(), 9),
+            cell(&r.gpu.map_or_else(na, |g| g.to_string()), 4),
+            cell(&r.allocated.map_or_else(na, bytes_short), 8),
+            cell(&r.reserved.map_or_else(na, bytes_short), 8),
+            cell(&r.fragmentation.map_or_else(na, |f| format!("{:.0}%", f * 100.0)), 6),
+            cell(&r.utilization.map_or_else(na, |u| format!("{u}%")), 5),
+            marks(job, r)
+        );
+        out.push_str(fit_text(line.trim_end(), WIDTH, "~").as_str());
+        out.push('\n');
+    }
+    out
+}

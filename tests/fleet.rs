@@ -1,0 +1,382 @@
+//! `gpuscope fleet` against real `gpuscope serve` instances on the
+//! simulated NVML (free ports on loopback), with a two-node DDP job whose
+//! ranks' probe files sit on two instances, plus tiny servers of the
+//! test's own: one that never answers, one that records what it was sent.
+
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod serve_common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{Sim, Sleeper, assert_success, gpuscope};
+use serde_json::{Value, json};
+use serve_common::Server;
+
+const GIB: u64 = 1 << 30;
+const JOB: &str = "10.1.2.3:29500";
+
+/// GPUs `uuids`, with process `pids[i]` on GPU i.
+fn scenario(uuids: &[&str], pids: &[u32]) -> String {
+    let mut s = String::new();
+    for (i, uuid) in uuids.iter().enumerate() {
+        s.push_str(&format!(
+            "[[gpu]]\nname = \"NVIDIA H100 80GB HBM3\"\nuuid = \"GPU-{uuid}\"\nmemory_total_mib = 81559\n\
+             utilization_gpu = {}\n",
+            90 - 30 * i
+        ));
+        if let Some(pid) = pids.get(i) {
+            s.push_str(&format!(
+                "[[gpu.process]]\npid = {pid}\nused_mib = {}\nsm_util = {}\n",
+                (20 + 10 * i) * 1024,
+                85 - 30 * i
+            ));
+        }
+    }
+    s
+}
+
+fn start_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat[stat.rfind(')').unwrap() + 1..].split_whitespace().nth(19).unwrap().parse().unwrap()
+}
+
+/// A probe file for `pid` as rank `rank` of JOB (world size 4) on GPU `uuid`.
+fn place_rank(sim: &Sim, pid: u32, rank: u32, uuid: &str) {
+    let dir = sim.probe_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    for d in [dir.parent().unwrap(), dir.as_path()] {
+        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    }
+    let device = json!({"index": 0, "uuid": uuid, "pci_bus_id": null, "private_pools_reserved": null,
+        "allocated": (4 + u64::from(rank)) * GIB, "allocated_peak": 6 * GIB, "reserved": 10 * GIB,
+        "reserved_peak": 11 * GIB, "active": 4 * GIB, "active_peak": 6 * GIB, "inactive_split": GIB,
+        "inactive_split_peak": GIB, "requested": 4 * GIB, "requested_peak": 6 * GIB, "segments": 40,
+        "alloc_retries": 0, "ooms": 0, "device_allocs": 50, "device_frees": 10, "largest_free_block": null,
+        "bytes_limit": null});
+    let file = json!({
+        "format": "gpuscope-probe", "version": 1, "pid": pid, "start_ticks": start_ticks(pid), "seq": 1,
+        "written_unix_ms": 1_795_289_400_123u64, "interval_s": 1.0, "errors": 0, "framework": "torch",
+        "framework_version": "2.5.1", "backend": "native", "alloc_conf": null,
+        "alloc_conf_var": "PYTORCH_CUDA_ALLOC_CONF", "alloc_conf_source": "environment",
+        "alloc_conf_env": {"PYTORCH_ALLOC_CONF": null, "PYTORCH_CUDA_ALLOC_CONF": null},
+        "expandable_segments": false, "cuda_visible_devices": null, "cuda_device_order": null, "oom_events": 0,
+        "job": JOB, "rank": rank, "local_rank": rank % 2, "world_size": 4, "pinned_host": null,
+        "devices": [device]
+    });
+    let name = format!("{pid}-{}.json", file["start_ticks"]);
+    let aside = sim.dir.path().join(&name);
+    std::fs::write(&aside, file.to_string()).unwrap();
+    std::fs::rename(aside, dir.join(name)).unwrap();
+}
+
+/// A node of the fleet: its simulator, the processes it lists, its server.
+struct Node {
+    sim: Sim,
+    _procs: Vec<Sleeper>,
+    server: Server,
+}
+
+impl Node {
+    /// `ranks[i]` is the rank of the process on GPU i (`None`: no probe).
+    fn start(uuids: &[&str], ranks: &[Option<u32>]) -> Self {
+        let procs: Vec<Sleeper> = ranks.iter().map(|_| Sleeper::spawn(&["120"])).collect();
+        let pids: Vec<u32> = procs.iter().map(Sleeper::pid).collect();
+        let sim = Sim::new(&scenario(uuids, &pids));
+        for ((pid, rank), uuid) in pids.iter().zip(ranks).zip(uuids) {
+            if let Some(rank) = rank {
+                place_rank(&sim, *pid, *rank, uuid);
+            }
+        }
+        let server = Server::start(sim.gpuscope(), &["--listen", "127.0.0.1:0", "--interval", "200ms"]);
+        Self { sim, _procs: procs, server }
+    }
+
+    fn addr(&self) -> String {
+        self.server.addr.to_string()
+    }
+}
+
+/// Node A: ranks 0 and 1; node B: rank 2 (rank 3 of 4 runs nowhere); node C: no job.
+fn three_nodes() -> [Node; 3] {
+    [
+        Node::start(
+            &["a0000000-0000-4000-8000-000000000000", "a1000000-0000-4000-8000-000000000000"],
+            &[Some(0), Some(1)],
+        ),
+        Node::start(
+            &["b0000000-0000-4000-8000-000000000000", "b1000000-0000-4000-8000-000000000000"],
+            &[Some(2), None],
+        ),
+        Node::start(&["c0000000-0000-4000-8000-000000000000"], &[None]),
+    ]
+}
+
+fn fleet_json(hosts: &str, extra: &[&str]) -> Value {
+    let out = gpuscope().args(["fleet", hosts, "--json", "--timeout", "10s"]).args(extra).output().unwrap();
+    assert_success(&out);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Until the servers' first snapshots (with the probes read) are served.
+fn until_job_seen(hosts: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = fleet_json(hosts, &[]);
+        if v["jobs"].as_array().unwrap().iter().any(|j| j["ranks"].as_array().unwrap().len() == 3) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "never saw the three ranks: {v:#}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn ranks_on_two_nodes_are_one_job_in_json_and_table() {
+    let nodes = three_nodes();
+    let hosts: Vec<String> = nodes.iter().map(Node::addr).collect();
+    let list = hosts.join(",");
+    let v = until_job_seen(&list);
+    let states: Vec<&str> = v["hosts"].as_array().unwrap().iter().map(|h| h["status"].as_str().unwrap()).collect();
+    assert_eq!(states, ["ok", "ok", "ok"], "{v:#}");
+    assert_eq!(v["hosts"][2]["snapshot"]["gpus"].as_array().unwrap().len(), 1);
+    let jobs = v["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1, "{jobs:#?}");
+    let job = &jobs[0];
+    assert_eq!((job["job"].as_str(), job["world_size"].as_u64()), (Some(JOB), Some(4)));
+    let ranks: Vec<(u64, &str)> = job["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["rank"].as_u64().unwrap(), r["host"].as_str().unwrap()))
+        .collect();
+    assert_eq!(ranks, [(0, hosts[0].as_str()), (1, hosts[0].as_str()), (2, hosts[1].as_str())]);
+    assert_eq!(job["missing_ranks"], json!([3]));
+    assert_eq!(job["ranks"][2]["allocated"], 6 * GIB);
+    // SM shares 85, 55 (node A) and 85 (node B): rank 1 is the slowest;
+    // rank 1's GPU holds 30 of 80 GiB, the most.
+    assert_eq!((job["slowest_rank"].as_u64(), job["fullest_rank"].as_u64()), (Some(1), Some(1)));
+
+    let out = gpuscope().args(["fleet", &list, "-1"]).output().unwrap();
+    assert_success(&out);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.is_ascii(), "{text}");
+    assert!(text.lines().all(|l| l.len() <= 80), "within 80 columns:\n{text}");
+    assert!(text.contains(&format!("job {JOB}  world 4  on 2 host(s)  rank 3 of 4 not seen")), "{text}");
+    for host in &hosts {
+        assert!(text.lines().any(|l| l.starts_with(host.as_str()) && l.contains(" ok ")), "{host}:\n{text}");
+    }
+    let rank_lines: Vec<&str> = text.lines().filter(|l| l.starts_with("  ") && l.contains("127.0.0.1")).collect();
+    assert_eq!(rank_lines.len(), 3, "{text}");
+    assert!(rank_lines[1].ends_with("slowest,fullest"), "{text}");
+}
+
+/// `fleet --json --watch`, read a line at a time.
+struct Stream {
+    child: Child,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Stream {
+    fn start(hosts: &str, timeout: &str) -> Self {
+        let mut child = gpuscope()
+            .args(["fleet", hosts, "--json", "--watch", "--interval", "200ms", "--timeout", timeout])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Self { child, lines }
+    }
+
+    fn until(&mut self, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let line = self.lines.next().unwrap().unwrap();
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if ok(&v) {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "never saw {what}; last: {v:#}");
+        }
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn status(v: &Value, i: usize) -> &str {
+    v["hosts"][i]["status"].as_str().unwrap()
+}
+
+#[test]
+fn a_killed_node_is_stale_with_its_age_and_returns() {
+    let a = Node::start(&["a0000000-0000-4000-8000-000000000000"], &[None]);
+    let b = Node::start(&["b0000000-0000-4000-8000-000000000000"], &[None]);
+    let port = a.server.addr.port();
+    let mut stream = Stream::start(&format!("{},{}", a.addr(), b.addr()), "2s");
+    stream.until("both up", |v| status(v, 0) == "ok" && status(v, 1) == "ok");
+    let Node { sim, server, _procs } = a;
+    drop(server);
+    // Stale from a failed attempt, not merely from a late answer on a busy machine.
+    let failed = |v: &Value| status(v, 0) == "stale" && v["hosts"][0]["error"].is_string();
+    let v = stream.until("node A stale after a failure", failed);
+    assert!(v["hosts"][0]["age_ms"].as_u64() > Some(0), "{v:#}");
+    assert!(v["hosts"][0]["failing_since_unix_ms"].is_u64());
+    assert!(v["hosts"][0]["snapshot"]["gpus"].is_array(), "the last snapshot is kept: {v:#}");
+    assert_eq!(v["hosts"][1]["error"], Value::Null, "the other node is unaffected: {v:#}");
+    let again = format!("127.0.0.1:{port}");
+    let _back = Server::start(sim.gpuscope(), &["--listen", &again, "--interval", "200ms"]);
+    let v = stream.until("node A back", |v| status(v, 0) == "ok");
+    assert_eq!(v["hosts"][0]["error"], Value::Null);
+    assert_eq!(v["hosts"][0]["failing_since_unix_ms"], Value::Null);
+}
+
+/// A server that takes connections and answers each with `answer` (after
+/// reading the request, which it keeps): `None` never answers at all.
+struct TinyServer {
+    addr: SocketAddr,
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+impl TinyServer {
+    fn start(answer: Option<&'static str>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let seen = requests.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let seen = seen.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    let n = conn.read(&mut buf).unwrap_or(0);
+                    seen.lock().unwrap().push(String::from_utf8_lossy(&buf[..n]).into_owned());
+                    match answer {
+                        Some(body) => {
+                            let head = format!("HTTP/1.1 401 Unauthorized\r\nContent-Length: {}\r\n\r\n", body.len());
+                            let _ = conn.write_all(head.as_bytes());
+                            let _ = conn.write_all(body.as_bytes());
+                        }
+                        // Holds the connection open, answering nothing.
+                        None => std::thread::sleep(Duration::from_secs(120)),
+                    }
+                });
+            }
+        });
+        Self { addr, requests }
+    }
+}
+
+#[test]
+fn a_silent_node_does_not_hold_back_the_others() {
+    let fast = Node::start(&["a0000000-0000-4000-8000-000000000000"], &[None]);
+    let silent = TinyServer::start(None);
+    let mut stream = Stream::start(&format!("{},{}", silent.addr, fast.addr()), "60s");
+    let v = stream.until("the fast node's snapshot", |v| status(v, 1) == "ok");
+    assert_eq!(status(&v, 0), "waiting", "the silent node's request is still pending: {v:#}");
+    assert_eq!(v["hosts"][0]["snapshot"], Value::Null);
+    assert!(!silent.requests.lock().unwrap().is_empty(), "it was asked");
+}
+
+#[test]
+fn the_token_is_sent_and_a_refusal_is_reported() {
+    let server = TinyServer::start(Some("no token, no snapshot\n"));
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret-token\n").unwrap();
+    let v = fleet_json(&server.addr.to_string(), &["--token-file", token.to_str().unwrap()]);
+    assert_eq!(v["hosts"][0]["status"], "unreachable");
+    assert_eq!(v["hosts"][0]["error"], "HTTP 401: no token, no snapshot");
+    let request = server.requests.lock().unwrap()[0].to_ascii_lowercase();
+    assert!(request.starts_with("get /snapshot http/1.1\r\n"), "{request}");
+    assert!(request.contains("authorization: bearer s3cret-token\r\n"), "{request}");
+}
+
+#[test]
+fn a_bad_hosts_file_names_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hosts");
+    std::fs::write(&file, "# nodes\nnode1\nnode2:99999\n").unwrap();
+    let out = gpuscope().args(["fleet", "--hosts-file", file.to_str().unwrap(), "-1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("hosts, line 3: \"node2:99999\": \"99999\" is not a port"), "{err}");
+}
+
+/// `tmux -L SOCKET ARGS` on a server of this test's own.
+fn tmux(socket: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new("tmux").arg("-L").arg(socket).args(args).output().unwrap();
+    assert!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn pane_until(socket: &str, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let screen = tmux(socket, &["capture-pane", "-p"]);
+        if ok(&screen) {
+            return screen;
+        }
+        assert!(Instant::now() < deadline, "the pane never showed {what}:\n{screen}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+struct KillServer(String);
+
+impl Drop for KillServer {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("tmux").arg("-L").arg(&self.0).arg("kill-server").output();
+    }
+}
+
+#[test]
+fn the_fleet_view_in_a_real_terminal() {
+    let nodes = [
+        Node::start(
+            &["a0000000-0000-4000-8000-000000000000", "a1000000-0000-4000-8000-000000000000"],
+            &[Some(0), Some(1)],
+        ),
+        Node::start(&["b0000000-0000-4000-8000-000000000000"], &[Some(2)]),
+    ];
+    let list = format!("{},{}", nodes[0].addr(), nodes[1].addr());
+    let socket = format!("gpuscope-fleet-test-{}", std::process::id());
+    let _server = KillServer(socket.clone());
+    tmux(&socket, &["-f", "/dev/null", "new-session", "-d", "-x", "100", "-y", "30", "bash", "--norc", "--noprofile"]);
+    let bin = assert_cmd::cargo::cargo_bin("gpuscope");
+    let cmd =
+        format!("clear; echo before-fleet; LANG=C.UTF-8 XDG_CONFIG_HOME=/nonexistent '{}' fleet {list}", bin.display());
+    tmux(&socket, &["send-keys", "-l", &cmd]);
+    tmux(&socket, &["send-keys", "Enter"]);
+    let first = nodes[0].addr();
+    pane_until(&socket, "both hosts answering", |s| s.contains("2 hosts, 2 answering") && s.contains(&first));
+    tmux(&socket, &["send-keys", "Enter"]);
+    let host = pane_until(&socket, "the first host expanded", |s| s.contains("Processes") && s.contains("fleet: "));
+    assert!(host.contains(&format!("fleet: {first} (ok)")), "{host}");
+    tmux(&socket, &["send-keys", "Escape"]);
+    pane_until(&socket, "the host list again", |s| s.contains("Enter host"));
+    tmux(&socket, &["send-keys", "J"]);
+    let jobs = pane_until(&socket, "the job view", |s| s.contains(&format!("job {JOB}")));
+    assert!(jobs.contains("ranks 3 of 4 not seen") || jobs.contains("rank 3 of 4 not seen"), "{jobs}");
+    tmux(&socket, &["send-keys", "q"]);
+    pane_until(&socket, "the shell again", |s| s.contains("before-fleet") && !s.contains("gpuscope fleet ("));
+    tmux(&socket, &["send-keys", "-l", "clear; stty -a; echo stty-done"]);
+    tmux(&socket, &["send-keys", "Enter"]);
+    let screen = pane_until(&socket, "stty's report", |s| s.lines().any(|l| l.trim() == "stty-done"));
+    let flags: Vec<&str> = screen.split_whitespace().collect();
+    for good in ["icanon", "echo", "isig"] {
+        assert!(flags.contains(&good), "{good} is off after q:\n{screen}");
+    }
+}

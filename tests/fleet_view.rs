@@ -1,0 +1,158 @@
+//! The fleet view's frames at 80x24 and 200x50, pinned as text snapshots,
+//! from fixed snapshots and a fixed clock: hosts (one stale, one down),
+//! the jobs across hosts, an expanded host in the local dashboard's
+//! widgets; and sizes too small to draw anything.
+
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod tui_fixtures;
+
+use std::sync::Arc;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use gpuscope::fleet::jobs;
+use gpuscope::fleet::model::{FLEET_SCHEMA_VERSION, Fleet, HostState, Source};
+use gpuscope::fleet::view::{Flow, Screen, ViewState, draw};
+use gpuscope::model::Snapshot;
+use gpuscope::tui::Clock;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use tui_fixtures::{Spec, T0, options, snapshot, text};
+
+const JOB: &str = "10.1.2.3:29500";
+
+/// Every probed process becomes a rank of JOB (world size 4), from `first`.
+fn ranks(mut snap: Snapshot, first: u32) -> Snapshot {
+    for (i, p) in snap.processes.iter_mut().enumerate() {
+        if let Some(a) = p.allocator.as_mut() {
+            a.job = Some(JOB.into());
+            a.rank = Some(first + i as u32);
+            a.world_size = Some(4);
+        }
+    }
+    snap
+}
+
+fn fleet() -> Arc<Fleet> {
+    let mut a = HostState::new("node-a:9835".into());
+    a.answered(Arc::new(ranks(snapshot(Spec::gpus(2).probed()), 0)), T0);
+    let mut b = HostState::new("node-b:9835".into());
+    b.answered(Arc::new(ranks(snapshot(Spec { alerts: true, ..Spec::gpus(1).probed() }), 2)), T0 - 12_000);
+    b.failed("no answer within 2s".into(), T0 - 6000);
+    let mut c = HostState::new("node-c.example.org:9835".into());
+    c.failed("cannot connect: Connection refused (os error 111)".into(), T0 - 30_000);
+    let mut d = HostState::new("node-d:9835".into());
+    d.answered(Arc::new(snapshot(Spec::gpus(4))), T0);
+    let mut hosts = vec![a, b, c, d];
+    for h in &mut hosts {
+        h.refresh(T0, 3000);
+    }
+    let jobs = jobs::group(&hosts);
+    Arc::new(Fleet {
+        fleet_schema_version: FLEET_SCHEMA_VERSION,
+        source: Source::Direct,
+        time_unix_ms: T0,
+        hosts,
+        jobs,
+    })
+}
+
+fn view() -> ViewState {
+    ViewState::new(fleet(), options())
+}
+
+fn frame(view: &ViewState, w: u16, h: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+    terminal.draw(|f| draw(f, view, &Clock::manual(T0 + 400))).unwrap();
+    text(&terminal)
+}
+
+fn press(view: &mut ViewState, code: KeyCode) -> Flow {
+    view.key(KeyEvent::new(code, KeyModifiers::NONE), T0 + 400)
+}
+
+#[test]
+fn hosts_with_a_stale_and_a_down_one() {
+    let v = view();
+    let small = frame(&v, 80, 24);
+    assert!(small.contains("stale 12s") && small.contains("down 30s"), "{small}");
+    assert!(small.contains("4 hosts, 2 answering"), "{small}");
+    insta::assert_snapshot!("fleet_hosts_80x24", small);
+    insta::assert_snapshot!("fleet_hosts_200x50", frame(&v, 200, 50));
+}
+
+#[test]
+fn the_job_view_spans_hosts() {
+    let mut v = view();
+    press(&mut v, KeyCode::Char('J'));
+    let small = frame(&v, 80, 24);
+    assert!(small.contains(&format!("job {JOB}")) && small.contains("rank 3 of 4 not seen"), "{small}");
+    assert!(small.contains("node-a:9835") && small.contains("node-b:9835"), "{small}");
+    insta::assert_snapshot!("fleet_jobs_80x24", small);
+    let big = frame(&v, 200, 50);
+    assert!(big.contains("slowest") && big.contains("stale"), "rank 2's host is stale:\n{big}");
+    insta::assert_snapshot!("fleet_jobs_200x50", big);
+}
+
+#[test]
+fn enter_shows_the_host_in_the_dashboards_widgets_and_esc_comes_back() {
+    let mut v = view();
+    press(&mut v, KeyCode::Down);
+    assert_eq!(press(&mut v, KeyCode::Enter), Flow::Redraw);
+    assert!(matches!(&v.screen, Screen::Host { host, .. } if host == "node-b:9835"));
+    let shown = frame(&v, 120, 40);
+    assert!(shown.contains("node01") && shown.contains("Processes"), "{shown}");
+    assert!(shown.contains("fleet: node-b:9835 (stale 12s)"), "{shown}");
+    // Keys that would act on this machine are refused there.
+    press(&mut v, KeyCode::Char('K'));
+    assert!(!frame(&v, 120, 40).contains("Send signal"), "no kill on a remote host");
+    press(&mut v, KeyCode::Esc);
+    assert!(matches!(v.screen, Screen::Hosts));
+    // A host that never answered has nothing to expand.
+    press(&mut v, KeyCode::Down);
+    press(&mut v, KeyCode::Enter);
+    assert!(matches!(v.screen, Screen::Hosts));
+    assert!(frame(&v, 100, 20).contains("never answered"));
+}
+
+#[test]
+fn sort_filter_alerts_and_quit() {
+    let mut v = view();
+    for _ in 0..2 {
+        press(&mut v, KeyCode::Char('s'));
+    }
+    let order: Vec<&str> = v.hosts().iter().map(|h| h.host.as_str()).collect();
+    assert_eq!(order, ["node-c.example.org:9835", "node-b:9835", "node-a:9835", "node-d:9835"], "by status");
+    press(&mut v, KeyCode::Char('/'));
+    for c in "ORG".chars() {
+        press(&mut v, KeyCode::Char(c));
+    }
+    press(&mut v, KeyCode::Enter);
+    assert_eq!(v.hosts().len(), 1);
+    press(&mut v, KeyCode::Esc);
+    assert_eq!(v.hosts().len(), 4, "Esc clears the filter");
+    press(&mut v, KeyCode::Char('a'));
+    let alerts = frame(&v, 100, 20);
+    assert!(alerts.contains("node-b:9835"), "{alerts}");
+    assert_eq!(press(&mut v, KeyCode::Char('q')), Flow::Quit);
+}
+
+#[test]
+fn tiny_terminals_do_not_panic() {
+    let mut v = view();
+    for screen in [None, Some('J'), Some('a')] {
+        if let Some(c) = screen {
+            press(&mut v, KeyCode::Char(c));
+        }
+        for (w, h) in [(0, 0), (1, 1), (20, 5)] {
+            let shown = frame(&v, w, h);
+            assert_eq!(shown.lines().count(), h as usize);
+        }
+    }
+    press(&mut v, KeyCode::Esc);
+    press(&mut v, KeyCode::Enter);
+    for (w, h) in [(0, 0), (1, 1), (20, 5)] {
+        assert_eq!(frame(&v, w, h).lines().count(), h as usize);
+    }
+}
