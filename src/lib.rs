@@ -11,6 +11,7 @@ pub mod collect;
 pub mod config;
 pub mod dirfd;
 pub mod docs;
+pub mod history;
 pub mod inject;
 pub mod memviz;
 pub mod model;
