@@ -64,6 +64,11 @@ impl Analyzer {
         Self::new(history, AlertsConfig { exec: Vec::new(), ..config })
     }
 
+    /// `for_replay`, recording into `store`.
+    pub fn for_replay_into(store: Shared, config: AlertsConfig) -> Self {
+        Self::with_store(store, AlertsConfig { exec: Vec::new(), ..config })
+    }
+
     pub fn runs_hooks(&self) -> bool {
         self.hook.is_some()
     }

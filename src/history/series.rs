@@ -157,10 +157,18 @@ impl<const N: usize> Series<N> {
     /// there are), from the first whose newest sample is at `from_ms` or
     /// later. Times only grow, so the start is found by bisection.
     pub fn since(&self, from_ms: u64) -> impl DoubleEndedIterator<Item = &Bucket<N>> + Clone {
-        let ring = self.rings.iter().find(|r| r.covers(from_ms)).or(self.rings.last());
-        let buckets = ring.map(|r| &r.buckets);
+        let buckets = self.ring_for(from_ms).map(|r| &r.buckets);
         let start = buckets.map_or(0, |b| b.partition_point(|b| b.t_ms < from_ms));
         buckets.into_iter().flat_map(move |b| b.range(start..))
+    }
+
+    fn ring_for(&self, from_ms: u64) -> Option<&Ring<N>> {
+        self.rings.iter().find(|r| r.covers(from_ms)).or(self.rings.last())
+    }
+
+    /// The width of the buckets `since(from_ms)` gives (0: raw samples).
+    pub fn width_since(&self, from_ms: u64) -> u64 {
+        self.ring_for(from_ms).map_or(0, |r| r.tier.width_ms)
     }
 
     /// Buckets no older than `span_ms` before the newest sample.
