@@ -203,6 +203,8 @@ fn render(c: &mut Criterion, template: &gpuscope::model::Snapshot) {
         probe_dir: "/nonexistent".into(),
         notice: None,
         only: Default::default(),
+        history: None,
+        span: Duration::from_secs(600),
     };
     let mut state = State::new(&options);
     for s in 0..=600 {

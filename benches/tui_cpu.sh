@@ -9,6 +9,8 @@
 # simulated driver as libnvidia-ml.so.1, so peers (gpustat, nvitop) can be
 # measured on the same machine (see README, Benchmarks, on virtual
 # machines).
+# GPUSCOPE_BENCH_ARGS adds flags to gpuscope's command line (say
+# "--interval 10ms"); node.sh's GPUSCOPE_BENCH_PROCS / _PROBED size the node.
 # Run: bash benches/tui_cpu.sh [SECONDS] [-- PEER COMMAND...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +28,7 @@ cat > "$work/run.sh" <<RUN
 export GPUSCOPE_SIM_SCENARIO=$GPUSCOPE_SIM_SCENARIO XDG_CONFIG_HOME=$work GPUSCOPE_PROBE_DIR=$work/probes LANG=C.UTF-8
 echo \$\$ > $work/pid
 if [ -n "$peer" ]; then LD_LIBRARY_PATH=$work exec $peer; fi
-exec $bin --nvml-lib $work/libnvidia-ml.so.1
+exec $bin --nvml-lib $work/libnvidia-ml.so.1 ${GPUSCOPE_BENCH_ARGS:-}
 RUN
 tmux -L "$sock" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run.sh"
 for _ in $(seq 100); do [ -s "$work/pid" ] && break; sleep 0.1; done

@@ -284,7 +284,13 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
         let collector = collector(&settings, true, &Calls::default())?;
         // In the header, where the dashboard's user sees it (a line on
         // stderr would only show after quitting).
-        let options = tui::TuiOptions { notice: collector.fallback.clone(), ..tui::TuiOptions::from_env(&settings) };
+        // The charts draw from the analyzer's history: one copy, and every
+        // tick in it, not only those the dashboard happened to draw.
+        let options = tui::TuiOptions {
+            notice: collector.fallback.clone(),
+            history: Some(collector.analyzer.history()),
+            ..tui::TuiOptions::from_env(&settings)
+        };
         let (rx, control, _poller) = poller::spawn(collector).map_err(AppError::Runtime)?;
         let runtime = runtime()?;
         let result = runtime.block_on(tui::run(rx, control, options));

@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HistoryConfig {
-    /// How far back charts and trend rules look; memory stays bounded by it.
+    /// How far back the charts reach and trend rules can look; the history
+    /// keeps a fixed number of buckets across it, so memory does not grow
+    /// with it.
     #[serde(with = "humantime_serde")]
     pub window: Duration,
 }

@@ -1,60 +1,61 @@
-//! Analysis: bounded history turned into alerts. The analyzer sees every
-//! snapshot after collection, keeps its own history, and fills in the
-//! snapshot's `alerts` (and this tick's `events`).
+//! Analysis: history turned into alerts. The analyzer sees every snapshot
+//! after collection, records it in the history store (`crate::history`,
+//! which the dashboard's charts read too), and fills in the snapshot's
+//! `alerts` (and this tick's `events`).
 
 pub mod config;
 pub mod engine;
 mod exec;
-pub mod history;
 mod rules;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use config::{AlertsConfig, HistoryConfig};
 use engine::Engine;
-use history::Table;
-use rules::{CounterState, GpuPoint, Inputs, ProcKey, ProcPoint, process_gpus};
+use rules::{CounterState, Floor, Inputs, ProcKey};
 
+use crate::history::{self, Shared, Store};
 use crate::model::{AlertEvent, AlertKind, Change, Snapshot};
 
 pub use exec::{Counts as HookCounts, ExecHook, finish_hooks, resolve as resolve_program};
 
 pub struct Analyzer {
     config: AlertsConfig,
-    gpus: Table<u32, GpuPoint>,
-    procs: Table<ProcKey, ProcPoint>,
+    store: Shared,
     counters: HashMap<ProcKey, CounterState>,
+    /// The leak rule's running per-bucket minima.
+    floors: HashMap<ProcKey, Floor>,
     /// Each PID's start time at the last tick, to tell a recycled PID.
     starts: HashMap<u32, Option<u64>>,
-    /// Each GPU index's UUID at the last tick, to tell when another GPU
-    /// took the index (a reset, hot-plug, a driver reload).
-    uuids: HashMap<u32, String>,
     engine: Engine,
     hook: Option<ExecHook>,
 }
 
 impl Analyzer {
     pub fn new(history: &HistoryConfig, config: AlertsConfig) -> Self {
-        // Rules look back up to their own windows, whatever the history
-        // setting; keep enough for the longest of them.
-        let longest = [history.window, config.fragmentation.window, config.leak.window, config.starved.window]
-            .into_iter()
-            .max()
-            .unwrap_or_default();
-        let window_ms = u64::try_from(longest.as_millis()).unwrap_or(u64::MAX);
+        let store = Store::shared(longest_window(history, &config));
+        Self::with_store(store, config)
+    }
+
+    /// Records into `store`, which others (the dashboard) may read.
+    pub fn with_store(store: Shared, config: AlertsConfig) -> Self {
         let hook = ExecHook::new(&config.exec, config.exec_min_interval);
         Self {
-            gpus: Table::new(window_ms),
-            procs: Table::new(window_ms),
+            store,
             counters: HashMap::new(),
+            floors: HashMap::new(),
             starts: HashMap::new(),
-            uuids: HashMap::new(),
             engine: Engine::default(),
             hook,
             config,
         }
+    }
+
+    /// The store this analyzer records into.
+    pub fn history(&self) -> Shared {
+        self.store.clone()
     }
 
     /// For recordings: the same rules, and never the `[alerts] exec` hook,
@@ -63,16 +64,24 @@ impl Analyzer {
         Self::new(history, AlertsConfig { exec: Vec::new(), ..config })
     }
 
+    /// `for_replay`, recording into `store`.
+    pub fn for_replay_into(store: Shared, config: AlertsConfig) -> Self {
+        Self::with_store(store, AlertsConfig { exec: Vec::new(), ..config })
+    }
+
     pub fn runs_hooks(&self) -> bool {
         self.hook.is_some()
     }
 
     pub fn observe(&mut self, snap: &mut Snapshot) {
         let now_ms = snap.time.time_unix_ms;
-        let moved = self.forget_moved_gpus(snap);
-        self.record(snap, now_ms);
-        let inputs = Inputs { snap, now_ms, gpus: &self.gpus, procs: &self.procs, config: &self.config };
-        let mut verdicts = rules::judge(&inputs, &mut self.counters);
+        let mut store = history::lock(&self.store);
+        let moved = store.record(snap);
+        self.counters.retain(|k, _| !moved.contains(&k.gpu));
+        self.floors.retain(|k, _| !moved.contains(&k.gpu));
+        let inputs = Inputs { snap, now_ms, store: &store, config: &self.config };
+        let mut verdicts = rules::judge(&inputs, &mut self.counters, &mut self.floors);
+        drop(store);
         // A PID now owned by another process: the old process's alerts end
         // here, whatever the new one's (short) history says.
         let starts: HashMap<u32, Option<u64>> =
@@ -101,58 +110,23 @@ impl Analyzer {
         snap.events = events;
     }
 
-    /// Indices whose GPU is not the one of the last tick: their history
-    /// and counters belong to the other GPU, and are dropped.
-    fn forget_moved_gpus(&mut self, snap: &Snapshot) -> HashSet<u32> {
-        let now: HashMap<u32, String> = snap.gpus.iter().filter_map(|g| Some((g.index, g.uuid.clone()?))).collect();
-        let moved: HashSet<u32> =
-            now.iter().filter(|(i, u)| self.uuids.get(*i).is_some_and(|was| was != *u)).map(|(i, _)| *i).collect();
-        self.gpus.retain_keys(|k| !moved.contains(k));
-        self.procs.retain_keys(|k| !moved.contains(&k.gpu));
-        self.counters.retain(|k, _| !moved.contains(&k.gpu));
-        // A GPU whose UUID could not be read this tick keeps its last one.
-        self.uuids.retain(|i, _| snap.gpus.iter().any(|g| g.index == *i));
-        self.uuids.extend(now);
-        moved
-    }
-
-    fn record(&mut self, snap: &Snapshot, now_ms: u64) {
-        for gpu in &snap.gpus {
-            let point = GpuPoint {
-                used: gpu.memory.used,
-                total: gpu.memory.total,
-                free: gpu.memory.free,
-                util: gpu.utilization.gpu,
-            };
-            self.gpus.push(gpu.index, now_ms, point);
-        }
-        let mut present = HashSet::new();
-        for (pk, p, gpu) in process_gpus(snap) {
-            let device = p.allocator.as_ref().and_then(|a| a.devices.iter().find(|d| d.gpu == Some(gpu)));
-            let nvml = p.gpus.iter().find(|g| g.index == gpu).and_then(|g| g.used_memory);
-            let point = ProcPoint {
-                memory: device.and_then(|d| d.allocated).or(nvml),
-                probed: device.is_some(),
-                reserved: device.and_then(|d| d.reserved),
-                inactive_split: device.and_then(|d| d.inactive_split),
-                fragmentation: device.and_then(|d| d.fragmentation),
-            };
-            self.procs.push(pk, now_ms, point);
-            present.insert(pk);
-        }
-        self.procs.retain_keys(|k| present.contains(k));
-        let gpus: HashSet<u32> = snap.gpus.iter().map(|g| g.index).collect();
-        self.gpus.retain_keys(|k| gpus.contains(k));
-    }
-
     /// Points held across all series: bounded by design, checked by tests.
     pub fn history_points(&self) -> usize {
-        self.gpus.total_points() + self.procs.total_points()
+        history::lock(&self.store).total_points()
     }
 
     pub fn timeline(&self) -> impl Iterator<Item = &AlertEvent> {
         self.engine.timeline()
     }
+}
+
+/// Rules look back up to their own windows, whatever the history setting;
+/// the store keeps enough for the longest of them.
+pub fn longest_window(history: &HistoryConfig, config: &AlertsConfig) -> std::time::Duration {
+    [history.window, config.fragmentation.window, config.leak.window, config.starved.window]
+        .into_iter()
+        .max()
+        .unwrap_or_default()
 }
 
 fn raised(e: &AlertEvent, a: &crate::model::Alert) -> bool {

@@ -457,7 +457,7 @@ mod properties {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::analysis::history::MAX_POINTS;
+    use crate::history::MAX_POINTS;
 
     fn step() -> impl Strategy<Value = (u64, f64, u32, bool, u64, u64, u64, u64)> {
         (

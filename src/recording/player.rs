@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, watch};
 use super::Recording;
 use crate::analysis::Analyzer;
 use crate::analysis::config::{AlertsConfig, HistoryConfig};
+use crate::history::{Shared, Store};
 use crate::model::{Change, Snapshot};
 use crate::poller::SnapshotRx;
 
@@ -47,11 +48,13 @@ pub struct Status {
 pub struct Handle {
     pub commands: mpsc::UnboundedSender<Command>,
     pub status: watch::Receiver<Status>,
+    /// The history the player's analyzer records, for the charts.
+    pub history: Shared,
 }
 
 struct Player {
     rec: Arc<Recording>,
-    history: HistoryConfig,
+    store: Shared,
     alerts: AlertsConfig,
     analyzer: Analyzer,
     position: usize,
@@ -89,10 +92,11 @@ pub fn start(
     tokio::task::spawn_blocking(move || {
         let _ = index_tx.send(alert_times(&for_index.0, Analyzer::for_replay(&for_index.1, for_index.2)));
     });
+    let store = Store::shared(crate::analysis::longest_window(&history, &alerts));
     let player = Player {
-        analyzer: Analyzer::for_replay(&history, alerts.clone()),
+        analyzer: Analyzer::for_replay_into(store.clone(), alerts.clone()),
         rec,
-        history,
+        store: store.clone(),
         alerts,
         position: 0,
         speed_index: 1,
@@ -101,7 +105,7 @@ pub fn start(
         note: None,
     };
     tokio::spawn(player.run(snap_tx, cmd_rx, status_tx, index_rx, on_time));
-    (snap_rx, Handle { commands: cmd_tx, status: status_rx })
+    (snap_rx, Handle { commands: cmd_tx, status: status_rx, history: store })
 }
 
 /// Times at which an alert was raised, over the whole recording.
@@ -190,7 +194,9 @@ impl Player {
     fn seek(&mut self, time_ms: u64, snaps: &watch::Sender<Option<Arc<Snapshot>>>, on_time: &impl Fn(u64)) {
         let target = self.rec.position_at(time_ms);
         let from = self.rec.position_at(self.rec.entries[target].time_ms.saturating_sub(WARM_UP_MS));
-        self.analyzer = Analyzer::for_replay(&self.history, self.alerts.clone());
+        // The charts' history starts over with the warm-up, as the alerts'.
+        crate::history::lock(&self.store).clear();
+        self.analyzer = Analyzer::for_replay_into(self.store.clone(), self.alerts.clone());
         for i in from..target {
             if let Ok(mut snap) = self.rec.get(i) {
                 self.analyzer.observe(&mut snap);

@@ -27,7 +27,7 @@ pub enum Action {
     /// The GPU with this index (again: all GPUs).
     Focus(u32),
     /// A click on a process row: select it.
-    Select(crate::tui::history::RowKey),
+    Select(crate::tui::rows::RowKey),
     SortNext,
     SortReverse,
     /// F6: the sort columns in a menu.

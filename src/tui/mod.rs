@@ -7,7 +7,6 @@
 
 mod environ;
 mod event_loop;
-pub mod history;
 pub mod keys;
 pub mod kill;
 pub mod mouse;
@@ -43,6 +42,8 @@ pub async fn replay(
     let clock = Clock::manual(rec.entries.first().map_or(0, |e| e.time_ms));
     options.clock = clock.clone();
     let (snapshots, handle) = crate::recording::player::start(rec, history, alerts, move |t| clock.set(t));
+    // The player's analyzer records the history the charts draw.
+    options.history = Some(handle.history.clone());
     options.replay = Some(handle);
     options.real_terminal = true;
     let mut signals = signals::QuitSignals::new()?;

@@ -5,8 +5,8 @@
 use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
 use ratatui::layout::{Position, Rect};
 
-use crate::tui::history::RowKey;
 use crate::tui::keys::{Action, InputMode};
+use crate::tui::rows::RowKey;
 
 /// What was drawn where in the last frame.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -35,6 +35,11 @@ pub struct TuiOptions {
     pub notice: Option<String>,
     /// `-u` / `-p`.
     pub only: crate::settings::ProcessFilter,
+    /// The analyzer's history store, which the charts then read; `None`:
+    /// the dashboard records what it receives into a store of its own.
+    pub history: Option<crate::history::Shared>,
+    /// How far back the charts reach: `[history] window`.
+    pub span: Duration,
 }
 
 impl TuiOptions {
@@ -53,6 +58,8 @@ impl TuiOptions {
             probe_dir: crate::sources::probe::default_dir(),
             notice: None,
             only: settings.only.clone(),
+            history: None,
+            span: settings.history.window,
         }
     }
 }

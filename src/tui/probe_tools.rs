@@ -6,7 +6,7 @@
 
 use crate::model::{Process, ProcessAllocator};
 use crate::segmap::{MapState, MapUpdate};
-use crate::tui::history::RowKey;
+use crate::tui::rows::RowKey;
 use crate::tui::state::{SegmentsView, State, View};
 use crate::tui::update::{Effect, selected_key};
 

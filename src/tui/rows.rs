@@ -5,7 +5,13 @@
 use std::cmp::Ordering;
 
 use crate::model::{DeviceAllocator, Process, ProcessGpu, Snapshot};
-use crate::tui::history::RowKey;
+
+/// Identifies a process row: one process on one GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RowKey {
+    pub pid: u32,
+    pub gpu: u32,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Column {

@@ -6,12 +6,13 @@ use crate::recording::player::Handle;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::history::{Shared, Store};
 use crate::model::Snapshot;
 use crate::segmap::MapUpdate;
 use crate::tui::TuiOptions;
-use crate::tui::history::{History, RowKey};
 use crate::tui::keys::InputMode;
 use crate::tui::kill::{Signal, Target};
+use crate::tui::rows::RowKey;
 use crate::tui::rows::{self, Row, Sort};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -71,7 +72,12 @@ pub struct State {
     pub latest: Option<Arc<Snapshot>>,
     /// While paused: the snapshot on screen.
     pub frozen: Option<Arc<Snapshot>>,
-    pub history: History,
+    /// The history the charts draw: the analyzer's store, or, when no
+    /// analyzer shares one, the dashboard's own (`records_history`).
+    pub history: Shared,
+    pub records_history: bool,
+    /// How far back the charts reach: `[history] window`.
+    pub span: Duration,
     /// The focused GPU's index; `None` is all.
     pub focus: Option<u32>,
     /// Within the focused GPU, the focused MIG device's index; `None` is
@@ -115,7 +121,9 @@ impl State {
             interval: options.interval,
             latest: None,
             frozen: None,
-            history: History::new(options.interval),
+            history: options.history.clone().unwrap_or_else(|| Store::shared(options.span)),
+            records_history: options.history.is_none(),
+            span: options.span,
             focus: None,
             focus_mig: None,
             selected: None,
@@ -139,7 +147,9 @@ impl State {
     }
 
     pub fn on_snapshot(&mut self, snap: Arc<Snapshot>) {
-        self.history.record(&snap);
+        if self.records_history {
+            crate::history::lock(&self.history).record(&snap);
+        }
         // Focus and selection name a GPU, not an index: when GPUs come and
         // go, they follow it to its new index (or let go when it left).
         if let Some(prev) = &self.latest {

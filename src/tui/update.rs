@@ -5,10 +5,10 @@
 use crate::recording::player::Command;
 use std::time::Duration;
 
-use crate::tui::history::RowKey;
 use crate::tui::keys::Action;
 use crate::tui::kill::{self, Signal, Target};
 use crate::tui::probe_tools;
+use crate::tui::rows::RowKey;
 use crate::tui::rows::{SORTABLE, Sort};
 use crate::tui::state::{Confirm, State, View};
 
@@ -283,7 +283,6 @@ fn change_interval(state: &mut State, to: Duration) -> Option<Effect> {
         return None;
     }
     state.interval = to;
-    state.history.set_interval(to);
     Some(Effect::SetInterval(to))
 }
 
@@ -345,6 +344,8 @@ mod tests {
             probe_dir: "/nonexistent".into(),
             notice: None,
             only: Default::default(),
+            history: None,
+            span: Duration::from_secs(600),
         }
     }
 
@@ -388,7 +389,6 @@ mod tests {
             apply(&mut s, Action::Faster, 0);
         }
         assert_eq!(s.interval, KEY_FASTEST);
-        assert_eq!(s.history.capacity(), 3000, "the history follows the interval, within its cap");
         // Below the dashboard's floor (`--interval 10ms`), `-` never lengthens it.
         let mut s = state(Duration::from_millis(10));
         assert_eq!(apply(&mut s, Action::Faster, 0), None);
@@ -421,8 +421,13 @@ mod tests {
         // GPU a leaves: b is now index 0, and a new GPU c takes index 1.
         s.on_snapshot(gpus_at(&[(0, "GPU-b", 21), (1, "GPU-c", 30)]));
         assert_eq!(s.focus, Some(0), "the focus stays on GPU b");
-        let used: Vec<Option<u64>> = s.history.gpu(Some(1)).iter().map(|p| p.used).collect();
-        assert_eq!(used, [Some(30)], "index 1's chart starts afresh with GPU c");
+        let store = crate::history::lock(&s.history);
+        let used: Vec<Option<f64>> = store
+            .gpu(Some(1))
+            .map(|g| g.recent(u64::MAX).map(|b| b.get(crate::history::gpu::USED).max()).collect())
+            .unwrap_or_default();
+        drop(store);
+        assert_eq!(used, [Some(30.0)], "index 1's chart starts afresh with GPU c");
         s.on_snapshot(gpus_at(&[(0, "GPU-c", 31)]));
         assert_eq!(s.focus, None, "GPU b left: back to all GPUs");
     }

@@ -67,6 +67,8 @@ pub fn options() -> TuiOptions {
         probe_dir: "/nonexistent/gpuscope-probes".into(),
         notice: None,
         only: Default::default(),
+        history: None,
+        span: Duration::from_secs(600),
     }
 }
 
@@ -541,5 +543,6 @@ pub fn replay_handle() -> (
         note: None,
     };
     let (status_tx, status) = tokio::sync::watch::channel(status);
-    (Handle { commands, status }, (commands_rx, status_tx))
+    let history = gpuscope::history::Store::shared(Duration::from_secs(600));
+    (Handle { commands, status, history }, (commands_rx, status_tx))
 }

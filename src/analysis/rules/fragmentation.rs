@@ -1,9 +1,13 @@
 //! Memory trapped in partly used segments: the median of inactive split /
 //! reserved over a window, judged only on processes where it is big enough
-//! to cause an OOM (thresholds in `analysis::config`).
+//! to cause an OOM (thresholds in `analysis::config`). The median is of the store's samples over
+//! the window: raw or one-second buckets at the default window, each
+//! bucket's mean weighted by its samples, so a tick's cost depends on the
+//! window, never on the interval.
 
-use super::{Inputs, Verdicts, key, pct, process_gpus};
+use super::{Inputs, Verdicts, device, key, pct, process_gpus};
 use crate::analysis::engine::{Raise, Verdict};
+use crate::history::process::FRAGMENTATION;
 use crate::model::{AlertKind, Severity};
 use crate::units::bytes;
 
@@ -13,23 +17,27 @@ pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
     let c = &i.config.fragmentation;
     let window_ms = u64::try_from(c.window.as_millis()).unwrap_or(u64::MAX);
     for (pk, p, gpu) in process_gpus(i.snap) {
-        let Some(series) = i.procs.get(&pk) else { continue };
-        let Some((_, now)) = series.last() else { continue };
+        let Some(series) = i.store.process(&pk) else { continue };
+        let now = device(p, gpu);
         // No figure (cudaMallocAsync, expandable segments, no probe): the
         // rule has nothing to say, and an alert raised before clears.
-        let (Some(reserved), Some(split)) = (now.reserved, now.inactive_split) else {
+        let (Some(reserved), Some(split)) = (now.and_then(|d| d.reserved), now.and_then(|d| d.inactive_split)) else {
             v.insert(key(AlertKind::Fragmentation, gpu, Some(p.pid)), Verdict::Clear);
             continue;
         };
-        if now.fragmentation.is_none() {
+        if now.and_then(|d| d.fragmentation).is_none() {
             v.insert(key(AlertKind::Fragmentation, gpu, Some(p.pid)), Verdict::Clear);
             continue;
         }
         let (min_reserved, min_split) = (c.min_reserved_mib * MIB, c.min_inactive_split_mib * MIB);
-        let mut scores: Vec<f64> = series.recent(window_ms).filter_map(|(_, pt)| pt.fragmentation).collect();
+        let mut scores: Vec<(f64, u32)> = series
+            .recent(window_ms)
+            .filter_map(|b| Some((b.get(FRAGMENTATION).mean()?, b.get(FRAGMENTATION).count())))
+            .collect();
+        let samples: usize = scores.iter().map(|(_, n)| *n as usize).sum();
         let verdict = if reserved < min_reserved / 2 || split < min_split / 2 {
             Verdict::Clear
-        } else if reserved < min_reserved || split < min_split || scores.len() < c.min_samples {
+        } else if reserved < min_reserved || split < min_split || samples < c.min_samples {
             // Near the eligibility line, or too few samples yet: no change
             // either way, so a process hovering at 2 GiB does not flap.
             Verdict::Hold
@@ -65,8 +73,39 @@ pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
     }
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 }
+/// The median of values each standing for `n` samples (a bucket's mean):
+/// with one sample each, the plain median (the middle two averaged).
+fn median(values: &mut [(f64, u32)]) -> f64 {
+    values.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let n: u64 = values.iter().map(|(_, n)| u64::from(*n)).sum();
+    let at = |rank: u64| {
+        let mut seen = 0;
+        values.iter().find(|(_, k)| {
+            seen += u64::from(*k);
+            seen > rank
+        })
+    };
+    match (at(n.saturating_sub(1) / 2), at(n / 2)) {
+        (Some(lo), Some(hi)) => (lo.0 + hi.0) / 2.0,
+        _ => f64::NAN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn the_median_of_single_samples_is_the_plain_median() {
+        assert_eq!(median(&mut [(3.0, 1), (1.0, 1), (2.0, 1)]), 2.0);
+        assert_eq!(median(&mut [(4.0, 1), (1.0, 1), (2.0, 1), (3.0, 1)]), 2.5);
+    }
+
+    #[test]
+    fn buckets_count_by_their_samples() {
+        // 0.1 stands for 5 samples, 0.9 for 2: the median is 0.1.
+        assert_eq!(median(&mut [(0.9, 2), (0.1, 5)]), 0.1);
+        assert_eq!(median(&mut [(0.2, 1), (0.4, 1), (0.6, 2)]), 0.5);
+        assert!(median(&mut []).is_nan());
+    }
 }

@@ -3,7 +3,9 @@
 //! through the *minimum* of each tenth of the window, the floor the
 //! saw-tooth returns to, and asks for both real growth and a good fit.
 
-use super::{Inputs, Verdicts, human_duration, key, process_gpus};
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use super::{Inputs, ProcKey, Verdicts, device, human_duration, key, process_gpus};
 use crate::analysis::engine::{Raise, Verdict};
 use crate::model::{AlertKind, Severity};
 use crate::units::bytes;
@@ -11,54 +13,89 @@ use crate::units::bytes;
 const BUCKETS: u64 = 10;
 const MIB: f64 = 1024.0 * 1024.0;
 
-/// The line through per-bucket minima: slope in bytes per millisecond and
-/// R². `None` unless every bucket has data (no gaps, full coverage).
-/// `points` is walked in place, not collected: this runs for every process
-/// on every tick, over ten minutes of samples each.
-pub fn floor_trend<I>(points: I, window_ms: u64) -> Option<(f64, f64)>
-where
-    I: DoubleEndedIterator<Item = (u64, u64)> + Clone,
-{
-    let mut ends = points.clone();
-    let (first, _) = ends.next()?;
-    let last = ends.next_back().map_or(first, |(t, _)| t);
-    if last.saturating_sub(first).saturating_add(window_ms / BUCKETS) < window_ms {
-        return None;
-    }
-    let start = last.saturating_sub(window_ms);
-    let width = (window_ms / BUCKETS).max(1);
-    let mut minima = [None::<(u64, u64)>; BUCKETS as usize];
-    for (t, v) in points.filter(|(t, _)| *t >= start) {
-        let b = (((t - start) / width).min(BUCKETS - 1)) as usize;
-        if minima[b].is_none_or(|(_, m)| v < m) {
-            minima[b] = Some((t, v));
+/// One process's floor: the minimum of each tenth of the window, kept as
+/// the samples come (time-aligned tenths), so a tick costs the same
+/// whatever the interval and however long the history: no rescan.
+#[derive(Debug, Clone, Default)]
+pub struct Floor {
+    /// (tenth's index, time of its minimum, minimum), oldest first.
+    minima: VecDeque<(u64, u64, u64)>,
+    /// The first sample with a figure since the floor (re)started.
+    first_ms: Option<u64>,
+    last_ms: Option<u64>,
+}
+
+impl Floor {
+    /// Adds a sample; time going backwards (a clock step) starts afresh.
+    pub fn push(&mut self, t_ms: u64, value: Option<u64>, window_ms: u64) {
+        if self.last_ms.is_some_and(|last| last >= t_ms) {
+            *self = Self::default();
+        }
+        let Some(v) = value else { return };
+        self.first_ms.get_or_insert(t_ms);
+        self.last_ms = Some(t_ms);
+        let tenth = t_ms / width(window_ms);
+        match self.minima.back_mut() {
+            Some(b) if b.0 == tenth => {
+                if v < b.2 {
+                    *b = (tenth, t_ms, v);
+                }
+            }
+            _ => self.minima.push_back((tenth, t_ms, v)),
+        }
+        while self.minima.front().is_some_and(|(i, _, _)| i + BUCKETS <= tenth) {
+            self.minima.pop_front();
         }
     }
-    let pts: Vec<(f64, f64)> =
-        minima.into_iter().collect::<Option<Vec<_>>>()?.into_iter().map(|(t, v)| (t as f64, v as f64)).collect();
-    let n = pts.len() as f64;
-    let (mx, my) = (pts.iter().map(|p| p.0).sum::<f64>() / n, pts.iter().map(|p| p.1).sum::<f64>() / n);
-    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    let syy: f64 = pts.iter().map(|p| (p.1 - my).powi(2)).sum();
+
+    /// The line through the minima of the last ten tenths: slope in bytes
+    /// per millisecond and R². `None` unless every tenth has data and the
+    /// samples cover the window.
+    pub fn trend(&self, window_ms: u64) -> Option<(f64, f64)> {
+        let (first, last) = (self.first_ms?, self.last_ms?);
+        if last.saturating_sub(first).saturating_add(width(window_ms)) < window_ms
+            || self.minima.len() < BUCKETS as usize
+        {
+            return None;
+        }
+        fit(self.minima.iter().map(|(_, t, v)| (*t as f64, *v as f64)))
+    }
+}
+
+fn width(window_ms: u64) -> u64 {
+    (window_ms / BUCKETS).max(1)
+}
+
+/// Least squares through the points; a flat floor fits a flat line
+/// perfectly: R² = 1 (slope 0).
+fn fit(points: impl Iterator<Item = (f64, f64)> + Clone) -> Option<(f64, f64)> {
+    let n = points.clone().count() as f64;
+    let (mx, my) = points.clone().fold((0.0, 0.0), |(x, y), p| (x + p.0 / n, y + p.1 / n));
+    let (sxx, sxy, syy) = points.fold((0.0, 0.0, 0.0), |(xx, xy, yy), (x, y)| {
+        (xx + (x - mx).powi(2), xy + (x - mx) * (y - my), yy + (y - my).powi(2))
+    });
     if sxx == 0.0 {
         return None;
     }
     let slope = sxy / sxx;
-    // A flat floor fits a flat line perfectly; call that R² = 1 (slope 0).
     let r2 = if syy == 0.0 { 1.0 } else { (sxy * sxy) / (sxx * syy) };
     Some((slope, r2))
 }
 
-pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
+pub fn judge(i: &Inputs<'_>, floors: &mut HashMap<ProcKey, Floor>, v: &mut Verdicts) {
     let c = &i.config.leak;
     let window_ms = u64::try_from(c.window.as_millis()).unwrap_or(u64::MAX);
     let min_growth = c.min_growth_mib as f64 * MIB;
+    let mut seen = HashSet::new();
     for (pk, p, gpu) in process_gpus(i.snap) {
-        let Some(series) = i.procs.get(&pk) else { continue };
-        let points = series.recent(window_ms).filter_map(|(t, pt)| Some((*t, pt.memory?)));
-        let probed = series.last().is_some_and(|(_, pt)| pt.probed);
-        let verdict = match floor_trend(points, window_ms) {
+        // Tensors' bytes from the probe, else NVML's figure for the process.
+        let dev = device(p, gpu);
+        let nvml = p.gpus.iter().find(|g| g.index == gpu).and_then(|g| g.used_memory);
+        let floor = floors.entry(pk).or_default();
+        floor.push(i.now_ms, dev.and_then(|d| d.allocated).or(nvml), window_ms);
+        seen.insert(pk);
+        let probed = dev.is_some();
+        let verdict = match floor.trend(window_ms) {
             None => Verdict::Hold,
             Some((slope, r2)) => {
                 let growth = slope * window_ms as f64;
@@ -91,6 +128,7 @@ pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
         };
         v.insert(key(AlertKind::Leak, gpu, Some(p.pid)), verdict);
     }
+    floors.retain(|k, _| seen.contains(k));
 }
 
 #[cfg(test)]
@@ -110,16 +148,24 @@ mod tests {
             .collect()
     }
 
+    fn floor_trend(points: Vec<(u64, u64)>, window_ms: u64) -> Option<(f64, f64)> {
+        let mut floor = Floor::default();
+        for (t, v) in points {
+            floor.push(t, Some(v), window_ms);
+        }
+        floor.trend(window_ms)
+    }
+
     #[test]
     fn a_steady_floor_is_not_a_leak_however_big_the_sawtooth() {
-        let (slope, _) = floor_trend(sawtooth(0, 300).into_iter(), 300_000).unwrap();
+        let (slope, _) = floor_trend(sawtooth(0, 300), 300_000).unwrap();
         assert!(slope.abs() * 300_000.0 < 64.0 * MIB, "{slope}");
     }
 
     #[test]
     fn a_rising_floor_under_the_sawtooth_is_found() {
         // 1 MiB/s: 300 MiB over five minutes.
-        let (slope, r2) = floor_trend(sawtooth(1 << 20, 300).into_iter(), 300_000).unwrap();
+        let (slope, r2) = floor_trend(sawtooth(1 << 20, 300), 300_000).unwrap();
         let growth = slope * 300_000.0;
         assert!((growth - 300.0 * MIB).abs() < 40.0 * MIB, "{}", growth / MIB);
         assert!(r2 > 0.9, "{r2}");
@@ -127,9 +173,9 @@ mod tests {
 
     #[test]
     fn too_short_or_gappy_histories_say_nothing() {
-        assert_eq!(floor_trend(sawtooth(1 << 20, 100).into_iter(), 300_000), None);
+        assert_eq!(floor_trend(sawtooth(1 << 20, 100), 300_000), None);
         let mut gappy = sawtooth(1 << 20, 300);
         gappy.retain(|(t, _)| !(100_000..200_000).contains(t));
-        assert_eq!(floor_trend(gappy.into_iter(), 300_000), None);
+        assert_eq!(floor_trend(gappy, 300_000), None);
     }
 }

@@ -3,6 +3,7 @@
 
 use super::{Inputs, Verdicts, human_duration, key};
 use crate::analysis::engine::{Raise, Verdict};
+use crate::history::gpu::UTIL;
 use crate::model::{AlertKind, ProbeState, Severity};
 use crate::units::bytes;
 
@@ -30,14 +31,17 @@ pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
             v.insert(k, Verdict::Clear);
             continue;
         };
-        let Some(series) = i.gpus.get(&gpu.index) else { continue };
-        let utils: Vec<f64> = series.recent(window_ms).filter_map(|(_, pt)| pt.util.map(f64::from)).collect();
+        let Some(series) = i.store.gpu(Some(gpu.index)) else { continue };
+        // Each bucket's mean weighted by its samples: the plain average.
+        let (sum, n) = series.recent(window_ms).map(|b| b.get(UTIL)).fold((0.0, 0u64), |(sum, n), u| {
+            (sum + u.mean().unwrap_or(0.0) * f64::from(u.count()), n + u64::from(u.count()))
+        });
         // The average must cover the whole window, not a few samples.
-        if utils.len() < 3 || series.span_ms().saturating_add(window_ms / 10) < window_ms {
+        if n < 3 || series.span_ms().saturating_add(window_ms / 10) < window_ms {
             v.insert(k, Verdict::Hold);
             continue;
         }
-        let avg = utils.iter().sum::<f64>() / utils.len() as f64;
+        let avg = sum / n as f64;
         let verdict = if avg < c.max_utilization {
             Verdict::Raise(Raise {
                 severity: Severity::Info,

@@ -45,32 +45,35 @@ pub fn plot(layers: &[Layer], max: f64, width: usize, height: usize) -> Vec<Line
 }
 
 /// Samples spread over `width` columns by time, from `from_ms` to `to_ms`;
-/// several samples in one column are combined with `merge`.
+/// `time` gives the first and last instant a sample stands for (a bucket
+/// of history covers every column of its slot); several samples in one
+/// column are combined with `merge`.
 pub fn columns<T>(
     points: impl IntoIterator<Item = T>,
     from_ms: u64,
     to_ms: u64,
     width: usize,
-    time: impl Fn(&T) -> u64,
+    time: impl Fn(&T) -> (u64, u64),
     value: impl Fn(&T) -> Option<f64>,
     merge: Merge,
 ) -> Vec<Option<f64>> {
     let mut acc: Vec<(f64, usize)> = vec![(0.0, 0); width];
     let span = to_ms.saturating_sub(from_ms).max(1) as f64;
+    let x = |t: u64| ((((t - from_ms) as f64 / span) * width as f64) as usize).min(width.saturating_sub(1));
     for p in points {
-        let t = time(&p);
+        let (first, last) = time(&p);
         let Some(v) = value(&p) else { continue };
-        if width == 0 || t < from_ms || t > to_ms {
+        if width == 0 || last < from_ms || last > to_ms {
             continue;
         }
-        let x = (((t - from_ms) as f64 / span) * width as f64) as usize;
-        let (sum, n) = &mut acc[x.min(width - 1)];
-        *sum = match merge {
-            Merge::Max if *n > 0 => sum.max(v),
-            Merge::Max => v,
-            Merge::Mean => *sum + v,
-        };
-        *n += 1;
+        for (sum, n) in &mut acc[x(first.max(from_ms))..=x(last)] {
+            *sum = match merge {
+                Merge::Max if *n > 0 => sum.max(v),
+                Merge::Max => v,
+                Merge::Mean => *sum + v,
+            };
+            *n += 1;
+        }
     }
     acc.into_iter()
         .map(|(v, n)| match (n, merge) {
@@ -116,10 +119,14 @@ mod tests {
     #[test]
     fn columns_by_time() {
         let pts = [(0u64, 1.0), (10, 3.0), (50, 5.0), (99, 2.0), (150, 9.0)];
-        let max = columns(pts, 0, 100, 4, |p| p.0, |p| Some(p.1), Merge::Max);
+        let max = columns(pts, 0, 100, 4, |p| (p.0, p.0), |p| Some(p.1), Merge::Max);
         assert_eq!(max, [Some(3.0), None, Some(5.0), Some(2.0)]);
-        let mean = columns(pts, 0, 100, 4, |p| p.0, |p| Some(p.1), Merge::Mean);
+        let mean = columns(pts, 0, 100, 4, |p| (p.0, p.0), |p| Some(p.1), Merge::Mean);
         assert_eq!(mean[0], Some(2.0));
-        assert!(columns(pts, 0, 100, 0, |p| p.0, |p| Some(p.1), Merge::Max).is_empty());
+        assert!(columns(pts, 0, 100, 0, |p| (p.0, p.0), |p| Some(p.1), Merge::Max).is_empty());
+        // A bucket from 20 to 60 covers columns 0 to 2; its start before
+        // the window is cut off.
+        let wide = columns([(20u64, 60u64, 7.0), (0, 110, 1.0)], 0, 100, 4, |p| (p.0, p.1), |p| Some(p.2), Merge::Max);
+        assert_eq!(wide, [Some(7.0), Some(7.0), Some(7.0), None]);
     }
 }

@@ -2,7 +2,7 @@
 //! first, then what the figures themselves suggest.
 
 use crate::model::{Alert, AlertKind, DeviceAllocator, ProbeState, Process, ProcessAllocator, Snapshot};
-use crate::tui::history::RowKey;
+use crate::tui::rows::RowKey;
 use crate::units::bytes;
 
 const GIB: u64 = 1 << 30;

@@ -6,45 +6,79 @@ use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
-use crate::tui::history::{GpuPoint, ProcessPoint, RowKey};
+use crate::history::{Bucket, Series, gpu as g, lock, process as pr};
 use crate::tui::render::Ctx;
 use crate::tui::render::chart::{Layer, Merge, columns, plot};
 use crate::tui::render::format::{bytes_short, duration_short};
 use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{right, spread};
+use crate::tui::rows::RowKey;
 
 const LEFT_AXIS: usize = 7;
 const RIGHT_AXIS: usize = 5;
 
-/// The window the charts cover, ending at the data on screen.
+/// The window the charts cover, `[history] window`, ending at the data on
+/// screen.
 fn window(ctx: &Ctx) -> (u64, u64, u64) {
     let to = ctx.snap.map_or(ctx.now_ms, |s| s.time.time_unix_ms);
-    let span = u64::try_from(ctx.state.history.window(ctx.state.interval).as_millis()).unwrap_or(u64::MAX);
+    let span = u64::try_from(ctx.state.span.as_millis()).unwrap_or(u64::MAX).max(1);
     (to.saturating_sub(span), to, span)
+}
+
+/// The buckets a chart from `from` to `to` draws, and the slot each covers.
+struct Points<'a, const N: usize> {
+    buckets: Vec<&'a Bucket<N>>,
+    width_ms: u64,
+}
+
+impl<'a, const N: usize> Points<'a, N> {
+    fn of(series: Option<&'a Series<N>>, from: u64, to: u64) -> Self {
+        let buckets = series.map(|s| s.since(from).filter(|b| b.t_ms <= to).collect()).unwrap_or_default();
+        Self { buckets, width_ms: series.map_or(0, |s| s.width_since(from)) }
+    }
+
+    /// From the start of a bucket's slot to its newest sample.
+    fn slot(&self, b: &Bucket<N>) -> (u64, u64) {
+        (b.t_ms - b.t_ms.checked_rem(self.width_ms).unwrap_or(0), b.t_ms)
+    }
+
+    fn columns(
+        &self,
+        (from, to): (u64, u64),
+        w: usize,
+        value: impl Fn(&Bucket<N>) -> Option<f64>,
+        m: Merge,
+    ) -> Vec<Option<f64>> {
+        columns(self.buckets.iter().copied(), from, to, w, |b| self.slot(b), |b| value(b), m)
+    }
+
+    /// Memory is drawn by each bucket's max, so a peak shorter than a
+    /// bucket still shows.
+    fn peaks(&self, window: (u64, u64), w: usize, field: usize) -> Vec<Option<f64>> {
+        self.columns(window, w, |b| b.get(field).max(), Merge::Max)
+    }
 }
 
 pub fn gpu(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     let (sym, t) = (ctx.sym, &ctx.theme);
     let (from, to, span) = window(ctx);
     let focus = ctx.state.focus;
-    let points: Vec<&GpuPoint> =
-        ctx.state.history.gpu(focus).iter().filter(|p| p.t_ms >= from && p.t_ms <= to).collect();
-    let probed = points.iter().any(|p| p.reserved.is_some());
-    let max = points.iter().filter_map(|p| p.total.or(p.used)).max().unwrap_or(0) as f64;
+    let store = lock(&ctx.state.history);
+    let points = Points::of(store.gpu(focus), from, to);
+    let probed = points.buckets.iter().any(|b| b.get(g::RESERVED).count() > 0);
+    let max = points.buckets.iter().filter_map(|b| b.get(g::TOTAL).max().or(b.get(g::USED).max())).fold(0.0, f64::max);
     let w = (area.width as usize).saturating_sub(LEFT_AXIS + RIGHT_AXIS);
-    let col = |f: fn(&GpuPoint) -> Option<u64>| {
-        columns(points.iter().copied(), from, to, w, |p| p.t_ms, |p| f(p).map(|v| v as f64), Merge::Max)
-    };
+    let col = |field| points.peaks((from, to), w, field);
     let used_symbol = if probed { sym.other } else { sym.used };
-    let mut layers = vec![Layer { values: col(|p| p.used), symbol: used_symbol, style: t.other, fill: true }];
+    let mut layers = vec![Layer { values: col(g::USED), symbol: used_symbol, style: t.other, fill: true }];
     let mut legend = vec![(used_symbol, "used", t.other)];
     if probed {
-        layers.push(Layer { values: col(|p| p.reserved), symbol: sym.cached, style: t.cached, fill: true });
-        layers.push(Layer { values: col(|p| p.allocated), symbol: sym.allocated, style: t.allocated, fill: true });
+        layers.push(Layer { values: col(g::RESERVED), symbol: sym.cached, style: t.cached, fill: true });
+        layers.push(Layer { values: col(g::ALLOCATED), symbol: sym.allocated, style: t.allocated, fill: true });
         legend.extend([(sym.cached, "reserved", t.cached), (sym.allocated, "allocated", t.allocated)]);
     }
-    let util =
-        columns(points.iter().copied(), from, to, w, |p| p.t_ms, |p| p.util.map(|u| u / 100.0 * max), Merge::Mean);
+    let util = points.columns((from, to), w, |b| b.get(g::UTIL).mean().map(|u| u / 100.0 * max), Merge::Mean);
+    drop(store);
     layers.push(Layer { values: util, symbol: sym.util, style: t.util, fill: false });
     legend.push((sym.util, "util", t.util));
     let name = focus.map_or_else(|| "all GPUs".to_string(), |i| format!("GPU {i}"));
@@ -55,22 +89,27 @@ pub fn gpu(frame: &mut Frame, area: Rect, ctx: &Ctx) {
 pub fn process(frame: &mut Frame, area: Rect, ctx: &Ctx, key: RowKey) {
     let (sym, t) = (ctx.sym, &ctx.theme);
     let (from, to, span) = window(ctx);
-    let points: Vec<&ProcessPoint> =
-        ctx.state.history.process(key).iter().filter(|p| p.t_ms >= from && p.t_ms <= to).collect();
+    let store = lock(&ctx.state.history);
+    let points = Points::of(store.process_row(key.pid, key.gpu), from, to);
     // A fifth of headroom, so a flat line does not look like a full GPU.
-    let max = points.iter().flat_map(|p| [p.nvml, p.reserved, p.allocated]).flatten().max().unwrap_or(0) as f64 * 1.25;
-    let probed = points.iter().any(|p| p.reserved.is_some() || p.allocated.is_some());
+    let max = points
+        .buckets
+        .iter()
+        .flat_map(|b| [pr::NVML, pr::RESERVED, pr::ALLOCATED].map(|f| b.get(f).max()))
+        .flatten()
+        .fold(0.0, f64::max)
+        * 1.25;
+    let probed = points.buckets.iter().any(|b| b.get(pr::RESERVED).count() > 0 || b.get(pr::ALLOCATED).count() > 0);
     let w = (area.width as usize).saturating_sub(LEFT_AXIS + RIGHT_AXIS);
-    let col = |f: fn(&ProcessPoint) -> Option<u64>| {
-        columns(points.iter().copied(), from, to, w, |p| p.t_ms, |p| f(p).map(|v| v as f64), Merge::Max)
-    };
-    let mut layers = vec![Layer { values: col(|p| p.nvml), symbol: sym.other, style: t.other, fill: true }];
+    let col = |field| points.peaks((from, to), w, field);
+    let mut layers = vec![Layer { values: col(pr::NVML), symbol: sym.other, style: t.other, fill: true }];
     let mut legend = vec![(sym.other, "NVML", t.other)];
     if probed {
-        layers.push(Layer { values: col(|p| p.reserved), symbol: sym.cached, style: t.cached, fill: true });
-        layers.push(Layer { values: col(|p| p.allocated), symbol: sym.allocated, style: t.allocated, fill: true });
+        layers.push(Layer { values: col(pr::RESERVED), symbol: sym.cached, style: t.cached, fill: true });
+        layers.push(Layer { values: col(pr::ALLOCATED), symbol: sym.allocated, style: t.allocated, fill: true });
         legend.extend([(sym.cached, "reserved", t.cached), (sym.allocated, "allocated", t.allocated)]);
     }
+    drop(store);
     let title = format!(" Memory of PID {} on GPU {} {} {} ", key.pid, key.gpu, sym.dot, duration_short(span));
     draw(frame, area, ctx, Chart { title, legend, layers, max, top: bytes_short(max as u64), percent: false, span });
 }

@@ -1,0 +1,189 @@
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::model::{Gpu, GpuState, ProcessGpu, ProcessType};
+
+const ONE: [Tier; 3] =
+    [Tier { width_ms: 0, len: 4 }, Tier { width_ms: 1_000, len: 5 }, Tier { width_ms: 10_000, len: 3 }];
+
+fn series(points: &[(u64, Option<f64>)]) -> Series<1> {
+    let mut s = Series::new(&ONE);
+    for (t, v) in points {
+        s.push(*t, &[*v]);
+    }
+    s
+}
+
+fn snap(t_ms: u64, gpus: &[(u32, &str, u64)], pids: &[u32]) -> Snapshot {
+    let gpus: Vec<Gpu> = gpus
+        .iter()
+        .map(|&(i, uuid, used)| {
+            let mut g = Gpu::blank(i, GpuState::Ok);
+            g.uuid = Some(uuid.into());
+            g.memory.used = Some(used);
+            g.memory.total = Some(100);
+            g.utilization.gpu = Some(i * 10);
+            g
+        })
+        .collect();
+    let processes: Vec<serde_json::Value> = pids
+        .iter()
+        .map(|&pid| {
+            let gpu = ProcessGpu {
+                index: 0,
+                kind: ProcessType::Compute,
+                used_memory: Some(u64::from(pid)),
+                mig_device: None,
+                mig_uuid: None,
+            };
+            serde_json::json!({
+                "pid": pid, "gpus": [gpu], "gpu_memory_total": pid, "name": null, "user": null, "command": null,
+                "start_time": null, "start_time_unix_ms": null, "parent_pid": null, "cpu_percent": null,
+                "host_memory": null, "allocator": null
+            })
+        })
+        .collect();
+    let json = serde_json::json!({
+        "schema_version": 1, "time": "x", "time_unix_ms": t_ms, "interval_ms": 1000,
+        "collection_ms": 0.0, "simulated": true, "host": {}, "driver": {},
+        "gpus": gpus, "processes": processes, "alerts": [],
+        "sources": { "nvml": { "ok": true, "error": null }, "host": { "ok": true, "error": null },
+                     "probes": { "ok": true, "error": null, "directory": null, "files": 0, "skipped": 0, "last_skipped": null } }
+    });
+    serde_json::from_value(json).unwrap()
+}
+
+#[test]
+fn raw_points_then_coarser_tiers_as_the_span_grows() {
+    let s = series(&(0..30).map(|i| (i * 500, Some(i as f64))).collect::<Vec<_>>());
+    // The last 2 s: the raw ring, one bucket per sample.
+    let raw: Vec<u64> = s.recent(1_500).map(|b| b.t_ms).collect();
+    assert_eq!(raw, [13_000, 13_500, 14_000, 14_500]);
+    // The last 4 s: seconds, each the newest sample's time, two samples each.
+    let secs: Vec<(u64, Option<f64>, Option<f64>, u32)> =
+        s.recent(4_000).map(|b| (b.t_ms, b.get(0).min(), b.get(0).max(), b.get(0).count())).collect();
+    assert_eq!(secs[0], (10_500, Some(20.0), Some(21.0), 2));
+    assert_eq!(secs.len(), 5);
+    // Further back than the seconds reach: the ten-second buckets.
+    let tens: Vec<(Option<f64>, Option<f64>, Option<f64>)> =
+        s.recent(60_000).map(|b| (b.get(0).min(), b.get(0).mean(), b.get(0).max())).collect();
+    assert_eq!(tens, [(Some(0.0), Some(9.5), Some(19.0)), (Some(20.0), Some(24.5), Some(29.0))]);
+}
+
+#[test]
+fn a_peak_survives_aggregation() {
+    let mut pts: Vec<(u64, Option<f64>)> = (0..100).map(|i| (i * 100, Some(1.0))).collect();
+    pts[37].1 = Some(50.0);
+    let s = series(&pts);
+    let peak = s.recent(u64::MAX).filter_map(|b| b.get(0).max()).fold(0.0, f64::max);
+    assert_eq!(peak, 50.0);
+    let floor = s.recent(u64::MAX).filter_map(|b| b.get(0).min()).fold(f64::MAX, f64::min);
+    assert_eq!(floor, 1.0);
+}
+
+#[test]
+fn a_bucket_of_unavailable_points_is_unavailable() {
+    let s = series(&[(0, None), (100, None), (1_000, Some(0.0)), (1_100, None)]);
+    let (_, secs) = s.tiers().nth(1).unwrap();
+    let secs: Vec<(Option<f64>, Option<f64>, u32)> =
+        secs.iter().map(|b| (b.get(0).max(), b.get(0).mean(), b.get(0).count())).collect();
+    assert_eq!(secs, [(None, None, 0), (Some(0.0), Some(0.0), 1)], "0 is a value, None is not");
+}
+
+#[test]
+fn a_clock_step_starts_afresh() {
+    let mut s = series(&[(5_000, Some(1.0)), (6_000, Some(2.0))]);
+    s.push(1_000, &[Some(3.0)]);
+    assert_eq!(s.len(), 3, "one bucket in each tier");
+    assert_eq!(s.span_ms(), 0);
+    assert_eq!(s.recent(u64::MAX).filter_map(|b| b.get(0).max()).collect::<Vec<_>>(), [3.0]);
+}
+
+#[test]
+fn memory_is_bounded_whatever_the_interval_and_run_length() {
+    let mut s: Series<1> = Series::new(&ONE);
+    for t in 0..200_000u64 {
+        s.push(t * 7, &[Some(t as f64)]);
+    }
+    assert_eq!(s.len(), 4 + 5 + 3);
+    assert!(s.capacity() <= 4 + 5 + 3, "{}", s.capacity());
+    let store = {
+        let mut st = Store::new(Duration::from_secs(600));
+        for t in 0..5_000u64 {
+            st.record(&snap(t * 10, &[(0, "GPU-a", t)], &[1, 2]));
+        }
+        st
+    };
+    let per_gpu = GPU_RAW + GPU_SECONDS + GPU_SPAN_BUCKETS + 1;
+    let per_process = PROCESS_RAW + PROCESS_SECONDS + PROCESS_SPAN_BUCKETS + 1;
+    assert!(store.total_points() <= per_gpu + 2 * per_process, "{}", store.total_points());
+    assert_eq!(MAX_POINTS, per_gpu);
+}
+
+#[test]
+fn departed_processes_go_after_the_window_and_beyond_the_cap_live_ones_stay() {
+    let mut st = Store::new(Duration::from_secs(600));
+    st.record(&snap(0, &[(0, "GPU-a", 1)], &[1]));
+    st.record(&snap(1_000, &[(0, "GPU-a", 1)], &[2]));
+    assert_eq!(st.process_series(), 2, "a process that left keeps its chart for a while");
+    st.record(&snap(700_000, &[(0, "GPU-a", 1)], &[2]));
+    assert!(st.process_row(1, 0).is_none());
+    let many: Vec<u32> = (100..100 + MAX_PROCESS_SERIES as u32 + 10).collect();
+    st.record(&snap(701_000, &[(0, "GPU-a", 1)], &many));
+    assert_eq!(st.process_series(), MAX_PROCESS_SERIES + 10, "processes on a GPU now keep theirs");
+    st.record(&snap(702_000, &[(0, "GPU-a", 1)], &[5]));
+    assert_eq!(st.process_series(), MAX_PROCESS_SERIES, "the longest quiet went first");
+    assert!(st.process_row(5, 0).is_some());
+}
+
+#[test]
+fn another_gpu_at_an_index_and_a_vanished_gpu_drop_their_series() {
+    let mut st = Store::new(Duration::from_secs(600));
+    st.record(&snap(0, &[(0, "GPU-a", 10), (1, "GPU-b", 20)], &[7]));
+    let moved = st.record(&snap(1_000, &[(0, "GPU-c", 30)], &[]));
+    assert_eq!(moved, HashSet::from([0]));
+    let used: Vec<Option<f64>> =
+        st.gpu(Some(0)).map(|s| s.recent(u64::MAX).map(|b| b.get(gpu::USED).max()).collect()).unwrap_or_default();
+    assert_eq!(used, [Some(30.0)]);
+    assert!(st.gpu(Some(1)).is_none());
+    assert!(st.process_row(7, 0).is_none(), "the process's GPU is another now");
+    let all = st.gpu(None).and_then(|s| s.recent(0).next().map(|b| b.get(gpu::USED).max()));
+    assert_eq!(all, Some(Some(30.0)));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Every raw point lies within the min and max of each bucket it went
+    /// into, in every tier, and each bucket's mean within those too.
+    #[test]
+    fn buckets_bracket_every_point(steps in prop::collection::vec((1u64..3_000, prop::option::of(-1e12f64..1e12)), 1..300)) {
+        let mut s: Series<1> = Series::new(&ONE);
+        let mut t = 0;
+        let mut pushed = Vec::new();
+        for (dt, v) in steps {
+            t += dt;
+            s.push(t, &[v]);
+            pushed.push((t, v));
+        }
+        for (tier, buckets) in s.tiers() {
+            let w = tier.width_ms;
+            for b in buckets {
+                let inside: Vec<f32> = pushed.iter()
+                    .filter(|(pt, _)| pt.checked_div(w).map_or(*pt == b.t_ms, |i| Some(i) == b.t_ms.checked_div(w)))
+                    .filter_map(|(_, v)| v.map(|v| v as f32)).collect();
+                let a = b.get(0);
+                prop_assert_eq!(a.count() as usize, inside.len());
+                for v in &inside {
+                    prop_assert!(a.min().is_some_and(|m| m <= f64::from(*v)) && a.max().is_some_and(|m| m >= f64::from(*v)));
+                }
+                if let (Some(lo), Some(mean), Some(hi)) = (a.min(), a.mean(), a.max()) {
+                    let slack = hi.abs().max(lo.abs()) * 1e-5;
+                    prop_assert!(lo - slack <= mean && mean <= hi + slack, "{} {} {}", lo, mean, hi);
+                }
+            }
+        }
+    }
+}
