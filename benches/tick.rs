@@ -13,6 +13,9 @@
 //!   process), the dashboard's per-tick cost of 64 probed ranks; the tick
 //!   benchmarks then include those files too.
 //!
+//! - `tick_8x512_with_128_probes/...`: the scale target, 8 GPUs with 512
+//!   processes of which 128 have probe files.
+//!
 //! Run: `cargo bench --bench tick`
 
 // Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
@@ -37,6 +40,58 @@ use ratatui::backend::TestBackend;
 
 const GPUS: usize = 8;
 const PROCESSES: usize = 64;
+
+/// Real processes for the simulated GPUs to list, killed when dropped.
+struct Sleepers(Vec<Child>);
+
+impl Sleepers {
+    fn spawn(n: usize) -> Self {
+        Self((0..n).map(|_| Command::new("sleep").arg("600").stdin(Stdio::null()).spawn().expect("sleep")).collect())
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.0.iter().map(Child::id).collect()
+    }
+}
+
+impl Drop for Sleepers {
+    fn drop(&mut self) {
+        for s in &mut self.0 {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+    }
+}
+
+/// A private probe directory (0700, as the probe makes it) with a file for
+/// each of `pids`.
+fn probe_dir_for(root: &Path, pids: &[u32]) -> std::path::PathBuf {
+    let probe_dir = root.join("gpuscope").join("probes");
+    std::fs::create_dir_all(&probe_dir).unwrap();
+    for d in [probe_dir.parent().unwrap(), probe_dir.as_path()] {
+        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    }
+    for &pid in pids {
+        let ticks = start_ticks(Path::new("/proc"), pid).unwrap();
+        std::fs::write(probe_dir.join(format!("{pid}-{ticks}.json")), probe_file(pid, ticks)).unwrap();
+    }
+    probe_dir
+}
+
+/// The simulator's own count of the time spent inside its NVML functions.
+/// The same path gives the same loaded library, so this reads the counter
+/// of the instance the collector uses.
+fn busy_counter(lib: &Path) -> unsafe extern "C" fn() -> u64 {
+    // SAFETY: the simulator exports this symbol with this signature, and the
+    // library stays loaded (forgotten) for as long as the pointer is used.
+    unsafe {
+        let lib = libloading::Library::new(lib).unwrap();
+        let f: libloading::Symbol<unsafe extern "C" fn() -> u64> = lib.get(b"gpuscope_sim_busy_ns").unwrap();
+        let f = *f;
+        std::mem::forget(lib);
+        f
+    }
+}
 
 fn scenario(pids: &[u32]) -> String {
     let mut s = String::new();
@@ -74,9 +129,8 @@ fn thread_cpu() -> Duration {
 }
 
 fn bench(c: &mut Criterion) {
-    let mut sleepers: Vec<Child> =
-        (0..PROCESSES).map(|_| Command::new("sleep").arg("600").stdin(Stdio::null()).spawn().expect("sleep")).collect();
-    let pids: Vec<u32> = sleepers.iter().map(Child::id).collect();
+    let sleepers = Sleepers::spawn(PROCESSES);
+    let pids = sleepers.pids();
     let dir = tempfile::tempdir().unwrap();
     let lib = dir.path().join("libnvidia-ml.so.1");
     std::fs::copy(env!("GPUSCOPE_SIM_LIB"), &lib).unwrap();
@@ -98,27 +152,10 @@ fn bench(c: &mut Criterion) {
     let first = collector.tick();
     assert_eq!((first.gpus.len(), first.processes.len()), (GPUS, PROCESSES));
 
-    // The same path gives the same loaded library, so this reads the
-    // counter of the instance the collector uses.
-    // SAFETY: the simulator exports this symbol with this signature.
-    let busy_ns = unsafe {
-        let lib = libloading::Library::new(Path::new(&lib)).unwrap();
-        let f: libloading::Symbol<unsafe extern "C" fn() -> u64> = lib.get(b"gpuscope_sim_busy_ns").unwrap();
-        let f = *f;
-        std::mem::forget(lib);
-        f
-    };
+    let busy_ns = busy_counter(&lib);
 
     // 64 probe files, one per live process, as 64 probed ranks would write.
-    let probe_dir = dir.path().join("gpuscope").join("probes");
-    std::fs::create_dir_all(&probe_dir).unwrap();
-    for d in [probe_dir.parent().unwrap(), probe_dir.as_path()] {
-        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-    }
-    for &pid in &pids {
-        let ticks = start_ticks(Path::new("/proc"), pid).unwrap();
-        std::fs::write(probe_dir.join(format!("{pid}-{ticks}.json")), probe_file(pid, ticks)).unwrap();
-    }
+    let probe_dir = probe_dir_for(dir.path(), &pids);
     let mut probes = FileProbes::new(probe_dir.clone());
     assert_eq!(probes.sample().reports.len(), PROCESSES);
     c.bench_function("probes/read_64", |b| b.iter(|| probes.sample()));
@@ -130,11 +167,24 @@ fn bench(c: &mut Criterion) {
     render(c, &template);
     collector.probes = Box::new(FileProbes::new(probe_dir));
     tick_group(c, "tick_with_64_probes", &mut collector, busy_ns);
+    drop(sleepers);
 
-    for s in &mut sleepers {
-        let _ = s.kill();
-        let _ = s.wait();
-    }
+    // The scale target: 8 GPUs x 512 processes, 128 of them probed. The
+    // same library path keeps the same loaded instance, so the scenario is
+    // switched by the sleepers' own file through a fresh copy.
+    let many = Sleepers::spawn(512);
+    let pids = many.pids();
+    let lib = dir.path().join("scale").join("libnvidia-ml.so.1");
+    std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+    std::fs::copy(env!("GPUSCOPE_SIM_LIB"), &lib).unwrap();
+    std::fs::write(&scenario_path, scenario(&pids)).unwrap();
+    let probe_dir = probe_dir_for(&dir.path().join("scale"), &pids[..128]);
+    collector.gpu = Box::new(NvmlSource::open(LibrarySpec::Path(lib.clone().into_os_string()), Vec::new()).unwrap());
+    let busy_ns = busy_counter(&lib);
+    collector.probes = Box::new(FileProbes::new(probe_dir));
+    let first = collector.tick();
+    assert_eq!((first.gpus.len(), first.processes.len()), (GPUS, 512));
+    tick_group(c, "tick_8x512_with_128_probes", &mut collector, busy_ns);
 }
 
 fn tick_group(c: &mut Criterion, name: &str, collector: &mut Collector, busy_ns: unsafe extern "C" fn() -> u64) {
