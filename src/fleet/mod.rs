@@ -11,6 +11,7 @@ pub mod jobs;
 pub mod model;
 pub mod poll;
 pub mod table;
+pub mod tls;
 
 use std::io::{self, Write};
 use std::time::Duration;
@@ -52,6 +53,11 @@ pub fn host_list(args: &FleetArgs) -> Result<Vec<hosts::HostSpec>, FleetError> {
     if list.is_empty() && args.prometheus.is_none() {
         return Err(FleetError::Usage("no hosts: give HOST[:PORT],... or --hosts-file FILE".into()));
     }
+    if let Some(h) = list.iter().find(|h| h.scheme == hosts::Scheme::Https).filter(|_| args.ca.is_none()) {
+        return Err(FleetError::Usage(format!(
+            "{h}: https:// needs --ca PATH, the CA that signed the nodes' certificates (gpuscope does not read the system's trust store)"
+        )));
+    }
     Ok(list)
 }
 
@@ -60,7 +66,11 @@ pub fn client(args: &FleetArgs, timeout: Duration) -> Result<client::Client, Fle
         Some(path) => Some(read_token(path)?),
         None => None,
     };
-    client::Client::new(timeout, token.as_deref()).map_err(FleetError::Usage)
+    let tls = match &args.ca {
+        Some(path) => Some(tls::connector(path).map_err(|e| FleetError::Usage(e.to_string()))?),
+        None => None,
+    };
+    client::Client::new(timeout, token.as_deref(), tls).map_err(FleetError::Usage)
 }
 
 fn read_token(path: &std::path::Path) -> Result<String, FleetError> {
