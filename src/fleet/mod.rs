@@ -10,6 +10,7 @@ pub mod hosts;
 pub mod jobs;
 pub mod model;
 pub mod poll;
+pub mod prometheus;
 pub mod table;
 pub mod tls;
 
@@ -91,6 +92,13 @@ fn read_token(path: &std::path::Path) -> Result<String, FleetError> {
 /// Starts the source the flags ask for on the current runtime.
 pub fn start(args: &FleetArgs, interval: Duration, timeout: Duration) -> Result<FleetRx, FleetError> {
     let client = client(args, timeout)?;
+    if let Some(url) = &args.prometheus {
+        let endpoint = prometheus::parse_url(url).map_err(FleetError::Usage)?;
+        if endpoint.spec.scheme == hosts::Scheme::Https && args.ca.is_none() {
+            return Err(FleetError::Usage(format!("--prometheus {url}: https:// needs --ca PATH")));
+        }
+        return Ok(prometheus::spawn(endpoint, client, interval));
+    }
     let list = host_list(args)?;
     Ok(poll::spawn_direct(&list, &client, interval))
 }

@@ -2,6 +2,7 @@
 //! NVML, found by the address it prints, scraped with a plain TCP client.
 #![allow(dead_code)]
 
+pub mod prometheus;
 pub mod tls;
 
 use std::io::{BufRead, BufReader, Read, Write};
