@@ -265,6 +265,10 @@ pub struct FleetArgs {
     /// Send `Authorization: Bearer TOKEN` with every request, TOKEN read from PATH.
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
+    /// Trust the CA certificates in PATH (PEM) for https:// hosts and
+    /// Prometheus; https:// needs it: the system's trust store is not read.
+    #[arg(long, value_name = "PATH")]
+    pub ca: Option<PathBuf>,
     /// Print one JSON document (every host with its snapshot or its error, and the jobs) and exit.
     #[arg(long)]
     pub json: bool,

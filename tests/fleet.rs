@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use common::{Sim, Sleeper, assert_success, gpuscope};
 use serde_json::{Value, json};
 use serve_common::Server;
+use serve_common::prometheus::Prometheus;
 
 const GIB: u64 = 1 << 30;
 const JOB: &str = "10.1.2.3:29500";
@@ -379,4 +380,76 @@ fn the_fleet_view_in_a_real_terminal() {
     for good in ["icanon", "echo", "isig"] {
         assert!(flags.contains(&good), "{good} is off after q:\n{screen}");
     }
+}
+
+/// `fleet --prometheus URL --json`, once.
+fn fleet_prometheus(url: &str) -> Value {
+    let out = gpuscope().args(["fleet", "--prometheus", url, "--json", "--timeout", "10s"]).output().unwrap();
+    assert_success(&out);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn from_prometheus_two_instances_with_their_gpus_and_the_job_across_them() {
+    let nodes = [
+        Node::start(
+            &["a0000000-0000-4000-8000-000000000000", "a1000000-0000-4000-8000-000000000000"],
+            &[Some(0), Some(1)],
+        ),
+        Node::start(&["b0000000-0000-4000-8000-000000000000"], &[Some(2)]),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let targets = format!("'{}', '{}'", nodes[0].addr(), nodes[1].addr());
+    let config =
+        format!("scrape_configs:\n  - job_name: gpuscope\n    static_configs:\n      - targets: [{targets}]\n");
+    let prometheus = Prometheus::with_config(dir.path(), &config);
+    let url = format!("http://{}", prometheus.addr);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let v = loop {
+        let v = fleet_prometheus(&url);
+        if v["jobs"].as_array().unwrap().iter().any(|j| j["ranks"].as_array().unwrap().len() == 3) {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "never saw the three ranks: {v:#}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(v["source"], "prometheus");
+    let hosts: Vec<&str> = v["hosts"].as_array().unwrap().iter().map(|h| h["host"].as_str().unwrap()).collect();
+    let host = |node: &Node| v["hosts"].as_array().unwrap().iter().find(|h| h["host"] == node.addr().as_str());
+    let (a, b) = (&host(&nodes[0]).unwrap()["snapshot"], &host(&nodes[1]).unwrap()["snapshot"]);
+    assert_eq!(hosts.len(), 2, "Prometheus's instances: {v:#}");
+    assert_eq!(a["gpus"].as_array().unwrap().len(), 2, "{v:#}");
+    assert_eq!(a["gpus"][0]["uuid"], "GPU-a0000000-0000-4000-8000-000000000000");
+    assert_eq!(a["gpus"][0]["name"], "NVIDIA H100 80GB HBM3");
+    assert_eq!(a["gpus"][0]["memory"]["total"], 81559u64 << 20);
+    assert_eq!(a["gpus"][0]["utilization"]["gpu"], 90);
+    assert_eq!(a["processes"].as_array().unwrap().len(), 2, "{v:#}");
+    // What Prometheus does not hold is null, never 0.
+    assert_eq!((&a["host"]["hostname"], &a["processes"][0]["start_time"]), (&Value::Null, &Value::Null));
+    assert_eq!(b["gpus"].as_array().unwrap().len(), 1);
+    let job = &v["jobs"][0];
+    assert_eq!((job["job"].as_str(), job["world_size"].as_u64()), (Some(JOB), Some(4)), "{job:#}");
+    let ranks: Vec<(u64, &str)> = job["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["rank"].as_u64().unwrap(), r["host"].as_str().unwrap()))
+        .collect();
+    let (a_name, b_name) = (nodes[0].addr(), nodes[1].addr());
+    assert_eq!(ranks, [(0, a_name.as_str()), (1, a_name.as_str()), (2, b_name.as_str())]);
+    assert_eq!((&job["missing_ranks"], &job["ranks"][2]["allocated"]), (&json!([3]), &json!(6 * GIB)));
+}
+
+#[test]
+fn a_prometheus_that_is_down_or_refuses_is_every_host_s_error() {
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let v = fleet_prometheus(&format!("http://{closed}"));
+    assert_eq!(v["hosts"].as_array().unwrap().len(), 1, "{v:#}");
+    assert_eq!(v["hosts"][0]["status"], "unreachable");
+    assert!(v["hosts"][0]["error"].as_str().unwrap().starts_with("Prometheus: cannot connect"), "{v:#}");
+    let refusing = TinyServer::start(Some("no token\n"));
+    let v = fleet_prometheus(&format!("http://{}", refusing.addr));
+    assert_eq!(v["hosts"][0]["error"], "Prometheus: HTTP 401: no token", "{v:#}");
+    let request = refusing.requests.lock().unwrap()[0].clone();
+    assert!(request.starts_with("GET /api/v1/query?query="), "{request}");
 }

@@ -127,20 +127,10 @@ impl From<GpuProcess> for Process {
     fn from(p: GpuProcess) -> Self {
         let known: Vec<u64> = p.gpus.iter().filter_map(|g| g.used_memory).collect();
         Self {
-            pid: p.pid,
             gpu_memory_total: (!known.is_empty()).then(|| known.iter().sum()),
             gpus: p.gpus,
             name: p.driver_name,
-            user: None,
-            command: None,
-            start_time: None,
-            parent_pid: None,
-            parent_name: None,
-            cpu_percent: None,
-            host_memory: None,
-            allocator: None,
-            workload: None,
-            other_namespace: false,
+            ..Self::bare(p.pid)
         }
     }
 }

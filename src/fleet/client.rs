@@ -1,7 +1,8 @@
 //! A minimal HTTP/1.1 GET over hyper 1 on the caller's tokio runtime: one
 //! connection per request (`Connection: close`), the whole exchange under a
-//! deadline, the body capped. TLS, when the server side has it, slots in
-//! where the TCP stream is opened; the bearer token is already sent.
+//! deadline, the body capped, the bearer token sent. `https://` hosts speak
+//! TLS (rustls with ring, HTTP/1.1 by ALPN) against the CA of `--ca` only:
+//! no system trust store, so that what is trusted is what was named.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +11,10 @@ use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
 use hyper::header::{AUTHORIZATION, CONNECTION, HOST, HeaderValue};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::pki_types::ServerName;
 
 use super::hosts::{HostSpec, Scheme};
 
@@ -30,6 +34,8 @@ pub enum FetchError {
     Status { status: u16, text: String },
     #[error("the answer is larger than {} MiB", MAX_BODY >> 20)]
     TooLarge,
+    #[error("TLS: {0}")]
+    Tls(String),
     #[error("{0}")]
     Unsupported(&'static str),
 }
@@ -39,10 +45,12 @@ pub struct Client {
     timeout: Duration,
     /// `Authorization: Bearer ...`, read once from `--token-file`.
     authorization: Option<Arc<HeaderValue>>,
+    /// Trusting `--ca`'s certificates; `None` without `--ca`.
+    tls: Option<TlsConnector>,
 }
 
 impl Client {
-    pub fn new(timeout: Duration, token: Option<&str>) -> Result<Self, String> {
+    pub fn new(timeout: Duration, token: Option<&str>, tls: Option<TlsConnector>) -> Result<Self, String> {
         let authorization = match token {
             Some(t) => Some(Arc::new(
                 HeaderValue::from_str(&format!("Bearer {}", t.trim()))
@@ -50,7 +58,7 @@ impl Client {
             )),
             None => None,
         };
-        Ok(Self { timeout, authorization })
+        Ok(Self { timeout, authorization, tls })
     }
 
     /// The body of a 200 answer to `GET path` (with its query), within the
@@ -63,29 +71,19 @@ impl Client {
     }
 
     async fn exchange(&self, host: &HostSpec, path: &str) -> Result<Bytes, FetchError> {
-        if host.scheme == Scheme::Https {
-            return Err(FetchError::Unsupported("https is not supported yet"));
-        }
         let stream = TcpStream::connect((host.host.as_str(), host.port)).await.map_err(FetchError::Connect)?;
         let _ = stream.set_nodelay(true);
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| FetchError::Http(e.to_string()))?;
         let request = self.request(host, path)?;
-        let work = async move {
-            let response = sender.send_request(request).await.map_err(|e| FetchError::Http(e.to_string()))?;
-            read_body(response).await
-        };
-        tokio::pin!(work, conn);
-        // The connection is driven here rather than on a task of its own, so
-        // that a deadline that drops this future closes the socket too.
-        tokio::select! {
-            result = &mut work => result,
-            ended = &mut conn => {
-                ended.map_err(|e| FetchError::Http(e.to_string()))?;
-                work.await
-            }
+        if host.scheme == Scheme::Http {
+            return send(stream, request).await;
         }
+        let Some(connector) = &self.tls else {
+            return Err(FetchError::Unsupported("https:// needs --ca PATH"));
+        };
+        let name = ServerName::try_from(host.host.clone())
+            .map_err(|_| FetchError::Tls(format!("{:?} is not a name a certificate can carry", host.host)))?;
+        let tls = connector.connect(name, stream).await.map_err(|e| FetchError::Tls(super::tls::explain(&e)))?;
+        send(tls, request).await
     }
 
     fn request(&self, host: &HostSpec, path: &str) -> Result<hyper::Request<Empty<Bytes>>, FetchError> {
@@ -94,6 +92,29 @@ impl Client {
             builder = builder.header(AUTHORIZATION, auth.as_ref().clone());
         }
         builder.body(Empty::new()).map_err(|e| FetchError::Http(e.to_string()))
+    }
+}
+
+/// One request on a fresh connection, plain or TLS.
+async fn send<IO>(io: IO, request: hyper::Request<Empty<Bytes>>) -> Result<Bytes, FetchError>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(TokioIo::new(io)).await.map_err(|e| FetchError::Http(e.to_string()))?;
+    let work = async move {
+        let response = sender.send_request(request).await.map_err(|e| FetchError::Http(e.to_string()))?;
+        read_body(response).await
+    };
+    tokio::pin!(work, conn);
+    // The connection is driven here rather than on a task of its own, so
+    // that a deadline that drops this future closes the socket too.
+    tokio::select! {
+        result = &mut work => result,
+        ended = &mut conn => {
+            ended.map_err(|e| FetchError::Http(e.to_string()))?;
+            work.await
+        }
     }
 }
 

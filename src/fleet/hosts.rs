@@ -13,8 +13,7 @@ const MAX_FILE: u64 = 1 << 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {
     Http,
-    /// Refused for now: the server side's TLS is still to come; the client
-    /// keeps the scheme so that wiring it in is a change in one place.
+    /// TLS, verified against `--ca` (see `tls.rs`).
     Https,
 }
 
@@ -65,9 +64,6 @@ pub fn parse(text: &str) -> Result<HostSpec, String> {
     let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':');
     if !host.chars().all(ok) {
         return Err(format!("{t:?}: a host is a name or an address (letters, digits, '.', '-', '_')"));
-    }
-    if scheme == Scheme::Https {
-        return Err(format!("{t:?}: https is not supported yet (gpuscope serve speaks plain HTTP)"));
     }
     Ok(HostSpec { scheme, host: host.to_string(), port })
 }
@@ -140,7 +136,8 @@ mod tests {
         assert!(parse("ftp://x").unwrap_err().contains("scheme"));
         assert!(parse("a b").is_err());
         assert!(parse(":9835").unwrap_err().contains("no host"));
-        assert!(parse("https://node:9835").unwrap_err().contains("not supported yet"));
+        let tls = parse("https://node:9000").unwrap();
+        assert_eq!((tls.scheme, tls.to_string().as_str()), (Scheme::Https, "https://node:9000"));
     }
 
     #[test]

@@ -10,7 +10,9 @@ pub mod hosts;
 pub mod jobs;
 pub mod model;
 pub mod poll;
+pub mod prometheus;
 pub mod table;
+pub mod tls;
 
 use std::io::{self, Write};
 use std::time::Duration;
@@ -52,6 +54,11 @@ pub fn host_list(args: &FleetArgs) -> Result<Vec<hosts::HostSpec>, FleetError> {
     if list.is_empty() && args.prometheus.is_none() {
         return Err(FleetError::Usage("no hosts: give HOST[:PORT],... or --hosts-file FILE".into()));
     }
+    if let Some(h) = list.iter().find(|h| h.scheme == hosts::Scheme::Https).filter(|_| args.ca.is_none()) {
+        return Err(FleetError::Usage(format!(
+            "{h}: https:// needs --ca PATH, the CA that signed the nodes' certificates (gpuscope does not read the system's trust store)"
+        )));
+    }
     Ok(list)
 }
 
@@ -60,7 +67,11 @@ pub fn client(args: &FleetArgs, timeout: Duration) -> Result<client::Client, Fle
         Some(path) => Some(read_token(path)?),
         None => None,
     };
-    client::Client::new(timeout, token.as_deref()).map_err(FleetError::Usage)
+    let tls = match &args.ca {
+        Some(path) => Some(tls::connector(path).map_err(|e| FleetError::Usage(e.to_string()))?),
+        None => None,
+    };
+    client::Client::new(timeout, token.as_deref(), tls).map_err(FleetError::Usage)
 }
 
 fn read_token(path: &std::path::Path) -> Result<String, FleetError> {
@@ -81,6 +92,13 @@ fn read_token(path: &std::path::Path) -> Result<String, FleetError> {
 /// Starts the source the flags ask for on the current runtime.
 pub fn start(args: &FleetArgs, interval: Duration, timeout: Duration) -> Result<FleetRx, FleetError> {
     let client = client(args, timeout)?;
+    if let Some(url) = &args.prometheus {
+        let endpoint = prometheus::parse_url(url).map_err(FleetError::Usage)?;
+        if endpoint.spec.scheme == hosts::Scheme::Https && args.ca.is_none() {
+            return Err(FleetError::Usage(format!("--prometheus {url}: https:// needs --ca PATH")));
+        }
+        return Ok(prometheus::spawn(endpoint, client, interval));
+    }
     let list = host_list(args)?;
     Ok(poll::spawn_direct(&list, &client, interval))
 }

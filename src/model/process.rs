@@ -39,6 +39,28 @@ pub struct Process {
     pub other_namespace: bool,
 }
 
+impl Process {
+    /// A PID and nothing known about it yet.
+    pub fn bare(pid: u32) -> Self {
+        Self {
+            pid,
+            gpus: Vec::new(),
+            gpu_memory_total: None,
+            name: None,
+            user: None,
+            command: None,
+            start_time: None,
+            parent_pid: None,
+            parent_name: None,
+            cpu_percent: None,
+            host_memory: None,
+            allocator: None,
+            workload: None,
+            other_namespace: false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessGpu {
     pub index: u32,

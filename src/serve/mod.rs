@@ -6,13 +6,13 @@
 mod auth;
 mod conns;
 pub mod encode;
-mod files;
+pub(crate) mod files;
 mod labels;
 pub mod metrics;
 mod negotiate;
 mod routes;
 mod state;
-mod tls;
+pub(crate) mod tls;
 
 use std::io;
 use std::net::SocketAddr;

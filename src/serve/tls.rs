@@ -16,7 +16,7 @@ const KEY: &str = "--tls-key";
 
 /// Reads and checks both files; every problem names the file it is in.
 pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, FileError> {
-    let chain = certificates(cert)?;
+    let chain = certificates(CERT, cert)?;
     let key_der = private_key(key)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     // Parsed here first so that a key ring cannot use is blamed on the key
@@ -38,13 +38,15 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, FileError> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, FileError> {
-    let pem = files::read(CERT, path, Kind::Public)?;
+/// The PEM certificates in `path` (at least one), read with `files.rs`'s
+/// checks; `--ca` of `fleet` reads its bundle the same way.
+pub(crate) fn certificates(flag: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, FileError> {
+    let pem = files::read(flag, path, Kind::Public)?;
     let chain = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| FileError::new(CERT, path, format!("not PEM: {e}")))?;
+        .map_err(|e| FileError::new(flag, path, format!("not PEM: {e}")))?;
     if chain.is_empty() {
-        return Err(FileError::new(CERT, path, "holds no PEM certificate (-----BEGIN CERTIFICATE-----)"));
+        return Err(FileError::new(flag, path, "holds no PEM certificate (-----BEGIN CERTIFICATE-----)"));
     }
     Ok(chain)
 }

@@ -2,6 +2,7 @@
 //! NVML, found by the address it prints, scraped with a plain TCP client.
 #![allow(dead_code)]
 
+pub mod prometheus;
 pub mod tls;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -27,11 +28,12 @@ impl Server {
         let (lines, log) = (BufReader::new(child.stderr.take().unwrap()).lines(), stderr.clone());
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
+                // Logged first: a test reading stderr once started must find this line.
+                log.lock().unwrap().push_str(&format!("{line}\n"));
                 let served = line.split_once("serving http").map(|(_, rest)| rest.trim_start_matches('s'));
                 if let Some(addr) = served.and_then(|r| r.strip_prefix("://")).and_then(|a| a.split('/').next()) {
                     let _ = tx.send(addr.parse::<SocketAddr>().unwrap());
                 }
-                log.lock().unwrap().push_str(&(line + "\n"));
             }
         });
         let Ok(mut addr) = rx.recv_timeout(Duration::from_secs(30)) else {

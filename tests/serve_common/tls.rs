@@ -25,12 +25,17 @@ pub struct Pki {
 
 impl Pki {
     pub fn new(dir: &Path, name: &str) -> Self {
+        Self::for_names(dir, name, &["localhost", "127.0.0.1"])
+    }
+
+    /// A CA, and a certificate it signed for `names` only.
+    pub fn for_names(dir: &Path, name: &str, names: &[&str]) -> Self {
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca_params.distinguished_name.push(DnType::CommonName, format!("gpuscope test CA {name}"));
         let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
         let key = KeyPair::generate().unwrap();
-        let params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+        let params = CertificateParams::new(names.iter().map(ToString::to_string).collect::<Vec<_>>()).unwrap();
         let cert = params.signed_by(&key, &ca).unwrap();
         let pki = Self {
             ca: dir.join(format!("{name}-ca.pem")),

@@ -1,8 +1,11 @@
 //! Per-process families (labels `pid`, `user`, `command`, and where the
 //! process is in one, its workload: `container`, `pod`, `namespace`,
 //! `slurm_job`, named as dcgm-exporter names them), and the allocator
-//! probe's figures per process and GPU (plus `gpu`, `rank`). An empty
-//! label is left out, as Prometheus treats it.
+//! probe's figures per process and GPU (plus `gpu`, `rank`, and the job
+//! the ranks share: `job_id`, the probe's job key, and `world_size`, so
+//! that a Prometheus can group a job's ranks across hosts; `job` and
+//! `instance` are Prometheus's own). An empty label is left out, as
+//! Prometheus treats it.
 //! A series for a process on a MIG device also carries that device's
 //! labels (`GPU_I_ID`, `GPU_I_PROFILE`, `GPU_CI_ID`, `mig_uuid`; see
 //! `mig.rs`).
@@ -142,13 +145,16 @@ struct Who<'a> {
     command: String,
     slurm_job: String,
     rank: String,
+    job_id: String,
+    world_size: String,
 }
 
-/// Labels before `rank`: the per-process families stop there.
+/// Labels before `rank`: the per-process families stop there; the
+/// allocator's go on with `rank`, `job_id`, `world_size`.
 const BEFORE_RANK: usize = 8;
 
 impl Who<'_> {
-    fn labels<'s>(&'s self, gpu: &'s str) -> [(&'static str, &'s str); BEFORE_RANK + 1] {
+    fn labels<'s>(&'s self, gpu: &'s str) -> [(&'static str, &'s str); BEFORE_RANK + 3] {
         let w = self.process.workload.as_ref();
         // The runtime's container id and the pod's UID: names would need
         // the kubelet's API, which gpuscope does not ask, and so the
@@ -165,6 +171,8 @@ impl Who<'_> {
             ("namespace", ""),
             ("slurm_job", &self.slurm_job),
             ("rank", &self.rank),
+            ("job_id", &self.job_id),
+            ("world_size", &self.world_size),
         ]
     }
 }
@@ -180,6 +188,8 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot) {
             command: labels::command(p),
             slurm_job: p.workload.as_ref().and_then(|w| w.slurm_job).map(|j| j.to_string()).unwrap_or_default(),
             rank: p.allocator.as_ref().and_then(|a| a.rank).map(|r| r.to_string()).unwrap_or_default(),
+            job_id: p.allocator.as_ref().and_then(|a| a.job.clone()).unwrap_or_default(),
+            world_size: p.allocator.as_ref().and_then(|a| a.world_size).map(|n| n.to_string()).unwrap_or_default(),
         })
         .collect();
     let mut f = enc.family(&GPU_MEMORY);
@@ -220,7 +230,10 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot) {
     for w in &who {
         let pinned = w.process.allocator.as_ref().and_then(|a| a.pinned_host);
         if pinned.is_some() {
-            f.sample(&[("pid", &w.pid), ("user", &w.user), ("command", &w.command), ("rank", &w.rank)], pinned);
+            let all = w.labels("");
+            // `pid`, `user`, `command`, then the job's: no GPU, no workload.
+            let labels: Vec<(&str, &str)> = all[1..4].iter().chain(&all[BEFORE_RANK..]).copied().collect();
+            f.sample(&labels, pinned);
         }
     }
     // A device the probe saw but gpuscope could not match to a GPU has no

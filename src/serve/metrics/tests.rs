@@ -68,7 +68,7 @@ fn allocator() -> ProcessAllocator {
         cuda_device_order: None,
         oom_events: None,
         last_oom: Vec::new(),
-        job: None,
+        job: Some("10.1.2.3:29500".into()),
         rank: Some(3),
         local_rank: None,
         world_size: Some(8),
@@ -88,7 +88,7 @@ fn on_mig() -> Process {
     p.gpus[0].mig_uuid = Some("MIG-bb".into());
     let mut d = device(Some(0));
     (d.mig_device, d.mig_uuid) = (Some(2), Some("MIG-bb".into()));
-    p.allocator = Some(ProcessAllocator { devices: vec![d], rank: None, world_size: None, ..allocator() });
+    p.allocator = Some(ProcessAllocator { devices: vec![d], job: None, rank: None, world_size: None, ..allocator() });
     p
 }
 
@@ -271,13 +271,31 @@ fn process_and_allocator_series_carry_escaped_labels() {
         format!("gpuscope_process_cpu_usage_ratio{{{who}}} 1.5"),
         format!("gpuscope_process_sm_utilization_ratio{{gpu=\"0\",{who}}} 0.57"),
         format!("gpuscope_process_decoder_utilization_ratio{{gpu=\"0\",{who}}} 0.03"),
-        format!("gpuscope_allocator_allocated_bytes{{gpu=\"0\",{who},rank=\"3\"}} {}", 4 * GIB),
-        format!("gpuscope_allocator_fragmentation_ratio{{gpu=\"0\",{who},rank=\"3\"}} 0.3"),
-        format!("gpuscope_allocator_peak_allocated_bytes{{gpu=\"0\",{who},rank=\"3\"}} {}", 6 * GIB),
-        format!("gpuscope_allocator_peak_reserved_bytes{{gpu=\"0\",{who},rank=\"3\"}} {}", 12 * GIB),
-        format!("gpuscope_process_pinned_host_bytes{{{who},rank=\"3\"}} {}", 2 * GIB),
-        format!("gpuscope_allocator_alloc_retries_total{{gpu=\"0\",{who},rank=\"3\"}} 2"),
-        format!("gpuscope_allocator_ooms_total{{gpu=\"0\",{who},rank=\"3\"}} 0"),
+        format!(
+            "gpuscope_allocator_allocated_bytes{{gpu=\"0\",{who},rank=\"3\",job_id=\"10.1.2.3:29500\",world_size=\"8\"}} {}",
+            4 * GIB
+        ),
+        format!(
+            "gpuscope_allocator_fragmentation_ratio{{gpu=\"0\",{who},rank=\"3\",job_id=\"10.1.2.3:29500\",world_size=\"8\"}} 0.3"
+        ),
+        format!(
+            "gpuscope_allocator_peak_allocated_bytes{{gpu=\"0\",{who},rank=\"3\",job_id=\"10.1.2.3:29500\",world_size=\"8\"}} {}",
+            6 * GIB
+        ),
+        format!(
+            "gpuscope_allocator_peak_reserved_bytes{{gpu=\"0\",{who},rank=\"3\",job_id=\"10.1.2.3:29500\",world_size=\"8\"}} {}",
+            12 * GIB
+        ),
+        format!(
+            "gpuscope_process_pinned_host_bytes{{{who},rank=\"3\",job_id=\"10.1.2.3:29500\",world_size=\"8\"}} {}",
+            2 * GIB
+        ),
+        format!(
+            "gpuscope_allocator_alloc_retries_total{{gpu=\"0\",{who},rank=\"3\",job_id=\"10.1.2.3:29500\",world_size=\"8\"}} 2"
+        ),
+        format!(
+            "gpuscope_allocator_ooms_total{{gpu=\"0\",{who},rank=\"3\",job_id=\"10.1.2.3:29500\",world_size=\"8\"}} 0"
+        ),
     ] {
         assert!(has(&l, &expected), "missing {expected}");
     }
@@ -356,7 +374,10 @@ fn processes_in_a_workload_carry_its_labels() {
     for expected in [
         format!("gpuscope_process_gpu_memory_bytes{{gpu=\"0\",{who},{pod}}} {}", 11 * GIB),
         format!("gpuscope_process_cpu_usage_ratio{{{who},{pod}}} 1.5"),
-        format!("gpuscope_allocator_allocated_bytes{{gpu=\"0\",{who},{pod},rank=\"3\"}} {}", 4 * GIB),
+        format!(
+            "gpuscope_allocator_allocated_bytes{{gpu=\"0\",{who},{pod},rank=\"3\",job_id=\"10.1.2.3:29500\",world_size=\"8\"}} {}",
+            4 * GIB
+        ),
         format!(
             "gpuscope_process_gpu_memory_bytes{{gpu=\"0\",pid=\"77\",command=\"python3\",slurm_job=\"4242\"}} {}",
             11 * GIB

@@ -1,0 +1,273 @@
+//! Prometheus's series, per `instance`, back into the `Snapshot` the rest
+//! of the fleet reads. Only what the exporter publishes is filled in;
+//! everything else stays `None` (the view's `n/a`), never 0. Fields the
+//! snapshot cannot leave empty say where they came from (`framework`
+//! "n/a", the alert's message).
+
+use std::collections::BTreeMap;
+
+use super::api::Sample;
+use crate::model::{
+    Alert, DeviceAllocator, Gpu, GpuState, Process, ProcessAllocator, ProcessGpu, ProcessType, ProcessUtilization,
+    SCHEMA_VERSION, Snapshot, Timestamp,
+};
+
+/// The families the fleet reads: one query asks for all of them.
+pub const FAMILIES: &[&str] = &[
+    "gpuscope_gpu_info",
+    "gpuscope_gpu_lost",
+    "gpuscope_gpu_memory_used_bytes",
+    "gpuscope_gpu_memory_total_bytes",
+    "gpuscope_gpu_utilization_ratio",
+    "gpuscope_gpu_memory_utilization_ratio",
+    "gpuscope_gpu_temperature_celsius",
+    "gpuscope_gpu_power_draw_watts",
+    "gpuscope_gpu_power_limit_watts",
+    "gpuscope_process_gpu_memory_bytes",
+    "gpuscope_process_cpu_usage_ratio",
+    "gpuscope_process_host_memory_bytes",
+    "gpuscope_process_sm_utilization_ratio",
+    "gpuscope_process_memory_utilization_ratio",
+    "gpuscope_process_encoder_utilization_ratio",
+    "gpuscope_process_decoder_utilization_ratio",
+    "gpuscope_allocator_allocated_bytes",
+    "gpuscope_allocator_reserved_bytes",
+    "gpuscope_allocator_cached_bytes",
+    "gpuscope_allocator_inactive_split_bytes",
+    "gpuscope_allocator_overhead_bytes",
+    "gpuscope_allocator_fragmentation_ratio",
+    "gpuscope_allocator_alloc_retries_total",
+    "gpuscope_allocator_ooms_total",
+    "gpuscope_alert_active",
+    "gpuscope_collect_duration_seconds",
+];
+
+/// `{__name__=~"a|b|..."}`: every family in one instant query.
+pub fn families_query() -> String {
+    format!("{{__name__=~\"{}\"}}", FAMILIES.join("|"))
+}
+
+/// Every instance's snapshot, as of `now_ms`.
+pub fn snapshots(samples: &[Sample], interval_ms: u64, now_ms: u64) -> BTreeMap<String, Snapshot> {
+    let mut by_instance: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
+    for s in samples {
+        if let Some(instance) = s.label("instance") {
+            by_instance.entry(instance).or_default().push(s);
+        }
+    }
+    by_instance.into_iter().map(|(i, series)| (i.to_string(), snapshot(&series, interval_ms, now_ms))).collect()
+}
+
+fn snapshot(series: &[&Sample], interval_ms: u64, now_ms: u64) -> Snapshot {
+    let time = Timestamp::from_system(std::time::UNIX_EPOCH + std::time::Duration::from_millis(now_ms));
+    let collect = series.iter().find(|s| s.name() == "gpuscope_collect_duration_seconds").and_then(|s| s.value);
+    let mut processes = processes(series);
+    allocators(series, &mut processes);
+    Snapshot {
+        schema_version: SCHEMA_VERSION,
+        time: time.clone(),
+        interval_ms,
+        // NaN is JSON's null: Prometheus had no such figure.
+        collection_ms: collect.map_or(f64::NAN, |s| s * 1000.0),
+        simulated: false,
+        host: Default::default(),
+        driver: Default::default(),
+        gpus: gpus(series),
+        processes: processes.into_values().collect(),
+        alerts: alerts(series, &time),
+        events: Vec::new(),
+        sources: Default::default(),
+    }
+}
+
+fn index(s: &Sample, label: &str) -> Option<u32> {
+    s.label(label)?.parse().ok()
+}
+
+fn bytes(v: Option<f64>) -> Option<u64> {
+    v.filter(|v| *v >= 0.0).map(|v| v.round() as u64)
+}
+
+fn percent(v: Option<f64>) -> Option<u32> {
+    v.filter(|v| *v >= 0.0).map(|v| (v * 100.0).round().min(f64::from(u32::MAX)) as u32)
+}
+
+fn gpus(series: &[&Sample]) -> Vec<Gpu> {
+    let mut gpus: BTreeMap<u32, Gpu> = BTreeMap::new();
+    for s in series.iter().filter(|s| s.name().starts_with("gpuscope_gpu_")) {
+        let Some(i) = index(s, "gpu") else { continue };
+        let g = gpus.entry(i).or_insert_with(|| Gpu::blank(i, GpuState::Ok));
+        g.uuid = g.uuid.take().or_else(|| s.label("uuid").map(str::to_string));
+        let v = s.value;
+        match s.name() {
+            "gpuscope_gpu_info" => {
+                g.name = s.label("name").map(str::to_string);
+                g.pci_bus_id = s.label("pci_bus_id").map(str::to_string);
+            }
+            "gpuscope_gpu_lost" if v == Some(1.0) => g.state = GpuState::Lost,
+            "gpuscope_gpu_memory_used_bytes" => g.memory.used = bytes(v),
+            "gpuscope_gpu_memory_total_bytes" => g.memory.total = bytes(v),
+            "gpuscope_gpu_utilization_ratio" => g.utilization.gpu = percent(v),
+            "gpuscope_gpu_memory_utilization_ratio" => g.utilization.memory = percent(v),
+            "gpuscope_gpu_temperature_celsius" => g.temperature_c = v.filter(|t| *t >= 0.0).map(|t| t.round() as u32),
+            "gpuscope_gpu_power_draw_watts" => g.power_draw_w = v,
+            "gpuscope_gpu_power_limit_watts" => g.power_limit_w = v,
+            _ => {}
+        }
+    }
+    let mut gpus: Vec<Gpu> = gpus.into_values().collect();
+    process_utilization(series, &mut gpus);
+    gpus
+}
+
+/// NVML's per-process samples: kept only where all four shares came, as
+/// the exporter writes them from one sample.
+fn process_utilization(series: &[&Sample], gpus: &mut [Gpu]) {
+    let mut shares: BTreeMap<(u32, u32), [Option<u32>; 4]> = BTreeMap::new();
+    for s in series {
+        let slot = match s.name() {
+            "gpuscope_process_sm_utilization_ratio" => 0,
+            "gpuscope_process_memory_utilization_ratio" => 1,
+            "gpuscope_process_encoder_utilization_ratio" => 2,
+            "gpuscope_process_decoder_utilization_ratio" => 3,
+            _ => continue,
+        };
+        let (Some(gpu), Some(pid)) = (index(s, "gpu"), index(s, "pid")) else { continue };
+        if let Some(share) = shares.entry((gpu, pid)).or_default().get_mut(slot) {
+            *share = percent(s.value);
+        }
+    }
+    for ((gpu, pid), share) in shares {
+        let (Some(g), [Some(sm), Some(memory), Some(encoder), Some(decoder)]) =
+            (gpus.iter_mut().find(|g| g.index == gpu), share)
+        else {
+            continue;
+        };
+        g.process_utilization.get_or_insert_with(Vec::new).push(ProcessUtilization {
+            pid,
+            sm,
+            memory,
+            encoder,
+            decoder,
+        });
+    }
+}
+
+fn new_process(pid: u32, s: &Sample) -> Process {
+    Process {
+        user: s.label("user").map(str::to_string),
+        command: s.label("command").map(str::to_string),
+        ..Process::bare(pid)
+    }
+}
+
+fn processes(series: &[&Sample]) -> BTreeMap<u32, Process> {
+    let mut procs: BTreeMap<u32, Process> = BTreeMap::new();
+    for s in series.iter().filter(|s| s.name().starts_with("gpuscope_process_")) {
+        let Some(pid) = index(s, "pid") else { continue };
+        let p = procs.entry(pid).or_insert_with(|| new_process(pid, s));
+        match s.name() {
+            "gpuscope_process_gpu_memory_bytes" => {
+                let Some(gpu) = index(s, "gpu") else { continue };
+                // The exporter does not say compute or graphics; compute is
+                // what a GPU job is.
+                let used = bytes(s.value);
+                p.gpus.push(ProcessGpu {
+                    index: gpu,
+                    kind: ProcessType::Compute,
+                    used_memory: used,
+                    mig_device: None,
+                    mig_uuid: s.label("mig_uuid").map(str::to_string),
+                });
+                p.gpu_memory_total = used.map(|u| p.gpu_memory_total.unwrap_or(0).saturating_add(u));
+            }
+            "gpuscope_process_cpu_usage_ratio" => p.cpu_percent = s.value.map(|r| r * 100.0),
+            "gpuscope_process_host_memory_bytes" => p.host_memory = bytes(s.value),
+            _ => {}
+        }
+    }
+    procs
+}
+
+fn new_allocator(s: &Sample) -> ProcessAllocator {
+    ProcessAllocator {
+        framework: "n/a".into(),
+        framework_version: None,
+        backend: None,
+        alloc_conf: None,
+        alloc_conf_var: None,
+        alloc_conf_source: None,
+        alloc_conf_env: None,
+        expandable_segments: None,
+        cuda_visible_devices: None,
+        cuda_device_order: None,
+        oom_events: None,
+        last_oom: Vec::new(),
+        job: s.label("job_id").map(str::to_string),
+        rank: index(s, "rank"),
+        local_rank: None,
+        world_size: index(s, "world_size"),
+        pinned_host: None,
+        pinned_host_peak: None,
+        state: crate::model::ProbeState::Fresh,
+        age_ms: 0,
+        devices: Vec::new(),
+    }
+}
+
+fn allocators(series: &[&Sample], procs: &mut BTreeMap<u32, Process>) {
+    for s in series.iter().filter(|s| s.name().starts_with("gpuscope_allocator_")) {
+        let (Some(pid), Some(gpu)) = (index(s, "pid"), index(s, "gpu")) else { continue };
+        let p = procs.entry(pid).or_insert_with(|| new_process(pid, s));
+        let a = p.allocator.get_or_insert_with(|| new_allocator(s));
+        let d = match a.devices.iter().position(|d| d.gpu == Some(gpu)) {
+            Some(i) => &mut a.devices[i],
+            None => {
+                a.devices.push(DeviceAllocator { gpu: Some(gpu), ..Default::default() });
+                let last = a.devices.len() - 1;
+                &mut a.devices[last]
+            }
+        };
+        let v = s.value;
+        match s.name() {
+            "gpuscope_allocator_allocated_bytes" => d.allocated = bytes(v),
+            "gpuscope_allocator_reserved_bytes" => d.reserved = bytes(v),
+            "gpuscope_allocator_cached_bytes" => d.cached = bytes(v),
+            "gpuscope_allocator_inactive_split_bytes" => d.inactive_split = bytes(v),
+            "gpuscope_allocator_overhead_bytes" => d.overhead = bytes(v),
+            "gpuscope_allocator_fragmentation_ratio" => d.fragmentation = v,
+            "gpuscope_allocator_alloc_retries_total" => d.alloc_retries = bytes(v),
+            "gpuscope_allocator_ooms_total" => d.ooms = bytes(v),
+            _ => {}
+        }
+    }
+}
+
+/// A label holding one of the snapshot's snake_case words (`oom`, `warning`).
+fn word<T: serde::de::DeserializeOwned>(s: &Sample, label: &str) -> Option<T> {
+    serde_json::from_value(serde_json::Value::String(s.label(label)?.to_string())).ok()
+}
+
+fn alerts(series: &[&Sample], now: &Timestamp) -> Vec<Alert> {
+    series
+        .iter()
+        .filter(|s| s.name() == "gpuscope_alert_active" && s.value == Some(1.0))
+        .filter_map(|s| {
+            Some(Alert {
+                kind: word(s, "kind")?,
+                severity: word(s, "severity")?,
+                gpu: index(s, "gpu"),
+                pid: index(s, "pid"),
+                // Prometheus keeps no start; this is when it was seen active.
+                since: now.clone(),
+                value: None,
+                threshold: None,
+                message: format!(
+                    "{} (from Prometheus: the message is in the node's /snapshot)",
+                    s.label("kind").unwrap_or("")
+                ),
+                hint: String::new(),
+            })
+        })
+        .collect()
+}
