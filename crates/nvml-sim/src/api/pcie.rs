@@ -31,3 +31,22 @@ pub unsafe extern "C" fn nvmlDeviceGetPcieThroughput(
         unsafe { out::put(value, uint(rate.at(dev.t))) }
     })
 }
+
+/// The link's generation and width, now and at most: one function each, as
+/// nvml.h declares them.
+macro_rules! link_reading {
+    ($name:ident, $field:ident) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(device: nvmlDevice_t, value: *mut c_uint) -> nvmlReturn_t {
+            // SAFETY: NVML's contract: `value` is null or valid for writing one value.
+            call::device(stringify!($name), device, Some(Reading::Pcie), |dev| unsafe {
+                out::put(value, dev.gpu.spec.$field)
+            })
+        }
+    };
+}
+
+link_reading!(nvmlDeviceGetCurrPcieLinkGeneration, pcie_link_gen_current);
+link_reading!(nvmlDeviceGetMaxPcieLinkGeneration, pcie_link_gen_max);
+link_reading!(nvmlDeviceGetCurrPcieLinkWidth, pcie_link_width_current);
+link_reading!(nvmlDeviceGetMaxPcieLinkWidth, pcie_link_width_max);

@@ -2,7 +2,7 @@
 
 use std::ffi::c_uint;
 
-use nvml_wrapper_sys::bindings::{NVML_VALUE_NOT_AVAILABLE, nvmlDevice_t, nvmlProcessInfo_t};
+use nvml_wrapper_sys::bindings::{NVML_VALUE_NOT_AVAILABLE, nvmlDevice_t, nvmlProcessInfo_t, nvmlProcessInfo_v1_t};
 
 use super::out;
 use crate::call::{self, Dev};
@@ -38,6 +38,37 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
     })
 }
 
+/// The first version of the list, still exported by every driver for the
+/// clients built against it (nvtop among them): a 16-byte entry with the
+/// PID and the memory only (nvml.h, `nvmlProcessInfo_v1_t`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_v1_t,
+) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `count` is null or readable and writable, and `infos` null or valid for `*count` entries.
+    call::device("nvmlDeviceGetComputeRunningProcesses", device, Some(Reading::Processes), |dev| unsafe {
+        out::put_list(count, infos, &v1(&list(dev, |p| p.kind.is_compute())))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_v1_t,
+) -> nvmlReturn_t {
+    // SAFETY: NVML's contract: `count` is null or readable and writable, and `infos` null or valid for `*count` entries.
+    call::device("nvmlDeviceGetGraphicsRunningProcesses", device, Some(Reading::Processes), |dev| unsafe {
+        out::put_list(count, infos, &v1(&list(dev, |p| p.kind.is_graphics())))
+    })
+}
+
+fn v1(list: &[nvmlProcessInfo_t]) -> Vec<nvmlProcessInfo_v1_t> {
+    list.iter().map(|p| nvmlProcessInfo_v1_t { pid: p.pid, usedGpuMemory: p.usedGpuMemory }).collect()
+}
+
 /// # Safety
 /// As for [`out::put_list`].
 unsafe fn running(
@@ -46,6 +77,12 @@ unsafe fn running(
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_t,
 ) -> Outcome {
+    // SAFETY: NVML's contract: `count` is null or readable and writable, and `infos` null or valid for `*count` entries.
+    unsafe { out::put_list(count, infos, &list(dev, wanted)) }
+}
+
+/// The processes `wanted` on the device, as the current list reports them.
+fn list(dev: &Dev<'_>, wanted: impl Fn(&ProcessSpec) -> bool) -> Vec<nvmlProcessInfo_t> {
     let info = |p: &ProcessSpec, (gi, ci): (c_uint, c_uint)| nvmlProcessInfo_t {
         pid: p.pid,
         usedGpuMemory: Gpu::process_bytes(p, dev.t).unwrap_or(MEMORY_UNAVAILABLE),
@@ -68,6 +105,5 @@ unsafe fn running(
             own.chain(dev.gpu.mig.iter().flat_map(on_mig)).collect()
         }
     };
-    // SAFETY: NVML's contract: `count` is null or readable and writable, and `infos` null or valid for `*count` entries.
-    unsafe { out::put_list(count, infos, &list) }
+    list
 }

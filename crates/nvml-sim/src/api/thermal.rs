@@ -4,11 +4,14 @@ use std::ffi::c_uint;
 
 use nvml_wrapper_sys::bindings::{
     nvmlDevice_t, nvmlTemperatureSensors_enum_NVML_TEMPERATURE_GPU as TEMPERATURE_GPU, nvmlTemperatureSensors_t,
+    nvmlTemperatureThresholds_enum_NVML_TEMPERATURE_THRESHOLD_SHUTDOWN as THRESHOLD_SHUTDOWN,
+    nvmlTemperatureThresholds_enum_NVML_TEMPERATURE_THRESHOLD_SLOWDOWN as THRESHOLD_SLOWDOWN,
+    nvmlTemperatureThresholds_t,
 };
 
 use super::out;
 use crate::call;
-use crate::code::{INVALID_ARGUMENT, nvmlReturn_t};
+use crate::code::{INVALID_ARGUMENT, NOT_SUPPORTED, nvmlReturn_t};
 use crate::scenario::Reading;
 use crate::value::{percent, uint};
 
@@ -27,6 +30,27 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperature(
         }
         // SAFETY: NVML's contract: `temp` is null or valid for writing one value.
         unsafe { out::put(temp, uint(dev.gpu.spec.temperature_c.at(dev.t))) }
+    })
+}
+
+/// The slowdown and shutdown thresholds; the others (memory and GPU
+/// maximum operating, acoustic) are NOT_SUPPORTED, as on boards that lack
+/// them.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetTemperatureThreshold(
+    device: nvmlDevice_t,
+    threshold: nvmlTemperatureThresholds_t,
+    temp: *mut c_uint,
+) -> nvmlReturn_t {
+    call::device("nvmlDeviceGetTemperatureThreshold", device, Some(Reading::Temperature), |dev| {
+        let spec = &dev.gpu.spec;
+        let value = match threshold {
+            THRESHOLD_SHUTDOWN => spec.temperature_shutdown_c,
+            THRESHOLD_SLOWDOWN => spec.temperature_slowdown_c,
+            _ => return Err(NOT_SUPPORTED),
+        };
+        // SAFETY: NVML's contract: `temp` is null or valid for writing one value.
+        unsafe { out::put(temp, value) }
     })
 }
 

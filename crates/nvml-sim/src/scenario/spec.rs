@@ -170,6 +170,15 @@ pub(crate) struct GpuSpec {
     pub max_sm_clock_mhz: f64,
     pub max_mem_clock_mhz: f64,
     pub max_video_clock_mhz: f64,
+    /// PCIe link generation and width, now and at most (nvidia-smi's
+    /// `pcie.link.gen.*` and `pcie.link.width.*`).
+    pub pcie_link_gen_current: u32,
+    pub pcie_link_gen_max: u32,
+    pub pcie_link_width_current: u32,
+    pub pcie_link_width_max: u32,
+    /// The temperatures at which the board slows down and shuts down.
+    pub temperature_slowdown_c: u32,
+    pub temperature_shutdown_c: u32,
     pub ecc_enabled: bool,
     /// The ECC mode after the next reboot; the current one without it.
     pub ecc_pending: Option<bool>,
@@ -297,6 +306,12 @@ impl Default for GpuSpec {
             max_sm_clock_mhz: 1980.0,
             max_mem_clock_mhz: 2619.0,
             max_video_clock_mhz: 1755.0,
+            pcie_link_gen_current: 5,
+            pcie_link_gen_max: 5,
+            pcie_link_width_current: 16,
+            pcie_link_width_max: 16,
+            temperature_slowdown_c: 87,
+            temperature_shutdown_c: 92,
             ecc_enabled: true,
             ecc_pending: None,
             ecc_corrected_volatile: 0,

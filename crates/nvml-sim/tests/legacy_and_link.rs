@@ -1,0 +1,88 @@
+//! What other NVML clients (nvtop, nvitop) call that gpuscope does not: the
+//! PCIe link's generation and width, the temperature thresholds, and the
+//! first version of the process lists with its 16-byte entry.
+
+// Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::ffi::c_uint;
+use std::ptr;
+
+use gpuscope_nvml_sim::*;
+use nvml_wrapper_sys::bindings::{
+    nvmlDevice_t, nvmlProcessInfo_v1_t, nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE as INSUFFICIENT_SIZE,
+    nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED as NOT_SUPPORTED, nvmlReturn_enum_NVML_SUCCESS as OK,
+};
+use support::scenario_test;
+
+const SCENARIO: &str = "[[gpu]]\npcie_link_gen_current = 4\npcie_link_width_current = 8\n\
+                        temperature_slowdown_c = 85\n\
+                        [[gpu.process]]\npid = 4242\nused_mib = 1024\n\
+                        [[gpu.process]]\npid = 4343\nused_mib = 2048\n\
+                        [[gpu]]\nunsupported = [\"pcie\"]\n";
+
+fn handle(index: c_uint) -> nvmlDevice_t {
+    let mut dev = ptr::null_mut();
+    // SAFETY: a live local the library writes one handle to.
+    assert_eq!(unsafe { nvmlDeviceGetHandleByIndex_v2(index, &mut dev) }, OK);
+    dev
+}
+
+type Reader = unsafe extern "C" fn(nvmlDevice_t, *mut c_uint) -> u32;
+
+fn read(f: Reader, dev: nvmlDevice_t) -> (u32, c_uint) {
+    let mut v: c_uint = 0;
+    // SAFETY: a live local the library writes one value to.
+    let code = unsafe { f(dev, &mut v) };
+    (code, v)
+}
+
+#[test]
+fn link_generation_width_and_thresholds_come_from_the_scenario() {
+    scenario_test("link_generation_width_and_thresholds_come_from_the_scenario", Some(SCENARIO), |_| {
+        // SAFETY: init takes no arguments.
+        assert_eq!(unsafe { nvmlInit_v2() }, OK);
+        let (a, b) = (handle(0), handle(1));
+        assert_eq!(read(nvmlDeviceGetCurrPcieLinkGeneration, a), (OK, 4));
+        assert_eq!(read(nvmlDeviceGetMaxPcieLinkGeneration, a), (OK, 5), "an H100's by default");
+        assert_eq!(read(nvmlDeviceGetCurrPcieLinkWidth, a), (OK, 8));
+        assert_eq!(read(nvmlDeviceGetMaxPcieLinkWidth, a), (OK, 16));
+        assert_eq!(read(nvmlDeviceGetMaxPcieLinkWidth, b).0, NOT_SUPPORTED, "no PCIe readings on this board");
+        let mut t: c_uint = 0;
+        // SAFETY: live locals; 1 is NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, 0 SHUTDOWN, 3 GPU_MAX.
+        unsafe {
+            assert_eq!(nvmlDeviceGetTemperatureThreshold(a, 1, &mut t), OK);
+            assert_eq!(t, 85);
+            assert_eq!(nvmlDeviceGetTemperatureThreshold(a, 0, &mut t), OK);
+            assert_eq!(t, 92);
+            assert_eq!(nvmlDeviceGetTemperatureThreshold(a, 3, &mut t), NOT_SUPPORTED);
+            assert_eq!(nvmlShutdown(), OK);
+        }
+    });
+}
+
+#[test]
+fn the_first_process_list_version_counts_then_fills_sixteen_byte_entries() {
+    scenario_test("the_first_process_list_version_counts_then_fills_sixteen_byte_entries", Some(SCENARIO), |_| {
+        assert_eq!(std::mem::size_of::<nvmlProcessInfo_v1_t>(), 16);
+        // SAFETY: init takes no arguments; the list calls get live locals and
+        // a buffer of the length the count says.
+        unsafe {
+            assert_eq!(nvmlInit_v2(), OK);
+            let dev = handle(0);
+            let mut count: c_uint = 0;
+            assert_eq!(nvmlDeviceGetComputeRunningProcesses(dev, &mut count, ptr::null_mut()), INSUFFICIENT_SIZE);
+            assert_eq!(count, 2);
+            let mut infos = vec![nvmlProcessInfo_v1_t { pid: 0, usedGpuMemory: 0 }; 2];
+            assert_eq!(nvmlDeviceGetComputeRunningProcesses(dev, &mut count, infos.as_mut_ptr()), OK);
+            let got: Vec<(u32, u64)> = infos.iter().map(|p| (p.pid, p.usedGpuMemory)).collect();
+            assert_eq!(got, vec![(4242, 1024 << 20), (4343, 2048 << 20)]);
+            let mut none: c_uint = 0;
+            assert_eq!(nvmlDeviceGetGraphicsRunningProcesses(dev, &mut none, ptr::null_mut()), OK);
+            assert_eq!(none, 0, "no graphics contexts: SUCCESS with a count of 0");
+            assert_eq!(nvmlShutdown(), OK);
+        }
+    });
+}
