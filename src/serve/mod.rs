@@ -115,7 +115,11 @@ pub async fn run(prepared: Prepared, snapshots: SnapshotRx, interval: Duration) 
     let listen = options.listen;
     let listener = TcpListener::bind(listen).await.map_err(|source| ServeError::Bind { addr: listen, source })?;
     let local = listener.local_addr().map_err(ServeError::Serve)?;
+    // Both handlers are in place before the first scrape can be answered: a
+    // SIGINT that arrives right after start-up must stop the server cleanly,
+    // not kill it (`ctrl_c()` would only register once first polled).
     let mut term = signal(SignalKind::terminate()).map_err(ServeError::Signal)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(ServeError::Signal)?;
     if let Some(warning) = exposure_warning(&options) {
         eprintln!("gpuscope: warning: {warning}");
     }
@@ -125,7 +129,7 @@ pub async fn run(prepared: Prepared, snapshots: SnapshotRx, interval: Duration) 
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop = async move {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
+            _ = int.recv() => {}
             _ = term.recv() => {}
         }
         stop_tx.send_replace(true);
