@@ -2,12 +2,13 @@
 # CPU seconds per minute and peak RSS of `gpuscope fleet --prometheus URL
 # --json --watch` over N nodes held by a real Prometheus (Debian's
 # `prometheus`, scraping every second), beside the direct mode over the same
-# N in the same run (benches/fleet_scale.sh). One Python process answers
+# N in the same run (benches/fleet_scale.sh). One Python process (benches/nodes.py) answers
 # /metrics on N loopback ports with one recorded `gpuscope --demo serve`
 # body, so Prometheus holds N instances of an 8-GPU node.
 # Usage: benches/fleet_prometheus_scale.sh BINARY SECONDS N...
 set -eu
-bin=$1; secs=$2; shift 2
+bin=$(realpath "$1"); secs=$2; shift 2
+cd "$(dirname "$0")/.."
 command -v prometheus >/dev/null || { echo "needs prometheus (apt-get install prometheus)" >&2; exit 1; }
 dir=$(mktemp -d)
 trap 'kill $(cat "$dir"/*.pid 2>/dev/null) 2>/dev/null; sleep 0.5; rm -rf "$dir"' EXIT
@@ -18,28 +19,6 @@ port=$(free_port)
 "$bin" --demo serve --listen "127.0.0.1:$port" >/dev/null 2>&1 & echo $! > "$dir/serve.pid"
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/metrics" > "$dir/metrics.txt" 2>/dev/null && break; sleep 0.1; done
 kill "$(cat "$dir/serve.pid")"; rm -f "$dir/serve.pid"
-cat > "$dir/nodes.py" <<'PY'
-import http.server, socketserver, sys, threading
-body = open(sys.argv[1], "rb").read()
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a):
-        pass
-class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-ports = []
-for _ in range(int(sys.argv[2])):
-    s = S(("127.0.0.1", 0), H)
-    ports.append(s.server_address[1])
-    threading.Thread(target=s.serve_forever, daemon=True).start()
-print(",".join("'127.0.0.1:%d'" % p for p in ports), flush=True)
-threading.Event().wait()
-PY
 
 hz=$(getconf CLK_TCK)
 measure() { # PID -> "cpu_s_per_min peak_rss_mib"
@@ -51,7 +30,7 @@ measure() { # PID -> "cpu_s_per_min peak_rss_mib"
 }
 echo "nodes  prometheus: cpu_s/min rss_mib   direct: cpu_s/min rss_mib   (metrics body $(wc -c < "$dir/metrics.txt") bytes)"
 for n in "$@"; do
-  python3 "$dir/nodes.py" "$dir/metrics.txt" "$n" > "$dir/targets.$n" & echo $! > "$dir/py.pid"
+  python3 benches/nodes.py "$dir/metrics.txt" "$n" "text/plain; version=0.0.4" --quoted > "$dir/targets.$n" & echo $! > "$dir/py.pid"
   while [ ! -s "$dir/targets.$n" ]; do sleep 0.1; done
   pport=$(free_port)
   printf 'global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpuscope\n    static_configs:\n      - targets: [%s]\n' \

@@ -1,39 +1,18 @@
 #!/bin/sh
 # CPU seconds per minute and peak RSS of `gpuscope fleet --json --watch`
-# over N simulated nodes: one Python process answers /snapshot on N
-# loopback ports with one recorded demo snapshot.
+# over N simulated nodes: one Python process (benches/nodes.py) answers
+# /snapshot on N loopback ports with one recorded demo snapshot.
 # Usage: benches/fleet_scale.sh BINARY SECONDS N...
 set -eu
-bin=$1; secs=$2; shift 2
+bin=$(realpath "$1"); secs=$2; shift 2
+cd "$(dirname "$0")/.."
 dir=$(mktemp -d)
 trap 'kill $(cat "$dir"/*.pid 2>/dev/null) 2>/dev/null; rm -rf "$dir"' EXIT
 "$bin" --demo --json > "$dir/snapshot.json"
-cat > "$dir/nodes.py" <<'PY'
-import http.server, socketserver, sys, threading
-body = open(sys.argv[1], "rb").read()
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a):
-        pass
-class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-ports = []
-for _ in range(int(sys.argv[2])):
-    s = S(("127.0.0.1", 0), H)
-    ports.append(s.server_address[1])
-    threading.Thread(target=s.serve_forever, daemon=True).start()
-print(",".join("127.0.0.1:%d" % p for p in ports), flush=True)
-threading.Event().wait()
-PY
 hz=$(getconf CLK_TCK)
 echo "nodes cpu_s_per_min peak_rss_mib snapshot_bytes=$(wc -c < "$dir/snapshot.json")"
 for n in "$@"; do
-  python3 "$dir/nodes.py" "$dir/snapshot.json" "$n" > "$dir/hosts.$n" & echo $! > "$dir/py.$n.pid"
+  python3 benches/nodes.py "$dir/snapshot.json" "$n" application/json > "$dir/hosts.$n" & echo $! > "$dir/py.$n.pid"
   while [ ! -s "$dir/hosts.$n" ]; do sleep 0.1; done
   "$bin" fleet "$(cat "$dir/hosts.$n")" --json --watch --interval 1s --timeout 5s > /dev/null & pid=$!
   echo $pid > "$dir/fleet.$n.pid"

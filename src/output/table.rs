@@ -437,14 +437,8 @@ mod tests {
             name: Some("python3".into()),
             user: Some("alice".into()),
             command: Some(command.into()),
-            start_time: None,
-            parent_pid: None,
-            parent_name: None,
-            cpu_percent: None,
-            host_memory: None,
-            allocator: None,
             workload,
-            other_namespace: false,
+            ..Process::bare(pid)
         }
     }
 

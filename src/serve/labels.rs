@@ -35,22 +35,7 @@ mod tests {
     use super::*;
 
     fn process(command: Option<&str>, name: Option<&str>) -> Process {
-        Process {
-            pid: 1,
-            gpus: Vec::new(),
-            gpu_memory_total: None,
-            name: name.map(Into::into),
-            user: None,
-            command: command.map(Into::into),
-            start_time: None,
-            parent_pid: None,
-            parent_name: None,
-            cpu_percent: None,
-            host_memory: None,
-            allocator: None,
-            workload: None,
-            other_namespace: false,
-        }
+        Process { name: name.map(Into::into), command: command.map(Into::into), ..Process::bare(1) }
     }
 
     #[test]
