@@ -104,6 +104,17 @@ impl Node {
     }
 }
 
+/// Node A: ranks 0 and 1; node B: rank 2 (rank 3 of 4 runs nowhere).
+fn two_nodes() -> [Node; 2] {
+    [
+        Node::start(
+            &["a0000000-0000-4000-8000-000000000000", "a1000000-0000-4000-8000-000000000000"],
+            &[Some(0), Some(1)],
+        ),
+        Node::start(&["b0000000-0000-4000-8000-000000000000"], &[Some(2)]),
+    ]
+}
+
 /// Node A: ranks 0 and 1; node B: rank 2 (rank 3 of 4 runs nowhere); node C: no job.
 fn three_nodes() -> [Node; 3] {
     [
@@ -345,13 +356,7 @@ impl Drop for KillServer {
 
 #[test]
 fn the_fleet_view_in_a_real_terminal() {
-    let nodes = [
-        Node::start(
-            &["a0000000-0000-4000-8000-000000000000", "a1000000-0000-4000-8000-000000000000"],
-            &[Some(0), Some(1)],
-        ),
-        Node::start(&["b0000000-0000-4000-8000-000000000000"], &[Some(2)]),
-    ];
+    let nodes = two_nodes();
     let list = format!("{},{}", nodes[0].addr(), nodes[1].addr());
     let socket = format!("gpuscope-fleet-test-{}", std::process::id());
     let _server = KillServer(socket.clone());
@@ -391,13 +396,7 @@ fn fleet_prometheus(url: &str) -> Value {
 
 #[test]
 fn from_prometheus_two_instances_with_their_gpus_and_the_job_across_them() {
-    let nodes = [
-        Node::start(
-            &["a0000000-0000-4000-8000-000000000000", "a1000000-0000-4000-8000-000000000000"],
-            &[Some(0), Some(1)],
-        ),
-        Node::start(&["b0000000-0000-4000-8000-000000000000"], &[Some(2)]),
-    ];
+    let nodes = two_nodes();
     let dir = tempfile::tempdir().unwrap();
     let targets = format!("'{}', '{}'", nodes[0].addr(), nodes[1].addr());
     let config =

@@ -30,16 +30,6 @@ use crate::sources::procstat::StatFile;
 /// A file's name, size and modification time (ns).
 type Key = (String, u64, i64);
 
-/// One version of a file: the probe replaces its file by renaming a new one
-/// over it, so a new version is a new inode, and an unchanged inode, size
-/// and modification time is the version already parsed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Version {
-    inode: u64,
-    size: u64,
-    mtime_ns: i64,
-}
-
 /// Bounds the work of one tick however many files appear.
 const MAX_FILES: usize = 4096;
 
@@ -67,10 +57,13 @@ pub struct FileProbes {
     views: ProcessViews,
     /// Reasons already counted for those, each once.
     view_bad: HashSet<String>,
-    /// The last version of each file read, parsed: a probe rewrites its
-    /// file once a second while gpuscope may tick ten times as often, and
-    /// hundreds of probed processes cost a parse each only when they change.
-    parsed: HashMap<String, (Version, ProbeFile)>,
+    /// The last version of each file read (its key and inode), parsed: a
+    /// probe rewrites its file once a second while gpuscope may tick ten
+    /// times as often, and hundreds of probed processes cost a parse each
+    /// only when they change. The probe renames a new file over the old,
+    /// so a new version is a new inode; the same inode, size and
+    /// modification time is the version already parsed.
+    parsed: HashMap<String, (Key, u64, ProbeFile)>,
 }
 
 impl FileProbes {
@@ -179,8 +172,8 @@ impl FileProbes {
         pid: u32,
         ticks: u64,
     ) -> Result<(ProbeFile, SystemTime), (Key, String)> {
-        if let Some((version, file)) = self.parsed.get(name)
-            && *version == opened.version
+        if let Some((key, inode, file)) = self.parsed.get(name)
+            && (key, *inode) == (&opened.key, opened.inode)
         {
             return Ok((file.clone(), opened.modified));
         }
@@ -188,7 +181,7 @@ impl FileProbes {
         let read = opened.file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text);
         read.map_err(|e| (opened.key.clone(), format!("unreadable: {e}")))?;
         let file = ProbeFile::parse(&text, pid, ticks).map_err(|why| (opened.key.clone(), why))?;
-        self.parsed.insert(name.to_owned(), (opened.version, file.clone()));
+        self.parsed.insert(name.to_owned(), (opened.key, opened.inode, file.clone()));
         Ok((file, opened.modified))
     }
 
@@ -368,7 +361,7 @@ fn parse_temp_name(name: &str) -> Option<(u32, u64)> {
 struct Opened {
     file: File,
     key: Key,
-    version: Version,
+    inode: u64,
     modified: SystemTime,
 }
 
@@ -389,8 +382,7 @@ fn open_small_private(dir: &DirFd, name: &str) -> Result<Opened, (Key, String)> 
         return Err((key, format!("{} bytes, more than a probe writes", meta.len())));
     }
     let modified = meta.modified().unwrap_or_else(|_| SystemTime::now());
-    let version = Version { inode: meta.ino(), size: meta.len(), mtime_ns: key.2 };
-    Ok(Opened { file, key, version, modified })
+    Ok(Opened { file, key, inode: meta.ino(), modified })
 }
 
 #[cfg(test)]
