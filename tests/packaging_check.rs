@@ -101,3 +101,94 @@ with zipfile.ZipFile(wheel, "w") as zf:
                 "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-manylinux_2_28_x86_64\n")
     zf.write(program, "gpuscope-0.1.0.data/scripts/gpuscope")
 "#;
+
+/// A C program with a function named as rustc names gpuscope's `main`
+/// (another build's hash), compiled with a section per function as rustc
+/// does, and linked with or without `packaging/hot_text.ld` by this
+/// machine's C toolchain, as cargo links on it.
+fn c_program(dir: &Path, with_script: bool) -> String {
+    let source = dir.join("hot.c");
+    std::fs::write(
+        &source,
+        "int _ZN8gpuscope4main17h0123456789abcdefE(void) { return 7; }\n\
+         int main(void) { return _ZN8gpuscope4main17h0123456789abcdefE() - 7; }\n",
+    )
+    .unwrap();
+    let program = dir.join(if with_script { "grouped" } else { "plain" });
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/hot_text.ld");
+    let mut cc = Command::new("cc");
+    cc.arg("-ffunction-sections").arg("-o").arg(&program).arg(&source);
+    if with_script {
+        cc.arg(format!("-Wl,-T,{}", script.display()));
+    }
+    let out = cc.output().expect("cc runs (cargo needs it to link)");
+    assert!(out.status.success(), "{}", text(&out));
+    let ran = Command::new(&program).status().unwrap();
+    assert!(ran.success(), "the linked program runs");
+    program.to_str().unwrap().to_string()
+}
+
+#[test]
+fn the_hot_text_script_links_and_groups_what_it_names_whatever_the_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let args =
+        |p: &str| checker(&["--elf", p, "--hot-text", "--max-glibc", "99.0", "--machine", std::env::consts::ARCH]);
+    let grouped = args(&c_program(dir.path(), true));
+    assert!(!text(&grouped).contains("no .text.hot"), "{}", text(&grouped));
+    let plain = args(&c_program(dir.path(), false));
+    assert_eq!(plain.status.code(), Some(1), "{}", text(&plain));
+    assert!(text(&plain).contains("no .text.hot: the code it runs is not grouped"), "{}", text(&plain));
+}
+
+/// What callgrind writes with --demangle=no: names given at first use and
+/// referred to by number after, functions of several objects.
+const PROFILE: &str = "\
+events: Ir
+ob=(1) /usr/lib/libc.so.6
+fn=(1) memcpy
+0 5
+ob=(2) /opt/gpuscope
+fn=(2) _RNvNtCs9Xy_3std3env4__var
+0 3
+cob=(1)
+cfn=(1)
+calls=1 0
+0 5
+fn=(3) _ZN8gpuscope4main17h0123456789abcdefE
+0 1
+fn=(4) _RNvCsAb_8gpuscope4tick.llvm.12345
+0 1
+fn=(5) 0x0000000000293560
+0 1
+fn=(2)
+0 1
+";
+
+#[test]
+fn hot_text_names_what_ran_in_the_program_with_hashes_as_wildcards() {
+    let dir = tempfile::tempdir().unwrap();
+    let (profile, script) = (dir.path().join("callgrind.dashboard.out"), dir.path().join("hot.ld"));
+    std::fs::write(&profile, PROFILE).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("python3")
+        .arg(root.join("packaging/hot_text.py"))
+        .args([&script, Path::new("/opt/gpuscope"), &profile])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let written = std::fs::read_to_string(&script).unwrap();
+    let patterns: Vec<&str> = written.lines().filter(|l| l.trim_start().starts_with("*(")).collect();
+    assert_eq!(
+        patterns,
+        [
+            "    *(.text._RNvCs*_8gpuscope4tick.llvm.* .text.unlikely._RNvCs*_8gpuscope4tick.llvm.*)",
+            "    *(.text._RNvNtCs*_3std3env4__var .text.unlikely._RNvNtCs*_3std3env4__var)",
+            "    *(.text._ZN8gpuscope4main17h*E .text.unlikely._ZN8gpuscope4main17h*E)",
+        ],
+        "libc's memcpy and the unnamed address are left out:\n{written}"
+    );
+    assert!(
+        written.contains("/* dashboard: 3 */") && written.trim_end().ends_with("INSERT BEFORE .text;"),
+        "{written}"
+    );
+}

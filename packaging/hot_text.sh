@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Regenerates packaging/hot_text.ld, the linker script that groups the code
+# gpuscope runs (see packaging/hot_text.py for why). Profiles the release
+# build under callgrind on the benchmarks' simulated node (8 GPUs x 64
+# processes): the dashboard in a 200x60 tmux pane for 20 s, a one-shot
+# --json, and the exporter over a few scrapes. Run it after large changes
+# to the dashboard's or the exporter's code paths, then commit the script;
+# functions it does not name still work, they only sit apart.
+# Needs valgrind, tmux and python3. Run: bash packaging/hot_text.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for tool in valgrind tmux python3; do
+  command -v "$tool" >/dev/null || { echo "hot_text.sh: needs $tool" >&2; exit 1; }
+done
+cargo build --release --quiet
+export GPUSCOPE_BENCH_BIN=$PWD/target/release/gpuscope
+source benches/node.sh
+node_up
+profiles=$(mktemp -d)
+sock="gpuscope-hot-$$"
+server=
+trap 'tmux -L "$sock" kill-server 2>/dev/null || true; [ -z "$server" ] || kill "$server" 2>/dev/null || true; node_down; rm -rf "$profiles"' EXIT
+grind() {
+  local mode=$1
+  shift
+  exec valgrind --tool=callgrind --demangle=no --dump-instr=no --callgrind-out-file="$profiles/callgrind.$mode.out" \
+    --log-file="$profiles/$mode.log" "$bin" --nvml-lib "$work/libnvidia-ml.so.1" "$@"
+}
+
+# Each mode runs as `exec valgrind` in a subshell of its own, so a signal
+# for the server reaches valgrind itself.
+# The dashboard, quit with q so that callgrind writes its profile.
+cat > "$work/run.sh" <<RUN
+export GPUSCOPE_SIM_SCENARIO=$GPUSCOPE_SIM_SCENARIO XDG_CONFIG_HOME=$work GPUSCOPE_PROBE_DIR=$work/probes LANG=C.UTF-8
+$(declare -f grind)
+bin=$bin work=$work profiles=$profiles
+(grind dashboard)
+echo done > $work/dashboard.done
+RUN
+tmux -L "$sock" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run.sh"
+sleep 20
+tmux -L "$sock" send-keys q
+for _ in $(seq 300); do [ -e "$work/dashboard.done" ] && break; sleep 0.2; done
+[ -e "$work/dashboard.done" ] || { echo "hot_text.sh: the dashboard did not quit" >&2; exit 1; }
+
+(grind json --json > /dev/null)
+
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+(grind serve serve --listen "127.0.0.1:$port") &
+server=$!
+# Five scrapes a second apart, once it answers (slowly: under valgrind).
+python3 - "$port" <<'SCRAPE'
+import sys, time, urllib.request
+url = f"http://127.0.0.1:{sys.argv[1]}"
+for _ in range(120):
+    try:
+        urllib.request.urlopen(url + "/healthz", timeout=5)
+        break
+    except OSError:
+        time.sleep(0.5)
+for _ in range(5):
+    urllib.request.urlopen(url + "/metrics", timeout=60).read()
+    time.sleep(1)
+SCRAPE
+kill -TERM "$server"
+wait "$server" || true
+server=
+
+python3 packaging/hot_text.py packaging/hot_text.ld "$bin" \
+  "$profiles/callgrind.dashboard.out" "$profiles/callgrind.json.out" "$profiles/callgrind.serve.out"
