@@ -505,9 +505,11 @@ fn replay(cli: &Cli, path: &std::path::Path, as_json: bool) -> Result<u8, AppErr
 }
 
 /// Drawing, serving scrapes and writing output; collection never runs here
-/// (the poller has a thread of its own), so two workers are plenty.
+/// (the poller has a thread of its own), and none of it keeps a core busy,
+/// so it all runs on the thread that starts it: no worker threads to wake
+/// (a handoff per snapshot) and no stacks or allocator arenas of their own.
 fn runtime() -> Result<tokio::runtime::Runtime, AppError> {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(AppError::Runtime)
+    tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(AppError::Runtime)
 }
 
 /// Only the dashboard starts without NVML (`for_dashboard`): it opens at
