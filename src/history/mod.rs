@@ -2,6 +2,12 @@
 //! up, and per process on each GPU, kept round-robin-database style (see
 //! `series.rs`). The analyzer records into it on every tick and its rules
 //! read it; the dashboard draws its charts from the same store.
+//!
+//! Process series are the many (up to every process on every GPU), and
+//! most of their fields come from the allocator probe, which most
+//! processes never have. So each series keeps its fields in columns that
+//! exist only once a field has had a value: an unprobed process pays for
+//! its times and its NVML figure, a little over a third of a full series.
 
 mod series;
 #[cfg(test)]
@@ -209,6 +215,17 @@ impl Store {
     /// tests.
     pub fn total_points(&self) -> usize {
         self.gpus.values().map(Series::len).sum::<usize>() + self.processes.values().map(Series::len).sum::<usize>()
+    }
+
+    /// Roughly what the store holds on the heap: the series' columns by
+    /// capacity, and the maps' entries (a `BTreeMap`'s nodes counted as
+    /// their entries alone).
+    pub fn heap_bytes(&self) -> usize {
+        let gpus = self.gpus.values().map(|s| s.heap_bytes() + size_of::<(u32, GpuSeries)>()).sum::<usize>();
+        let processes = self.processes.capacity() * size_of::<(ProcKey, ProcessSeries)>()
+            + self.processes.values().map(Series::heap_bytes).sum::<usize>();
+        let uuids = self.uuids.values().map(|u| u.capacity() + size_of::<(u32, String)>()).sum::<usize>();
+        self.all.heap_bytes() + gpus + processes + uuids
     }
 }
 

@@ -2,6 +2,14 @@
 //! time-aligned buckets, each keeping min / max / mean per field so a peak
 //! survives aggregation. Every tier is a ring with a fixed capacity, so a
 //! series' memory depends on neither the interval nor the run's length.
+//!
+//! A ring is kept by column, not by bucket: most fields of most series are
+//! never available (an unprobed process has no allocator figures, an
+//! unprobed GPU no reserved or allocated), and a bucket-shaped ring would
+//! pay 16 bytes per bucket for each of them all the same. A field's column
+//! is only allocated once the field has a value, so a series costs what it
+//! records; readers still see whole buckets, with the missing fields
+//! unavailable as before.
 
 use std::collections::VecDeque;
 
@@ -52,7 +60,8 @@ impl Agg {
 }
 
 /// Samples of one time slot; `t_ms` is the newest sample's, so a bucket of
-/// one sample sits exactly where the raw point did.
+/// one sample sits exactly where the raw point did. Rings keep no buckets:
+/// they make one from their columns for each reader, as a copy.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bucket<const N: usize> {
     pub t_ms: u64,
@@ -60,17 +69,6 @@ pub struct Bucket<const N: usize> {
 }
 
 impl<const N: usize> Bucket<N> {
-    fn new(t_ms: u64, values: &[Option<f64>; N]) -> Self {
-        let mut b = Self { t_ms, fields: [Agg::NONE; N] };
-        b.add(t_ms, values);
-        b
-    }
-
-    fn add(&mut self, t_ms: u64, values: &[Option<f64>; N]) {
-        self.t_ms = t_ms;
-        self.fields.iter_mut().zip(values).for_each(|(f, v)| f.add(*v));
-    }
-
     pub fn get(&self, field: usize) -> Agg {
         self.fields.get(field).copied().unwrap_or(Agg::NONE)
     }
@@ -83,40 +81,96 @@ pub struct Tier {
     pub len: usize,
 }
 
+/// One tier's buckets. `times` holds every bucket's newest sample time;
+/// each field's column, once it exists, holds one `Agg` per entry of
+/// `times`, in the same order. A column that does not exist reads as
+/// unavailable throughout.
 #[derive(Debug, Clone)]
 struct Ring<const N: usize> {
     tier: Tier,
-    buckets: VecDeque<Bucket<N>>,
+    times: VecDeque<u64>,
+    fields: [Option<VecDeque<Agg>>; N],
     /// Nothing was ever dropped: the ring holds the series from its start.
     complete: bool,
 }
 
 impl<const N: usize> Ring<N> {
     fn new(tier: Tier) -> Self {
-        Self { tier, buckets: VecDeque::new(), complete: true }
+        Self { tier, times: VecDeque::new(), fields: std::array::from_fn(|_| None), complete: true }
+    }
+
+    /// The most buckets the ring holds; every allocation is exactly this,
+    /// so a ring never grows past it.
+    fn max_len(&self) -> usize {
+        self.tier.len.max(1)
     }
 
     fn push(&mut self, t_ms: u64, values: &[Option<f64>; N]) {
         let w = self.tier.width_ms;
-        if let Some(b) = self.buckets.back_mut().filter(|b| w > 0 && b.t_ms / w == t_ms / w) {
-            b.add(t_ms, values);
-            return;
+        match self.times.back_mut().filter(|b| w > 0 && **b / w == t_ms / w) {
+            Some(last) => *last = t_ms,
+            None => {
+                // Drop before adding, so the ring never grows past its length.
+                if self.times.len() >= self.max_len() {
+                    self.times.pop_front();
+                    self.fields.iter_mut().flatten().for_each(|c| _ = c.pop_front());
+                    self.complete = false;
+                }
+                if self.times.capacity() == 0 {
+                    self.times.reserve_exact(self.max_len());
+                }
+                self.times.push_back(t_ms);
+                self.fields.iter_mut().flatten().for_each(|c| c.push_back(Agg::NONE));
+            }
         }
-        // Drop before adding, so the ring never grows past its length.
-        if self.buckets.len() >= self.tier.len.max(1) {
-            self.buckets.pop_front();
-            self.complete = false;
+        let (held, max_len) = (self.times.len(), self.max_len());
+        for (column, v) in self.fields.iter_mut().zip(values) {
+            if column.is_none() && v.is_some_and(f64::is_finite) {
+                // The buckets before the field's first value had none.
+                let mut c = VecDeque::new();
+                c.reserve_exact(max_len);
+                c.resize(held, Agg::NONE);
+                *column = Some(c);
+            }
+            if let Some(a) = column.as_mut().and_then(VecDeque::back_mut) {
+                a.add(*v);
+            }
         }
-        if self.buckets.capacity() == 0 {
-            self.buckets.reserve_exact(self.tier.len.max(1));
-        }
-        self.buckets.push_back(Bucket::new(t_ms, values));
+    }
+
+    fn clear(&mut self) {
+        self.times.clear();
+        self.fields = std::array::from_fn(|_| None);
+        self.complete = true;
+    }
+
+    /// The `i`th bucket, oldest first.
+    fn bucket(&self, i: usize) -> Option<Bucket<N>> {
+        let t_ms = *self.times.get(i)?;
+        let fields = self.fields.each_ref().map(|c| c.as_ref().and_then(|c| c.get(i)).copied().unwrap_or(Agg::NONE));
+        Some(Bucket { t_ms, fields })
+    }
+
+    /// The buckets from the `start`th on, oldest first.
+    fn buckets(&self, start: usize) -> impl DoubleEndedIterator<Item = Bucket<N>> + Clone + '_ {
+        (start..self.times.len()).filter_map(|i| self.bucket(i))
     }
 
     /// Whether the ring reaches back to `from_ms`.
     fn covers(&self, from_ms: u64) -> bool {
         let w = self.tier.width_ms.max(1);
-        self.complete || self.buckets.front().is_some_and(|b| b.t_ms - b.t_ms % w <= from_ms)
+        self.complete || self.times.front().is_some_and(|t| t - t % w <= from_ms)
+    }
+
+    /// Buckets the ring has room for without allocating.
+    fn capacity(&self) -> usize {
+        self.times.capacity()
+    }
+
+    /// What the ring's columns take on the heap.
+    fn heap_bytes(&self) -> usize {
+        self.times.capacity() * size_of::<u64>()
+            + self.fields.iter().flatten().map(|c| c.capacity() * size_of::<Agg>()).sum::<usize>()
     }
 }
 
@@ -145,10 +199,7 @@ impl<const N: usize> Series<N> {
     }
 
     fn clear(&mut self) {
-        for r in &mut self.rings {
-            r.buckets.clear();
-            r.complete = true;
-        }
+        self.rings.iter_mut().for_each(Ring::clear);
         self.first_ms = None;
         self.last_ms = None;
     }
@@ -156,10 +207,10 @@ impl<const N: usize> Series<N> {
     /// The finest buckets that reach back to `from_ms` (else the coarsest
     /// there are), from the first whose newest sample is at `from_ms` or
     /// later. Times only grow, so the start is found by bisection.
-    pub fn since(&self, from_ms: u64) -> impl DoubleEndedIterator<Item = &Bucket<N>> + Clone {
-        let buckets = self.ring_for(from_ms).map(|r| &r.buckets);
-        let start = buckets.map_or(0, |b| b.partition_point(|b| b.t_ms < from_ms));
-        buckets.into_iter().flat_map(move |b| b.range(start..))
+    pub fn since(&self, from_ms: u64) -> impl DoubleEndedIterator<Item = Bucket<N>> + Clone + '_ {
+        let ring = self.ring_for(from_ms);
+        let start = ring.map_or(0, |r| r.times.partition_point(|t| *t < from_ms));
+        ring.into_iter().flat_map(move |r| r.buckets(start))
     }
 
     fn ring_for(&self, from_ms: u64) -> Option<&Ring<N>> {
@@ -172,7 +223,7 @@ impl<const N: usize> Series<N> {
     }
 
     /// Buckets no older than `span_ms` before the newest sample.
-    pub fn recent(&self, span_ms: u64) -> impl DoubleEndedIterator<Item = &Bucket<N>> + Clone {
+    pub fn recent(&self, span_ms: u64) -> impl DoubleEndedIterator<Item = Bucket<N>> + Clone + '_ {
         self.since(self.last_ms.map_or(0, |t| t.saturating_sub(span_ms)))
     }
 
@@ -190,7 +241,7 @@ impl<const N: usize> Series<N> {
 
     /// Buckets held in all tiers.
     pub fn len(&self) -> usize {
-        self.rings.iter().map(|r| r.buckets.len()).sum()
+        self.rings.iter().map(|r| r.times.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -199,12 +250,18 @@ impl<const N: usize> Series<N> {
 
     /// Each tier with its buckets, oldest first.
     #[cfg(test)]
-    pub fn tiers(&self) -> impl Iterator<Item = (Tier, &VecDeque<Bucket<N>>)> {
-        self.rings.iter().map(|r| (r.tier, &r.buckets))
+    pub fn tiers(&self) -> impl Iterator<Item = (Tier, Vec<Bucket<N>>)> + '_ {
+        self.rings.iter().map(|r| (r.tier, r.buckets(0).collect()))
     }
 
     /// Buckets the rings have room for without allocating.
     pub fn capacity(&self) -> usize {
-        self.rings.iter().map(|r| r.buckets.capacity()).sum()
+        self.rings.iter().map(Ring::capacity).sum()
+    }
+
+    /// Bytes the series holds on the heap: its rings and their columns, by
+    /// capacity. The series' own few words are its owner's to count.
+    pub fn heap_bytes(&self) -> usize {
+        self.rings.capacity() * size_of::<Ring<N>>() + self.rings.iter().map(Ring::heap_bytes).sum::<usize>()
     }
 }

@@ -153,6 +153,108 @@ fn another_gpu_at_an_index_and_a_vanished_gpu_drop_their_series() {
     assert_eq!(all, Some(Some(30.0)));
 }
 
+/// A series with the store's process tiers, fed a sample a second for ten
+/// minutes with `fields` available (the rest unavailable).
+fn process_series(fields: &[usize]) -> ProcessSeries {
+    let mut s = Series::new(&Store::new(Duration::from_secs(600)).process_tiers);
+    for t in 0..600u64 {
+        let v = std::array::from_fn(|f| fields.contains(&f).then_some(t as f64));
+        s.push(t * 1_000, &v);
+    }
+    s
+}
+
+#[test]
+fn an_unprobed_process_costs_about_a_third_of_a_probed_one() {
+    let unprobed = process_series(&[process::NVML]).heap_bytes();
+    let probed = process_series(&[0, 1, 2, 3]).heap_bytes();
+    assert!(unprobed * 10 <= probed * 4, "unprobed {unprobed} B, probed {probed} B");
+    // And the whole store: the columns are most of it, and bounded.
+    let mut st = Store::new(Duration::from_secs(600));
+    for t in 0..700u64 {
+        st.record(&snap(t * 1_000, &[(0, "GPU-a", t)], &(1..=64).collect::<Vec<_>>()));
+    }
+    let per_process = st.processes.values().next().map_or(0, Series::heap_bytes);
+    assert_eq!(per_process, unprobed);
+    let gpu = st.gpu(Some(0)).map_or(0, Series::heap_bytes);
+    assert!(st.heap_bytes() >= 64 * per_process + 2 * gpu, "{}", st.heap_bytes());
+    assert!(st.heap_bytes() <= 64 * (per_process + 256) + 2 * gpu + 1024, "{}", st.heap_bytes());
+    eprintln!(
+        "series heap bytes: unprobed process {unprobed}, probed process {probed}, unprobed GPU {gpu}, probed GPU {}; \
+         store of 1 GPU and 64 unprobed processes {}",
+        {
+            let mut s = GpuSeries::new(&st.gpu_tiers);
+            (0..2_000u64).for_each(|t| s.push(t * 1_000, &[Some(1.0); gpu::FIELDS]));
+            s.heap_bytes()
+        },
+        st.heap_bytes()
+    );
+}
+
+#[test]
+fn a_field_available_late_reads_unavailable_before() {
+    let mut s: Series<2> = Series::new(&ONE);
+    let empty = s.heap_bytes();
+    for t in 0..6u64 {
+        s.push(t * 400, &[Some(t as f64), None]);
+    }
+    let one_field = s.heap_bytes();
+    assert_eq!(one_field, empty + (4 + 5 + 3) * (8 + 16), "no column for a field never available");
+    // Field 1 first has a value in the middle of the second at 2 000 ms.
+    s.push(2_400, &[Some(6.0), Some(60.0)]);
+    s.push(2_800, &[Some(7.0), Some(70.0)]);
+    assert_eq!(s.heap_bytes(), one_field + (4 + 5 + 3) * 16, "its column came whole, at once");
+    let (_, raw) = s.tiers().next().unwrap();
+    let raw: Vec<(u64, Option<f64>, Option<f64>)> =
+        raw.iter().map(|b| (b.t_ms, b.get(0).max(), b.get(1).max())).collect();
+    assert_eq!(
+        raw,
+        [
+            (1_600, Some(4.0), None),
+            (2_000, Some(5.0), None),
+            (2_400, Some(6.0), Some(60.0)),
+            (2_800, Some(7.0), Some(70.0))
+        ]
+    );
+    let (_, secs) = s.tiers().nth(1).unwrap();
+    let secs: Vec<(u64, u32, u32, Option<f64>)> =
+        secs.iter().map(|b| (b.t_ms, b.get(0).count(), b.get(1).count(), b.get(1).min())).collect();
+    assert_eq!(secs, [(800, 3, 0, None), (1_600, 2, 0, None), (2_800, 3, 2, Some(60.0))]);
+    // A clock step forgets the column with the rest.
+    s.push(0, &[Some(1.0), None]);
+    assert_eq!(s.heap_bytes(), one_field);
+    assert_eq!(s.recent(u64::MAX).map(|b| b.get(1).count()).collect::<Vec<_>>(), [0]);
+}
+
+/// Every bucket of every tier counts exactly the available points of its
+/// slot, per field, and its min and max bracket them and its mean.
+fn check_brackets<const N: usize>(s: &Series<N>, pushed: &[(u64, [Option<f64>; N])]) -> Result<(), TestCaseError> {
+    for (tier, buckets) in s.tiers() {
+        let w = tier.width_ms;
+        for b in buckets {
+            for f in 0..N {
+                let inside: Vec<f32> = pushed
+                    .iter()
+                    .filter(|(pt, _)| pt.checked_div(w).map_or(*pt == b.t_ms, |i| Some(i) == b.t_ms.checked_div(w)))
+                    .filter_map(|(_, v)| v[f].map(|v| v as f32))
+                    .collect();
+                let a = b.get(f);
+                prop_assert_eq!(a.count() as usize, inside.len());
+                for v in &inside {
+                    prop_assert!(
+                        a.min().is_some_and(|m| m <= f64::from(*v)) && a.max().is_some_and(|m| m >= f64::from(*v))
+                    );
+                }
+                if let (Some(lo), Some(mean), Some(hi)) = (a.min(), a.mean(), a.max()) {
+                    let slack = hi.abs().max(lo.abs()) * 1e-5;
+                    prop_assert!(lo - slack <= mean && mean <= hi + slack, "{} {} {}", lo, mean, hi);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
@@ -166,24 +268,33 @@ proptest! {
         for (dt, v) in steps {
             t += dt;
             s.push(t, &[v]);
+            pushed.push((t, [v]));
+        }
+        check_brackets(&s, &pushed)?;
+    }
+
+    /// The same when fields first have a value at any point (or never): a
+    /// column made late lines up with the buckets already held, and only
+    /// the fields that ever had a value take memory.
+    #[test]
+    fn buckets_bracket_every_point_of_fields_available_late(
+        steps in prop::collection::vec((1u64..3_000, prop::array::uniform3(prop::option::of(-1e12f64..1e12))), 1..300),
+        from in prop::array::uniform3(0usize..400),
+    ) {
+        let mut s: Series<3> = Series::new(&ONE);
+        let empty = s.heap_bytes();
+        let mut t = 0;
+        let mut pushed = Vec::new();
+        for (i, (dt, mut v)) in steps.into_iter().enumerate() {
+            t += dt;
+            v.iter_mut().zip(from).filter(|(_, from)| i < *from).for_each(|(v, _)| *v = None);
+            s.push(t, &v);
             pushed.push((t, v));
         }
-        for (tier, buckets) in s.tiers() {
-            let w = tier.width_ms;
-            for b in buckets {
-                let inside: Vec<f32> = pushed.iter()
-                    .filter(|(pt, _)| pt.checked_div(w).map_or(*pt == b.t_ms, |i| Some(i) == b.t_ms.checked_div(w)))
-                    .filter_map(|(_, v)| v.map(|v| v as f32)).collect();
-                let a = b.get(0);
-                prop_assert_eq!(a.count() as usize, inside.len());
-                for v in &inside {
-                    prop_assert!(a.min().is_some_and(|m| m <= f64::from(*v)) && a.max().is_some_and(|m| m >= f64::from(*v)));
-                }
-                if let (Some(lo), Some(mean), Some(hi)) = (a.min(), a.mean(), a.max()) {
-                    let slack = hi.abs().max(lo.abs()) * 1e-5;
-                    prop_assert!(lo - slack <= mean && mean <= hi + slack, "{} {} {}", lo, mean, hi);
-                }
-            }
-        }
+        check_brackets(&s, &pushed)?;
+        let columns = (0..3).filter(|f| pushed.iter().any(|(_, v)| v[*f].is_some())).count();
+        let held: usize = s.tiers().map(|(tier, _)| tier.len).sum();
+        prop_assert_eq!(s.heap_bytes(), empty + held * (8 + 16 * columns));
+        prop_assert!(s.capacity() <= held);
     }
 }

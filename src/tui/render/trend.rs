@@ -26,13 +26,14 @@ fn window(ctx: &Ctx) -> (u64, u64, u64) {
 }
 
 /// The buckets a chart from `from` to `to` draws, and the slot each covers.
-struct Points<'a, const N: usize> {
-    buckets: Vec<&'a Bucket<N>>,
+/// Copies: the series assembles them from its columns.
+struct Points<const N: usize> {
+    buckets: Vec<Bucket<N>>,
     width_ms: u64,
 }
 
-impl<'a, const N: usize> Points<'a, N> {
-    fn of(series: Option<&'a Series<N>>, from: u64, to: u64) -> Self {
+impl<const N: usize> Points<N> {
+    fn of(series: Option<&Series<N>>, from: u64, to: u64) -> Self {
         let buckets = series.map(|s| s.since(from).filter(|b| b.t_ms <= to).collect()).unwrap_or_default();
         Self { buckets, width_ms: series.map_or(0, |s| s.width_since(from)) }
     }
@@ -49,7 +50,7 @@ impl<'a, const N: usize> Points<'a, N> {
         value: impl Fn(&Bucket<N>) -> Option<f64>,
         m: Merge,
     ) -> Vec<Option<f64>> {
-        columns(self.buckets.iter().copied(), from, to, w, |b| self.slot(b), |b| value(b), m)
+        columns(self.buckets.iter(), from, to, w, |b| self.slot(b), |b| value(b), m)
     }
 
     /// Memory is drawn by each bucket's max, so a peak shorter than a
