@@ -18,7 +18,8 @@ node_up() {
   work=$(mktemp -d)
   pids=()
   local procs=${GPUSCOPE_BENCH_PROCS:-64} probed=${GPUSCOPE_BENCH_PROBED:-0}
-  for _ in $(seq "$procs"); do sleep 600 & pids+=($!); done
+  # A day: long enough for the 24-hour memory run; node_down ends them.
+  for _ in $(seq "$procs"); do sleep 86400 & pids+=($!); done
   cp "$sim" "$work/libnvidia-ml.so.1"
   local util=${1:-90} used=${2:-8000}
   for g in $(seq 0 7); do

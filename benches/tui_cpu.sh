@@ -35,11 +35,14 @@ for _ in $(seq 100); do [ -s "$work/pid" ] && break; sleep 0.1; done
 pid=$(cat "$work/pid")
 sleep 5 # start-up, first snapshots
 tmux -L "$sock" pipe-pane -o "cat > $work/tty.bytes"
-ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
-t0=$(ticks)
+# Nanoseconds on a CPU, summed over the threads (schedstat): /proc/PID/stat
+# counts in clock ticks of 10 ms, too coarse for a tenth of a second a minute.
+# A thread that ends in between is lost; the dashboard's threads live as long
+# as it does.
+on_cpu() { cat /proc/"$pid"/task/*/schedstat 2>/dev/null | awk '{ ns += $1 } END { printf "%d", ns }'; }
+t0=$(on_cpu)
 sleep "$seconds"
-t1=$(ticks)
+t1=$(on_cpu)
 bytes=$(stat -c %s "$work/tty.bytes")
-hz=$(getconf CLK_TCK)
-echo "${peer:-gpuscope }over ${seconds}s: CPU $(awk -v d=$((t1 - t0)) -v hz="$hz" 'BEGIN { printf "%.2f", d / hz }') s," \
+echo "${peer:-gpuscope }over ${seconds}s: CPU $(awk -v d=$((t1 - t0)) 'BEGIN { printf "%.3f", d / 1e9 }') s," \
   "peak RSS $(awk '/VmHWM/ {printf "%.1f MiB", $2 / 1024}' "/proc/$pid/status"), ${bytes} bytes to the terminal"

@@ -7,9 +7,10 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
 
-use sysinfo::{Pid, Process as SysProcess, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind, Users};
+use sysinfo::{Pid, Process as SysProcess, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind};
 
 use super::procstat::{self, Stat, StatFile};
+use super::users::UserNames;
 use super::{HostProcess, HostSample, HostSource, sanitize_command};
 use super::{pidns, workload};
 use crate::model::{Host, PidNamespace, SourceStatus, Timestamp};
@@ -19,7 +20,7 @@ const MAX_OPEN: usize = 256;
 
 pub struct SysinfoHost {
     system: System,
-    users: Users,
+    users: UserNames,
     hostname: Option<String>,
     cpu_count: Option<u32>,
     /// CPU usage is a difference between two readings: the first sample of
@@ -60,7 +61,7 @@ impl SysinfoHost {
         Self {
             cpu_count: std::thread::available_parallelism().ok().and_then(|n| u32::try_from(n.get()).ok()),
             system: System::new(),
-            users: Users::new_with_refreshed_list(),
+            users: UserNames::default(),
             hostname: System::host_name(),
             cpu_primed: false,
             known: HashMap::new(),
@@ -83,13 +84,8 @@ impl SysinfoHost {
     }
 
     fn user_name_of(&mut self, p: &ProcessView) -> Option<String> {
-        let uid = p.uid.as_ref()?;
-        if self.users.get_user_by_id(uid).is_none() {
-            // Users appear rarely; re-reading the user database only on a
-            // miss keeps it off the per-tick path.
-            self.users.refresh();
-        }
-        self.users.get_user_by_id(uid).map(|u| u.name().to_string()).or_else(|| Some(uid.to_string()))
+        let uid = **p.uid.as_ref()?;
+        self.users.name(uid).or_else(|| Some(uid.to_string()))
     }
 
     /// First sight of these PIDs (or of a new process behind a recycled

@@ -10,6 +10,7 @@ pub mod pidns;
 pub mod probe;
 pub mod procstat;
 mod sanitize;
+pub mod users;
 pub mod workload;
 
 use std::collections::HashMap;

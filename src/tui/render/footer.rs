@@ -31,7 +31,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
 /// F3's prompt, and whether the text matches any row at all.
 fn search_prompt<'a>(ctx: &Ctx) -> Line<'a> {
     let (t, s) = (&ctx.theme, ctx.state);
-    let missed = crate::tui::rows::find(&s.rows(), &s.search, 0).is_none() && !s.search.trim().is_empty();
+    let missed = crate::tui::rows::find(&ctx.rows, &s.search, 0).is_none() && !s.search.trim().is_empty();
     let mut spans = vec![Span::styled("search: ", t.key), Span::raw(ctx.clean(&s.search)), Span::styled("_", t.key)];
     if missed {
         spans.push(Span::styled("  no match", t.warn));

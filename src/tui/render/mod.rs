@@ -53,6 +53,9 @@ pub struct Ctx<'a> {
     pub clock: &'a Clock,
     pub sym: &'static Symbols,
     pub theme: Theme,
+    /// The process rows, filtered and sorted once per frame: the layout,
+    /// the table and the footer all ask.
+    pub rows: Vec<crate::tui::rows::Row<'a>>,
 }
 
 impl Ctx<'_> {
@@ -77,6 +80,7 @@ pub fn draw_with_hits(frame: &mut Frame, state: &State, clock: &Clock) -> (usize
         clock,
         sym: symbols::pick(state.ascii),
         theme: Theme::new(state.color),
+        rows: state.rows(),
     };
     let mut hits = Hits::default();
     let page = if layout::too_small(area) {
@@ -108,7 +112,7 @@ fn dashboard(frame: &mut Frame, area: Rect, ctx: &Ctx, hits: &mut Hits) -> usize
         gpus_full,
         gpus_compact,
         alerts: u16::try_from(snap.alerts.len()).unwrap_or(u16::MAX),
-        process_rows: u16::try_from(state.rows().len()).unwrap_or(u16::MAX),
+        process_rows: u16::try_from(ctx.rows.len()).unwrap_or(u16::MAX),
         chart: !snap.gpus.is_empty(),
     };
     let plan = layout::plan(area, needs);

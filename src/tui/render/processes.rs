@@ -18,14 +18,14 @@ use crate::tui::tree::{self, Entry};
 /// Draws the table; returns how many rows it had room for (a page).
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, hits: &mut Hits) -> usize {
     let w = area.width as usize;
-    let rows = ctx.state.rows();
-    let (specs, command_w) = columns::choose(w, columns::Present::of(&rows));
+    let rows = &ctx.rows[..];
+    let (specs, command_w) = columns::choose(w, columns::Present::of(rows));
     let page = (area.height as usize).saturating_sub(2);
     let in_container = snap.sources.host.pid_namespace == Some(PidNamespace::Container);
     let mut lines = vec![title(ctx, rows.len(), w, in_container), header(ctx, &specs, command_w)];
-    let selected = ctx.state.selected_index(&rows);
+    let selected = ctx.state.selected_index(rows);
     let entries = if ctx.state.sort.tree {
-        tree::entries(&rows)
+        tree::entries(rows)
     } else {
         (0..rows.len()).map(|index| Entry::Row { index, last: Vec::new() }).collect()
     };
