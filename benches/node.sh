@@ -18,6 +18,10 @@ node_up() {
   work=$(mktemp -d)
   pids=()
   local procs=${GPUSCOPE_BENCH_PROCS:-64} probed=${GPUSCOPE_BENCH_PROBED:-0}
+  # The node's processes start with gpuscope's environment, as a user's
+  # training started from the same shell does: their probes would write
+  # where gpuscope reads.
+  export GPUSCOPE_SIM_SCENARIO="$work/scenario.toml" XDG_CONFIG_HOME="$work" GPUSCOPE_PROBE_DIR="$work/probes"
   # A day: long enough for the 24-hour memory run; node_down ends them.
   for _ in $(seq "$procs"); do sleep 86400 & pids+=($!); done
   cp "$sim" "$work/libnvidia-ml.so.1"
@@ -28,14 +32,34 @@ node_up() {
       printf '[[gpu.process]]\npid = %s\nused_mib = %s\n' "${pids[$i]}" "$used"
     done
   done > "$work/scenario.toml"
-  export GPUSCOPE_SIM_SCENARIO="$work/scenario.toml" XDG_CONFIG_HOME="$work" GPUSCOPE_PROBE_DIR="$work/probes"
   if [ "$probed" -gt 0 ]; then
     python3 benches/probe_files.py "$work/probes" "${pids[@]:0:$probed}" &
     pids+=($!)
   fi
 }
 
+# `dashboard_up [PEER COMMAND]` runs the dashboard in a 200x60 tmux pane on
+# the node (GPUSCOPE_BENCH_ARGS added to its flags), or the peer command in
+# its place, loading the same simulated driver as libnvidia-ml.so.1; sets
+# $pid to what runs there. `node_down` ends it.
+dashboard_up() {
+  command -v tmux >/dev/null || { echo "$0: needs tmux" >&2; exit 1; }
+  local peer=
+  [ $# -gt 0 ] && peer=$(printf '%q ' "$@")
+  sock="gpuscope-bench-$$"
+  cat > "$work/run.sh" <<RUN
+export GPUSCOPE_SIM_SCENARIO=$GPUSCOPE_SIM_SCENARIO XDG_CONFIG_HOME=$work GPUSCOPE_PROBE_DIR=$work/probes LANG=C.UTF-8
+echo \$\$ > $work/pid
+if [ -n "$peer" ]; then LD_LIBRARY_PATH=$work exec $peer; fi
+exec $bin --nvml-lib $work/libnvidia-ml.so.1 ${GPUSCOPE_BENCH_ARGS:-}
+RUN
+  tmux -L "$sock" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run.sh"
+  for _ in $(seq 100); do [ -s "$work/pid" ] && break; sleep 0.1; done
+  pid=$(cat "$work/pid")
+}
+
 node_down() {
+  [ -z "${sock:-}" ] || tmux -L "$sock" kill-server 2>/dev/null || true
   kill "${pids[@]}" 2>/dev/null || true
   rm -rf "$work"
 }

@@ -19,20 +19,10 @@ shift || true
 [ "${1:-}" = "--" ] && shift
 peer=
 [ $# -gt 0 ] && peer=$(printf '%q ' "$@")
-command -v tmux >/dev/null || { echo "tui_cpu.sh: needs tmux" >&2; exit 1; }
 source benches/node.sh
 node_up '{ min = 60, max = 99, period_s = 11, shape = "sine" }' '{ min = 7000, max = 9000, period_s = 30, shape = "ramp" }'
-sock="gpuscope-bench-$$"
-trap 'tmux -L "$sock" kill-server 2>/dev/null || true; node_down' EXIT
-cat > "$work/run.sh" <<RUN
-export GPUSCOPE_SIM_SCENARIO=$GPUSCOPE_SIM_SCENARIO XDG_CONFIG_HOME=$work GPUSCOPE_PROBE_DIR=$work/probes LANG=C.UTF-8
-echo \$\$ > $work/pid
-if [ -n "$peer" ]; then LD_LIBRARY_PATH=$work exec $peer; fi
-exec $bin --nvml-lib $work/libnvidia-ml.so.1 ${GPUSCOPE_BENCH_ARGS:-}
-RUN
-tmux -L "$sock" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run.sh"
-for _ in $(seq 100); do [ -s "$work/pid" ] && break; sleep 0.1; done
-pid=$(cat "$work/pid")
+trap node_down EXIT
+dashboard_up "$@"
 sleep 5 # start-up, first snapshots
 tmux -L "$sock" pipe-pane -o "cat > $work/tty.bytes"
 # Nanoseconds on a CPU, summed over the threads (schedstat): /proc/PID/stat

@@ -107,6 +107,7 @@ impl AppError {
 }
 
 pub fn main() -> ExitCode {
+    one_malloc_arena();
     let cli = match Cli::try_parse_from(crate::cli::nvidia_smi_spellings(std::env::args_os())) {
         Ok(cli) => cli,
         Err(e) => return ExitCode::from(clap_exit(&e)),
@@ -508,6 +509,19 @@ fn replay(cli: &Cli, path: &std::path::Path, as_json: bool) -> Result<u8, AppErr
 /// (the poller has a thread of its own), and none of it keeps a core busy,
 /// so it all runs on the thread that starts it: no worker threads to wake
 /// (a handoff per snapshot) and no stacks or allocator arenas of their own.
+/// glibc gives every thread that allocates an arena of its own, and the
+/// poller's kept about a megabyte resident apart from the main heap's free
+/// space; two threads that take turns gain nothing from separate arenas.
+/// Called before any thread starts.
+fn one_malloc_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter, and no other
+    // thread is allocating yet.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, AppError> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(AppError::Runtime)
 }

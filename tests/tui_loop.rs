@@ -354,6 +354,32 @@ async fn a_burst_of_input_costs_a_few_frames_not_one_each() {
     d.quit().await;
 }
 
+/// On paused time, so what is compared is the loop's own clock: a key
+/// pressed just after new data was drawn must not wait out the frame
+/// period that data frame started (over a slow link it would come on top
+/// of the round trip).
+#[tokio::test(start_paused = true)]
+async fn a_key_just_after_a_data_frame_shows_at_once() {
+    let d = Dashboard::start(four_gpus(), None, options());
+    d.shows("GPUs").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let frames = d.screen.frames();
+    d.publish(snapshot_at(Spec::gpus(4), T0 + 1_000, 1));
+    d.wait_for("the new data's frame", |_| d.screen.frames() > frames).await;
+    let pressed = tokio::time::Instant::now();
+    d.press(KeyCode::Char('?'));
+    d.shows("this help").await;
+    assert!(pressed.elapsed() < gpuscope::tui::FRAME, "drawn {:?} after the key", pressed.elapsed());
+    // Keys still have a frame period: a burst right after costs one frame.
+    let frames = d.screen.frames();
+    for _ in 0..20 {
+        d.press(KeyCode::Char('j'));
+    }
+    tokio::time::sleep(gpuscope::tui::FRAME / 2).await;
+    assert!(d.screen.frames() <= frames + 1, "{} frames for a burst", d.screen.frames() - frames);
+    d.quit().await;
+}
+
 #[tokio::test]
 async fn nothing_is_redrawn_while_nothing_happens() {
     let d = Dashboard::start(four_gpus(), None, options());

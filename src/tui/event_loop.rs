@@ -4,7 +4,9 @@
 //! data is stale, so the age on screen keeps counting, and otherwise not at
 //! all) mark the screen dirty;
 //! a dirty screen is drawn at most once per frame period, so a burst of
-//! input or data costs one frame.
+//! input or data costs one frame. Keys have a frame period of their own: a
+//! key pressed just after new data was drawn shows at once, not a frame
+//! later (over a slow link that frame comes on top of the round trip).
 
 use std::io;
 use std::path::PathBuf;
@@ -59,19 +61,29 @@ where
     }
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
+    // Whether a key made the screen dirty, and when a key's frame was last
+    // drawn.
+    let mut keyed = false;
+    let mut last_key_draw: Option<Instant> = None;
     let mut snapshots_open = true;
     let mut replay_status = options.replay.as_ref().map(|r| r.status.clone());
     let mut stops = if options.real_terminal { Some(StopSignals::new()?) } else { None };
     let mut tools = Tools::new(options.probe_dir.clone());
     loop {
-        if dirty && last_draw.is_none_or(|t| t.elapsed() >= FRAME) {
+        let free = |last: Option<Instant>| last.is_none_or(|t| t.elapsed() >= FRAME);
+        if dirty && (free(last_draw) || (keyed && free(last_key_draw))) {
             let mut drawn = (state.page, std::mem::take(&mut state.hits));
             terminal.draw(|frame| drawn = render::draw_with_hits(frame, &state, &clock)).map_err(io::Error::other)?;
             (state.page, state.hits) = drawn;
             last_draw = Some(Instant::now());
-            dirty = false;
+            if keyed {
+                last_key_draw = last_draw;
+            }
+            (dirty, keyed) = (false, false);
         }
-        let next_frame = last_draw.map_or_else(Instant::now, |t| t + FRAME);
+        let next_frame = |last: Option<Instant>| last.map_or_else(Instant::now, |t| t + FRAME);
+        let next_frame =
+            if keyed { next_frame(last_draw).min(next_frame(last_key_draw)) } else { next_frame(last_draw) };
         tokio::select! {
             event = events.next() => match event {
                 None => return Ok(()),
@@ -85,7 +97,7 @@ where
                         redraw_all(terminal)?;
                         dirty = true;
                     }
-                    Flow::Redraw => dirty = true,
+                    Flow::Redraw => (dirty, keyed) = (true, true),
                     Flow::Same => {}
                 },
             },

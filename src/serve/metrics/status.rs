@@ -11,6 +11,11 @@ pub static COLLECT_DURATION: Def = gauge(
     Some("seconds"),
     "How long the latest collection took, driver calls included.",
 );
+pub static NVML_CALLS: Def = gauge(
+    "gpuscope_collect_nvml_calls",
+    None,
+    "NVML calls the latest collection made (a count-then-fill list counted once); absent where unknown.",
+);
 pub static NVML_ERRORS: Def = counter(
     "gpuscope_nvml_errors",
     None,
@@ -28,7 +33,7 @@ pub static AGE: Def = gauge(
     "Time since the snapshot these metrics come from was taken.",
 );
 
-pub static ALL: &[&Def] = &[&ALERT, &COLLECT_DURATION, &NVML_ERRORS, &PROBE_SKIPPED, &BUILD, &AGE];
+pub static ALL: &[&Def] = &[&ALERT, &COLLECT_DURATION, &NVML_CALLS, &NVML_ERRORS, &PROBE_SKIPPED, &BUILD, &AGE];
 
 pub fn write(enc: &mut Encoder, snap: &Snapshot, nvml_errors: u64) {
     let mut f = enc.family(&ALERT);
@@ -39,6 +44,7 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot, nvml_errors: u64) {
         f.sample(&[("kind", &kind), ("severity", &severity), ("gpu", &gpu), ("pid", &pid)], Some(1u64));
     }
     enc.family(&COLLECT_DURATION).sample(&[], Some(snap.collection_ms / 1000.0));
+    enc.family(&NVML_CALLS).sample(&[], snap.sources.nvml.calls);
     enc.family(&NVML_ERRORS).sample(&[], Some(nvml_errors));
     enc.family(&PROBE_SKIPPED).sample(&[], Some(snap.sources.probes.skipped));
     enc.family(&BUILD).sample(&[("version", env!("CARGO_PKG_VERSION"))], Some(1u64));

@@ -2,7 +2,7 @@ use std::collections::BTreeSet;
 
 use super::*;
 use crate::model::{
-    Alert, AlertKind, DeviceAllocator, Driver, Gpu, GpuAllocator, GpuState, Host, ProbeState, Process,
+    Alert, AlertKind, DeviceAllocator, Driver, Gpu, GpuAllocator, GpuState, Host, NvmlStatus, ProbeState, Process,
     ProcessAllocator, ProcessGpu, ProcessType, Severity, SourceStatus, Sources, Timestamp,
 };
 
@@ -190,7 +190,7 @@ pub(crate) fn snapshot() -> Snapshot {
         ],
         events: Vec::new(),
         sources: Sources {
-            nvml: SourceStatus::ok().into(),
+            nvml: NvmlStatus { calls: Some(145), ..SourceStatus::ok().into() },
             host: SourceStatus::ok().into(),
             probes: Default::default(),
         },
@@ -310,6 +310,7 @@ fn alerts_and_self_metrics() {
         "gpuscope_alert_active{kind=\"gpu_lost\",severity=\"critical\",gpu=\"1\"} 1",
         "gpuscope_alert_active{kind=\"fragmentation\",severity=\"warning\",gpu=\"0\",pid=\"4242\"} 1",
         "gpuscope_collect_duration_seconds 0.0025",
+        "gpuscope_collect_nvml_calls 145",
         "gpuscope_nvml_errors_total 7",
         "# TYPE gpuscope_nvml_errors_total counter",
         "gpuscope_probe_files_skipped_total 0",
@@ -319,6 +320,14 @@ fn alerts_and_self_metrics() {
     }
     assert!(has(&l, &format!("gpuscope_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"))));
     assert!(!l.iter().any(|l| l.starts_with("# EOF") || l.starts_with("# UNIT")), "not in the 0.0.4 format");
+}
+
+#[test]
+fn unknown_nvml_calls_are_absent_not_zero() {
+    let mut snap = snapshot();
+    snap.sources.nvml.calls = None;
+    let text = encode(Format::Text, &snap, 0);
+    assert!(!text.contains("gpuscope_collect_nvml_calls"), "{text}");
 }
 
 #[test]

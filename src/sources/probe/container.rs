@@ -15,7 +15,7 @@
 //! these files are not gpuscope's.
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -47,8 +47,15 @@ struct Identity {
 /// roots.
 pub struct ProcessViews {
     proc_root: PathBuf,
-    /// Per (pid, start ticks): a recycled PID is a new process.
-    known: HashMap<(u32, u64), Identity>,
+    /// gpuscope's own view and directory: a process that sees the same
+    /// files and writes where gpuscope reads already has its file read
+    /// from gpuscope's own listing, so its view is never walked.
+    own: Option<OwnView>,
+    /// Per PID, with the start ticks of the process it was read for: a
+    /// recycled PID is a new process. `None`: not readable from here
+    /// (another user's process, to a gpuscope that is not root), which
+    /// stays so for the process's life.
+    known: HashMap<u32, (u64, Option<Identity>)>,
     /// When to look again at a process where nothing was found: most GPU
     /// processes run no probe, and the walk costs a handful of system calls
     /// each, so they are looked at every few seconds, not every tick.
@@ -59,18 +66,64 @@ pub struct ProcessViews {
 /// A probe starts once its process has initialised CUDA: found within
 /// this long of its first file.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// A process with nothing to read through its view (it writes where
+/// gpuscope reads, or cannot be read from here) is only checked for a
+/// successor behind its PID, which NVML would have to list without a
+/// tick's gap: rare enough for a minute.
+const SETTLED_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Why a process's file was not read, for the probes' skip count; `None`
 /// when there is nothing to say (no probe there, no permission to look).
 pub type Outcome = Result<ProbeReport, Option<String>>;
 
+/// What makes two processes see the same files: the mount namespace and
+/// the root directory (a chroot in the same namespace sees other files).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct OwnView {
+    mnt: OsString,
+    root: (u64, u64),
+    dir: PathBuf,
+}
+
+impl OwnView {
+    /// Only when `proc_root` numbers processes as this process knows them.
+    fn of(proc_root: &Path, dir: &Path) -> Option<Self> {
+        let me = std::fs::read_link(proc_root.join("self")).ok()?;
+        if me.to_str()?.parse::<u32>().ok()? != std::process::id() {
+            return None;
+        }
+        let (mnt, root) = view_of(proc_root, std::process::id())?;
+        Some(Self { mnt, root, dir: lexical(dir)? })
+    }
+}
+
+impl OwnView {
+    /// Whether gpuscope's own listing already holds what `pid`'s probe
+    /// writes: the same files seen, the same directory chosen.
+    fn covers(&self, proc_root: &Path, pid: u32, id: &Identity) -> bool {
+        id.dir.as_deref() == Some(self.dir.as_path())
+            && view_of(proc_root, pid).is_some_and(|(mnt, root)| mnt == self.mnt && root == self.root)
+    }
+}
+
+/// A process's mount namespace and root directory.
+fn view_of(proc_root: &Path, pid: u32) -> Option<(OsString, (u64, u64))> {
+    let base = proc_root.join(pid.to_string());
+    let mnt = std::fs::read_link(base.join("ns/mnt")).ok()?.into_os_string();
+    let root = std::fs::metadata(base.join("root")).ok()?;
+    Some((mnt, (root.dev(), root.ino())))
+}
+
 impl ProcessViews {
-    pub fn new(proc_root: PathBuf) -> Self {
-        Self { proc_root, known: HashMap::new(), retry_at: HashMap::new(), buf: Vec::new() }
+    /// `own_dir` is where gpuscope itself reads probe files.
+    pub fn new(proc_root: PathBuf, own_dir: &Path) -> Self {
+        let own = OwnView::of(&proc_root, own_dir);
+        Self { proc_root, own, known: HashMap::new(), retry_at: HashMap::new(), buf: Vec::new() }
     }
 
     /// One process's probe file, read through its root; a process where
-    /// none was found is looked at again only after `RETRY_AFTER`.
+    /// none was found is looked at again only after `RETRY_AFTER`, or
+    /// `SETTLED_RETRY_AFTER` when there is nothing to look for.
     pub fn read(&mut self, pid: u32) -> Outcome {
         let now = Instant::now();
         if self.retry_at.get(&pid).is_some_and(|t| now < *t) {
@@ -82,7 +135,8 @@ impl ProcessViews {
                 self.retry_at.remove(&pid);
             }
             Err(_) => {
-                self.retry_at.insert(pid, now + RETRY_AFTER);
+                let settled = self.known.get(&pid).is_some_and(|(_, id)| id.as_ref().is_none_or(|i| i.dir.is_none()));
+                self.retry_at.insert(pid, now + if settled { SETTLED_RETRY_AFTER } else { RETRY_AFTER });
             }
         }
         outcome
@@ -90,14 +144,20 @@ impl ProcessViews {
 
     fn look(&mut self, pid: u32) -> Outcome {
         let ticks = procstat::start_ticks(&self.proc_root, pid).ok_or(None)?;
-        let identity = match self.known.get(&(pid, ticks)) {
-            Some(id) => id.clone(),
+        let identity = match self.known.get(&pid).filter(|(t, _)| *t == ticks) {
+            Some((_, id)) => id.clone(),
             None => {
-                let id = identify(&self.proc_root, pid).ok_or(None)?;
-                self.known.insert((pid, ticks), id.clone());
+                let mut id = identify(&self.proc_root, pid);
+                if let Some(id) = id.as_mut()
+                    && self.own.as_ref().is_some_and(|own| own.covers(&self.proc_root, pid, id))
+                {
+                    id.dir = None;
+                }
+                self.known.insert(pid, (ticks, id.clone()));
                 id
             }
-        };
+        }
+        .ok_or(None)?;
         let dir = identity.dir.as_deref().ok_or(None)?;
         let report = self.read_file(pid, ticks, &identity, dir)?;
         // Still the same process after the read: the file was its own.
@@ -110,7 +170,7 @@ impl ProcessViews {
     /// Forgets processes not in `pids`, so the map stays small.
     pub fn retain(&mut self, pids: &[u32]) {
         let pids: std::collections::HashSet<u32> = pids.iter().copied().collect();
-        self.known.retain(|(pid, _), _| pids.contains(pid));
+        self.known.retain(|pid, _| pids.contains(pid));
         self.retry_at.retain(|pid, _| pids.contains(pid));
     }
 
@@ -305,6 +365,29 @@ mod tests {
         let shared = env(&[("GPUSCOPE_PROBE_DIR", "/shared/../scratch/./probes"), ("XDG_RUNTIME_DIR", "/run/user/1")]);
         assert_eq!(probe_dir(&shared, 0, owned), Some(PathBuf::from("/scratch/probes")));
         assert_eq!(probe_dir(&env(&[("GPUSCOPE_PROBE_DIR", "relative/probes")]), 0, owned), None);
+    }
+
+    #[test]
+    fn a_process_that_sees_our_files_and_writes_where_we_read_needs_no_view() {
+        let ours = Path::new("/run/user/0/gpuscope/probes");
+        let own = OwnView::of(Path::new("/proc"), Path::new("/run/user/0/gpuscope/../gpuscope/probes")).unwrap();
+        assert_eq!(own.dir, ours, "compared by name, as the probe's choice is");
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        let id = |dir: &str| Identity { inner_pid: pid, uid: 0, dir: Some(PathBuf::from(dir)) };
+        let covered = own.covers(Path::new("/proc"), pid, &id("/run/user/0/gpuscope/probes"));
+        let elsewhere = own.covers(Path::new("/proc"), pid, &id("/tmp/gpuscope-0/probes"));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(covered, "same mount namespace, same root, same directory");
+        assert!(!elsewhere, "another directory is read through the view");
+        assert!(!own.covers(Path::new("/proc"), pid, &id("/run/user/0/gpuscope/probes")), "gone: unknown");
+
+        let other_mounts = OwnView { mnt: "mnt:[1]".into(), ..own.clone() };
+        assert!(!other_mounts.covers(Path::new("/proc"), std::process::id(), &id("/run/user/0/gpuscope/probes")));
+        let fake_proc = tempfile::tempdir().unwrap();
+        assert_eq!(OwnView::of(fake_proc.path(), ours), None, "a /proc that is not this namespace's tells nothing");
+        assert_eq!(OwnView::of(Path::new("/proc"), Path::new("relative/probes")), None);
     }
 
     #[test]

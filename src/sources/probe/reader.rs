@@ -72,6 +72,7 @@ impl FileProbes {
     }
 
     pub fn with_proc(dir: PathBuf, proc_root: PathBuf) -> Self {
+        let views = ProcessViews::new(proc_root.clone(), &dir);
         Self {
             dir: ProbeDir::new(dir),
             bad: HashSet::new(),
@@ -81,7 +82,7 @@ impl FileProbes {
             buf: Vec::new(),
             own_ns: own_namespace(&proc_root),
             seen: HashSet::new(),
-            views: ProcessViews::new(proc_root.clone()),
+            views,
             view_bad: HashSet::new(),
             parsed: HashMap::new(),
             proc_root,

@@ -42,18 +42,20 @@ fn simple(c: char) -> bool {
 
 /// Writes `s` from `x` up to (not including) column `end`; returns where it
 /// stopped.
-fn put(buf: &mut Buffer, mut x: u16, y: u16, s: &str, end: u16, style: Style) -> u16 {
+fn put(buf: &mut Buffer, x: u16, y: u16, s: &str, end: u16, style: Style) -> u16 {
     if !s.chars().all(simple) {
         return buf.set_stringn(x, y, s, usize::from(end - x), style).0;
     }
-    for c in s.chars() {
-        if x >= end {
-            break;
-        }
-        buf[(x, y)].set_char(c).set_style(style);
-        x += 1;
+    // The row's cells as one slice: no position check per cell. `end` is
+    // within the area, which is within the buffer.
+    let start = buf.index_of(x, y);
+    let Some(cells) = buf.content.get_mut(start..start + usize::from(end - x)) else { return x };
+    let mut written = 0;
+    for (cell, c) in cells.iter_mut().zip(s.chars()) {
+        cell.set_char(c).set_style(style);
+        written += 1;
     }
-    x
+    x + written
 }
 
 #[cfg(test)]
