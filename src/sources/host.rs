@@ -15,9 +15,6 @@ use super::{HostProcess, HostSample, HostSource, sanitize_command};
 use super::{pidns, workload};
 use crate::model::{Host, PidNamespace, SourceStatus, Timestamp};
 
-/// Processes whose stat file is held open at once.
-const MAX_OPEN: usize = 256;
-
 pub struct SysinfoHost {
     system: System,
     users: UserNames,
@@ -27,6 +24,8 @@ pub struct SysinfoHost {
     /// the machine, and of each process, has none to offer.
     cpu_primed: bool,
     known: HashMap<u32, Known>,
+    /// Processes whose stat file is held open at once.
+    max_open: usize,
     ticks_per_second: f64,
     page_size: u64,
     buf: Vec<u8>,
@@ -38,8 +37,8 @@ pub struct SysinfoHost {
 /// A process seen before: what does not change, and the last reading to
 /// take CPU time from.
 struct Known {
-    /// Held open while fewer than `MAX_OPEN` processes are known, so the
-    /// descriptors stay far below a default limit of 1024.
+    /// Held open while fewer than `max_open` processes are known, so the
+    /// descriptors stay within half their limit.
     file: Option<StatFile>,
     start_ticks: u64,
     cpu_ticks: u64,
@@ -65,6 +64,7 @@ impl SysinfoHost {
             hostname: System::host_name(),
             cpu_primed: false,
             known: HashMap::new(),
+            max_open: procstat::held_stat_budget(),
             ticks_per_second: procstat::ticks_per_second() as f64,
             page_size: procstat::page_size(),
             buf: Vec::new(),
@@ -127,7 +127,7 @@ impl SysinfoHost {
     /// Whoever has the PID now, with the file held open if there is room.
     fn open(&mut self, pid: u32, pending: usize) -> Option<(Stat, Option<StatFile>)> {
         let proc_root = Path::new("/proc");
-        if self.known.len() + pending >= MAX_OPEN {
+        if self.known.len() + pending >= self.max_open {
             return procstat::read(proc_root, pid).map(|s| (s, None));
         }
         let file = StatFile::open(proc_root, pid)?;

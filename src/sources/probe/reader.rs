@@ -25,7 +25,7 @@ use super::file::{MAX_FILE_BYTES, ProbeFile};
 use super::{ProbeReport, ProbeSample, ProbeSource};
 use crate::dirfd::DirFd;
 use crate::model::ProbeStatus;
-use crate::sources::procstat::StatFile;
+use crate::sources::procstat::Held;
 
 /// A file's name, size and modification time (ns).
 type Key = (String, u64, i64);
@@ -41,10 +41,9 @@ pub struct FileProbes {
     bad: HashSet<Key>,
     skipped: u64,
     last_skipped: Option<String>,
-    /// `/proc/PID/stat` held open per probed process: the identity check
-    /// runs for every file on every tick.
-    stats: HashMap<u32, StatFile>,
-    buf: Vec<u8>,
+    /// Each probed process held open: the identity check runs for every
+    /// file on every tick.
+    held: HashMap<u32, Held>,
     /// `pid:[inode]` of gpuscope's own PID namespace, when `proc_root`
     /// numbers processes as this process sees them; `None` (cannot tell)
     /// means no file is ever removed.
@@ -78,8 +77,7 @@ impl FileProbes {
             bad: HashSet::new(),
             skipped: 0,
             last_skipped: None,
-            stats: HashMap::new(),
-            buf: Vec::new(),
+            held: HashMap::new(),
             own_ns: own_namespace(&proc_root),
             seen: HashSet::new(),
             views,
@@ -107,16 +105,16 @@ impl FileProbes {
         }
     }
 
-    /// Through the file held open for the process, else a fresh open (the
-    /// first time, or once the process it was opened for has exited).
+    /// Through the process held open, else a fresh open (the first time,
+    /// or once the process it was opened for has exited).
     fn start_ticks(&mut self, pid: u32) -> Option<u64> {
-        if let Some(stat) = self.stats.get(&pid).and_then(|f| f.read(&mut self.buf)) {
-            return Some(stat.start_ticks);
+        if let Some(held) = self.held.get(&pid).filter(|h| h.alive()) {
+            return Some(held.start_ticks);
         }
-        self.stats.remove(&pid);
-        let file = StatFile::open(&self.proc_root, pid)?;
-        let ticks = file.read(&mut self.buf)?.start_ticks;
-        self.stats.insert(pid, file);
+        self.held.remove(&pid);
+        let held = Held::open(&self.proc_root, pid)?;
+        let ticks = held.start_ticks;
+        self.held.insert(pid, held);
         Some(ticks)
     }
 
@@ -331,7 +329,7 @@ impl ProbeSource for FileProbes {
         self.parsed.retain(|name, _| present.contains(name));
         self.seen.retain(|&(pid, ticks)| present.contains(&format!("{pid}-{ticks}.json")));
         let probed: HashSet<u32> = present.iter().filter_map(|n| parse_name(n)).map(|(pid, _)| pid).collect();
-        self.stats.retain(|pid, _| probed.contains(pid));
+        self.held.retain(|pid, _| probed.contains(pid));
         let files = u32::try_from(present.len()).unwrap_or(u32::MAX);
         ProbeSample { reports, status: self.status(true, None, files) }
     }
@@ -484,16 +482,23 @@ mod tests {
             self.restart(pid, ticks);
         }
 
-        /// Written in place, as the kernel's file changes under a held
-        /// descriptor.
+        /// Another process behind the PID: a descriptor held for the one
+        /// before reads nothing (emptied in place), new opens reach the new
+        /// one's files.
         fn restart(&self, pid: u32, ticks: u64) {
+            let dir = self.root.path().join(pid.to_string());
+            self.end(pid);
+            let _ = std::fs::remove_file(dir.join("comm"));
+            std::fs::write(dir.join("comm"), "python3\n").unwrap();
             let line = format!("{pid} (python3) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {ticks} 0 0\n");
-            std::fs::write(self.root.path().join(format!("{pid}/stat")), line).unwrap();
+            std::fs::write(dir.join("stat"), line).unwrap();
         }
 
-        /// A held `/proc/PID/stat` of an exited process reads nothing.
+        /// An exited process's held files read nothing.
         fn end(&self, pid: u32) {
-            std::fs::write(self.root.path().join(format!("{pid}/stat")), "").unwrap();
+            for file in ["stat", "comm"] {
+                let _ = std::fs::write(self.root.path().join(format!("{pid}/{file}")), "");
+            }
         }
 
         fn probes(&self, dir: &Path) -> FileProbes {
