@@ -63,7 +63,12 @@ def executed(profile, binary):
 
 def pattern(symbol):
     """The symbol with its build-specific hashes made wildcards; None for
-    what has no section of its own (addresses, callgrind's pseudo-names)."""
+    what has no section of its own (addresses, callgrind's pseudo-names).
+    Plain C names (`main`, compiler-builtins' `floor`, ring's assembly
+    helpers) are kept as they are: each one left out costs the 64 KiB of
+    cold code the kernel maps around it."""
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", symbol):
+        return symbol
     if not symbol.startswith(("_R", "_ZN")):
         return None
     symbol = re.sub(r"\.llvm\.\d+$", ".llvm.*", symbol)
