@@ -67,10 +67,8 @@ def pattern(symbol):
     Plain C names (`main`, compiler-builtins' `floor`, ring's assembly
     helpers) are kept as they are: each one left out costs the 64 KiB of
     cold code the kernel maps around it."""
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", symbol):
-        return symbol
     if not symbol.startswith(("_R", "_ZN")):
-        return None
+        return symbol if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", symbol) else None
     symbol = re.sub(r"\.llvm\.\d+$", ".llvm.*", symbol)
     if symbol.startswith("_R"):
         return re.sub(r"Cs[0-9A-Za-z]+_", "Cs*_", symbol)

@@ -160,6 +160,8 @@ fn=(4) _RNvCsAb_8gpuscope4tick.llvm.12345
 0 1
 fn=(5) 0x0000000000293560
 0 1
+fn=(6) floor
+0 1
 fn=(2)
 0 1
 ";
@@ -184,11 +186,12 @@ fn hot_text_names_what_ran_in_the_program_with_hashes_as_wildcards() {
             "    *(.text._RNvCs*_8gpuscope4tick.llvm.* .text.unlikely._RNvCs*_8gpuscope4tick.llvm.*)",
             "    *(.text._RNvNtCs*_3std3env4__var .text.unlikely._RNvNtCs*_3std3env4__var)",
             "    *(.text._ZN8gpuscope4main17h*E .text.unlikely._ZN8gpuscope4main17h*E)",
+            "    *(.text.floor .text.unlikely.floor)",
         ],
-        "libc's memcpy and the unnamed address are left out:\n{written}"
+        "libc's memcpy and the unnamed address are left out; the program's own C name is kept:\n{written}"
     );
     assert!(
-        written.contains("/* dashboard: 3 */") && written.trim_end().ends_with("INSERT BEFORE .text;"),
+        written.contains("/* dashboard: 4 */") && written.trim_end().ends_with("INSERT BEFORE .text;"),
         "{written}"
     );
 }
