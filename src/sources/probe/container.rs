@@ -95,9 +95,7 @@ impl OwnView {
         let (mnt, root) = view_of(proc_root, std::process::id())?;
         Some(Self { mnt, root, dir: lexical(dir)? })
     }
-}
 
-impl OwnView {
     /// Whether gpuscope's own listing already holds what `pid`'s probe
     /// writes: the same files seen, the same directory chosen.
     fn covers(&self, proc_root: &Path, pid: u32, id: &Identity) -> bool {
