@@ -133,6 +133,14 @@ pub fn page_size() -> u64 {
     u64::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
 }
 
+/// Whether `proc_root` numbers processes as this process knows them (its
+/// `self` is this process's own PID): only then do its PIDs, namespaces
+/// and roots compare with this process's.
+pub fn is_own_view(proc_root: &Path) -> bool {
+    std::fs::read_link(proc_root.join("self")).ok().and_then(|me| me.to_str()?.parse::<u32>().ok())
+        == Some(std::process::id())
+}
+
 /// How many `/proc/PID/stat` files the host source may hold open: half
 /// the soft limit on descriptors (the rest stays for everything else:
 /// probe files, the exporter's connections, NVML's own), so that the

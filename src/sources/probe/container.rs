@@ -88,8 +88,7 @@ struct OwnView {
 impl OwnView {
     /// Only when `proc_root` numbers processes as this process knows them.
     fn of(proc_root: &Path, dir: &Path) -> Option<Self> {
-        let me = std::fs::read_link(proc_root.join("self")).ok()?;
-        if me.to_str()?.parse::<u32>().ok()? != std::process::id() {
+        if !procstat::is_own_view(proc_root) {
             return None;
         }
         let (mnt, root) = view_of(proc_root, std::process::id())?;

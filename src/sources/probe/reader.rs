@@ -25,7 +25,7 @@ use super::file::{MAX_FILE_BYTES, ProbeFile};
 use super::{ProbeReport, ProbeSample, ProbeSource};
 use crate::dirfd::DirFd;
 use crate::model::ProbeStatus;
-use crate::sources::procstat::Held;
+use crate::sources::procstat::{self, Held};
 
 /// A file's name, size and modification time (ns).
 type Key = (String, u64, i64);
@@ -247,11 +247,7 @@ fn namespace(proc_root: &Path, pid: u32) -> Option<OsString> {
 /// `self` is this process's PID as this process knows it): only then do the
 /// PIDs under `proc_root` mean what the probes' file names mean.
 fn own_namespace(proc_root: &Path) -> Option<OsString> {
-    let me = std::fs::read_link(proc_root.join("self")).ok()?;
-    if me.to_str()?.parse::<u32>().ok()? != std::process::id() {
-        return None;
-    }
-    namespace(proc_root, std::process::id())
+    procstat::is_own_view(proc_root).then(|| namespace(proc_root, std::process::id())).flatten()
 }
 
 impl ProbeSource for FileProbes {
