@@ -7,7 +7,7 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
@@ -26,12 +26,17 @@ pub struct Stat {
 #[derive(Debug)]
 pub struct StatFile(File);
 
+/// `proc_root/PID/name`.
+fn pid_file(proc_root: &Path, pid: u32, name: &str) -> PathBuf {
+    let mut path = proc_root.to_path_buf();
+    path.push(pid.to_string());
+    path.push(name);
+    path
+}
+
 impl StatFile {
     pub fn open(proc_root: &Path, pid: u32) -> Option<Self> {
-        let mut path = proc_root.to_path_buf();
-        path.push(pid.to_string());
-        path.push("stat");
-        File::open(path).ok().map(Self)
+        File::open(pid_file(proc_root, pid, "stat")).ok().map(Self)
     }
 
     /// `buf` is reused between calls.
@@ -57,10 +62,8 @@ pub struct Held {
 
 impl Held {
     pub fn open(proc_root: &Path, pid: u32) -> Option<Self> {
-        let mut path = proc_root.to_path_buf();
-        path.push(pid.to_string());
-        path.push("comm");
-        let held = Self { comm: File::open(path).ok()?, start_ticks: start_ticks(proc_root, pid)? };
+        let comm = File::open(pid_file(proc_root, pid, "comm")).ok()?;
+        let held = Self { comm, start_ticks: start_ticks(proc_root, pid)? };
         // Alive after the start time was read: it was this process's.
         held.alive().then_some(held)
     }
@@ -110,10 +113,7 @@ pub fn parse(stat: &[u8]) -> Option<Stat> {
 /// The executable's name as the kernel keeps it (`/proc/PID/comm`, at
 /// most 15 bytes), made safe to print; `None` when there is no such process.
 pub fn comm(proc_root: &Path, pid: u32) -> Option<String> {
-    let mut path = proc_root.to_path_buf();
-    path.push(pid.to_string());
-    path.push("comm");
-    let raw = std::fs::read(path).ok()?;
+    let raw = std::fs::read(pid_file(proc_root, pid, "comm")).ok()?;
     let name = super::sanitize_command(String::from_utf8_lossy(&raw).trim_end_matches('\n'));
     (!name.is_empty()).then_some(name)
 }

@@ -52,9 +52,10 @@ pub struct ProcessViews {
     /// from gpuscope's own listing, so its view is never walked.
     own: Option<OwnView>,
     /// Per PID, with the start ticks of the process it was read for: a
-    /// recycled PID is a new process. `None`: not readable from here
-    /// (another user's process, to a gpuscope that is not root), which
-    /// stays so for the process's life.
+    /// recycled PID is a new process. `None`: nothing to read through its
+    /// view, for the process's life (it writes where gpuscope reads, its
+    /// probe could write nowhere readable, or it cannot be read from here:
+    /// another user's process, to a gpuscope that is not root).
     known: HashMap<u32, (u64, Option<Identity>)>,
     /// When to look again at a process where nothing was found: most GPU
     /// processes run no probe, and the walk costs a handful of system calls
@@ -132,7 +133,7 @@ impl ProcessViews {
                 self.retry_at.remove(&pid);
             }
             Err(_) => {
-                let settled = self.known.get(&pid).is_some_and(|(_, id)| id.as_ref().is_none_or(|i| i.dir.is_none()));
+                let settled = self.known.get(&pid).is_some_and(|(_, id)| id.is_none());
                 self.retry_at.insert(pid, now + if settled { SETTLED_RETRY_AFTER } else { RETRY_AFTER });
             }
         }
@@ -144,12 +145,9 @@ impl ProcessViews {
         let identity = match self.known.get(&pid).filter(|(t, _)| *t == ticks) {
             Some((_, id)) => id.clone(),
             None => {
-                let mut id = identify(&self.proc_root, pid);
-                if let Some(id) = id.as_mut()
-                    && self.own.as_ref().is_some_and(|own| own.covers(&self.proc_root, pid, id))
-                {
-                    id.dir = None;
-                }
+                let id = identify(&self.proc_root, pid).filter(|id| {
+                    id.dir.is_some() && !self.own.as_ref().is_some_and(|own| own.covers(&self.proc_root, pid, id))
+                });
                 self.known.insert(pid, (ticks, id.clone()));
                 id
             }
