@@ -47,17 +47,24 @@ private_pool_memory_reserved(i) and torch._C._accelerator_getAllocatorSettings()
 where the release has them, and for JAX local_devices()/memory_stats(). Every
 call is feature-detected, never chosen by version number. It wraps
 sys.excepthook and threading.excepthook (calling the previous hooks) to count
-OutOfMemoryErrors that escape, queues one callable with
-torch.cuda._lazy_call, and attaches one out-of-memory observer
+OutOfMemoryErrors that escape, and the bindings that change allocator
+settings at run time (torch._C._accelerator_setAllocatorSettings,
+torch._C._cuda_cudaCachingAllocator_set_allocator_settings: each calls the
+original first and only notes the string it applied), queues one callable
+with torch.cuda._lazy_call, and attaches one out-of-memory observer
 (torch._C._cuda_attach_out_of_memory_observer, PyTorch 2.0+). It calls
 torch.cuda.memory_snapshot() only when that observer fires (the segment
 summary of the post-mortem) or when gpuscope asks through a request file
 (the dashboard's live segment map, at most once a second, only while it is
-open), and torch.cuda.memory._dump_snapshot only when asked (gpuscope memviz).
+open), torch.cuda.memory._dump_snapshot only when asked (gpuscope memviz),
+and torch.cuda.memory._snapshot() at most once in the process's life, for
+the settings in effect, only where start() came after torch was imported
+and the release has no settings getter (see _read_settings_once).
 No exception ever reaches the host program.
 """
 
 import atexit
+import functools
 import json
 import os
 import re
@@ -125,6 +132,22 @@ _MAX_OOM_BLOCKS = 50000
 # An OutOfMemoryError within this long of an observer's record is the same
 # failure seen twice, not a second one.
 _OOM_SAME_FAILURE_S = 2.0
+# Allocator settings changed at run time, as the wrapped setters saw them
+# applied: (the last string, expandable_segments as the strings so far left
+# it, None where none named it). One tuple, replaced whole, so a reader on
+# another thread never sees half an update. A forked child keeps it: it
+# inherits the parent's allocator configuration too.
+_runtime_settings = (None, None)
+# True when the setters were wrapped only after the program could already
+# have called them (start() after torch's import): what was set before is
+# then unseen until one snapshot is read (_read_settings_once).
+_settings_unseen = False
+# That snapshot builds a dict per block under the allocator's lock. Measured
+# on an H100 host with torch 2.11.0: 1.2 ms for 2,000 blocks, 4.8 ms for
+# 10,000, 12 ms for 20,000, 42 ms for 50,000. It waits while the counters
+# allow more blocks than this (_blocks_bound, which counts up to twice the
+# live ones), so the one pause stays under about 30 ms.
+_MAX_SETTINGS_SNAPSHOT_BLOCKS = 40000
 
 
 # ---------------------------------------------------------------- public API
@@ -212,10 +235,13 @@ def _on_cuda_initialised():
         pass
 
 
-def _arm_torch(cuda):
+def _arm_torch(cuda, early):
     """Queues the start of sampling behind CUDA's initialisation, once per
-    process and module; falls back to a waiting thread without the queue."""
+    process and module; falls back to a waiting thread without the queue.
+    `early`: torch.cuda has just been imported, so no program code has run
+    since and the settings setters wrapped now have missed nothing."""
     global _cuda_hooked
+    _watch_settings(sys.modules.get("torch"), early)
     key = (os.getpid(), id(cuda))
     if _cuda_hooked == key:
         return
@@ -235,7 +261,7 @@ def _arm_frameworks():
     torch = modules.get("torch")
     cuda = getattr(torch, "cuda", None) if torch is not None else None
     if cuda is not None and not _mid_import(cuda):
-        _arm_torch(cuda)
+        _arm_torch(cuda, early=False)
     jax = modules.get("jax")
     if jax is not None and not _mid_import(jax):
         # JAX offers no hook for its backends coming up: a thread waits.
@@ -247,7 +273,7 @@ def _on_module_loaded(name, module):
         if not _armed:
             return
         if name == "torch.cuda":
-            _arm_torch(module)
+            _arm_torch(module, early=True)
         else:
             _launch(quick_start=False)
     except Exception:
@@ -392,36 +418,81 @@ def _keep_oom_record(record):
     del _oom_records[:-_MAX_OOM_RECORDS]
 
 
-# PyTorch's format_size writes "N bytes", "N.NN KiB", "MiB" or "GiB".
-_SIZE = re.compile(r"Tried to allocate ([0-9.]+) (bytes|KiB|MiB|GiB|TiB)")
-_GPU = re.compile(r"GPU (\d+)")
+# PyTorch's format_size (c10/cuda/CUDACachingAllocator.cpp) prints "N
+# bytes" up to 1 KiB, else N.NN KiB, MiB or GiB: two decimals, so a size
+# read back from a message is within half a hundredth of its unit.
+_SIZE = r"([0-9]+(?:\.[0-9]+)?) (bytes|KiB|MiB|GiB|TiB)"
 _UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+# The native allocator's message (CUDACachingAllocator.cpp, malloc): from
+# 2.1 "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total
+# capacity of 79.19 GiB of which 300.00 MiB is free. ... Of the allocated
+# memory 1.50 GiB is allocated by PyTorch, ..."; before (PR 99699) "...
+# Tried to allocate 2.00 GiB (GPU 0; 79.19 GiB total capacity; 1.50 GiB
+# already allocated; 300.00 MiB free; ...)". Free is cudaMemGetInfo's.
+_NATIVE_OOM = (
+    ("device", re.compile(r"GPU (\d+)")),
+    ("requested", re.compile(r"Tried to allocate " + _SIZE)),
+    ("device_free", re.compile(r"of which " + _SIZE + r" is free")),
+    ("device_free", re.compile(r"; " + _SIZE + r" free;")),
+    ("allocated", re.compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch")),
+    ("allocated", re.compile(_SIZE + r" already allocated")),
+)
+# cudaMallocAsync's (CUDAMallocAsyncAllocator.cpp, mallocAsync), a figure a
+# line: "Allocation on device 0 would exceed allowed memory. (out of
+# memory)", "Currently allocated     : 256.00 MiB" (PyTorch's live
+# allocations on the device), "Requested               : 4096.00 GiB",
+# "Device limit            : 79.18 GiB", "Free (according to CUDA): 78.35
+# GiB" (cudaMemGetInfo's), then the limit a memory fraction sets.
+_ASYNC_OOM = (
+    ("device", re.compile(r"Allocation on device (\d+) would exceed allowed memory")),
+    ("allocated", re.compile(r"Currently allocated\s*: " + _SIZE)),
+    ("requested", re.compile(r"Requested\s*: " + _SIZE)),
+    ("device_free", re.compile(r"Free \(according to CUDA\)\s*: " + _SIZE)),
+)
+
+
+def _oom_message_figures(text):
+    """{field: value} for what an out-of-memory message states, in the
+    post-mortem's field names; sizes in bytes, rounded as the message is."""
+    patterns = _ASYNC_OOM if _ASYNC_OOM[0][1].search(text) else _NATIVE_OOM
+    found = {}
+    for field, pattern in patterns:
+        match = None if field in found else pattern.search(text)
+        if match is None:
+            continue
+        if field == "device":
+            found[field] = int(match.group(1))
+        else:
+            found[field] = int(round(float(match.group(1)) * _UNITS[match.group(2)]))
+    return found
 
 
 def _exception_record(exc, now):
-    """What PyTorch's own message says ("Tried to allocate 2.00 GiB. GPU 0
-    has a total capacity of ..."), and the counters as they are now."""
+    """What PyTorch's own message says (device, requested size, the device's
+    free memory), and the counters as they are now; the message's allocated
+    figure only where the counters cannot be read (it is the same count, at
+    the moment of failure, rounded)."""
     try:
         text = str(exc)
     except Exception:
         text = ""
-    size = _SIZE.search(text)
-    gpu = _GPU.search(text)
-    requested = int(float(size.group(1)) * _UNITS[size.group(2)]) if size else None
-    device = int(gpu.group(1)) if gpu else None
-    record = _oom_record("exception", now, device, requested, None, None)
+    found = _oom_message_figures(text)
+    device = found.get("device")
+    record = _oom_record("exception", now, device, found.get("requested"), None, found.get("device_free"))
     if device is not None:
         _add_counters(record, device)
+    if record["allocated"] is None:
+        record["allocated"] = found.get("allocated")
     return record
 
 
-def _oom_record(source, now, device, requested, device_allocated, device_free):
+def _oom_record(source, now, device, requested, device_limit, device_free):
     return {
         "source": source,
         "time_unix_ms": int(now * 1000),
         "device": device,
         "requested": requested,
-        "device_allocated": device_allocated,
+        "device_limit": device_limit,
         "device_free": device_free,
         "allocated": None,
         "reserved": None,
@@ -449,17 +520,20 @@ def _add_counters(record, device):
         record["inactive_split"] = _stat(stats, "inactive_split_bytes", "current")
 
 
-def _on_out_of_memory(device, alloc, device_allocated, device_free):
+def _on_out_of_memory(device, alloc, device_limit, device_free):
     """PyTorch's out-of-memory observer (torch._C._cuda_attach_out_of_memory_observer,
     called by the caching allocator with its lock released, before it
     raises): the counters and the segments at the moment of failure. It may
     fire several times for one failure (cuDNN retrying with a smaller
-    workspace); each is kept, in order, bounded."""
+    workspace); each is kept, in order, bounded. Its third argument is the
+    most the allocator may hold on the device, not an allocated figure:
+    CUDACachingAllocator.cpp passes `set_fraction ? allowed_memory_maximum
+    : device_total` (a real H100 gave its 79.18 GiB)."""
     try:
         if not _armed:
             return
         record = _oom_record("observer", time.time(), _count(device), _count(alloc),
-                             _count(device_allocated), _count(device_free))
+                             _count(device_limit), _count(device_free))
         if record["device"] is not None:
             _add_counters(record, record["device"])
             summary = _segment_summary(record["device"], record["requested"])
@@ -722,43 +796,211 @@ def _job_key():
 def _alloc_settings(torch):
     """The allocator settings in effect, as the running PyTorch resolves them.
 
-    PyTorch 2.9 moved parsing to c10's AcceleratorAllocatorConfig, which
-    reads PYTORCH_ALLOC_CONF first and the deprecated PYTORCH_CUDA_ALLOC_CONF
-    only when it is unset (c10/core/AllocatorConfig.h), and exposes the last
-    settings string it parsed, the environment's or a later
-    torch.cuda.memory._set_allocator_settings(...), through
-    torch._C._accelerator_getAllocatorSettings(). Earlier releases read
-    PYTORCH_CUDA_ALLOC_CONF alone and offer no accessor, so a setting made at
-    run time cannot be seen there.
+    The environment's, read the way this release's c10 reads it
+    (_conf_order), unless a change made at run time is known: a string
+    applied through a setter the probe wrapped (_watch_settings), what
+    torch._C._accelerator_getAllocatorSettings() returns where the release
+    has that getter, or the one snapshot a probe that came late reads
+    (_read_settings_once). A run-time string changes only the keys it names.
+
+    The getter came later than the setters: a real 2.11.0 install has none
+    (nor do the type stubs of the 2.9.1, 2.10.0 and 2.11.0 wheels; 2.12.0's
+    list it first). 2.10 and 2.11 have the setter
+    torch._C._accelerator_setAllocatorSettings alone, 2.1 to 2.9
+    torch._C._cuda_cudaCachingAllocator_set_allocator_settings; without the
+    getter, the wrapped setters are what shows a run-time change.
     """
-    env = {var: _env_raw(var) for var in _ALLOC_CONF_VARS}
-    getter = getattr(getattr(torch, "_C", None), "_accelerator_getAllocatorSettings", None)
-    if getter is None:
-        var = "PYTORCH_CUDA_ALLOC_CONF"
-        from_env = env[var]
-        runtime = None
-    else:
-        var = "PYTORCH_ALLOC_CONF"
-        from_env = env[var] if env[var] is not None else env["PYTORCH_CUDA_ALLOC_CONF"]
-        try:
-            runtime = _text(getter())
-        except Exception:
-            runtime = None
-    expandable = _expandable_segments(from_env, False)
-    if runtime and runtime != from_env:
-        # A run-time string changes only the keys it names.
-        expandable = _expandable_segments(runtime, expandable)
-        conf, source = runtime, "runtime"
+    c = getattr(torch, "_C", None)
+    env, order, from_env = _env_settings(c)
+    conf, expandable = _runtime_view(c, from_env)
+    if expandable is None:
+        expandable = _expandable_segments(from_env, False)
+    if conf:
+        source = "runtime"
     else:
         conf = from_env if from_env else None
         source = "environment" if conf is not None else None
     return {
         "alloc_conf": conf,
         "alloc_conf_source": source,
-        "alloc_conf_var": var,
+        "alloc_conf_var": order[0],
         "alloc_conf_env": env,
         "expandable_segments": expandable,
     }
+
+
+_CUDA_CONF_ONLY = ("PYTORCH_CUDA_ALLOC_CONF",)
+_ALLOC_CONF_FIRST = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
+_CUDA_CONF_FIRST = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+
+
+def _conf_order(c):
+    """The variables this release reads its settings from, the first one set
+    winning; the first is the one a hint names. No binding says it; the
+    releases' c10 does: up to 2.8 PYTORCH_CUDA_ALLOC_CONF alone; 2.9's
+    AcceleratorAllocatorConfig PYTORCH_ALLOC_CONF first, then the CUDA name
+    with a deprecation warning; from 2.10 the CUDA name first again, then
+    PYTORCH_ALLOC_CONF, no warning ("keep the parsing order and logic
+    stable", c10/core/AllocatorConfig.cpp, AcceleratorAllocatorConfig::
+    instance). Bindings that came with each change tell them apart (type
+    stubs of the 2.8.0 to 2.12.0 wheels): _accelerator_setAllocatorSettings
+    from 2.10, _accelerator_getDeviceStats from 2.9."""
+    if getattr(c, "_accelerator_setAllocatorSettings", None) is not None:
+        return _CUDA_CONF_FIRST
+    if getattr(c, "_accelerator_getDeviceStats", None) is not None:
+        return _ALLOC_CONF_FIRST
+    return _CUDA_CONF_ONLY
+
+
+def _env_settings(c):
+    """(both variables as the process has them, the order this release
+    reads them in, the value it takes from them)."""
+    env = {var: _env_raw(var) for var in _ALLOC_CONF_VARS}
+    order = _conf_order(c)
+    # c10::utils::get_env: a variable set to "" is set, and ends the search.
+    taken = next((env[var] for var in order if env[var] is not None), None)
+    return env, order, taken
+
+
+def _runtime_view(c, from_env):
+    """(the run-time settings string, expandable_segments as run-time
+    strings left it), each None where no run-time change is known."""
+    getter = getattr(c, "_accelerator_getAllocatorSettings", None)
+    if getter is not None:
+        _learn_from_getter(getter, from_env)
+    return _runtime_settings
+
+
+def _learn_from_getter(getter, from_env):
+    """The getter returns the environment's string until something changes
+    it. A string no wrapper noted (set before start(), or from C++) is noted
+    as a wrapper would have, so later strings build on it."""
+    try:
+        last = _text(getter())
+    except Exception:
+        return
+    conf = _runtime_settings[0]
+    if last and last != conf and not (conf is None and last == from_env):
+        _note_runtime_settings(last)
+
+
+# The bindings that change allocator settings at run time. PyTorch's
+# torch.cuda.memory._set_allocator_settings looks its binding up by name on
+# every call (torch/cuda/memory.py, in every wheel from 2.1 to 2.12), so a
+# wrapped binding sees those calls too.
+_SETTINGS_SETTERS = (
+    "_accelerator_setAllocatorSettings",  # 2.10+, torch/csrc/DeviceAccelerator.cpp
+    "_cuda_cudaCachingAllocator_set_allocator_settings",  # 2.1-2.9, torch/csrc/cuda/Module.cpp
+)
+
+
+def _watch_settings(torch, early):
+    """Wraps each settings setter the release has, once per interpreter.
+    A wrapper stays after stop(): it only notes what was applied, and
+    unwrapping could undo someone else's later wrapper."""
+    global _settings_unseen
+    try:
+        c = getattr(torch, "_C", None)
+        wrapped = False
+        for name in _SETTINGS_SETTERS:
+            original = getattr(c, name, None)
+            if original is None or hasattr(original, "_gpuscope_original"):
+                continue
+            setattr(c, name, _noting_setter(original))
+            wrapped = True
+        if wrapped and not early:
+            _settings_unseen = True
+    except Exception:
+        pass
+
+
+def _noting_setter(original):
+    """Calls the original first: its errors reach the caller unchanged, and
+    a string it refused is not noted (PyTorch may still have applied the
+    keys before the one it refused; c10's parseArgs stops there)."""
+
+    @functools.wraps(original)
+    def setter(*args, **kwargs):
+        result = original(*args, **kwargs)
+        _note_runtime_settings(args[0] if args else kwargs.get("env"))
+        return result
+
+    setter._gpuscope_original = original
+    return setter
+
+
+def _note_runtime_settings(env):
+    # c10's parseArgs resets max_split_size, roundup_power2_divisions and
+    # garbage_collection_threshold on every call, but expandable_segments
+    # only when the string names it (c10/core/AllocatorConfig.cpp).
+    global _runtime_settings
+    try:
+        text = _text(env)
+        if text is None:
+            return
+        named = _expandable_segments(text, None)
+        expandable = _runtime_settings[1]
+        _runtime_settings = (text, expandable if named is None else named)
+    except Exception:
+        pass
+
+
+def _read_settings_once(torch, cuda, backend, blocks):
+    """For a probe that came late (start() in a running program) on a
+    release without the getter: the settings in effect, from one
+    torch.cuda.memory._snapshot(), whose "allocator_settings" (PyTorch 2.3+,
+    PR 119404) hold the last string parsed and expandable_segments as in
+    effect. Once per process, on the probe's thread. Not under
+    cudaMallocAsync (it refuses snapshots, and has no segments to expand);
+    not while allocation history is recorded (the snapshot would copy the
+    whole trace ring, and add an entry to it), nor where that cannot be
+    asked (_cuda_isHistoryEnabled: not in 2.1, there by 2.5); and only while
+    the counters bound the blocks to walk by _MAX_SETTINGS_SNAPSHOT_BLOCKS.
+    Until then it waits for a later sample; a failure gives up."""
+    global _settings_unseen
+    try:
+        c = getattr(torch, "_C", None)
+        history = getattr(c, "_cuda_isHistoryEnabled", None)
+        snapshot = getattr(getattr(cuda, "memory", None), "_snapshot", None)
+        if (getattr(c, "_accelerator_getAllocatorSettings", None) is not None
+                or backend == "cudaMallocAsync" or history is None or snapshot is None):
+            _settings_unseen = False
+            return True
+        if blocks > _MAX_SETTINGS_SNAPSHOT_BLOCKS or history():
+            return True
+        _settings_unseen = False
+        taken = snapshot()
+        settings = taken.get("allocator_settings") if isinstance(taken, dict) else None
+        if isinstance(settings, dict):
+            _seed_runtime_settings(settings, _env_settings(c)[2])
+        return True
+    except Exception:
+        _settings_unseen = False
+        return False
+
+
+def _seed_runtime_settings(settings, from_env):
+    """Fills from the snapshot's settings what no wrapped setter has noted:
+    its "PYTORCH_CUDA_ALLOC_CONF" is the last string parsed, whichever
+    variable or call it came from (torch/csrc/cuda/Module.cpp)."""
+    global _runtime_settings
+    conf, expandable = _runtime_settings
+    last = _text(settings.get("PYTORCH_CUDA_ALLOC_CONF"))
+    flag = settings.get("expandable_segments")
+    if conf is None and last and last != from_env:
+        conf = last
+    if expandable is None and isinstance(flag, bool):
+        expandable = flag
+    _runtime_settings = (conf, expandable)
+
+
+def _blocks_bound(stats):
+    """At most how many blocks a snapshot walks for this device: free blocks
+    never lie side by side (PyTorch merges them), so a segment holds at most
+    one more free block than active ones."""
+    active = _stat(stats, "active", "current") or 0
+    segments = _stat(stats, "segment", "current") or 0
+    return 2 * active + segments
 
 
 def _expandable_segments(conf, default):
@@ -1007,6 +1249,7 @@ class _TorchReader(object):
         self._attach_oom_observer(torch)
         count = _count(cuda.device_count()) or 0
         devices = []
+        blocks = 0
         for index in range(min(count, _MAX_DEVICES)):
             try:
                 stats = cuda.memory_stats_as_nested_dict(index)
@@ -1015,6 +1258,7 @@ class _TorchReader(object):
                 continue
             if not isinstance(stats, dict) or not stats or not _device_in_use(stats):
                 continue
+            blocks += _blocks_bound(stats)
             devices.append(self._device(cuda, index, stats, backend, probe))
         if not devices:
             self.watch = None
@@ -1032,6 +1276,8 @@ class _TorchReader(object):
             "last_oom": list(_oom_records),
             "devices": devices,
         }
+        if _settings_unseen and not _read_settings_once(torch, cuda, backend, blocks):
+            probe.errors += 1
         body.update(_alloc_settings(torch))
         return body
 

@@ -158,9 +158,12 @@ fn near(v: &Value, want: f64) -> bool {
 
 #[test]
 fn pcie_rates_come_from_the_counters_and_the_sampled_call_only_where_they_are_missing() {
+    // The third GPU copies at 50 GB/s into the device: its 32-bit counter
+    // wraps every 86 ms, several times between ticks.
     let (sim, log) = logged(
         "[[gpu]]\npcie_tx_kib_s = 1000\npcie_rx_kib_s = 3000\n\
-         [[gpu]]\nunsupported = [\"pcie_counters\"]\npcie_tx_kib_s = 500\npcie_rx_kib_s = 700\n",
+         [[gpu]]\nunsupported = [\"pcie_counters\"]\npcie_tx_kib_s = 500\npcie_rx_kib_s = 700\n\
+         [[gpu]]\npcie_tx_kib_s = 2000\npcie_rx_kib_s = 48828125\n",
     );
     let docs = stream(&sim, "3");
     assert_eq!(docs.len(), 3);
@@ -169,6 +172,8 @@ fn pcie_rates_come_from_the_counters_and_the_sampled_call_only_where_they_are_mi
     for d in 1..3 {
         let p = pcie(d, 0);
         assert!(near(&p["tx_bytes_per_s"], 1000.0 * 1024.0) && near(&p["rx_bytes_per_s"], 3000.0 * 1024.0), "{p}");
+        let p = pcie(d, 2);
+        assert!(near(&p["tx_bytes_per_s"], 2000.0 * 1024.0) && near(&p["rx_bytes_per_s"], 50e9), "{p}");
     }
     // Without counters: one sampled direction per tick, RX first.
     assert_eq!(pcie(0, 1), serde_json::json!({"tx_bytes_per_s": null, "rx_bytes_per_s": 700 * 1024}));
@@ -177,10 +182,12 @@ fn pcie_rates_come_from_the_counters_and_the_sampled_call_only_where_they_are_mi
     // begun when the third snapshot ended the run).
     let sampled = calls_to(&log, "nvmlDeviceGetPcieThroughput");
     assert!((3..=4).contains(&sampled), "{sampled} throughput calls");
-    // The first GPU's counters every tick; the second is asked once, and
-    // not again once it has said it lacks them.
+    // The counters of the first and third GPUs once on their first tick,
+    // then twice a tick (their 32-bit counters are read over a window of
+    // their own); the second GPU is asked once, and not again once it has
+    // said it lacks them.
     let fields = calls_to(&log, "nvmlDeviceGetFieldValues");
-    assert!((4..=5).contains(&fields), "{fields} field-value calls");
+    assert!((11..=15).contains(&fields), "{fields} field-value calls");
 }
 
 #[test]
@@ -210,4 +217,21 @@ fn settings_are_read_on_first_sight_not_every_tick() {
     // The snapshot says what each tick cost: the first read the settings too.
     let calls: Vec<u64> = docs.iter().map(|d| d["sources"]["nvml"]["calls"].as_u64().unwrap()).collect();
     assert!(calls[1] > 0 && calls[0] > calls[1], "{calls:?}");
+}
+
+#[test]
+fn a_board_without_fans_shows_no_fan_and_no_error() {
+    // As an H100 SXM answers (driver 580.159.04): NumFans 0, and fan 0's
+    // speed INVALID_ARGUMENT, which is no fault of the board.
+    let (sim, log) = logged("[[gpu]]\nfans = 0\n[[gpu]]\nfan_percent = 45\n");
+    let out = sim.gpuscope().arg("--json").output().unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(&doc);
+    assert_eq!(doc["gpus"][0]["fan_percent"], Value::Null);
+    assert_eq!(doc["gpus"][0]["error"], Value::Null, "{}", doc["gpus"][0]);
+    assert_eq!(doc["gpus"][1]["fan_percent"], serde_json::json!(45));
+    assert_eq!(calls_to(&log, "nvmlDeviceGetFanSpeed_v2"), 1, "only the board with a fan is asked");
+    let once = sim.gpuscope().arg("-1").output().unwrap();
+    let text = String::from_utf8(once.stdout).unwrap();
+    assert!(!text.contains("error"), "{text}");
 }

@@ -157,8 +157,20 @@ fn cuda_malloc_async_counters_it_does_not_keep_are_null_not_zero() {
 
 #[test]
 fn torch_2_9_reads_pytorch_alloc_conf_first_and_sees_settings_made_at_run_time() {
+    settings_made_at_run_time_are_seen("2.9", "PYTORCH_ALLOC_CONF");
+}
+
+/// 2.11 has a setter but no getter (seen on a real 2.11.0+cu130), and from
+/// 2.10 PYTORCH_CUDA_ALLOC_CONF is read first again: the probe learns the
+/// string from the setter it wraps.
+#[test]
+fn torch_2_11_reads_pytorch_cuda_alloc_conf_first_and_sees_settings_made_at_run_time() {
+    settings_made_at_run_time_are_seen("2.11", "PYTORCH_CUDA_ALLOC_CONF");
+}
+
+fn settings_made_at_run_time_are_seen(generation: &str, var_read_first: &str) {
     let stack = Stack::start(
-        json!({"generation": "2.9"}),
+        json!({"generation": generation}),
         json!({"uuid": UUIDS[0], "pci": [0, 0x18, 0]}),
         &["--set-allocator-settings", "expandable_segments:True"],
         &[("PYTORCH_ALLOC_CONF", "max_split_size_mb:256")],
@@ -175,7 +187,7 @@ fn torch_2_9_reads_pytorch_alloc_conf_first_and_sees_settings_made_at_run_time()
         std::thread::sleep(Duration::from_millis(100));
     };
     let a = allocator(&v, pid);
-    assert_eq!(a["alloc_conf_var"], "PYTORCH_ALLOC_CONF");
+    assert_eq!(a["alloc_conf_var"], var_read_first);
     assert_eq!(
         (a["alloc_conf"].clone(), a["alloc_conf_source"].clone()),
         (json!("expandable_segments:True"), json!("runtime"))

@@ -9,14 +9,16 @@ pub struct ProcessAllocator {
     pub framework_version: Option<String>,
     /// PyTorch's allocator backend ("native", "cudaMallocAsync"), or "jax".
     pub backend: Option<String>,
-    /// The allocator settings in effect: the string PyTorch last parsed
-    /// where it exposes it (2.9+), else the variable the version reads.
+    /// The allocator settings in effect: the last string set while the
+    /// process ran, where the probe knows it, else the variable's value.
     pub alloc_conf: Option<String>,
     /// The variable the running version reads first, the one to set:
-    /// `PYTORCH_ALLOC_CONF` (2.9+) or `PYTORCH_CUDA_ALLOC_CONF`.
+    /// `PYTORCH_ALLOC_CONF` on 2.9, `PYTORCH_CUDA_ALLOC_CONF` before and
+    /// from 2.10.
     pub alloc_conf_var: Option<String>,
-    /// Where `alloc_conf` came from: "runtime" (PyTorch's accessor, which
-    /// sees `_set_allocator_settings` calls) or "environment".
+    /// Where `alloc_conf` came from: "runtime" (the setters the probe
+    /// wraps, PyTorch's getter from 2.12, or one snapshot for a probe
+    /// started late) or "environment".
     pub alloc_conf_source: Option<String>,
     /// Both variables' raw values, as the process has them.
     pub alloc_conf_env: Option<AllocConfEnv>,
@@ -172,9 +174,14 @@ pub struct OomPostMortem {
     pub gpu: Option<u32>,
     /// Bytes the failed allocation asked for.
     pub requested: Option<u64>,
-    /// What the observer was told: the allocator's total on the device,
-    /// and the device's free memory as the driver saw it.
-    pub device_allocated: Option<u64>,
+    /// What the observer was told: the most the allocator may hold on
+    /// the device (the memory fraction's limit where one is set, else the
+    /// device's total: CUDACachingAllocator.cpp passes `set_fraction ?
+    /// allowed_memory_maximum : device_total`), and the device's free
+    /// memory as the driver saw it. Probes before this name called the
+    /// first `device_allocated`, which it never was.
+    #[serde(alias = "device_allocated")]
+    pub device_limit: Option<u64>,
     pub device_free: Option<u64>,
     pub allocated: Option<u64>,
     pub reserved: Option<u64>,

@@ -27,8 +27,10 @@ The job runs once per allocator configuration:
   native, `expandable_segments` true, fragmentation `null`;
 - `runtime-expandable`: the same set at run time with
   `torch.cuda.memory._set_allocator_settings` (skipped where the release has
-  no such call); gpuscope sees it only where PyTorch exposes the settings in
-  effect (2.9+), and says `environment` as the source before that.
+  no such call): source `runtime`, `expandable_segments` true, fragmentation
+  `null`. No release up to 2.11 can report the settings in effect (2.11.0
+  has no `torch._C._accelerator_getAllocatorSettings`): the probe sees the
+  call through the setter bindings it wraps when torch is imported.
 
 Every configuration also checks that the job's device was matched to its
 GPU (`gpu` not null, `gpu_match` named).
@@ -38,13 +40,13 @@ Usage: python3 tests/gpu/real_torch_check.py [path/to/gpuscope] [--device N]
 Exit status 0 when every check passes.
 """
 
-import argparse
 import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
+
+import checks
 
 MIB = 1 << 20
 PROBE_INTERVAL = "0.2"
@@ -113,33 +115,17 @@ def gpuscope_view(gpuscope, pid, env):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("gpuscope", nargs="?", default="target/release/gpuscope")
-    ap.add_argument("--device", type=int, default=0)
-    ap.add_argument("--config", default=",".join(CONFIGS))
-    ap.add_argument("--job", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = checks.arguments(CONFIGS, lambda ap: ap.add_argument("--device", type=int, default=0))
     if args.job:
         job(args.job, args.device, args.config)
         return 0
-    failures = 0
-    for config in args.config.split(","):
-        failures += run_config(args, config)
-    print("FAILED: %d check(s)" % failures if failures else "all checks passed")
-    return 1 if failures else 0
+    return checks.each_config(args, run_config)
 
 
 def run_config(args, config):
     print("\n######## configuration %s" % config)
-    workdir = tempfile.mkdtemp(prefix="gpuscope-gpu-check-")
-    env = dict(os.environ, GPUSCOPE_PROBE_INTERVAL=PROBE_INTERVAL)
-    for var in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
-        env.pop(var, None)
-    env.update(CONFIGS[config])
-    child = subprocess.Popen(
-        [args.gpuscope, "run", "--", sys.executable, os.path.abspath(__file__), "--job", workdir,
-         "--device", str(args.device), "--config", config],
-        env=env,
+    child, workdir, env = checks.start_job(
+        args, __file__, CONFIGS, config, ["--device", str(args.device), "--config", config]
     )
     failures = 0
     try:
@@ -210,6 +196,9 @@ def report(name, mine, snap, proc):
         if mine["config"] == "expandable" and seen is not True:
             failures += 1
             print("  expandable_segments from the environment NOT SEEN")
+        if mine["config"] == "runtime-expandable" and (seen is not True or source != "runtime"):
+            failures += 1
+            print("  expandable_segments set at run time NOT SEEN")
     overhead = dev["overhead"]
     print("  NVML used %s, reserved %s, overhead %s (%s MiB)" % (nvml, dev["reserved"], overhead, None if overhead is None else overhead // MIB))
     sane = overhead is not None and 100 * MIB <= overhead <= 2048 * MIB

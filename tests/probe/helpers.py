@@ -218,8 +218,16 @@ class InProcessCase(ScratchMixin, unittest.TestCase):
 
         self.torch = torch
         torch.cuda._standin_reset()
+        # What the probe learnt of run-time allocator settings belongs to
+        # one process; here every test is a fresh one.
+        self.reset_runtime_settings()
+        self.addCleanup(self.reset_runtime_settings)
         self.set_script({"devices": {"0": {"alloc": alloc()}}})
         self.addCleanup(self.assert_no_violations)
+
+    def reset_runtime_settings(self):
+        gp._runtime_settings = (None, None)
+        gp._settings_unseen = False
 
     def assert_no_violations(self):
         self.assertEqual(self.violations(), [], "the probe made a forbidden call")

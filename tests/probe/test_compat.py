@@ -10,7 +10,7 @@ from helpers import ASSETS
 SHIPPED = ("gpuscope_probe.py", "sitecustomize.py")
 
 STDLIB_USED = {
-    "atexit", "importlib", "json", "os", "re", "stat", "sys", "threading", "time",
+    "atexit", "functools", "importlib", "json", "os", "re", "stat", "sys", "threading", "time",
 }
 
 

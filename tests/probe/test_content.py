@@ -179,7 +179,7 @@ class DocumentTest(InProcessCase):
              "expandable_segments:True", "PYTORCH_CUDA_ALLOC_CONF", True),
         ])
 
-    def test_alloc_conf_variables_from_2_9(self):
+    def test_alloc_conf_variables_of_2_9(self):
         # PYTORCH_ALLOC_CONF first; the deprecated name only when it is unset.
         self.conf_cases("2.9", [
             ({}, None, "PYTORCH_ALLOC_CONF", False),
@@ -189,6 +189,23 @@ class DocumentTest(InProcessCase):
               "PYTORCH_ALLOC_CONF": "max_split_size_mb:64"},
              "max_split_size_mb:64", "PYTORCH_ALLOC_CONF", False),
         ])
+
+    def test_alloc_conf_variables_from_2_10(self):
+        # c10 reads PYTORCH_CUDA_ALLOC_CONF first again, then
+        # PYTORCH_ALLOC_CONF (c10/core/AllocatorConfig.cpp, "keep the
+        # parsing order and logic stable"); neither is deprecated.
+        for generation in ("2.11", "newest"):
+            self.torch.cuda._standin_reset()
+            for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+                os.environ.pop(name, None)
+            self.conf_cases(generation, [
+                ({}, None, "PYTORCH_CUDA_ALLOC_CONF", False),
+                ({"PYTORCH_ALLOC_CONF": "expandable_segments:True"},
+                 "expandable_segments:True", "PYTORCH_CUDA_ALLOC_CONF", True),
+                ({"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64",
+                  "PYTORCH_ALLOC_CONF": "expandable_segments:True"},
+                 "max_split_size_mb:64", "PYTORCH_CUDA_ALLOC_CONF", False),
+            ])
 
     def test_expandable_segments_parsing(self):
         parse = gp._expandable_segments

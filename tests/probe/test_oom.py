@@ -12,6 +12,16 @@ from helpers import InProcessCase, alloc, gp
 MIB = 1 << 20
 GIB = 1 << 30
 
+REAL_2_11_ASYNC_OOM = (
+    "Allocation on device 0 would exceed allowed memory. (out of memory)\n"
+    "Currently allocated     : 256.00 MiB\n"
+    "Requested               : 4096.00 GiB\n"
+    "Device limit            : 79.18 GiB\n"
+    "Free (according to CUDA): 78.35 GiB\n"
+    "PyTorch limit (set by user-supplied memory fraction)\n"
+    "                        : 17179869184.00 GiB"
+)
+
 # Three 1.3 GiB segments, each split by live tensors: 2100 MiB free in
 # the allocator, no free block above 400 MiB.
 FRAGMENTED = [{"pool": "large", "blocks": [["active_allocated", 512], ["inactive", 300],
@@ -78,7 +88,8 @@ class ObserverTest(InProcessCase):
         self.assertEqual([r["requested"] // MIB for r in records], list(range(16, 8, -1)))
 
     def test_without_an_observer_the_escaping_error_is_the_post_mortem(self):
-        # cudaMallocAsync refuses observers; the error names size and GPU.
+        # cudaMallocAsync refuses observers; its error names device, size
+        # and the device's free memory.
         probe = self.start({"generation": "2.7", "backend": "cudaMallocAsync",
                             "devices": {"0": {"alloc": alloc()}, "1": {"alloc": alloc(), "device_free": 0}}})
         self.assertIs(probe._torch.oom_observer, False)
@@ -86,8 +97,52 @@ class ObserverTest(InProcessCase):
         gp._note_exception(exc)  # what the thread/sys exception hooks do
         (record,) = self.only_document()["last_oom"]
         self.assertEqual((record["source"], record["device"], record["requested"]), ("exception", 1, 3 * GIB // 2))
+        self.assertEqual((record["device_free"], record["allocated"]), (0, 1000))
         self.assertIsNone(record["pools"])
         self.assertEqual(self.only_document()["oom_events"], 1)
+
+    def test_cuda_malloc_async_message_as_torch_2_11_raises_it(self):
+        # Byte for byte what a real torch 2.11.0 raised on an H100 with
+        # PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync, asked for 4 TiB.
+        probe = self.start({"generation": "2.11", "backend": "cudaMallocAsync", "devices": {"0": {
+            "alloc": alloc(allocated=256 * MIB), "total_memory": int(79.18 * GIB),
+            "device_free": int(78.35 * GIB)}}})
+        self.assertIs(probe._torch.oom_observer, False)
+        exc = self.oom(0, 4096 * GIB)
+        self.assertEqual(type(exc).__name__, "OutOfMemoryError")
+        self.assertEqual(str(exc), REAL_2_11_ASYNC_OOM)
+        gp._note_exception(exc)
+        (record,) = self.only_document()["last_oom"]
+        self.assertEqual((record["source"], record["device"], record["requested"]), ("exception", 0, 4096 * GIB))
+        # Printed with two decimals: within half a hundredth of the unit.
+        self.assertLessEqual(abs(record["device_free"] - 78.35 * GIB), GIB / 200)
+        self.assertEqual(record["allocated"], 256 * MIB)
+        self.assertIsNone(record["device_limit"], "only the observer is told it")
+
+    def test_the_message_fills_allocated_where_the_counters_cannot_be_read(self):
+        self.start({"generation": "2.11", "backend": "cudaMallocAsync",
+                    "devices": {"0": {"alloc": alloc(allocated=3 * GIB + 123)}}})
+        exc = self.oom(0, GIB)
+        self.set_script({"generation": "2.11", "backend": "cudaMallocAsync",
+                         "raise": {"memory_stats_as_nested_dict": "device busy"},
+                         "devices": {"0": {"alloc": alloc(allocated=3 * GIB + 123)}}})
+        record = gp._exception_record(exc, time.time())
+        self.assertEqual((record["device"], record["requested"], record["allocated"]), (0, GIB, 3 * GIB))
+        self.assertIsNone(record["reserved"])
+
+    def test_native_messages_of_each_form_give_the_free_memory(self):
+        # 2.1+ "GPU 0 has a total capacity of ... of which ... is free";
+        # before (2.0, 1.12) "(GPU 0; ... total capacity; ... free; ...)".
+        for generation in ("2.0", "2.9"):
+            with self.subTest(generation=generation):
+                gp._oom_records[:] = []
+                self.torch.cuda._standin_reset()
+                self.start({"generation": generation, "devices": {"2": {
+                    "alloc": alloc(), "device_free": 300 * MIB}}})
+                exc = self.oom(2, 20 * MIB)
+                record = gp._exception_record(exc, time.time())
+                self.assertEqual((record["device"], record["requested"], record["device_free"]),
+                                 (2, 20 * MIB, 300 * MIB))
 
     def test_an_error_after_the_observer_is_the_same_failure(self):
         self.start({"generation": "2.5", "devices": {"0": {"alloc": alloc(), "segments": FRAGMENTED}}})

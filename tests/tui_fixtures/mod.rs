@@ -305,7 +305,7 @@ fn post_mortem() -> Value {
     };
     json!({
         "source": "observer", "time_unix_ms": T0 - 60_000, "device": 1, "gpu": 1,
-        "requested": 2 * GIB, "device_allocated": 70 * GIB, "device_free": 300 * MIB,
+        "requested": 2 * GIB, "device_limit": 80 * GIB, "device_free": 300 * MIB,
         "allocated": 62 * GIB, "reserved": 70 * GIB, "inactive_split": 6 * GIB,
         "pools": [
             {"pool": "large", "segments": 96, "total": 69 * GIB, "allocated": 62 * GIB + 700 * MIB,

@@ -13,7 +13,7 @@ use std::time::Duration;
 use gpuscope_nvml_sim::*;
 use nvml_wrapper_sys::bindings::{
     nvmlDevice_t, nvmlFieldValue_t, nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED as NOT_SUPPORTED,
-    nvmlReturn_enum_NVML_SUCCESS as OK, nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG as ULL,
+    nvmlReturn_enum_NVML_SUCCESS as OK, nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT as UI,
 };
 use support::scenario_test;
 
@@ -44,10 +44,12 @@ fn fields(dev: nvmlDevice_t) -> Vec<nvmlFieldValue_t> {
     values
 }
 
+/// A counter as a real driver answers it (an H100, driver 580.159.04):
+/// an unsigned int, 32 bits that wrap.
 fn bytes(v: &nvmlFieldValue_t) -> u64 {
-    assert_eq!((v.nvmlReturn, v.valueType), (OK, ULL));
-    // SAFETY: the value type says the union holds an unsigned long long.
-    unsafe { v.value.ullVal }
+    assert_eq!((v.nvmlReturn, v.valueType), (OK, UI));
+    // SAFETY: the value type says the union holds an unsigned int.
+    u64::from(unsafe { v.value.uiVal })
 }
 
 #[test]
@@ -63,7 +65,7 @@ fn pcie_counters_add_up_the_scenario_rate() {
             // init, which the timestamp gives to the microsecond below.
             let secs = v[0].timestamp as f64 / 1e6;
             for (value, kib_s) in [(bytes(&v[0]), 1000.0), (bytes(&v[1]), 3000.0)] {
-                let (low, per_us) = (kib_s * 1024.0 * secs, kib_s * 1024.0 / 1e6);
+                let (low, per_us) = ((kib_s * 1024.0 * secs) % 4_294_967_296.0, kib_s * 1024.0 / 1e6);
                 assert!((low - 1.0..=low + per_us + 1.0).contains(&(value as f64)), "{value} vs {low}");
             }
             assert_eq!(v[2].nvmlReturn, NOT_SUPPORTED, "a field the simulator lacks");
@@ -130,4 +132,26 @@ fn calls_are_counted_by_name_and_logged() {
     assert_eq!(lines.iter().filter(|l| **l == "nvmlDeviceGetCount_v2").count(), 3, "{lines:?}");
     assert_eq!(lines.first(), Some(&"nvmlInit_v2"));
     assert!(lines.contains(&"nvmlDeviceGetPcieThroughput"), "{lines:?}");
+}
+
+#[test]
+fn a_fast_pcie_counter_wraps_at_32_bits() {
+    // 50 GB/s into the device, as a pinned copy on an H100 moves: the
+    // counter passes 2^32 every 86 ms.
+    let scenario = "[[gpu]]\npcie_rx_kib_s = 48828125\n";
+    scenario_test("a_fast_pcie_counter_wraps_at_32_bits", Some(scenario), |_| {
+        // SAFETY: init takes no arguments.
+        assert_eq!(unsafe { nvmlInit_v2() }, OK);
+        std::thread::sleep(Duration::from_millis(200));
+        let v = fields(handle(0));
+        let secs = v[1].timestamp as f64 / 1e6;
+        let total = 50e9 * secs;
+        assert!(total > 2.0 * 4_294_967_296.0, "wrapped at least twice by now");
+        let expected = (total % 4_294_967_296.0) as u64;
+        // Within the microsecond the timestamp rounds to (50 KB), modulo 2^32.
+        let off = bytes(&v[1]).wrapping_sub(expected) & u64::from(u32::MAX);
+        assert!(off <= 60_000 || off >= (1 << 32) - 60_000, "{} vs {expected}", bytes(&v[1]));
+        // SAFETY: shutdown takes no arguments.
+        assert_eq!(unsafe { nvmlShutdown() }, OK);
+    });
 }

@@ -22,13 +22,18 @@ pub struct DeviceStatic {
     pub uuid: Option<String>,
     name: Option<String>,
     pci_bus_id: Option<String>,
+    /// How many fans the board reports (asked once; `Some(None)` where the
+    /// driver could not say); 0 on boards the chassis cools. `nvmlDeviceGetFanSpeed_v2` of fan 0 answers
+    /// those with INVALID_ARGUMENT (an H100 SXM, driver 580.159.04), which
+    /// would read as an error where there is simply no fan.
+    fans: Option<Option<u32>>,
     /// The handle NVML gave for this index last time. Comparing it costs
     /// nothing, and a different one means a different device may sit at
     /// this index now.
     handle: usize,
     /// Not facts but per-GPU state that must follow the GPU, not its
     /// index: the PCIe counters between ticks, the settings read seldom.
-    pcie: PcieState,
+    pub(super) pcie: PcieState,
     slow: Slow,
 }
 
@@ -50,6 +55,7 @@ impl DeviceStatic {
             uuid: None,
             name: None,
             pci_bus_id: None,
+            fans: None,
             handle: 0,
             pcie: PcieState::default(),
             slow: Slow::default(),
@@ -71,6 +77,9 @@ impl DeviceStatic {
         }
         if self.pci_bus_id.is_none() {
             self.pci_bus_id = calls.track("nvmlDeviceGetPciInfo", index, || dev.pci_info()).ok().map(|p| p.bus_id);
+        }
+        if self.fans.is_none() {
+            self.fans = Some(calls.track("nvmlDeviceGetNumFans", index, || dev.num_fans()).ok());
         }
     }
 
@@ -214,7 +223,10 @@ pub fn read_gpu(dev: &Device<'_>, st: &mut DeviceStatic, calls: &Calls) -> Gpu {
         decoder: r.take("decoder", || dev.decoder_utilization()).map(|u| u.utilization),
     };
     gpu.temperature_c = r.take("temperature", || dev.temperature(TemperatureSensor::Gpu));
-    gpu.fan_percent = r.take("fan", || dev.fan_speed(0));
+    gpu.fan_percent = match st.fans {
+        Some(Some(0)) => None,
+        _ => r.take("fan", || dev.fan_speed(0)),
+    };
     gpu.power_draw_w = r.take("power", || dev.power_usage()).map(milliwatts);
     gpu.clocks = Clocks {
         sm_mhz: r.take("SM clock", || dev.clock_info(Clock::SM)),

@@ -267,11 +267,39 @@ impl NvmlSource {
             self.suspect |= gpu.error.is_some();
             gpus.push(gpu);
         }
+        pcie_windows(nvml, calls, &mut self.watched, &mut gpus);
         let keys: Vec<String> =
             self.watched.iter().map(|st| st.uuid.clone().unwrap_or_else(|| st.index.to_string())).collect();
         self.process_util.retain(&keys);
         self.links.retain(&keys);
         Some((gpus, merger.finish(nvml, &mut self.names, calls)))
+    }
+}
+
+/// The windows 32-bit PCIe counters want (see pcie.rs): each such GPU is
+/// read, then once more `pcie::WINDOW` later, so that all of them share
+/// one wait.
+fn pcie_windows(nvml: &Nvml, calls: &Calls, watched: &mut [DeviceStatic], gpus: &mut [Gpu]) {
+    let mut open = Vec::new();
+    for (i, st) in watched.iter_mut().enumerate() {
+        if !st.pcie.wants_window() {
+            continue;
+        }
+        let dev = calls.track("nvmlDeviceGetHandleByIndex", Some(st.index), || nvml.device_by_index(st.index));
+        if let Ok(dev) = dev
+            && st.pcie.open(&dev, calls, st.index)
+        {
+            open.push((i, dev));
+        }
+    }
+    if open.is_empty() {
+        return;
+    }
+    std::thread::sleep(pcie::WINDOW);
+    for (i, dev) in open {
+        if let (Some(st), Some(gpu)) = (watched.get_mut(i), gpus.get_mut(i)) {
+            gpu.pcie = st.pcie.close(&dev, calls, st.index);
+        }
     }
 }
 

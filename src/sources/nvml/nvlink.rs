@@ -94,7 +94,9 @@ fn counters(dev: &Device<'_>, links: &[u32]) -> Result<Option<(u64, u64)>, NvmlE
     let values = fields::read(dev, &wanted)?;
     let (mut tx, mut rx) = (0u64, 0u64);
     for (&(id, _), value) in wanted.iter().zip(values) {
-        let Some(kib) = value else { return Ok(None) };
+        // Only a 64-bit counter: KiB at NVLink's rates would wrap a 32-bit
+        // one within seconds, and no driver has been seen to answer so.
+        let Some(kib) = value.filter(|v| !v.wraps_at_32_bits).map(|v| v.value) else { return Ok(None) };
         let total = if id == FI_DATA_TX { &mut tx } else { &mut rx };
         *total = total.saturating_add(kib.saturating_mul(1024));
     }

@@ -4,10 +4,28 @@
 //! Where the driver has the cumulative counters
 //! `NVML_FI_DEV_PCIE_COUNT_TX_BYTES` / `_RX_BYTES` (nvml.h, field ids 197
 //! and 198, bytes), both are read in one `nvmlDeviceGetFieldValues` call
-//! and the rates are the deltas between ticks: `null` on a GPU's first
-//! tick (so in a one-shot `--json`, `-1`, `check` or `--query-gpu`: one
-//! snapshot has no interval to measure over; nvidia-smi's defaults show
-//! no PCIe throughput either) and after a counter goes back.
+//! instead. Rates are `null` on a GPU's first tick (so in a one-shot
+//! `--json`, `-1`, `check` or `--query-gpu`: one snapshot has no interval
+//! to measure over; nvidia-smi's defaults show no PCIe throughput either).
+//!
+//! A real driver keeps those counters in 32 bits that wrap ("Value can be
+//! wrapped", nvml.h): an H100 with driver 580.159.04 answered
+//! `UNSIGNED_INT`, and under a 53 GB/s copy the counter wrapped about
+//! every 80 ms (tests/gpu/nvml_costs.py and a copy loop, on that GPU).
+//! Between ticks a second apart it may have wrapped any number of times,
+//! so a rate from such a delta would be noise. A 32-bit counter is
+//! therefore read at the end of a tick and again `WINDOW` later, all GPUs
+//! together so that they share one wait (the poller thread's, never the
+//! UI's), as NVML's own sampling does over 20 ms; only where the last
+//! reading is recent enough that a single wrap is all there can have been
+//! (`WRAP_SAFE`: ticks of 30 ms or less) is the delta between ticks used.
+//! A 20 ms window sees bursty traffic as its burst or as its pause, as
+//! NVML's own sample does: a copy loop averaging 53 GB/s from the H100
+//! read as 60 GB/s in some ticks and 37 GB/s in others
+//! (tests/gpu/pcie_check.py); rates that wrapped wrongly would be off by
+//! 2^32 bytes per window, 215 GB/s.
+//! A 64-bit counter (`UNSIGNED_LONG_LONG`) is read once a tick, and its
+//! rate is the average over the whole tick; `null` after it goes back.
 //!
 //! Where the counters are missing (older boards and drivers) the sampled
 //! throughput stands in, one direction per tick, RX and TX in turn, each
@@ -15,24 +33,54 @@
 //! either way, and this halves the time the driver blocks. A one-shot
 //! there shows RX, and TX as `null`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nvml_wrapper::Device;
 use nvml_wrapper::enum_wrappers::device::PcieUtilCounter;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper_sys::bindings::field_id::{NVML_FI_DEV_PCIE_COUNT_RX_BYTES, NVML_FI_DEV_PCIE_COUNT_TX_BYTES};
 
+use super::calls::Calls;
 use super::device::Reader;
-use super::fields::{self, rate};
+use super::fields::{self, rate, rate_32};
 use crate::model::Pcie;
+
+/// How long a 32-bit counter is watched within a tick: NVML's own
+/// sampling interval for `nvmlDeviceGetPcieThroughput`.
+pub const WINDOW: Duration = Duration::from_millis(20);
+
+/// The longest interval over which a 32-bit byte counter cannot wrap
+/// twice: 2^32 bytes at PCIe 6.0 x16's 128 GB/s upper bound, 33 ms (the
+/// H100's PCIe 5.0 x16 tops out near 64 GB/s: 67 ms).
+const WRAP_SAFE: Duration = Duration::from_millis(33);
+
+/// One reading of both counters.
+#[derive(Debug, Clone, Copy)]
+struct Counters {
+    at: Instant,
+    tx: u64,
+    rx: u64,
+    wraps_at_32_bits: bool,
+}
+
+impl Counters {
+    /// The rates from `before` to `self`.
+    fn since(&self, before: &Counters) -> Pcie {
+        let secs = self.at.duration_since(before.at).as_secs_f64();
+        let f = if self.wraps_at_32_bits { rate_32 } else { rate };
+        Pcie { tx_bytes_per_s: f(before.tx, self.tx, secs), rx_bytes_per_s: f(before.rx, self.rx, secs) }
+    }
+}
 
 /// One GPU's PCIe state between ticks.
 #[derive(Debug, Clone, Default)]
 pub struct PcieState {
     /// `Some(false)` once the driver said the counters are not there.
     counters: Option<bool>,
-    /// The counters (TX, RX) at the last tick, and when.
-    last: Option<(Instant, u64, u64)>,
+    /// The last reading of the counters.
+    last: Option<Counters>,
+    /// This tick's rates wait for a window of their own (`open`, `close`).
+    wants_window: bool,
     /// Without counters: the last sample of each direction, and whether
     /// TX is sampled next.
     sampled: Pcie,
@@ -41,12 +89,20 @@ pub struct PcieState {
 
 impl PcieState {
     pub fn read(&mut self, r: &mut Reader<'_>, dev: &Device<'_>) -> Pcie {
+        self.wants_window = false;
+        if self.last.is_some_and(|l| l.wraps_at_32_bits && l.at.elapsed() > WRAP_SAFE) {
+            // Read within this tick's window instead; the rates come then.
+            self.wants_window = true;
+            return Pcie::default();
+        }
         if self.counters != Some(false) {
             let now = Instant::now();
-            match r.take("PCIe counters", || counters(dev)) {
-                Some(Some((tx, rx))) => {
+            match r.take("PCIe counters", || counters(dev, now)) {
+                Some(Some(c)) => {
                     self.counters = Some(true);
-                    return self.rates(now, tx, rx);
+                    let pcie = self.last.map(|l| c.since(&l)).unwrap_or_default();
+                    self.last = Some(c);
+                    return pcie;
                 }
                 Some(None) => self.counters = Some(false),
                 // Lost, or an error the device reports: unknown this tick.
@@ -59,16 +115,28 @@ impl PcieState {
         self.sample(r, dev)
     }
 
-    fn rates(&mut self, now: Instant, tx: u64, rx: u64) -> Pcie {
-        let pcie = match self.last {
-            Some((then, tx0, rx0)) => {
-                let secs = now.duration_since(then).as_secs_f64();
-                Pcie { tx_bytes_per_s: rate(tx0, tx, secs), rx_bytes_per_s: rate(rx0, rx, secs) }
-            }
-            None => Pcie::default(),
+    /// Whether this tick's rates wait for `open` and `close`.
+    pub fn wants_window(&self) -> bool {
+        self.wants_window
+    }
+
+    /// The window's first reading; `false` where it failed (the rates stay
+    /// unknown this tick, and the next tick starts afresh).
+    pub fn open(&mut self, dev: &Device<'_>, calls: &Calls, gpu: u32) -> bool {
+        self.last = read_tracked(dev, calls, gpu);
+        self.wants_window = self.last.is_some();
+        self.wants_window
+    }
+
+    /// The window's second reading, and the rates over the window.
+    pub fn close(&mut self, dev: &Device<'_>, calls: &Calls, gpu: u32) -> Pcie {
+        self.wants_window = false;
+        let (Some(before), Some(now)) = (self.last, read_tracked(dev, calls, gpu)) else {
+            self.last = None;
+            return Pcie::default();
         };
-        self.last = Some((now, tx, rx));
-        pcie
+        self.last = Some(now);
+        now.since(&before)
     }
 
     fn sample(&mut self, r: &mut Reader<'_>, dev: &Device<'_>) -> Pcie {
@@ -84,12 +152,21 @@ impl PcieState {
     }
 }
 
+fn read_tracked(dev: &Device<'_>, calls: &Calls, gpu: u32) -> Option<Counters> {
+    calls.track("PCIe counters", Some(gpu), || counters(dev, Instant::now())).ok().flatten()
+}
+
 /// Both counters, or `None` where the driver lacks them (the call, or
 /// either field, NOT_SUPPORTED).
-fn counters(dev: &Device<'_>) -> Result<Option<(u64, u64)>, NvmlError> {
+fn counters(dev: &Device<'_>, at: Instant) -> Result<Option<Counters>, NvmlError> {
     let wanted = [(NVML_FI_DEV_PCIE_COUNT_TX_BYTES, 0), (NVML_FI_DEV_PCIE_COUNT_RX_BYTES, 0)];
     match fields::read(dev, &wanted) {
-        Ok(v) => Ok(v.first().copied().flatten().zip(v.get(1).copied().flatten())),
+        Ok(v) => Ok(v.first().copied().flatten().zip(v.get(1).copied().flatten()).map(|(tx, rx)| Counters {
+            at,
+            tx: tx.value,
+            rx: rx.value,
+            wraps_at_32_bits: tx.wraps_at_32_bits || rx.wraps_at_32_bits,
+        })),
         Err(NvmlError::NotSupported | NvmlError::FunctionNotFound | NvmlError::FailedToLoadSymbol(_)) => Ok(None),
         Err(e) => Err(e),
     }

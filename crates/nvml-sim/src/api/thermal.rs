@@ -15,9 +15,6 @@ use crate::code::{INVALID_ARGUMENT, NOT_SUPPORTED, nvmlReturn_t};
 use crate::scenario::Reading;
 use crate::value::{percent, uint};
 
-/// Each simulated GPU has a single fan, index 0.
-const FAN_COUNT: c_uint = 1;
-
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetTemperature(
     device: nvmlDevice_t,
@@ -57,14 +54,23 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperatureThreshold(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetNumFans(device: nvmlDevice_t, count: *mut c_uint) -> nvmlReturn_t {
     // SAFETY: NVML's contract: `count` is null or valid for writing one value.
-    call::device("nvmlDeviceGetNumFans", device, Some(Reading::Fan), |_| unsafe { out::put(count, FAN_COUNT) })
+    call::device("nvmlDeviceGetNumFans", device, Some(Reading::Fan), |dev| unsafe {
+        out::put(count, dev.gpu.spec.fans)
+    })
 }
 
+/// A board with no fan of its own (`fans = 0`: the SXM and passively
+/// cooled data-centre boards) answers as an H100 SXM did with driver
+/// 580.159.04: NumFans 0, FanSpeed NOT_SUPPORTED, FanSpeed_v2 of fan 0
+/// INVALID_ARGUMENT.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetFanSpeed(device: nvmlDevice_t, speed: *mut c_uint) -> nvmlReturn_t {
-    // SAFETY: NVML's contract: `speed` is null or valid for writing one value.
-    call::device("nvmlDeviceGetFanSpeed", device, Some(Reading::Fan), |dev| unsafe {
-        out::put(speed, percent(dev.gpu.spec.fan_percent.at(dev.t)))
+    call::device("nvmlDeviceGetFanSpeed", device, Some(Reading::Fan), |dev| {
+        if dev.gpu.spec.fans == 0 {
+            return Err(NOT_SUPPORTED);
+        }
+        // SAFETY: NVML's contract: `speed` is null or valid for writing one value.
+        unsafe { out::put(speed, percent(dev.gpu.spec.fan_percent.at(dev.t))) }
     })
 }
 
@@ -75,7 +81,7 @@ pub unsafe extern "C" fn nvmlDeviceGetFanSpeed_v2(
     speed: *mut c_uint,
 ) -> nvmlReturn_t {
     call::device("nvmlDeviceGetFanSpeed_v2", device, Some(Reading::Fan), |dev| {
-        if fan >= FAN_COUNT {
+        if fan >= dev.gpu.spec.fans {
             return Err(INVALID_ARGUMENT);
         }
         // SAFETY: NVML's contract: `speed` is null or valid for writing one value.

@@ -1,6 +1,8 @@
 //! The scenario file exactly as written; defaults live here so that a
 //! one-line `[[gpu]]` already describes a plausible idle GPU.
 
+use std::ffi::c_uint;
+
 use serde::Deserialize;
 
 use crate::value::Value;
@@ -148,6 +150,9 @@ pub(crate) struct GpuSpec {
     pub encoder: Value,
     pub decoder: Value,
     pub temperature_c: Value,
+    /// How many fans the board reports (NumFans); 0 for boards cooled by
+    /// the chassis, as data-centre SXM boards are.
+    pub fans: c_uint,
     pub fan_percent: Value,
     pub power_draw_w: Value,
     pub power_limit_w: f64,
@@ -287,6 +292,7 @@ impl Default for GpuSpec {
             encoder: Value::Const(0.0),
             decoder: Value::Const(0.0),
             temperature_c: Value::Const(35.0),
+            fans: 1,
             fan_percent: Value::Const(30.0),
             power_draw_w: Value::Const(70.0),
             power_limit_w: 700.0,

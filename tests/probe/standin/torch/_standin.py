@@ -37,6 +37,12 @@ good copy. Format (every key optional):
       "pci": [0, 59, 0],           # pci_domain_id, pci_bus_id, pci_device_id
                                    # (generations with "pci" only)
       "private_pools": 123,        # private_pool_memory_reserved(i) (newest)
+      "total_memory": 85899345920, # props.total_memory, and the capacity an
+                                   # OOM message names (default 80 GiB)
+      "device_free": 0,            # the device's free memory at an OOM
+                                   # (torch.cuda._standin_oom)
+      "segments": [...],           # memory_snapshot()'s segments
+                                   # (build_segments below)
       "alloc": {"allocated": 1, "allocated_peak": 2, "reserved": 3, ...},
                                    # the probe's own field names; expanded into
                                    # the full nested layout of real torch,
@@ -57,6 +63,8 @@ as real torch does for a device this process never touched.
 
 import json
 import os
+import re
+import sys
 import threading
 import time
 
@@ -99,36 +107,64 @@ FIELD_TO_COUNTER = {
 # torch.cuda.OutOfMemoryError class from 1.13; device properties' .uuid
 # from 2.1 (absent in 2.0.1, present in 2.5.1); requested_bytes and the
 # num_device_alloc/num_device_free/num_sync_all_streams counters after 2.0;
-# torch.cuda.memory._set_allocator_settings from 2.1; host_memory_stats()
-# from 2.7; c10's AcceleratorAllocatorConfig (PYTORCH_ALLOC_CONF first,
-# torch._C._accelerator_getAllocatorSettings) from 2.9; the integer
-# pci_domain_id/pci_bus_id/pci_device_id properties in 2.9 (earlier releases
-# are not modelled with them; the probe detects them either way);
+# the native allocator's OOM message naming "GPU 0 has a total capacity of
+# ... of which ... is free" from 2.1 (PR 99699), "(GPU 0; ... total
+# capacity; ... free; ...)" before; torch.cuda.memory._set_allocator_settings
+# (with _snapshot, _dump_snapshot, _record_memory_history) from 2.1;
+# "allocator_settings" in _snapshot() from 2.3 (PR 119404) and
+# torch._C._cuda_isHistoryEnabled (absent in 2.1.2's stubs, present in
+# 2.5.1's) modelled from 2.5; host_memory_stats() from 2.7.
+#
+# Allocator settings, from the type stubs and libc10 of the 2.8.0 to 2.12.0
+# wheels and c10/core/AllocatorConfig.cpp: up to 2.9
+# _set_allocator_settings forwards to
+# torch._C._cuda_cudaCachingAllocator_set_allocator_settings; 2.9's c10
+# reads PYTORCH_ALLOC_CONF first, the deprecated PYTORCH_CUDA_ALLOC_CONF
+# when it is unset, and brings torch._C._accelerator_getDeviceStats (absent
+# in 2.8.0); from 2.10 that binding is gone for
+# torch._C._accelerator_setAllocatorSettings, _set_allocator_settings
+# forwards to it with a FutureWarning, and c10 reads PYTORCH_CUDA_ALLOC_CONF
+# first again, then PYTORCH_ALLOC_CONF. No release up to 2.11 has a getter:
+# a real 2.11.0 install lacks torch._C._accelerator_getAllocatorSettings;
+# 2.12.0's stubs list it first, which is the first release with it as far as
+# the wheels show (not seen running). The integer
+# pci_domain_id/pci_bus_id/pci_device_id properties in 2.9 (earlier
+# releases are not modelled with them; the probe detects them either way);
 # private_pool_memory_reserved() only in the newest release (PR 178240).
 # _lazy_call (the lazy-init queue) exists in every release modelled.
 _BASE = ("lazy_call",)
 _2_0 = _BASE + ("allocator_backend", "oom_error", "oom_observer")
-_2_1 = _2_0 + ("uuid", "set_allocator_settings", "requested_bytes", "device_alloc_counters")
-_2_7 = _2_1 + ("host_memory_stats",)
-_2_9 = _2_7 + ("settings_accessor", "pci")
+_2_1 = _2_0 + ("uuid", "set_allocator_settings", "legacy_settings_setter", "requested_bytes",
+               "device_alloc_counters", "nvml_oom_message")
+_2_5 = _2_1 + ("snapshot_settings", "history_query")
+_2_7 = _2_5 + ("host_memory_stats",)
+_2_9 = _2_7 + ("accelerator_allocator", "reads_alloc_conf_first", "pci")
+_2_11 = tuple(f for f in _2_9 if f not in ("legacy_settings_setter", "reads_alloc_conf_first")) + (
+    "accelerator_settings_setter", "reads_alloc_conf_second")
 GENERATIONS = {
     "1.12": {"version": "1.12.1", "features": _BASE},
     "2.0": {"version": "2.0.1", "features": _2_0},
     "2.1": {"version": "2.1.2", "features": _2_1},
-    "2.5": {"version": "2.5.1", "features": _2_1},
+    "2.5": {"version": "2.5.1", "features": _2_5},
     "2.7": {"version": "2.7.1", "features": _2_7},
     "2.9": {"version": "2.9.1", "features": _2_9},
-    "newest": {"version": "2.13.0", "features": _2_9 + ("private_pools",)},
+    "2.11": {"version": "2.11.0", "features": _2_11},
+    "newest": {"version": "2.13.0", "features": _2_11 + ("settings_getter", "private_pools")},
 }
 
 IMPORTED_AT = time.monotonic()
-state = {"initialized": False, "bad_fork": False, "last_settings": ""}
+state = {"initialized": False, "bad_fork": False, "last_settings": "", "expandable": False}
 # torch.cuda's own queue: callables given to _lazy_call before CUDA is up.
 queued_calls = []
 # What torch._C._cuda_attach_out_of_memory_observer was given.
 oom_observers = []
 calls = {}
 violations = []
+# module name -> the names it offers only in some releases. What code under
+# test assigns over one of them (the probe wraps the settings setters) is
+# dropped by reset(), so the next script's release is modelled afresh: a
+# real process never changes release under the probe.
+GATED = {}
 _last_good = {}
 _calls_lock = threading.Lock()
 
@@ -137,12 +173,18 @@ def reset():
     state["initialized"] = False
     state["bad_fork"] = False
     state["last_settings"] = ""
+    state["expandable"] = False
     state["oom_in_progress"] = False
+    state["history"] = False
     del queued_calls[:]
     del oom_observers[:]
     with _calls_lock:
         calls.clear()
     del violations[:]
+    for module_name, names in GATED.items():
+        module = sys.modules.get(module_name)
+        for name in names if module is not None else ():
+            module.__dict__.pop(name, None)
 
 
 def count(name):
@@ -229,8 +271,9 @@ def has(current, feature):
         return "host" in current
     if feature == "lazy_call":
         return current.get("lazy_call", True) is not False
-    return feature in ("uuid", "oom_error", "set_allocator_settings", "requested_bytes",
-                       "device_alloc_counters", "oom_observer")
+    return feature in ("uuid", "oom_error", "set_allocator_settings", "legacy_settings_setter",
+                       "requested_bytes", "device_alloc_counters", "oom_observer", "nvml_oom_message",
+                       "snapshot_settings", "history_query")
 
 
 def layout(current):
@@ -240,15 +283,44 @@ def layout(current):
     return "current" if "device_alloc_counters" in gen["features"] else "legacy"
 
 
+def conf_vars(current):
+    """The variables the modelled release reads its settings from, the first
+    one set winning (see the feature table above)."""
+    if has(current, "reads_alloc_conf_first"):
+        return ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
+    if has(current, "reads_alloc_conf_second"):
+        return ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+    return ("PYTORCH_CUDA_ALLOC_CONF",)
+
+
 def env_settings(current):
     """The settings string the modelled release reads at initialisation."""
-    if has(current, "settings_accessor"):
-        value = os.environ.get("PYTORCH_ALLOC_CONF")
-        if value is None:
-            value = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
-    else:
-        value = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
-    return value or ""
+    for name in conf_vars(current):
+        value = os.environ.get(name)
+        if value is not None:
+            return value
+    return ""
+
+
+def apply_settings(env, error):
+    """c10's parseArgs, as far as the tests need it: the string becomes the
+    last settings at once, then its keys apply in turn until one is refused
+    (with `error`: RuntimeError from the old binding, ValueError from the
+    pybind one of 2.10+, with ConfigTokenizer's words as a real 2.11.0 gives
+    them). Only expandable_segments is modelled; other keys are taken as
+    they come."""
+    state["last_settings"] = env
+    tokens = re.findall(r"[,:\[\]]|[^,:\[\]\s]+", env)
+    for index, token in enumerate(tokens):
+        if token != "expandable_segments":
+            continue
+        value = tokens[index + 2] if index + 2 < len(tokens) else ""
+        if value not in ("True", "False"):
+            if error is ValueError:
+                raise error("Expected 'True' or 'False' at index %d in ConfigTokenizer but got '%s'"
+                            % (index + 2, value))
+            raise error("Expected a single True/False argument for expandable_segments")
+        state["expandable"] = value == "True"
 
 
 def lazy_init():
@@ -262,7 +334,7 @@ def lazy_init():
             "Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
             "multiprocessing, you must use the 'spawn' start method"
         )
-    state["last_settings"] = env_settings(script())
+    apply_settings(env_settings(script()), RuntimeError)
     for call in list(queued_calls):
         try:
             call()

@@ -204,23 +204,59 @@ def _format_size(size):
 
 
 def _standin_oom(device, size):
-    """What the caching allocator does when cudaMalloc fails for good: call
-    the out-of-memory observers (lock released), then raise."""
+    """What the allocator does when an allocation fails for good: the
+    caching allocator calls the out-of-memory observers (lock released),
+    then raises; cudaMallocAsync has none and raises at once. Each raises
+    its own message (_oom_message)."""
     current = _standin.script()
     entry = _standin.devices_of(current).get(str(device)) or {}
     alloc = entry.get("alloc") or {}
     free = int(entry.get("device_free", 0))
+    # CUDACachingAllocator.cpp: the observers get `set_fraction ?
+    # allowed_memory_maximum : device_total`, then the free memory.
+    limit = int(entry.get("total_memory", 80 * 1024**3))
     _standin.state["oom_in_progress"] = True
     try:
         for observer in list(_standin.oom_observers):
-            observer(device, size, int(alloc.get("reserved", 0)), free)
+            observer(device, size, limit, free)
     finally:
         _standin.state["oom_in_progress"] = False
-    message = ("CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of 79.19 GiB "
-               "of which %s is free." % (_format_size(size), device, _format_size(free)))
+    message = _oom_message(current, device, size, entry, alloc, free)
     if _standin.has(current, "oom_error"):
         raise _OutOfMemoryError(message)
     raise RuntimeError(message)
+
+
+def _oom_message(current, device, size, entry, alloc, free):
+    total = int(entry.get("total_memory", 80 * 1024**3))
+    allocated = int(alloc.get("allocated", 0))
+    backend = current.get("backend", "native") if _standin.has(current, "allocator_backend") else "native"
+    if backend == "cudaMallocAsync":
+        # CUDAMallocAsyncAllocator.cpp, mallocAsync: "Currently allocated" is
+        # its own count of live allocations, the limit without a memory
+        # fraction is the largest size_t.
+        return (
+            "Allocation on device %d would exceed allowed memory. (out of memory)\n"
+            "Currently allocated     : %s\n"
+            "Requested               : %s\n"
+            "Device limit            : %s\n"
+            "Free (according to CUDA): %s\n"
+            "PyTorch limit (set by user-supplied memory fraction)\n"
+            "                        : %s"
+            % (device, _format_size(allocated), _format_size(size), _format_size(total), _format_size(free),
+               _format_size((1 << 64) - 1))
+        )
+    reserved = int(alloc.get("reserved", 0))
+    if _standin.has(current, "nvml_oom_message"):
+        # CUDACachingAllocator.cpp, malloc, from PR 99699 (2.1).
+        return ("CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. "
+                "Of the allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but "
+                "unallocated." % (_format_size(size), device, _format_size(total), _format_size(free),
+                                  _format_size(allocated), _format_size(max(reserved - allocated, 0))))
+    return ("CUDA out of memory. Tried to allocate %s (GPU %d; %s total capacity; %s already allocated; %s free; "
+            "%s reserved in total by PyTorch)" % (_format_size(size), device, _format_size(total),
+                                                  _format_size(allocated), _format_size(free),
+                                                  _format_size(reserved)))
 
 
 def _lazy_call_impl(callable, **kwargs):
