@@ -235,3 +235,43 @@ fn a_board_without_fans_shows_no_fan_and_no_error() {
     let text = String::from_utf8(once.stdout).unwrap();
     assert!(!text.contains("error"), "{text}");
 }
+
+#[test]
+fn a_gpu_running_no_process_is_not_asked_for_process_samples_every_tick() {
+    // nvmlDeviceGetProcessUtilization costs a real driver 2.6 ms of CPU
+    // even when it finds nothing: asked on the first tick only, to learn
+    // whether the board samples processes at all.
+    let worker = common::Sleeper::spawn(&["60"]);
+    let (sim, log) = logged(&format!(
+        "[[gpu]]\n[[gpu]]\nunsupported = [\"process_utilization\"]\n\
+         [[gpu]]\n[[gpu.process]]\npid = {}\nused_mib = 100\nsm_util = 40\n",
+        worker.pid()
+    ));
+    let docs = stream(&sim, "3");
+    for d in &docs {
+        assert_eq!(d["gpus"][0]["process_utilization"], serde_json::json!([]), "samples processes, runs none");
+        assert_eq!(d["gpus"][1]["process_utilization"], Value::Null, "does not sample processes");
+        assert_eq!(d["gpus"][2]["process_utilization"][0]["sm"], 40);
+    }
+    // Once for each idle GPU; every tick for the busy one, twice into the
+    // library (how many samples, then the samples), and a fourth tick may
+    // have begun when the third snapshot ended the run. Asking the idle
+    // GPUs every tick would make 12 or more.
+    let asked = calls_to(&log, "nvmlDeviceGetProcessUtilization");
+    assert!((8..=10).contains(&asked), "{asked} calls");
+}
+
+#[test]
+fn settings_are_read_again_after_ten_seconds_but_what_the_board_fixes_only_once() {
+    let (sim, log) = logged("[[gpu]]\n");
+    // Ticks at 0, 5.5 and 11 s: the third is past the 10 s refresh.
+    let out = sim.gpuscope().args(["--json", "-lms", "5500", "--count", "3"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let docs = documents(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(docs.len(), 3);
+    assert_eq!(calls_to(&log, "nvmlDeviceGetPowerManagementLimit"), 2, "first tick, and again after 10 s");
+    // Four maximum clocks and the serial: once in the GPU's life.
+    assert_eq!(calls_to(&log, "nvmlDeviceGetMaxClockInfo"), 4);
+    assert_eq!(calls_to(&log, "nvmlDeviceGetSerial"), 1);
+    assert!(docs[2]["gpus"][0]["max_clocks"]["sm_mhz"].as_u64().is_some(), "still shown");
+}

@@ -17,8 +17,12 @@ import pynvml as n
 
 
 def timed(fn, repeat):
+    """Wall time of each call in microseconds, the CPU time all of them
+    took together (is the driver working on this process's CPU, or
+    waiting?), the last result and the last error."""
     samples = []
     result = error = None
+    cpu0 = time.process_time()
     for _ in range(repeat):
         start = time.perf_counter()
         try:
@@ -26,6 +30,7 @@ def timed(fn, repeat):
         except n.NVMLError as exc:
             error = str(exc)
         samples.append((time.perf_counter() - start) * 1e6)
+    timed.cpu_us = (time.process_time() - cpu0) * 1e6 / repeat
     return samples, result, error
 
 
@@ -83,15 +88,17 @@ def main():
         ("GetFieldValues(PCIe TX+RX)", lambda: n.nvmlDeviceGetFieldValues(h, [ids[0][1], ids[1][1]])),
         ("GetFieldValues(all %d)" % len(ids), lambda: n.nvmlDeviceGetFieldValues(h, [i for _, i in ids])),
     ]
-    print("\n%-32s %10s %10s %10s  %s" % ("call", "median us", "p90 us", "max us", "result"))
+    print("\n%-32s %10s %10s %10s %10s  %s" % ("call", "median us", "p90 us", "max us", "CPU us", "result"))
     for name, fn in calls:
         samples, result, error = timed(fn, args.repeat)
         q = statistics.quantiles(samples, n=10)
         shown = error if error else repr(result)[:60]
-        print("%-32s %10.1f %10.1f %10.1f  %s" % (name, statistics.median(samples), q[8], max(samples), shown))
+        print("%-32s %10.1f %10.1f %10.1f %10.1f  %s" % (
+            name, statistics.median(samples), q[8], max(samples), timed.cpu_us, shown))
     for name, fn in [("GetPcieThroughput(TX)", lambda: n.nvmlDeviceGetPcieThroughput(h, n.NVML_PCIE_UTIL_TX_BYTES))]:
         samples, result, error = timed(fn, 5)
-        print("%-32s %10.1f %10s %10.1f  %s" % (name, statistics.median(samples), "", max(samples), error or result))
+        print("%-32s %10.1f %10s %10.1f %10.1f  %s" % (
+            name, statistics.median(samples), "", max(samples), timed.cpu_us, error or result))
     print("\nfield values, one by one:")
     for name, fid in ids:
         values = n.nvmlDeviceGetFieldValues(h, [fid])

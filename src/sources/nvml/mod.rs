@@ -250,10 +250,10 @@ impl NvmlSource {
                             migs.retain(|m| m.entry.uuid.as_ref().is_some_and(|u| only.contains(u)));
                         }
                         gpu.mig_devices = migs.iter().map(|m| m.entry.clone()).collect();
-                        merger.add_device(st.index, &dev, &migs, only.is_none(), calls);
+                        let listed = merger.add_device(st.index, &dev, &migs, only.is_none(), calls);
                         let key = st.uuid.clone().unwrap_or_else(|| st.index.to_string());
                         gpu.nvlink = self.links.read(key.clone(), st.index, &dev, calls);
-                        gpu.process_utilization = self.process_util.read(key, st.index, &dev, calls);
+                        gpu.process_utilization = self.process_util.read(key, st.index, &dev, calls, listed == 0);
                     }
                     gpu
                 }

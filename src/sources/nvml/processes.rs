@@ -27,14 +27,24 @@ impl ProcessMerger {
     /// (NVML), the per-instance ones do not. An entry of the parent's list
     /// is placed on the MIG device its instance ids name; unless `whole`
     /// (only some MIG devices are watched), entries on none are left out.
-    pub fn add_device(&mut self, index: u32, dev: &Device<'_>, migs: &[MigHandle<'_>], whole: bool, calls: &Calls) {
+    /// Adds the device's processes; how many it listed.
+    pub fn add_device(
+        &mut self,
+        index: u32,
+        dev: &Device<'_>,
+        migs: &[MigHandle<'_>],
+        whole: bool,
+        calls: &Calls,
+    ) -> usize {
         // A failing list (unsupported in some containers, say) leaves the
         // device's processes out rather than failing the device.
         let at = Some(index);
+        let mut listed = 0;
         for m in migs {
             let compute = calls
                 .track("nvmlDeviceGetComputeRunningProcesses", at, || m.device.running_compute_processes())
                 .unwrap_or_default();
+            listed += compute.len();
             self.add(index, &compute, ProcessType::Compute, |_| Some(&m.entry));
         }
         let on_mig = |p: &ProcessInfo| {
@@ -53,6 +63,7 @@ impl ProcessMerger {
         }
         self.add(index, &compute, ProcessType::Compute, on_mig);
         self.add(index, &graphics, ProcessType::Graphics, on_mig);
+        listed + compute.len() + graphics.len()
     }
 
     fn add<'m>(

@@ -4,7 +4,10 @@
 //! error counts, pages pending retirement, remapped rows; BAR1 with it):
 //! read on a GPU's first tick and then every `REFRESH`, not every tick:
 //! 20 fewer driver calls per GPU per tick. dcgm-exporter samples such
-//! fields every 30 s by default.
+//! fields every 30 s by default. What the board itself fixes (its maximum
+//! clocks, its serial number) is read once: a maximum clock cost a real
+//! driver 1.5 ms of CPU per call, four calls a GPU (an H100, driver
+//! 580.159.04: tests/gpu/nvml_costs.py).
 
 use std::time::{Duration, Instant};
 
@@ -47,7 +50,8 @@ impl Slow {
     /// Reads them again when due, and puts them into `gpu`.
     pub fn apply(&mut self, r: &mut Reader<'_>, dev: &Device<'_>, gpu: &mut Gpu) {
         if self.read_at.is_none_or(|at| at.elapsed() >= REFRESH) {
-            let v = Readings::read(r, dev);
+            let fixed = self.read_at.map(|_| (self.v.max_clocks.clone(), self.v.serial.clone()));
+            let v = Readings::read(r, dev, fixed);
             // Readings from a GPU lost part-way through are not kept.
             if !r.lost() {
                 self.v = v;
@@ -74,25 +78,31 @@ impl Slow {
 }
 
 impl Readings {
-    fn read(r: &mut Reader<'_>, dev: &Device<'_>) -> Self {
+    /// `fixed`: the maximum clocks and serial as first read, where they
+    /// have been.
+    fn read(r: &mut Reader<'_>, dev: &Device<'_>, fixed: Option<(MaxClocks, Option<String>)>) -> Self {
         let watts = |mw: u32| f64::from(mw) / 1000.0;
         let ecc = r.take("ECC mode", || dev.is_ecc_enabled());
         let (ecc_counts, remapped_rows, bar1) = super::settings::health(r, dev);
+        let (max_clocks, serial) = fixed.unwrap_or_else(|| {
+            let max_clocks = MaxClocks {
+                sm_mhz: r.take("max SM clock", || dev.max_clock_info(Clock::SM)),
+                memory_mhz: r.take("max memory clock", || dev.max_clock_info(Clock::Memory)),
+                graphics_mhz: r.take("max graphics clock", || dev.max_clock_info(Clock::Graphics)),
+                video_mhz: r.take("max video clock", || dev.max_clock_info(Clock::Video)),
+            };
+            (max_clocks, r.take("serial", || dev.serial()))
+        });
         Self {
             ecc_counts,
             remapped_rows,
             bar1,
             power_limit_w: r.take("power limit", || dev.enforced_power_limit()).map(watts),
             power_management_limit_w: r.take("power management limit", || dev.power_management_limit()).map(watts),
-            serial: r.take("serial", || dev.serial()),
+            serial,
             persistence_mode: r.take("persistence mode", || dev.is_in_persistent_mode()),
             compute_mode: r.take("compute mode", || dev.compute_mode()).map(compute_mode),
-            max_clocks: MaxClocks {
-                sm_mhz: r.take("max SM clock", || dev.max_clock_info(Clock::SM)),
-                memory_mhz: r.take("max memory clock", || dev.max_clock_info(Clock::Memory)),
-                graphics_mhz: r.take("max graphics clock", || dev.max_clock_info(Clock::Graphics)),
-                video_mhz: r.take("max video clock", || dev.max_clock_info(Clock::Video)),
-            },
+            max_clocks,
             ecc_mode: ecc.map(|m| (m.currently_enabled, m.pending_enabled)),
             // NVML_DEVICE_MIG_ENABLE is 1 (nvml.h).
             mig_mode: r
