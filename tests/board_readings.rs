@@ -253,12 +253,13 @@ fn a_gpu_running_no_process_is_not_asked_for_process_samples_every_tick() {
         assert_eq!(d["gpus"][1]["process_utilization"], Value::Null, "does not sample processes");
         assert_eq!(d["gpus"][2]["process_utilization"][0]["sm"], 40);
     }
-    // Once for each idle GPU; every tick for the busy one, twice into the
-    // library (how many samples, then the samples), and a fourth tick may
-    // have begun when the third snapshot ended the run. Asking the idle
-    // GPUs every tick would make 12 or more.
+    // Once for each idle GPU; once a tick for the busy one, the samples
+    // going straight into a buffer with room for them (no call to ask how
+    // many first); a fourth tick may have begun when the third snapshot
+    // ended the run. Asking the idle GPUs every tick would make 9 or more,
+    // asking for the count first 8 or more.
     let asked = calls_to(&log, "nvmlDeviceGetProcessUtilization");
-    assert!((8..=10).contains(&asked), "{asked} calls");
+    assert!((5..=6).contains(&asked), "{asked} calls");
 }
 
 #[test]
@@ -274,4 +275,16 @@ fn settings_are_read_again_after_ten_seconds_but_what_the_board_fixes_only_once(
     assert_eq!(calls_to(&log, "nvmlDeviceGetMaxClockInfo"), 4);
     assert_eq!(calls_to(&log, "nvmlDeviceGetSerial"), 1);
     assert!(docs[2]["gpus"][0]["max_clocks"]["sm_mhz"].as_u64().is_some(), "still shown");
+}
+
+#[test]
+fn process_samples_that_outgrow_the_buffer_are_fetched_again_with_room() {
+    // 200 processes: more samples than the first call makes room for.
+    let procs: String =
+        (0..200).map(|i| format!("[[gpu.process]]\npid = {}\nused_mib = 10\nsm_util = 7\n", 3_000_000 + i)).collect();
+    let (sim, log) = logged(&format!("[[gpu]]\n{procs}"));
+    let out = sim.gpuscope().arg("--json").output().unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["gpus"][0]["process_utilization"].as_array().map(Vec::len), Some(200));
+    assert_eq!(calls_to(&log, "nvmlDeviceGetProcessUtilization"), 2, "the first too small, the second right");
 }
