@@ -19,6 +19,16 @@ def arguments(configs, more=None):
     return ap.parse_args()
 
 
+def main(configs, run_config, job, more=None):
+    """A check's entry point: its framework side where --job names a work
+    folder (`job(args)`), else every chosen configuration."""
+    args = arguments(configs, more)
+    if args.job:
+        job(args)
+        return 0
+    return each_config(args, run_config)
+
+
 def each_config(args, run_config):
     """Runs every chosen configuration; the exit status for all of them."""
     failures = 0

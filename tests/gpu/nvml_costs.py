@@ -110,8 +110,6 @@ def main():
 def _value(v):
     if v.nvmlReturn != 0:
         return "-"
-    for attr in ("ullVal", "uiVal", "dVal", "slVal", "ulVal", "sllVal"):
-        pass
     kind = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal"}.get(v.valueType, "ullVal")
     return getattr(v.value, kind, None)
 

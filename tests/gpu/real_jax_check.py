@@ -61,14 +61,6 @@ def job(workdir):
     del second
 
 
-def main():
-    args = checks.arguments(CONFIGS)
-    if args.job:
-        job(args.job)
-        return 0
-    return checks.each_config(args, run_config)
-
-
 def run_config(args, config):
     print("\n######## JAX, configuration %s" % config)
     child, workdir, env = checks.start_job(args, __file__, CONFIGS, config)
@@ -134,4 +126,4 @@ def report(name, mine, snap, pid):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(checks.main(CONFIGS, run_config, lambda args: job(args.job)))

@@ -79,14 +79,6 @@ def job(workdir):
         time.sleep(0.05)
 
 
-def main():
-    args = checks.arguments(CONFIGS)
-    if args.job:
-        job(args.job)
-        return 0
-    return checks.each_config(args, run_config)
-
-
 def run_config(args, config):
     print("\n######## OOM, configuration %s" % config)
     child, workdir, env = checks.start_job(args, __file__, CONFIGS, config)
@@ -156,4 +148,4 @@ def check(name, seen, want, ok):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(checks.main(CONFIGS, run_config, lambda args: job(args.job)))

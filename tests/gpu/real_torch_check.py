@@ -114,14 +114,6 @@ def gpuscope_view(gpuscope, pid, env):
     return snap, proc
 
 
-def main():
-    args = checks.arguments(CONFIGS, lambda ap: ap.add_argument("--device", type=int, default=0))
-    if args.job:
-        job(args.job, args.device, args.config)
-        return 0
-    return checks.each_config(args, run_config)
-
-
 def run_config(args, config):
     print("\n######## configuration %s" % config)
     child, workdir, env = checks.start_job(
@@ -209,4 +201,5 @@ def report(name, mine, snap, proc):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(checks.main(CONFIGS, run_config, lambda args: job(args.job, args.device, args.config),
+                         lambda ap: ap.add_argument("--device", type=int, default=0)))

@@ -23,9 +23,10 @@ pub struct DeviceStatic {
     name: Option<String>,
     pci_bus_id: Option<String>,
     /// How many fans the board reports (asked once; `Some(None)` where the
-    /// driver could not say); 0 on boards the chassis cools. `nvmlDeviceGetFanSpeed_v2` of fan 0 answers
-    /// those with INVALID_ARGUMENT (an H100 SXM, driver 580.159.04), which
-    /// would read as an error where there is simply no fan.
+    /// driver could not say); 0 on boards the chassis cools.
+    /// `nvmlDeviceGetFanSpeed_v2` of fan 0 answers those with
+    /// INVALID_ARGUMENT (an H100 SXM, driver 580.159.04), which would read
+    /// as an error where there is simply no fan.
     fans: Option<Option<u32>>,
     /// The handle NVML gave for this index last time. Comparing it costs
     /// nothing, and a different one means a different device may sit at

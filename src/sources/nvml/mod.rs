@@ -17,8 +17,8 @@ mod slow;
 
 use std::collections::HashMap;
 
-use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
 
 use super::{GpuSample, GpuSource};
 use crate::model::{DeviceIds, Driver, Gpu, GpuSelector, GpuState, SourceStatus, select_gpus, select_migs};
@@ -232,6 +232,9 @@ impl NvmlSource {
         let calls = &self.calls;
         let mut gpus = Vec::with_capacity(self.watched.len());
         let mut merger = ProcessMerger::default();
+        // The handles of GPUs whose PCIe counters want a window this tick,
+        // by position: the window is read after every GPU (pcie_windows).
+        let mut windows = Vec::new();
         for st in &mut self.watched {
             let dev = calls.track("nvmlDeviceGetHandleByIndex", Some(st.index), || nvml.device_by_index(st.index));
             let gpu = match dev {
@@ -255,6 +258,9 @@ impl NvmlSource {
                         gpu.nvlink = self.links.read(key.clone(), st.index, &dev, calls);
                         gpu.process_utilization = self.process_util.read(key, st.index, &dev, calls, listed == 0);
                     }
+                    if st.pcie.wants_window() {
+                        windows.push((gpus.len(), dev));
+                    }
                     gpu
                 }
                 Err(NvmlError::GpuLost) => st.apply(Gpu::blank(st.index, GpuState::Lost)),
@@ -267,7 +273,7 @@ impl NvmlSource {
             self.suspect |= gpu.error.is_some();
             gpus.push(gpu);
         }
-        pcie_windows(nvml, calls, &mut self.watched, &mut gpus);
+        pcie_windows(calls, windows, &mut self.watched, &mut gpus);
         let keys: Vec<String> =
             self.watched.iter().map(|st| st.uuid.clone().unwrap_or_else(|| st.index.to_string())).collect();
         self.process_util.retain(&keys);
@@ -276,22 +282,14 @@ impl NvmlSource {
     }
 }
 
-/// The windows 32-bit PCIe counters want (see pcie.rs): each such GPU is
-/// read, then once more `pcie::WINDOW` later, so that all of them share
-/// one wait.
-fn pcie_windows(nvml: &Nvml, calls: &Calls, watched: &mut [DeviceStatic], gpus: &mut [Gpu]) {
-    let mut open = Vec::new();
-    for (i, st) in watched.iter_mut().enumerate() {
-        if !st.pcie.wants_window() {
-            continue;
-        }
-        let dev = calls.track("nvmlDeviceGetHandleByIndex", Some(st.index), || nvml.device_by_index(st.index));
-        if let Ok(dev) = dev
-            && st.pcie.open(&dev, calls, st.index)
-        {
-            open.push((i, dev));
-        }
-    }
+/// The windows 32-bit PCIe counters want (see pcie.rs): each such GPU
+/// (`windows`: its position and handle) is read, then once more
+/// `pcie::WINDOW` later, so that all of them share one wait.
+fn pcie_windows(calls: &Calls, windows: Vec<(usize, Device<'_>)>, watched: &mut [DeviceStatic], gpus: &mut [Gpu]) {
+    let open: Vec<_> = windows
+        .into_iter()
+        .filter(|(i, dev)| watched.get_mut(*i).is_some_and(|st| st.pcie.open(dev, calls, st.index)))
+        .collect();
     if open.is_empty() {
         return;
     }
