@@ -34,8 +34,8 @@ use gpuscope::sources::host::SysinfoHost;
 use gpuscope::sources::nvml::{LibrarySpec, NvmlSource};
 use gpuscope::sources::probe::{FileProbes, ProbeSource};
 use gpuscope::sources::procstat::start_ticks;
+use gpuscope::tui::term::Term;
 use gpuscope::tui::{Clock, State, TuiOptions, render};
-use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
 const GPUS: usize = 8;
@@ -262,7 +262,7 @@ fn render(c: &mut Criterion, template: &gpuscope::model::Snapshot) {
         snap.time = Timestamp::from_system(UNIX_EPOCH + Duration::from_millis(t0 + s * 1000));
         state.on_snapshot(std::sync::Arc::new(snap));
     }
-    let mut terminal = Terminal::new(TestBackend::new(200, 50)).unwrap();
+    let mut terminal = Term::new(TestBackend::new(200, 50)).unwrap();
     c.bench_function("render/frame_200x50", |b| {
         b.iter(|| {
             terminal

@@ -16,7 +16,7 @@ use gpuscope::fleet::model::{FLEET_SCHEMA_VERSION, Fleet, HostState, Source};
 use gpuscope::fleet::view::{Flow, Screen, ViewState, draw};
 use gpuscope::model::Snapshot;
 use gpuscope::tui::Clock;
-use ratatui::Terminal;
+use gpuscope::tui::term::Term;
 use ratatui::backend::TestBackend;
 use tui_fixtures::{Spec, T0, options, snapshot, text};
 
@@ -63,7 +63,7 @@ fn view() -> ViewState {
 }
 
 fn frame(view: &ViewState, w: u16, h: u16) -> String {
-    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+    let mut terminal = Term::new(TestBackend::new(w, h)).unwrap();
     terminal.draw(|f| draw(f, view, &Clock::manual(T0 + 400))).unwrap();
     text(&terminal)
 }

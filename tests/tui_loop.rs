@@ -14,8 +14,8 @@ use std::time::Duration;
 use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
 use gpuscope::model::Snapshot;
 use gpuscope::poller::PollerControl;
+use gpuscope::tui::term::Term;
 use gpuscope::tui::{TuiOptions, run_loop};
-use ratatui::Terminal;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tui_fixtures::{SharedBackend, Spec, T0, options, snapshot, snapshot_at};
@@ -33,7 +33,7 @@ impl Dashboard {
         let (keys, mut rx) = mpsc::unbounded_channel();
         let events = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
         let (snapshots, snap_rx) = watch::channel(first.map(Arc::new));
-        let mut terminal = Terminal::new(screen.clone()).unwrap();
+        let mut terminal = Term::new(screen.clone()).unwrap();
         let done = tokio::spawn(async move { run_loop(&mut terminal, events, snap_rx, control, options).await });
         Self { screen, keys, snapshots, done }
     }

@@ -227,7 +227,7 @@ fn stale_data_is_dated_and_paused_data_says_so() {
     let clock = Clock::manual(T0 + 400);
     let mut s = State::new(&TuiOptions { clock: clock.clone(), ..options() });
     s.on_snapshot(Arc::new(snapshot(Spec::gpus(1))));
-    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, 24)).unwrap();
+    let mut terminal = gpuscope::tui::term::Term::new(ratatui::backend::TestBackend::new(80, 24)).unwrap();
     clock.set(T0 + 12_000);
     terminal
         .draw(|f| {

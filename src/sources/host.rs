@@ -1,7 +1,8 @@
 //! The machine and the GPU processes. sysinfo reads what a process keeps
 //! for life (name, command line, owner, start time) when its PID is first
 //! seen; after that, each tick reads only `/proc/PID/stat` (see
-//! `procstat`), which is what makes a tick over 64 processes cheap.
+//! `procstat`), which is what makes a tick over 64 processes cheap. The
+//! machine's own figures come from files held open (see `machine`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -9,6 +10,7 @@ use std::time::Instant;
 
 use sysinfo::{Pid, Process as SysProcess, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind};
 
+use super::machine::Machine;
 use super::procstat::{self, Stat, StatFile};
 use super::users::UserNames;
 use super::{HostProcess, HostSample, HostSource, sanitize_command};
@@ -16,13 +18,10 @@ use super::{pidns, workload};
 use crate::model::{Host, PidNamespace, SourceStatus, Timestamp};
 
 pub struct SysinfoHost {
-    system: System,
+    machine: Machine,
     users: UserNames,
     hostname: Option<String>,
     cpu_count: Option<u32>,
-    /// CPU usage is a difference between two readings: the first sample of
-    /// the machine, and of each process, has none to offer.
-    cpu_primed: bool,
     known: HashMap<u32, Known>,
     /// Processes whose stat file is held open at once.
     max_open: usize,
@@ -59,10 +58,9 @@ impl SysinfoHost {
     pub fn new() -> Self {
         Self {
             cpu_count: std::thread::available_parallelism().ok().and_then(|n| u32::try_from(n.get()).ok()),
-            system: System::new(),
+            machine: Machine::open(Path::new("/proc")),
             users: UserNames::default(),
             hostname: System::host_name(),
-            cpu_primed: false,
             known: HashMap::new(),
             max_open: procstat::held_stat_budget(),
             ticks_per_second: procstat::ticks_per_second() as f64,
@@ -160,20 +158,19 @@ impl SysinfoHost {
 
 impl HostSource for SysinfoHost {
     fn sample(&mut self, pids: &[u32]) -> HostSample {
-        self.system.refresh_memory();
-        self.system.refresh_cpu_usage();
-        let cpu_percent = self.cpu_primed.then(|| (f64::from(self.system.global_cpu_usage()) * 10.0).round() / 10.0);
-        self.cpu_primed = true;
-
+        // CPU usage is a difference between two readings: the first sample
+        // of the machine, and of each process, has none to offer.
+        let cpu_percent = self.machine.cpu_percent();
+        let memory = self.machine.memory();
         let host = Host {
             hostname: self.hostname.clone(),
             cpu_percent,
             cpu_count: self.cpu_count,
-            memory_total: Some(self.system.total_memory()),
-            memory_used: Some(self.system.used_memory()),
-            memory_available: Some(self.system.available_memory()),
-            swap_total: Some(self.system.total_swap()),
-            swap_used: Some(self.system.used_swap()),
+            memory_total: memory.map(|m| m.total),
+            memory_used: memory.map(|m| m.used),
+            memory_available: memory.map(|m| m.available),
+            swap_total: memory.map(|m| m.swap_total),
+            swap_used: memory.map(|m| m.swap_used),
         };
 
         let now = Instant::now();

@@ -14,8 +14,7 @@ use std::time::Duration;
 
 use crossterm::event::Event;
 use futures_util::{Stream, StreamExt};
-use ratatui::Terminal;
-use ratatui::backend::{Backend, ClearType};
+use ratatui::backend::Backend;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -27,6 +26,7 @@ use crate::tui::keys::Action;
 use crate::tui::options::{Clock, TuiOptions};
 use crate::tui::signals::{Stop, StopSignals};
 use crate::tui::state::{State, View};
+use crate::tui::term::Term;
 use crate::tui::update::{self, Effect};
 use crate::tui::{keys, kill, mouse, probe_tools, render, terminal};
 
@@ -39,11 +39,13 @@ enum Flow {
     Quit,
     Suspend,
     Redraw,
+    /// The terminal has a new size: asked before the next frame.
+    Resized,
     Same,
 }
 
 pub async fn run_loop<B, E>(
-    terminal: &mut Terminal<B>,
+    terminal: &mut Term<B>,
     mut events: E,
     mut snapshots: SnapshotRx,
     control: Option<PollerControl>,
@@ -73,7 +75,7 @@ where
         let free = |last: Option<Instant>| last.is_none_or(|t| t.elapsed() >= FRAME);
         if dirty && (free(last_draw) || (keyed && free(last_key_draw))) {
             let mut drawn = (state.page, std::mem::take(&mut state.hits));
-            terminal.draw(|frame| drawn = render::draw_with_hits(frame, &state, &clock)).map_err(io::Error::other)?;
+            terminal.draw(|frame| drawn = render::draw_with_hits(frame, &state, &clock))?;
             (state.page, state.hits) = drawn;
             last_draw = Some(Instant::now());
             if keyed {
@@ -94,10 +96,14 @@ where
                         if options.real_terminal && !terminal::suspend()? {
                             state.status = Some(NO_JOB_CONTROL.into());
                         }
-                        redraw_all(terminal)?;
+                        terminal.redraw_all()?;
                         dirty = true;
                     }
                     Flow::Redraw => (dirty, keyed) = (true, true),
+                    Flow::Resized => {
+                        terminal.resized();
+                        (dirty, keyed) = (true, true);
+                    }
                     Flow::Same => {}
                 },
             },
@@ -115,7 +121,7 @@ where
                     }
                     Stop::Continued => terminal::reenter()?,
                 }
-                redraw_all(terminal)?;
+                terminal.redraw_all()?;
                 dirty = true;
             },
             changed = snapshots.changed(), if snapshots_open => {
@@ -177,20 +183,6 @@ where
             () = tokio::time::sleep_until(next_frame), if dirty => {},
         }
     }
-}
-
-/// The next frame is drawn whole: after a stop the screen holds whatever
-/// the shell left there. (Not `Terminal::clear`, which asks the terminal
-/// where its cursor is: the answer would go to the key reader instead.)
-fn redraw_all<B>(terminal: &mut Terminal<B>) -> io::Result<()>
-where
-    B: Backend,
-    B::Error: Send + Sync + 'static,
-{
-    terminal.backend_mut().clear_region(ClearType::All).map_err(io::Error::other)?;
-    // The previous frame is forgotten, so every cell of the next is drawn.
-    terminal.swap_buffers();
-    Ok(())
 }
 
 /// What the dashboard does in a probed process's directory, off the UI
@@ -280,7 +272,7 @@ fn on_event(
             Some(action) => act(state, action, control, clock, tools),
             None => Flow::Same,
         },
-        Event::Resize(..) => Flow::Redraw,
+        Event::Resize(..) => Flow::Resized,
         _ => Flow::Same,
     }
 }

@@ -7,6 +7,7 @@
 
 mod environ;
 mod event_loop;
+mod input;
 pub mod keys;
 pub mod kill;
 pub mod mouse;
@@ -16,18 +17,18 @@ pub mod render;
 pub mod rows;
 pub(crate) mod signals;
 pub mod state;
+pub mod term;
 pub(crate) mod terminal;
 pub mod tree;
 pub mod update;
 
 use std::io;
 
-use crossterm::event::EventStream;
-use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 
 use crate::poller::{PollerControl, SnapshotRx};
 pub use event_loop::{FRAME, run_loop};
+pub(crate) use input::events;
 pub use options::{Clock, TuiOptions, color_allowed, utf8_locale};
 pub use state::State;
 
@@ -48,9 +49,9 @@ pub async fn replay(
     options.real_terminal = true;
     let mut signals = signals::QuitSignals::new()?;
     let _guard = terminal::TerminalGuard::enter(options.mouse)?;
-    let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    let mut terminal = term::Term::new(CrosstermBackend::new(io::stdout()))?;
     tokio::select! {
-        result = run_loop(&mut terminal, EventStream::new(), snapshots, None, options) => result,
+        result = run_loop(&mut terminal, input::events()?, snapshots, None, options) => result,
         _ = signals.recv() => Ok(()),
     }
 }
@@ -62,9 +63,9 @@ pub async fn run(snapshots: SnapshotRx, control: PollerControl, mut options: Tui
     options.real_terminal = true;
     let mut signals = signals::QuitSignals::new()?;
     let _guard = terminal::TerminalGuard::enter(options.mouse)?;
-    let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    let mut terminal = term::Term::new(CrosstermBackend::new(io::stdout()))?;
     tokio::select! {
-        result = run_loop(&mut terminal, EventStream::new(), snapshots, Some(control), options) => result,
+        result = run_loop(&mut terminal, input::events()?, snapshots, Some(control), options) => result,
         _ = signals.recv() => Ok(()),
     }
 }

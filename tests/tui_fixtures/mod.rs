@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gpuscope::model::Snapshot;
+use gpuscope::tui::term::Term;
 use gpuscope::tui::{Clock, State, TuiOptions};
-use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::style::Color;
 use serde_json::{Value, json};
@@ -360,7 +360,7 @@ fn alerts() -> Vec<Value> {
 }
 
 /// The frame as text, one line per row, trailing blanks trimmed.
-pub fn text(terminal: &Terminal<TestBackend>) -> String {
+pub fn text(terminal: &Term<TestBackend>) -> String {
     let buf = terminal.backend().buffer();
     let w = buf.area.width as usize;
     let mut out = String::new();
@@ -372,8 +372,8 @@ pub fn text(terminal: &Terminal<TestBackend>) -> String {
     out
 }
 
-pub fn render(state: &mut State, w: u16, h: u16) -> Terminal<TestBackend> {
-    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+pub fn render(state: &mut State, w: u16, h: u16) -> Term<TestBackend> {
+    let mut terminal = Term::new(TestBackend::new(w, h)).unwrap();
     let clock = Clock::manual(T0 + 400);
     terminal
         .draw(|f| {
@@ -387,7 +387,7 @@ pub fn render_text(state: &mut State, w: u16, h: u16) -> String {
     text(&render(state, w, h))
 }
 
-pub fn uses_color(terminal: &Terminal<TestBackend>) -> bool {
+pub fn uses_color(terminal: &Term<TestBackend>) -> bool {
     terminal.backend().buffer().content.iter().any(|c| c.fg != Color::Reset || c.bg != Color::Reset)
 }
 

@@ -10,13 +10,13 @@ mod state;
 use std::io;
 use std::time::Duration;
 
-use crossterm::event::{Event, EventStream, KeyEventKind};
+use crossterm::event::{Event, KeyEventKind};
 use futures_util::{Stream, StreamExt};
-use ratatui::Terminal;
 use ratatui::backend::{Backend, CrosstermBackend};
 
 use super::FleetRx;
 use super::model::HostStatus;
+use crate::tui::term::Term;
 use crate::tui::{FRAME, TuiOptions};
 pub use render::draw;
 pub use state::{Flow, HostSort, Screen, ViewState};
@@ -25,15 +25,15 @@ pub async fn run(fleet: FleetRx, mut options: TuiOptions) -> io::Result<()> {
     options.real_terminal = true;
     let mut signals = crate::tui::signals::QuitSignals::new()?;
     let _guard = crate::tui::terminal::TerminalGuard::enter(false)?;
-    let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    let mut terminal = Term::new(CrosstermBackend::new(io::stdout()))?;
     tokio::select! {
-        result = run_loop(&mut terminal, EventStream::new(), fleet, options) => result,
+        result = run_loop(&mut terminal, crate::tui::events()?, fleet, options) => result,
         _ = signals.recv() => Ok(()),
     }
 }
 
 pub async fn run_loop<B, E>(
-    terminal: &mut Terminal<B>,
+    terminal: &mut Term<B>,
     mut events: E,
     mut fleet: FleetRx,
     options: TuiOptions,
@@ -49,7 +49,7 @@ where
     let mut fleet_open = true;
     loop {
         if dirty {
-            terminal.draw(|frame| draw(frame, &view, &clock)).map_err(io::Error::other)?;
+            terminal.draw(|frame| draw(frame, &view, &clock))?;
             dirty = false;
             // At most one frame per period, however fast data and keys come.
             tokio::time::sleep(FRAME).await;
@@ -64,7 +64,10 @@ where
                     Flow::Redraw => dirty = true,
                     Flow::Same => {}
                 },
-                Some(Ok(Event::Resize(..))) => dirty = true,
+                Some(Ok(Event::Resize(..))) => {
+                    terminal.resized();
+                    dirty = true;
+                }
                 Some(Ok(_)) => {}
             },
             changed = fleet.changed(), if fleet_open => {

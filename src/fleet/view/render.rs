@@ -2,7 +2,7 @@
 //! across hosts; an expanded host is drawn by the local dashboard's own
 //! renderer, with one line of fleet context at the bottom.
 
-use ratatui::Frame;
+use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};

@@ -2,7 +2,7 @@
 //! since when, the whole message and the hint, wrapped. The strip over the
 //! dashboard has room for one line each (one alert at 80x24).
 
-use ratatui::Frame;
+use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 

@@ -1,7 +1,7 @@
 //! The alert strip: active alerts, most severe first, each with its
 //! severity as a word (not only a colour), what it is about, and the hint.
 
-use ratatui::Frame;
+use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 

@@ -39,9 +39,20 @@ pub fn plot(layers: &[Layer], max: f64, width: usize, height: usize) -> Vec<Line
             }
         }
     }
-    grid.into_iter()
-        .map(|row| Line::from(row.into_iter().map(|(s, style)| Span::styled(s, style)).collect::<Vec<_>>()))
-        .collect()
+    grid.into_iter().map(|row| Line::from(runs(&row))).collect()
+}
+
+/// A row as one span per run of equal cells, not one per cell: drawing
+/// pays per span (a style to patch, a position to find).
+fn runs(row: &[(&'static str, Style)]) -> Vec<Span<'static>> {
+    let mut spans = Vec::new();
+    let mut rest = row;
+    while let Some(&(symbol, style)) = rest.first() {
+        let n = rest.iter().take_while(|&&cell| cell == (symbol, style)).count();
+        spans.push(if n == 1 { Span::styled(symbol, style) } else { Span::styled(symbol.repeat(n), style) });
+        rest = &rest[n..];
+    }
+    spans
 }
 
 /// Samples spread over `width` columns by time, from `from_ms` to `to_ms`;
@@ -114,6 +125,15 @@ mod tests {
             4,
         );
         assert_eq!(text(&lines), ["*  +", "+  +", "#+*+", "#* +"]);
+    }
+
+    #[test]
+    fn equal_cells_make_one_span() {
+        let (a, b) = (Style::new(), Style::new().bold());
+        let spans = runs(&[("x", a), ("x", a), ("x", b), ("y", b), ("y", b), (" ", a)]);
+        let drawn: Vec<(String, Style)> = spans.into_iter().map(|s| (s.content.into_owned(), s.style)).collect();
+        assert_eq!(drawn, [("xx".into(), a), ("x".into(), b), ("yy".into(), b), (" ".into(), a)]);
+        assert!(runs(&[]).is_empty());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The question before a signal: names the process by PID, user, command
 //! and age, so the user knows what they are about to end.
 
-use ratatui::Frame;
+use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph, Wrap};

@@ -2,7 +2,7 @@
 //! the allocator's backend and configuration, rank, every figure on this
 //! GPU, its memory over time, and what to do about what it shows.
 
-use ratatui::Frame;
+use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 

@@ -1,7 +1,7 @@
 //! `e`: the selected process's GPU-related environment, one variable a
 //! line, or why it cannot be read.
 
-use ratatui::Frame;
+use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 

@@ -1,7 +1,7 @@
 //! The bottom line: the filter or search prompt while typing, else the
 //! latest status message, else the keys that matter most.
 
-use ratatui::Frame;
+use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 

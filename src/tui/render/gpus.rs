@@ -2,7 +2,7 @@
 //! with its figures) or, when that does not fit, one compact line each;
 //! a GPU's MIG devices a line each under it (`mig.rs`).
 
-use ratatui::Frame;
+use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 

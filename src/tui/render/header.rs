@@ -1,7 +1,7 @@
 //! Two lines on top: who and when (host, clock, how old the data is, the
 //! interval, pause, alert count), then the host's load and the driver.
 
-use ratatui::Frame;
+use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 

@@ -1,6 +1,6 @@
 //! `?`: every key, in a box over the dashboard.
 
-use ratatui::Frame;
+use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph};

@@ -27,7 +27,7 @@ mod text;
 mod theme;
 mod trend;
 
-use ratatui::Frame;
+use crate::tui::term::Frame;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::Line;

@@ -2,7 +2,7 @@
 //! with `>` (and reversed), a `!` where an alert names the process; in
 //! tree mode, children indented under their parent with tree glyphs.
 
-use ratatui::Frame;
+use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
@@ -11,7 +11,7 @@ use crate::tui::mouse::{Hits, Target};
 use crate::tui::render::Ctx;
 use crate::tui::render::columns::{self, MARKER, Spec};
 use crate::tui::render::paint::Lines;
-use crate::tui::render::text::{left, right, spread};
+use crate::tui::render::text::{clean_cow, left, push_left, push_right, right, spread};
 use crate::tui::rows::{Column, Row};
 use crate::tui::tree::{self, Entry};
 
@@ -160,15 +160,25 @@ fn line<'a>(
         Span::styled(if selected { ">" } else { " " }, ctx.theme.title),
         Span::styled(if alarmed { "!" } else { " " }, ctx.theme.crit),
     ];
-    let mut text = String::new();
+    let (ascii, cut) = (ctx.state.ascii, ctx.sym.cut);
+    let mut text = String::with_capacity(specs.iter().map(|s| s.width + 1).sum::<usize>() + command_w);
     for spec in specs {
-        let value = ctx.clean(&columns::cell(row, spec.column, ctx.now_ms));
-        let cut = ctx.sym.cut;
-        text.push_str(&if spec.right { right(&value, spec.width, cut) } else { left(&value, spec.width, cut) });
+        let value = columns::cell(row, spec.column, ctx.now_ms);
+        let value = clean_cow(&value, ascii);
+        if spec.right {
+            push_right(&mut text, &value, spec.width, cut);
+        } else {
+            push_left(&mut text, &value, spec.width, cut);
+        }
         text.push(' ');
     }
-    let command = format!("{branch}{}", ctx.clean(&columns::cell(row, Column::Command, ctx.now_ms)));
-    text.push_str(&left(&command, command_w, ctx.sym.cut));
+    let command = columns::cell(row, Column::Command, ctx.now_ms);
+    let command = if branch.is_empty() {
+        clean_cow(&command, ascii)
+    } else {
+        format!("{branch}{}", clean_cow(&command, ascii)).into()
+    };
+    push_left(&mut text, &command, command_w, cut);
     spans.push(Span::raw(text));
     let line = Line::from(spans);
     if selected { line.style(ctx.theme.selected) } else { line }

@@ -6,7 +6,7 @@
 //! the question after an OOM: would an allocation of N fit in a cached
 //! block, or does it need a new `cudaMalloc`?
 
-use ratatui::Frame;
+use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};

@@ -1,7 +1,7 @@
 //! F6: the sort columns in a list, as htop's sort menu; the column in
 //! force marked with its direction, the cursor with `>`.
 
-use ratatui::Frame;
+use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph};

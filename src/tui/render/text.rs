@@ -1,19 +1,31 @@
 //! Fitting text into cells: display widths (not bytes, not chars), cutting
 //! with a mark, padding, and keeping data strings to ASCII in ASCII mode.
 
+use std::borrow::Cow;
+
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
 use crate::sources::{SHOWN_FOR_INVISIBLE, is_invisible};
 
 pub fn width(s: &str) -> usize {
-    Span::raw(s).width()
+    // Most of what a frame measures is printable ASCII, a column a byte.
+    if printable_ascii(s) { s.len() } else { Span::raw(s).width() }
+}
+
+fn printable_ascii(s: &str) -> bool {
+    s.bytes().all(|b| (0x20..0x7F).contains(&b))
 }
 
 /// `s` cut to `max` columns, ending in `mark` when something was cut.
 pub fn fit(s: &str, max: usize, mark: &str) -> String {
+    fit_cow(s, max, mark).into_owned()
+}
+
+/// `fit`, borrowing what needs no cut.
+fn fit_cow<'a>(s: &'a str, max: usize, mark: &str) -> Cow<'a, str> {
     if width(s) <= max {
-        return s.to_string();
+        return Cow::Borrowed(s);
     }
     let room = max.saturating_sub(width(mark));
     let mut out = String::new();
@@ -29,21 +41,40 @@ pub fn fit(s: &str, max: usize, mark: &str) -> String {
     if width(mark) <= max {
         out.push_str(mark);
     }
-    out
+    Cow::Owned(out)
 }
 
 /// Left-aligned in exactly `w` columns.
 pub fn left(s: &str, w: usize, mark: &str) -> String {
-    let s = fit(s, w, mark);
-    let pad = w.saturating_sub(width(&s));
-    format!("{s}{}", " ".repeat(pad))
+    let mut out = String::new();
+    push_left(&mut out, s, w, mark);
+    out
 }
 
 /// Right-aligned in exactly `w` columns.
 pub fn right(s: &str, w: usize, mark: &str) -> String {
-    let s = fit(s, w, mark);
-    let pad = w.saturating_sub(width(&s));
-    format!("{}{s}", " ".repeat(pad))
+    let mut out = String::new();
+    push_right(&mut out, s, w, mark);
+    out
+}
+
+/// `left` onto the end of `out`: a table row is built without a string
+/// per cell.
+pub fn push_left(out: &mut String, s: &str, w: usize, mark: &str) {
+    let s = fit_cow(s, w, mark);
+    out.push_str(&s);
+    pad(out, w.saturating_sub(width(&s)));
+}
+
+/// `right` onto the end of `out`.
+pub fn push_right(out: &mut String, s: &str, w: usize, mark: &str) {
+    let s = fit_cow(s, w, mark);
+    pad(out, w.saturating_sub(width(&s)));
+    out.push_str(&s);
+}
+
+fn pad(out: &mut String, n: usize) {
+    out.extend(std::iter::repeat_n(' ', n));
 }
 
 /// Data from outside (names, commands, messages) as it may be drawn:
@@ -51,6 +82,14 @@ pub fn right(s: &str, w: usize, mark: &str) -> String {
 /// bidirectional override, a zero-width space) as a visible mark, and
 /// non-ASCII not in ASCII mode.
 pub fn clean(s: &str, ascii: bool) -> String {
+    clean_cow(s, ascii).into_owned()
+}
+
+/// `clean`, borrowing what needs no change.
+pub fn clean_cow(s: &str, ascii: bool) -> Cow<'_, str> {
+    if printable_ascii(s) {
+        return Cow::Borrowed(s);
+    }
     s.chars()
         .map(|c| match c {
             c if c.is_control() => ' ',
@@ -58,7 +97,8 @@ pub fn clean(s: &str, ascii: bool) -> String {
             c if is_invisible(c) => SHOWN_FOR_INVISIBLE,
             c => c,
         })
-        .collect()
+        .collect::<String>()
+        .into()
 }
 
 /// Words filled into lines of at most `w` columns; a word longer than a

@@ -1,7 +1,7 @@
 //! History charts: a GPU's (or all GPUs') memory and utilisation, and one
 //! process's allocator figures, over the retained window.
 
-use ratatui::Frame;
+use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};

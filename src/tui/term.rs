@@ -1,0 +1,317 @@
+//! The screen as the views draw it and as the terminal shows it, in place
+//! of ratatui's `Terminal`.
+//!
+//! `Terminal` keeps two full buffers, the frame being drawn and the one
+//! before it, to send the terminal only the cells that changed. A cell is
+//! 48 bytes (a string, three colours, modifiers, diff options), so a
+//! 200x60 pane held two 564 KiB buffers: more than a tenth of the
+//! dashboard's resident memory, and more than the whole of what nvtop
+//! keeps for its screen. Here the frame before is kept as 20 bytes a cell,
+//! exactly what decides whether a cell is sent again: its character, its
+//! colours, its modifiers and its width. The one full buffer is drawn into
+//! and cleared again for the next frame.
+//!
+//! The size is asked of the terminal when it may have changed (at the
+//! start, after a resize event, after a stop), not at every frame as
+//! `Terminal::draw` does: on a real terminal each ask opens `/dev/tty`.
+
+use std::io;
+
+use ratatui::backend::{Backend, ClearType};
+use ratatui::buffer::{Buffer, Cell, CellDiffOption, CellWidth};
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier};
+use ratatui::widgets::Widget;
+
+/// What the views draw on: the frame's buffer and its area. Offers the
+/// part of ratatui's `Frame` the views use.
+pub struct Frame<'a> {
+    buffer: &'a mut Buffer,
+}
+
+impl<'a> Frame<'a> {
+    pub fn new(buffer: &'a mut Buffer) -> Self {
+        Self { buffer }
+    }
+
+    pub fn area(&self) -> Rect {
+        self.buffer.area
+    }
+
+    pub fn render_widget<W: Widget>(&mut self, widget: W, area: Rect) {
+        widget.render(area, self.buffer);
+    }
+
+    pub fn buffer_mut(&mut self) -> &mut Buffer {
+        self.buffer
+    }
+}
+
+/// A cell as the terminal was last sent it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Shown {
+    /// The character, or `LONG` for a grapheme of several characters.
+    symbol: u32,
+    fg: Color,
+    bg: Color,
+    underline: Color,
+    modifier: Modifier,
+    width: u8,
+}
+
+/// A grapheme of several characters (an emoji sequence, a letter with a
+/// combining mark) is not kept: it never compares equal, so it is sent
+/// again each frame. Such cells are rare (process names, host names).
+const LONG: u32 = u32::MAX;
+
+impl Shown {
+    /// A blank cell: what a cleared terminal shows.
+    const BLANK: Self = Self {
+        symbol: ' ' as u32,
+        fg: Color::Reset,
+        bg: Color::Reset,
+        underline: Color::Reset,
+        modifier: Modifier::empty(),
+        width: 1,
+    };
+
+    fn of(cell: &Cell) -> Self {
+        let symbol = symbol_code(cell.symbol());
+        Self {
+            symbol,
+            fg: cell.fg,
+            bg: cell.bg,
+            underline: cell.underline_color,
+            modifier: cell.modifier,
+            width: if narrow(symbol) { 1 } else { u8::try_from(cell.cell_width()).unwrap_or(u8::MAX) },
+        }
+    }
+
+    /// Whether the terminal shows `cell` here already; a long grapheme
+    /// is never known to be shown.
+    fn shows(&self, cell: &Self) -> bool {
+        self.symbol != LONG && self == cell
+    }
+}
+
+/// One column wide for certain, without a width table: printable ASCII,
+/// box drawing, blocks and Braille, most of what the views draw (a
+/// lookup per cell was a fifth of the diff's time).
+fn narrow(code: u32) -> bool {
+    matches!(code, 0x20..=0x7E | 0x2500..=0x259F | 0x2800..=0x28FF)
+}
+
+fn symbol_code(symbol: &str) -> u32 {
+    let mut chars = symbol.chars();
+    match (chars.next(), chars.next()) {
+        (Some(c), None) => u32::from(c),
+        (None, _) => u32::from(' '),
+        _ => LONG,
+    }
+}
+
+/// Modifiers that show on a blank cell, as ratatui's diff counts them.
+const VISIBLE_ON_BLANK: Modifier = Modifier::REVERSED
+    .union(Modifier::UNDERLINED)
+    .union(Modifier::SLOW_BLINK)
+    .union(Modifier::RAPID_BLINK)
+    .union(Modifier::CROSSED_OUT);
+
+/// The backend, the frame being drawn and what the terminal shows.
+pub struct Term<B: Backend> {
+    backend: B,
+    buffer: Buffer,
+    shown: Vec<Shown>,
+    /// Cells to send, by index into the buffer: kept between frames so a
+    /// frame allocates nothing.
+    changed: Vec<usize>,
+    /// The size must be asked again before the next frame.
+    size_stale: bool,
+    cursor_hidden: bool,
+    /// Nothing drawn yet.
+    fresh: bool,
+}
+
+impl<B> Term<B>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+{
+    pub fn new(backend: B) -> io::Result<Self> {
+        let mut term = Self {
+            backend,
+            buffer: Buffer::empty(Rect::ZERO),
+            shown: Vec::new(),
+            changed: Vec::new(),
+            size_stale: true,
+            cursor_hidden: false,
+            fresh: true,
+        };
+        term.fit()?;
+        Ok(term)
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    pub fn backend_mut(&mut self) -> &mut B {
+        &mut self.backend
+    }
+
+    /// The terminal may have a new size (a resize event): it is asked
+    /// before the next frame.
+    pub fn resized(&mut self) {
+        self.size_stale = true;
+    }
+
+    /// The screen holds something else (after a stop): it is cleared, and
+    /// the next frame is drawn whole at a size asked again.
+    pub fn redraw_all(&mut self) -> io::Result<()> {
+        self.backend.clear_region(ClearType::All).map_err(io::Error::other)?;
+        self.shown.fill(Shown::BLANK);
+        self.size_stale = true;
+        self.cursor_hidden = false;
+        Ok(())
+    }
+
+    /// Draws one frame with `view`, then sends the terminal what changed.
+    pub fn draw<R>(&mut self, view: impl FnOnce(&mut Frame) -> R) -> io::Result<R> {
+        if self.size_stale {
+            self.fit()?;
+        }
+        let result = view(&mut Frame::new(&mut self.buffer));
+        self.send()?;
+        self.buffer.reset();
+        Ok(result)
+    }
+
+    /// Asks the size; on a change, clears the terminal and starts from
+    /// blank, as `Terminal` does.
+    fn fit(&mut self) -> io::Result<()> {
+        let size = self.backend.size().map_err(io::Error::other)?;
+        let area = Rect::new(0, 0, size.width, size.height);
+        if area != self.buffer.area {
+            self.buffer.resize(area);
+            self.buffer.reset();
+            // At the start the screen is the fresh alternate screen.
+            if !std::mem::take(&mut self.fresh) {
+                self.backend.clear_region(ClearType::All).map_err(io::Error::other)?;
+            }
+            self.shown = vec![Shown::BLANK; self.buffer.content.len()];
+        }
+        self.size_stale = false;
+        Ok(())
+    }
+
+    fn send(&mut self) -> io::Result<()> {
+        let mut changed = std::mem::take(&mut self.changed);
+        changed.clear();
+        diff(&mut self.shown, &self.buffer.content, &mut changed);
+        let width = usize::from(self.buffer.area.width.max(1));
+        let content = &self.buffer.content;
+        let cells = changed.iter().map(|&i| {
+            // Within a buffer of at most u16::MAX x u16::MAX cells.
+            let (x, y) = (u16::try_from(i % width).unwrap_or(u16::MAX), u16::try_from(i / width).unwrap_or(u16::MAX));
+            (x, y, &content[i])
+        });
+        let drawn = self.backend.draw(cells).map_err(io::Error::other);
+        self.changed = changed;
+        if drawn.is_err() {
+            // What reached the terminal is unknown: all of it goes again.
+            self.shown.fill(Shown { symbol: LONG, ..Shown::BLANK });
+        }
+        drawn?;
+        if !self.cursor_hidden {
+            self.backend.hide_cursor().map_err(io::Error::other)?;
+            self.cursor_hidden = true;
+        }
+        Backend::flush(&mut self.backend).map_err(io::Error::other)
+    }
+}
+
+#[allow(deprecated)]
+fn skipped(cell: &Cell) -> bool {
+    matches!(cell.diff_option, CellDiffOption::Skip) || (cell.skip && matches!(cell.diff_option, CellDiffOption::None))
+}
+
+/// The indices of the cells of `next` the terminal must be sent, given
+/// that it shows `shown`, which becomes `next`: ratatui's `BufferDiff`
+/// rules (wide characters, the trailing columns of a VS16 emoji, a wide
+/// character's styled remains, diff options) over the compact record,
+/// with one difference: a long grapheme is always sent. As in ratatui,
+/// the record is the whole frame before, cells not sent included (the
+/// column a wide character covers).
+fn diff(shown: &mut [Shown], next: &[Cell], out: &mut Vec<usize>) {
+    let len = shown.len().min(next.len());
+    let mut i = 0;
+    while i < len {
+        let current = &next[i];
+        let now = Shown::of(current);
+        let before = std::mem::replace(&mut shown[i], now);
+        let here = i;
+        i += 1;
+        match current.diff_option {
+            CellDiffOption::Skip => {}
+            _ if skipped(current) => {}
+            CellDiffOption::ForcedWidth(width) => {
+                i = covered(shown, next, i, usize::from(width.get().saturating_sub(1)));
+                if !before.shows(&now) {
+                    out.push(here);
+                }
+            }
+            CellDiffOption::None | CellDiffOption::AlwaysUpdate => {
+                let width = usize::from(now.width);
+                if matches!(current.diff_option, CellDiffOption::None) && before.shows(&now) {
+                    i = covered(shown, next, i, width.saturating_sub(1));
+                    continue;
+                }
+                out.push(here);
+                if width > 1 && current.symbol().contains('\u{FE0F}') {
+                    // The emoji's trailing columns, where their symbol changed.
+                    i = trailing(shown, next, here + 1, here + width, false, out);
+                } else if width > 1 {
+                    i = covered(shown, next, i, width - 1);
+                } else if usize::from(before.width) > width
+                    && (before.bg != Color::Reset || before.modifier.intersects(VISIBLE_ON_BLANK))
+                {
+                    // A styled wide character's remains: every trailing column.
+                    i = trailing(shown, next, here + 1, here + usize::from(before.width), true, out);
+                }
+            }
+        }
+    }
+}
+
+/// The `n` cells from `from` that a wide cell covers: not compared, only
+/// recorded; returns the index after them.
+fn covered(shown: &mut [Shown], next: &[Cell], from: usize, n: usize) -> usize {
+    let end = from.saturating_add(n).min(shown.len()).min(next.len()).max(from);
+    for j in from..end {
+        shown[j] = Shown::of(&next[j]);
+    }
+    from + n
+}
+
+/// The trailing cells from `from` up to `end` (which a wide cell among them
+/// extends); returns where the main scan goes on.
+fn trailing(shown: &mut [Shown], next: &[Cell], from: usize, end: usize, force: bool, out: &mut Vec<usize>) -> usize {
+    let len = shown.len().min(next.len());
+    let mut end = end.min(len);
+    let mut j = from;
+    while j < end {
+        let cell = &next[j];
+        let now = Shown::of(cell);
+        let before = std::mem::replace(&mut shown[j], now);
+        let here = j;
+        j = covered(shown, next, j + 1, usize::from(now.width.max(1)) - 1);
+        end = end.max(j).min(len);
+        if !skipped(cell) && (force || now.symbol == LONG || before.symbol != now.symbol) {
+            out.push(here);
+        }
+    }
+    end.max(from)
+}
+
+#[cfg(test)]
+mod tests;

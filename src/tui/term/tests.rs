@@ -1,0 +1,192 @@
+use super::*;
+use proptest::prelude::*;
+use ratatui::Terminal;
+use ratatui::backend::{TestBackend, WindowSize};
+use ratatui::layout::{Position, Size};
+use ratatui::style::Style;
+use std::convert::Infallible;
+
+/// A test backend that also keeps what each frame was sent and counts the
+/// times it was asked its size and cleared.
+struct Logged {
+    inner: TestBackend,
+    sent: Sent,
+    /// `Backend::size` takes `&self`.
+    sizes: std::cell::Cell<usize>,
+    clears: usize,
+}
+
+impl Logged {
+    fn new(w: u16, h: u16) -> Self {
+        Self { inner: TestBackend::new(w, h), sent: Vec::new(), sizes: Default::default(), clears: 0 }
+    }
+}
+
+impl Backend for Logged {
+    type Error = Infallible;
+
+    fn draw<'a, I>(&mut self, content: I) -> Result<(), Infallible>
+    where
+        I: Iterator<Item = (u16, u16, &'a Cell)>,
+    {
+        let cells: Vec<_> = content.collect();
+        self.sent.extend(cells.iter().map(|(x, y, c)| (*x, *y, c.symbol().to_string())));
+        self.inner.draw(cells.into_iter())
+    }
+    fn hide_cursor(&mut self) -> Result<(), Infallible> {
+        self.inner.hide_cursor()
+    }
+    fn show_cursor(&mut self) -> Result<(), Infallible> {
+        self.inner.show_cursor()
+    }
+    fn get_cursor_position(&mut self) -> Result<Position, Infallible> {
+        self.inner.get_cursor_position()
+    }
+    fn set_cursor_position<P: Into<Position>>(&mut self, position: P) -> Result<(), Infallible> {
+        self.inner.set_cursor_position(position)
+    }
+    fn clear(&mut self) -> Result<(), Infallible> {
+        self.clears += 1;
+        self.inner.clear()
+    }
+    fn clear_region(&mut self, clear_type: ClearType) -> Result<(), Infallible> {
+        self.clears += 1;
+        self.inner.clear_region(clear_type)
+    }
+    fn size(&self) -> Result<Size, Infallible> {
+        self.sizes.set(self.sizes.get() + 1);
+        self.inner.size()
+    }
+    fn window_size(&mut self) -> Result<WindowSize, Infallible> {
+        self.inner.window_size()
+    }
+    fn flush(&mut self) -> Result<(), Infallible> {
+        self.inner.flush()
+    }
+}
+
+/// One row of a frame: where it starts, its text, its style.
+type Row = (u16, String, Style);
+
+/// The cells one frame sent, in order.
+type Sent = Vec<(u16, u16, String)>;
+
+const W: u16 = 12;
+const H: u16 = 4;
+
+fn draw_rows(buf: &mut Buffer, rows: &[Row]) {
+    for (y, (x, text, style)) in rows.iter().enumerate() {
+        let y = u16::try_from(y).unwrap_or(0);
+        if y < buf.area.height && *x < buf.area.width {
+            buf.set_string(*x, y, text, *style);
+        }
+    }
+}
+
+fn pieces() -> impl Strategy<Value = String> {
+    // Narrow, wide, a VS16 emoji, a combining mark, box drawing, blanks.
+    let piece = prop_oneof![
+        Just("ab".to_string()),
+        Just("x".to_string()),
+        Just("名前".to_string()),
+        Just("\u{2764}\u{FE0F}".to_string()),
+        Just("e\u{301}".to_string()),
+        Just("─█".to_string()),
+        Just("  ".to_string()),
+    ];
+    prop::collection::vec(piece, 0..5).prop_map(|p| p.concat())
+}
+
+fn styles() -> impl Strategy<Value = Style> {
+    let color = prop_oneof![Just(Color::Reset), Just(Color::Red), Just(Color::Indexed(33)), Just(Color::Rgb(1, 2, 3))];
+    let modifier = prop_oneof![Just(Modifier::empty()), Just(Modifier::BOLD), Just(Modifier::REVERSED)];
+    (color.clone(), color, modifier).prop_map(|(fg, bg, m)| Style::new().fg(fg).bg(bg).add_modifier(m))
+}
+
+fn frames() -> impl Strategy<Value = Vec<Vec<Row>>> {
+    let row = (0..W, pieces(), styles());
+    prop::collection::vec(prop::collection::vec(row, 0..=usize::from(H)), 1..6)
+}
+
+/// The cells ratatui's own diff would send, and what the screen is after.
+fn ratatui_frames(frames: &[Vec<Row>]) -> (Vec<Sent>, Vec<Buffer>) {
+    let mut terminal = Terminal::new(Logged::new(W, H)).expect("infallible");
+    let mut sent = Vec::new();
+    let mut screens = Vec::new();
+    for rows in frames {
+        terminal.draw(|f| draw_rows(f.buffer_mut(), rows)).expect("infallible");
+        sent.push(std::mem::take(&mut terminal.backend_mut().sent));
+        screens.push(terminal.backend().inner.buffer().clone());
+    }
+    (sent, screens)
+}
+
+proptest! {
+    /// Frame after frame, the terminal is sent what ratatui's `Terminal`
+    /// sends it, in the same order, but for the long graphemes, which are
+    /// sent again; and it shows the same screen.
+    #[test]
+    fn sends_what_ratatui_sends(frames in frames()) {
+        let (expected, screens) = ratatui_frames(&frames);
+        let mut term = Term::new(Logged::new(W, H)).expect("infallible");
+        for ((rows, expected), screen) in frames.iter().zip(&expected).zip(&screens) {
+            term.draw(|f| draw_rows(f.buffer_mut(), rows)).expect("infallible");
+            let sent = std::mem::take(&mut term.backend_mut().sent);
+            let short = |cells: &[(u16, u16, String)]| -> Vec<(u16, u16, String)> {
+                cells.iter().filter(|(_, _, s)| symbol_code(s) != LONG).cloned().collect()
+            };
+            prop_assert_eq!(short(&sent), short(expected));
+            prop_assert_eq!(term.backend().inner.buffer(), screen);
+        }
+    }
+}
+
+#[test]
+fn an_unchanged_frame_sends_nothing() {
+    let mut term = Term::new(Logged::new(W, H)).expect("infallible");
+    let rows = vec![(0, "GPU 0 ─█".to_string(), Style::new().fg(Color::Green))];
+    term.draw(|f| draw_rows(f.buffer_mut(), &rows)).expect("infallible");
+    assert_eq!(term.backend().sent.len(), 8);
+    term.backend_mut().sent.clear();
+    term.draw(|f| draw_rows(f.buffer_mut(), &rows)).expect("infallible");
+    assert!(term.backend().sent.is_empty(), "{:?}", term.backend().sent);
+}
+
+#[test]
+fn the_size_is_asked_only_when_it_may_have_changed() {
+    let mut term = Term::new(Logged::new(W, H)).expect("infallible");
+    for _ in 0..3 {
+        term.draw(|_| ()).expect("infallible");
+    }
+    assert_eq!(term.backend().sizes.get(), 1, "asked once, at the start");
+    assert_eq!(term.backend().clears, 0, "the fresh screen is not cleared");
+
+    term.backend_mut().inner.resize(20, 6);
+    term.resized();
+    let area = term.draw(|f| f.area()).expect("infallible");
+    assert_eq!(area, Rect::new(0, 0, 20, 6));
+    assert_eq!((term.backend().sizes.get(), term.backend().clears), (2, 1), "asked again; a new size clears");
+
+    term.resized();
+    term.draw(|_| ()).expect("infallible");
+    assert_eq!((term.backend().sizes.get(), term.backend().clears), (3, 1), "the same size does not clear");
+}
+
+#[test]
+fn after_redraw_all_every_drawn_cell_is_sent_again() {
+    let mut term = Term::new(Logged::new(W, H)).expect("infallible");
+    let rows = vec![(2, "abc".to_string(), Style::new()), (0, "名".to_string(), Style::new())];
+    term.draw(|f| draw_rows(f.buffer_mut(), &rows)).expect("infallible");
+    term.backend_mut().sent.clear();
+    term.redraw_all().expect("infallible");
+    assert_eq!(term.backend().clears, 1);
+    term.draw(|f| draw_rows(f.buffer_mut(), &rows)).expect("infallible");
+    let sent: Vec<_> = term.backend().sent.iter().map(|(x, y, s)| (*x, *y, s.as_str())).collect();
+    assert_eq!(sent, [(2, 0, "a"), (3, 0, "b"), (4, 0, "c"), (0, 1, "名")]);
+}
+
+#[test]
+fn a_frame_is_compact() {
+    // What the memory saving rests on: 20 bytes a cell against ratatui's 48.
+    assert!(std::mem::size_of::<Shown>() <= 20, "{}", std::mem::size_of::<Shown>());
+}
