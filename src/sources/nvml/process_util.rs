@@ -89,10 +89,11 @@ impl ProcessUtil {
 const MIN_ROOM: usize = 128;
 
 /// The samples newer than `last_seen_us`, in one driver call where they
-/// fit in room for 16 per process last seen (`MIN_ROOM` at least). nvml-wrapper asks for the count first, a second call that costs
-/// as much as the first: 2.6 ms of CPU on an H100 (driver 580.159.04). Too
-/// small a buffer gets INSUFFICIENT_SIZE and the count needed (nvml.h), and
-/// one more try with room for that.
+/// fit in room for 16 per process last seen (`MIN_ROOM` at least).
+/// nvml-wrapper asks for the count first, a second call that costs as
+/// much as the first: 2.6 ms of CPU on an H100 (driver 580.159.04). Too
+/// small a buffer gets INSUFFICIENT_SIZE and the count needed (nvml.h),
+/// and one more try with room for that.
 fn samples(
     dev: &Device<'_>,
     last_seen_us: u64,

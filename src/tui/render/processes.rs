@@ -11,7 +11,7 @@ use crate::tui::mouse::{Hits, Target};
 use crate::tui::render::Ctx;
 use crate::tui::render::columns::{self, MARKER, Spec};
 use crate::tui::render::paint::Lines;
-use crate::tui::render::text::{clean_cow, left, push_left, push_right, right, spread};
+use crate::tui::render::text::{clean_cow, push_left, push_right, spread};
 use crate::tui::rows::{Column, Row};
 use crate::tui::tree::{self, Entry};
 
@@ -117,11 +117,20 @@ fn header<'a>(ctx: &Ctx, specs: &[Spec], command_w: usize) -> Line<'a> {
     let mut text = " ".repeat(MARKER);
     for spec in specs {
         let t = title(spec.column);
-        text.push_str(&if spec.right { right(&t, spec.width, "") } else { left(&t, spec.width, "") });
-        text.push(' ');
+        push_cell(&mut text, &t, spec, "");
     }
-    text.push_str(&left(&title(Column::Command), command_w, ""));
+    push_left(&mut text, &title(Column::Command), command_w, "");
     Line::styled(text, ctx.theme.header_row)
+}
+
+/// `value` in its column, aligned as the column is, and the gap after it.
+fn push_cell(text: &mut String, value: &str, spec: &Spec, cut: &str) {
+    if spec.right {
+        push_right(text, value, spec.width, cut);
+    } else {
+        push_left(text, value, spec.width, cut);
+    }
+    text.push(' ');
 }
 
 /// The tree glyphs before a command: a line down past each ancestor
@@ -139,11 +148,10 @@ fn parent_line<'a>(ctx: &Ctx, pid: u32, name: Option<&str>, specs: &[Spec], comm
     let mut text = " ".repeat(MARKER);
     for spec in specs {
         let value = if spec.column == Column::Pid { pid.to_string() } else { String::new() };
-        text.push_str(&if spec.right { right(&value, spec.width, "") } else { left(&value, spec.width, "") });
-        text.push(' ');
+        push_cell(&mut text, &value, spec, "");
     }
     let name = ctx.clean(name.unwrap_or("n/a"));
-    text.push_str(&left(&name, command_w, ctx.sym.cut));
+    push_left(&mut text, &name, command_w, ctx.sym.cut);
     Line::styled(text, ctx.theme.dim)
 }
 
@@ -164,13 +172,7 @@ fn line<'a>(
     let mut text = String::with_capacity(specs.iter().map(|s| s.width + 1).sum::<usize>() + command_w);
     for spec in specs {
         let value = columns::cell(row, spec.column, ctx.now_ms);
-        let value = clean_cow(&value, ascii);
-        if spec.right {
-            push_right(&mut text, &value, spec.width, cut);
-        } else {
-            push_left(&mut text, &value, spec.width, cut);
-        }
-        text.push(' ');
+        push_cell(&mut text, &clean_cow(&value, ascii), spec, cut);
     }
     let command = columns::cell(row, Column::Command, ctx.now_ms);
     let command = if branch.is_empty() {
