@@ -63,6 +63,31 @@ impl LibrarySpec {
     }
 }
 
+/// Loads the library on a thread of its own that ends once it has.
+/// Loading builds nvml-wrapper's table of every NVML function (several
+/// kilobytes, copied from frame to frame) and, for the simulator, parses
+/// its scenario: about 120 KiB of stack that the poller's thread, which
+/// loads NVML on its first tick, kept resident for the life of the
+/// dashboard. An ended thread's stack is handed back (glibc's
+/// `advise_stack_range`). Where no thread can be started, the caller's
+/// does the work.
+pub fn load_aside(spec: &LibrarySpec) -> Result<Box<Nvml>, InitError> {
+    std::thread::scope(|scope| {
+        let aside = std::thread::Builder::new()
+            .name("gpuscope-nvml-load".into())
+            .stack_size(LOAD_STACK)
+            .spawn_scoped(scope, || spec.load().map(Box::new));
+        match aside {
+            Ok(handle) => handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Err(_) => spec.load().map(Box::new),
+        }
+    })
+}
+
+/// Ample for loading (it used about 120 KiB), and not taken from
+/// `RUST_MIN_STACK`, which may be set small for the threads that stay.
+const LOAD_STACK: usize = 2 << 20;
+
 fn init_at(path: &std::ffi::OsStr, spec: &LibrarySpec) -> Result<Nvml, InitError> {
     Nvml::builder().lib_path(path).init().map_err(|e| {
         let lib = spec.describe();
@@ -89,5 +114,21 @@ pub fn read_driver(nvml: &Nvml, spec: &LibrarySpec) -> Driver {
             .map(|v| format!("{}.{}", cuda_driver_version_major(v), cuda_driver_version_minor(v))),
         nvml_version: nvml.sys_nvml_version().ok(),
         library: Some(spec.describe()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loading_aside_brings_back_the_library_or_why_not() {
+        let missing = LibrarySpec::Path("/nonexistent/libnvidia-ml.so.1".into());
+        match load_aside(&missing) {
+            Err(InitError::Library { lib, .. }) => assert_eq!(lib, "/nonexistent/libnvidia-ml.so.1"),
+            other => panic!("expected a library error, got {:?}", other.map(|_| "a library")),
+        }
+        let nvml = load_aside(&LibrarySpec::Simulated).expect("the simulator loads");
+        assert!(nvml.device_count().expect("it lists GPUs") > 0);
     }
 }

@@ -38,7 +38,10 @@ pub struct NvmlSource {
     /// `--gpus 0` keeps meaning the GPU that was 0 at start when GPUs come
     /// and go. `None` until then, and when every GPU is watched.
     chosen: Option<Chosen>,
-    nvml: Option<Nvml>,
+    /// Boxed: nvml-wrapper keeps every NVML function it knows in one
+    /// struct of several kilobytes, which would otherwise be copied through
+    /// the frames that move this source.
+    nvml: Option<Box<Nvml>>,
     /// Every device NVML lists, by index; `watched` are the selected ones.
     all: Vec<DeviceStatic>,
     watched: Vec<DeviceStatic>,
@@ -146,7 +149,7 @@ impl NvmlSource {
     }
 
     fn init(&mut self) -> Result<(), InitError> {
-        let nvml = self.calls.track("nvmlInit_v2", None, || self.spec.load())?;
+        let nvml = self.calls.track("nvmlInit_v2", None, || library::load_aside(&self.spec))?;
         let all = device::enumerate(&nvml, &self.calls, &self.all).map_err(InitError::Devices)?;
         if self.chosen.is_none() && !self.selectors.is_empty() {
             let identities: Vec<_> = all.iter().map(DeviceStatic::identity).collect();
@@ -202,7 +205,7 @@ impl NvmlSource {
     /// are read, and a change re-enumerates. So a UUID is never shown with
     /// another GPU's readings, and a new GPU is shown from its first tick.
     fn follow_devices(&mut self) {
-        let Some(nvml) = &self.nvml else { return };
+        let Some(nvml) = self.nvml.as_deref() else { return };
         let count = self.calls.track("nvmlDeviceGetCount", None, || nvml.device_count());
         let count = match count {
             Ok(n) => n,
@@ -228,7 +231,7 @@ impl NvmlSource {
     /// fetched to read the GPU anyway), unless `adopt_handles` and the
     /// device behind it still has the UUID it had.
     fn read(&mut self, adopt_handles: bool) -> Option<(Vec<Gpu>, Vec<crate::sources::GpuProcess>)> {
-        let nvml = self.nvml.as_ref()?;
+        let nvml = self.nvml.as_deref()?;
         let calls = &self.calls;
         let mut gpus = Vec::with_capacity(self.watched.len());
         let mut merger = ProcessMerger::default();
