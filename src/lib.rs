@@ -21,6 +21,7 @@ pub mod output;
 pub mod poller;
 pub mod query;
 pub mod recording;
+pub mod relocations;
 pub mod segmap;
 pub mod serve;
 pub mod settings;

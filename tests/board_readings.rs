@@ -288,3 +288,39 @@ fn process_samples_that_outgrow_the_buffer_are_fetched_again_with_room() {
     assert_eq!(doc["gpus"][0]["process_utilization"].as_array().map(Vec::len), Some(200));
     assert_eq!(calls_to(&log, "nvmlDeviceGetProcessUtilization"), 2, "the first too small, the second right");
 }
+
+#[test]
+fn a_process_list_is_one_call_where_it_fits_and_two_where_it_outgrows_the_room() {
+    // Eight processes fit the first call's room; a hundred do not.
+    let list = |n: u32, base: u32| -> String {
+        (0..n).map(|i| format!("[[gpu.process]]\npid = {}\nused_mib = 10\n", base + i)).collect()
+    };
+    let (sim, log) = logged(&format!("[[gpu]]\n{}\n[[gpu]]\n{}", list(8, 3_100_000), list(100, 3_200_000)));
+    let out = sim.gpuscope().arg("--json").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["processes"].as_array().map(Vec::len), Some(108), "every process, once");
+    assert_eq!(calls_to(&log, "nvmlDeviceGetComputeRunningProcesses_v3"), 1 + 2, "one for the GPU of 8, two for 100");
+    assert_eq!(calls_to(&log, "nvmlDeviceGetGraphicsRunningProcesses_v3"), 2, "an empty list is one call");
+}
+
+#[test]
+fn link_traffic_is_one_sum_over_all_links_or_link_by_link_where_the_driver_wants() {
+    // PCIe counters off: asked once, on the first tick; every other
+    // field-value call is NVLink's.
+    let board = |unsupported: &str| {
+        format!(
+            "[[gpu]]\nunsupported = [\"pcie_counters\"{unsupported}]\nnvlink = [{{ active = true, tx_kib_s = 1000000, \
+             rx_kib_s = 500000 }}, {{ active = true, tx_kib_s = 1000000, rx_kib_s = 500000 }}, {{ active = false }}]\n"
+        )
+    };
+    for (unsupported, calls) in [("", 1 + 2), (", \"nvlink_sum\"", 1 + 3)] {
+        let (sim, log) = logged(&board(unsupported));
+        let docs = stream(&sim, "2");
+        let link = &docs[1]["gpus"][0]["nvlink"];
+        assert!(near(&link["tx_bytes_per_s"], 2.048e9) && near(&link["rx_bytes_per_s"], 1.024e9), "{link}");
+        // Summed: one call a tick. Refused: the sum, then the links, then
+        // the links alone from the second tick on.
+        assert_eq!(calls_to(&log, "nvmlDeviceGetFieldValues"), calls, "unsupported: [pcie_counters{unsupported}]");
+    }
+}

@@ -84,6 +84,12 @@ impl DeviceStatic {
         }
     }
 
+    /// Whether this tick reads the slow readings (`slow.rs`) too: the
+    /// first tick's and every tenth second's, the costly ones.
+    pub fn slow_due(&self) -> bool {
+        self.slow.due()
+    }
+
     /// Whether NVML now hands out another handle for this index.
     pub fn moved(&self, dev: &Device<'_>) -> bool {
         handle_of(dev) != self.handle

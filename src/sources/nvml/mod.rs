@@ -16,6 +16,8 @@ mod settings;
 mod slow;
 
 use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
@@ -51,6 +53,9 @@ pub struct NvmlSource {
     driver: Driver,
     backoff: Backoff,
     last_error: Option<String>,
+    /// How long the last tick that read the slow readings took: where it
+    /// was quick, the next such tick is not spread over threads.
+    slow_tick: Option<Duration>,
     /// NVML's process names, kept per PID while the PID stays on a GPU.
     names: HashMap<u32, Option<String>>,
     /// MIG devices' statics, by MIG UUID.
@@ -140,6 +145,7 @@ impl NvmlSource {
             suspect: false,
             backoff: Backoff::default(),
             last_error: None,
+            slow_tick: None,
             names: HashMap::new(),
             mig: MigStatics::default(),
             calls: Calls::default(),
@@ -238,17 +244,33 @@ impl NvmlSource {
         // The handles of GPUs whose PCIe counters want a window this tick,
         // by position: the window is read after every GPU (pcie_windows).
         let mut windows = Vec::new();
-        for st in &mut self.watched {
+        // Every handle first: one that moved ends the read before any GPU
+        // is asked anything.
+        let mut handles = Vec::with_capacity(self.watched.len());
+        for st in &self.watched {
             let dev = calls.track("nvmlDeviceGetHandleByIndex", Some(st.index), || nvml.device_by_index(st.index));
-            let gpu = match dev {
-                Ok(dev) if st.moved(&dev) && !(adopt_handles && st.same_uuid(&dev, calls)) => return None,
-                Ok(dev) => {
-                    st.adopt(&dev);
-                    st.refresh(&dev, calls);
-                    let mut gpu = read_gpu(&dev, st, calls);
+            if let Ok(dev) = &dev
+                && st.moved(dev)
+                && !(adopt_handles && st.same_uuid(dev, calls))
+            {
+                return None;
+            }
+            handles.push(dev);
+        }
+        let started = Instant::now();
+        let slow = self.watched.iter().any(DeviceStatic::slow_due);
+        let heavy = slow && self.watched.len() > 1 && self.slow_tick.is_none_or(|took| took >= SPREAD_FROM);
+        let firsts = first_pass(&mut self.watched, &handles, calls, heavy);
+        // Per-process samples, the dearest call of a tick, come last: on
+        // threads too in a heavy tick, once the lists say which GPUs run
+        // processes.
+        let mut sampled = Vec::new();
+        for ((st, dev), first) in self.watched.iter_mut().zip(&handles).zip(firsts) {
+            let gpu = match (dev, first) {
+                (Ok(dev), Some(mut gpu)) => {
                     if gpu.state == GpuState::Ok {
                         let mut migs = match gpu.mig_mode {
-                            Some(m) if m.current => self.mig.enumerate(nvml, &dev, st.index, calls),
+                            Some(m) if m.current => self.mig.enumerate(nvml, dev, st.index, calls),
                             _ => Vec::new(),
                         };
                         let only = self.chosen.as_ref().and_then(|c| c.migs_of(st.uuid.as_deref()));
@@ -256,25 +278,41 @@ impl NvmlSource {
                             migs.retain(|m| m.entry.uuid.as_ref().is_some_and(|u| only.contains(u)));
                         }
                         gpu.mig_devices = migs.iter().map(|m| m.entry.clone()).collect();
-                        let listed = merger.add_device(st.index, &dev, &migs, only.is_none(), calls);
+                        let listed = merger.add_device(st.index, dev, &migs, only.is_none(), calls);
                         let key = st.uuid.clone().unwrap_or_else(|| st.index.to_string());
-                        gpu.nvlink = self.links.read(key.clone(), st.index, &dev, calls);
-                        gpu.process_utilization = self.process_util.read(key, st.index, &dev, calls, listed == 0);
+                        gpu.nvlink = self.links.read(key.clone(), st.index, dev, calls);
+                        let batch = self.process_util.take(&key);
+                        sampled.push(Sampled { at: gpus.len(), key, index: st.index, dev, idle: listed == 0, batch });
                     }
                     if st.pcie.wants_window() {
                         windows.push((gpus.len(), dev));
                     }
                     gpu
                 }
-                Err(NvmlError::GpuLost) => st.apply(Gpu::blank(st.index, GpuState::Lost)),
-                Err(e) => {
+                (Err(NvmlError::GpuLost), _) => st.apply(Gpu::blank(st.index, GpuState::Lost)),
+                (Err(e), _) => {
                     let mut gpu = st.apply(Gpu::blank(st.index, GpuState::Error));
                     gpu.error = Some(e.to_string());
                     gpu
                 }
+                // A handle always has its first pass.
+                (Ok(_), None) => st.apply(Gpu::blank(st.index, GpuState::Error)),
             };
             self.suspect |= gpu.error.is_some();
             gpus.push(gpu);
+        }
+        let samples = on_threads(sampled, heavy, |mut job| {
+            let samples = job.batch.read(job.index, job.dev, calls, job.idle);
+            (job, samples)
+        });
+        for (job, samples) in samples {
+            if let Some(gpu) = gpus.get_mut(job.at) {
+                gpu.process_utilization = samples;
+            }
+            self.process_util.put(job.key, job.batch);
+        }
+        if slow {
+            self.slow_tick = Some(started.elapsed());
         }
         pcie_windows(calls, windows, &mut self.watched, &mut gpus);
         let keys: Vec<String> =
@@ -285,10 +323,80 @@ impl NvmlSource {
     }
 }
 
+/// Each GPU's own readings (`read_gpu`), `None` where its handle failed.
+/// A `heavy` tick, one that reads the slow readings too (the first, so
+/// every one-shot, and one every ten seconds), asks each GPU on a thread
+/// of its own, here and for the per-process samples: on an 8-GPU node
+/// the maximum clocks alone are 32 calls of about 1.4 ms of the driver's
+/// CPU each, and the samples 8 of 2.6 ms (tests/gpu/nvml_costs.py on an
+/// H100). NVIDIA's documentation, as nvml-wrapper quotes it: "NVML is
+/// thread-safe so it is safe to make simultaneous NVML calls from
+/// multiple threads." Whether a driver then serves GPUs side by side was
+/// not measured: the one GPU lent was alone. Other ticks stay on the
+/// poller's thread, where starting eight threads would cost more CPU than
+/// the ordinary readings they would spread, and so do heavy ticks after
+/// one that took less than `SPREAD_FROM`.
+fn first_pass(
+    watched: &mut [DeviceStatic],
+    handles: &[Result<Device<'_>, NvmlError>],
+    calls: &Calls,
+    heavy: bool,
+) -> Vec<Option<Gpu>> {
+    let jobs: Vec<_> = watched.iter_mut().zip(handles).collect();
+    on_threads(jobs, heavy, |(st, dev)| {
+        dev.as_ref().ok().map(|dev| {
+            st.adopt(dev);
+            st.refresh(dev, calls);
+            read_gpu(dev, st, calls)
+        })
+    })
+}
+
+/// A tick that read the slow readings in less (a driver that answers in
+/// microseconds, as the simulator's does by default) gains less from
+/// threads than starting them costs.
+const SPREAD_FROM: Duration = Duration::from_millis(5);
+
+/// One GPU's per-process samples to read, and where they go.
+struct Sampled<'d, 'n> {
+    /// The GPU's position in this tick's list.
+    at: usize,
+    key: String,
+    index: u32,
+    dev: &'d Device<'n>,
+    idle: bool,
+    batch: process_util::Batch,
+}
+
+/// `work` over `jobs`, in order: each on a thread of its own where
+/// `parallel`, else one after another on this one. Where a thread cannot
+/// be started, this one does that job.
+fn on_threads<J: Send, R: Send>(jobs: Vec<J>, parallel: bool, work: impl Fn(J) -> R + Sync) -> Vec<R> {
+    if !parallel || jobs.len() < 2 {
+        return jobs.into_iter().map(work).collect();
+    }
+    let slots: Vec<Mutex<(Option<J>, Option<R>)>> = jobs.into_iter().map(|j| Mutex::new((Some(j), None))).collect();
+    let run = |slot: &Mutex<(Option<J>, Option<R>)>| {
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(job) = slot.0.take() {
+            slot.1 = Some(work(job));
+        }
+    };
+    std::thread::scope(|scope| {
+        for slot in &slots {
+            let run = &run;
+            if std::thread::Builder::new().name("gpuscope-gpu".into()).spawn_scoped(scope, move || run(slot)).is_err() {
+                run(slot);
+            }
+        }
+    });
+    slots.into_iter().filter_map(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner).1).collect()
+}
+
 /// The windows 32-bit PCIe counters want (see pcie.rs): each such GPU
 /// (`windows`: its position and handle) is read, then once more
 /// `pcie::WINDOW` later, so that all of them share one wait.
-fn pcie_windows(calls: &Calls, windows: Vec<(usize, Device<'_>)>, watched: &mut [DeviceStatic], gpus: &mut [Gpu]) {
+fn pcie_windows(calls: &Calls, windows: Vec<(usize, &Device<'_>)>, watched: &mut [DeviceStatic], gpus: &mut [Gpu]) {
     let open: Vec<_> = windows
         .into_iter()
         .filter(|(i, dev)| watched.get_mut(*i).is_some_and(|st| st.pcie.open(dev, calls, st.index)))
@@ -299,7 +407,7 @@ fn pcie_windows(calls: &Calls, windows: Vec<(usize, Device<'_>)>, watched: &mut 
     std::thread::sleep(pcie::WINDOW);
     for (i, dev) in open {
         if let (Some(st), Some(gpu)) = (watched.get_mut(i), gpus.get_mut(i)) {
-            gpu.pcie = st.pcie.close(&dev, calls, st.index);
+            gpu.pcie = st.pcie.close(dev, calls, st.index);
         }
     }
 }

@@ -26,7 +26,7 @@ pub struct ProcessUtil {
 }
 
 #[derive(Default)]
-struct Batch {
+pub struct Batch {
     last_seen_us: u64,
     samples: Vec<ProcessUtilization>,
     /// Whether the device samples processes, once it has answered.
@@ -34,21 +34,31 @@ struct Batch {
 }
 
 impl ProcessUtil {
+    /// The device's batch, taken out for a `Batch::read` that may run on
+    /// another thread; `put` brings it back.
+    pub fn take(&mut self, key: &str) -> Batch {
+        self.devices.remove(key).unwrap_or_default()
+    }
+
+    pub fn put(&mut self, key: String, batch: Batch) {
+        self.devices.insert(key, batch);
+    }
+
+    /// Forgets devices no longer watched.
+    pub fn retain(&mut self, keys: &[String]) {
+        self.devices.retain(|k, _| keys.contains(k));
+    }
+}
+
+impl Batch {
     /// The device's newest sample per process; `None` where the device
     /// does not sample processes (or the call failed). A device that runs
     /// no process now (`idle`) has none to sample: the driver is not asked
     /// once it is known whether the device samples at all, and the last
     /// seen timestamp stays, so the next process's samples are the first
     /// asked for.
-    pub fn read(
-        &mut self,
-        key: String,
-        index: u32,
-        dev: &Device<'_>,
-        calls: &Calls,
-        idle: bool,
-    ) -> Option<Vec<ProcessUtilization>> {
-        let batch = self.devices.entry(key).or_default();
+    pub fn read(&mut self, index: u32, dev: &Device<'_>, calls: &Calls, idle: bool) -> Option<Vec<ProcessUtilization>> {
+        let batch = self;
         match (idle, batch.sampled) {
             (true, Some(false)) => return None,
             (true, Some(true)) => {
@@ -76,11 +86,6 @@ impl ProcessUtil {
             }
             Err(_) => None,
         }
-    }
-
-    /// Forgets devices no longer watched.
-    pub fn retain(&mut self, keys: &[String]) {
-        self.devices.retain(|k, _| keys.contains(k));
     }
 }
 

@@ -3,10 +3,15 @@
 //! into one entry per PID.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ffi::c_uint;
 
 use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::error::{NvmlError, nvml_try};
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device, Nvml};
+use nvml_wrapper_sys::bindings::{
+    nvmlProcessInfo_t, nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE as INSUFFICIENT_SIZE,
+};
 
 use super::calls::Calls;
 use super::mig::MigHandle;
@@ -15,6 +20,56 @@ use crate::sources::GpuProcess;
 
 /// Long enough for any executable path NVML returns.
 const NAME_LEN: usize = 256;
+
+/// Which of a device's two process lists.
+#[derive(Clone, Copy)]
+enum List {
+    Compute,
+    Graphics,
+}
+
+/// Entries asked for at first: more processes than one GPU holds in
+/// practice, in a 1.5 KiB buffer.
+const FIRST_ROOM: usize = 64;
+/// Added to the count NVML says it needs, for processes that start
+/// between two calls (nvml-wrapper adds 5).
+const HEADROOM: usize = 16;
+
+/// The device's compute or graphics processes in one driver call where
+/// they fit in `FIRST_ROOM`. nvml-wrapper's `running_compute_processes`
+/// asks for the count first and then for the entries: two calls per
+/// list, per GPU, per tick. NVML fills a buffer large enough in one call
+/// and says how many it wrote; one too small gets INSUFFICIENT_SIZE and
+/// the count it needs (nvml.h, `nvmlDeviceGetComputeRunningProcesses_v3`).
+fn running(dev: &Device<'_>, list: List) -> Result<Vec<ProcessInfo>, NvmlError> {
+    let lib = dev.nvml().lib();
+    let f = match list {
+        List::Compute => lib.nvmlDeviceGetComputeRunningProcesses_v3.as_ref(),
+        List::Graphics => lib.nvmlDeviceGetGraphicsRunningProcesses_v3.as_ref(),
+    };
+    let Ok(f) = f else { return Err(NvmlError::FunctionNotFound) };
+    let mut room = FIRST_ROOM;
+    // A list that keeps outgrowing its room (processes starting by the
+    // hundred) is asked for at most three times.
+    for _ in 0..3 {
+        // SAFETY: nvmlProcessInfo_t is plain old data; all-zero is valid.
+        let mut entries: Vec<nvmlProcessInfo_t> = vec![unsafe { std::mem::zeroed() }; room];
+        let mut count = c_uint::try_from(room).map_err(|_| NvmlError::InvalidArg)?;
+        // SAFETY: the handle is NVML's own; `entries` holds `count`
+        // initialised entries for NVML to fill, and `count` is writable.
+        match unsafe { f(dev.handle(), &mut count, entries.as_mut_ptr()) } {
+            INSUFFICIENT_SIZE => {
+                room = usize::try_from(count).map_err(|_| NvmlError::InvalidArg)?.saturating_add(HEADROOM);
+            }
+            code => {
+                nvml_try(code)?;
+                entries.truncate(usize::try_from(count).unwrap_or(usize::MAX));
+                return Ok(entries.into_iter().map(ProcessInfo::from).collect());
+            }
+        }
+    }
+    Err(NvmlError::InsufficientSize(Some(room)))
+}
 
 #[derive(Default)]
 pub struct ProcessMerger {
@@ -42,7 +97,7 @@ impl ProcessMerger {
         let mut listed = 0;
         for m in migs {
             let compute = calls
-                .track("nvmlDeviceGetComputeRunningProcesses", at, || m.device.running_compute_processes())
+                .track("nvmlDeviceGetComputeRunningProcesses", at, || running(&m.device, List::Compute))
                 .unwrap_or_default();
             listed += compute.len();
             self.add(index, &compute, ProcessType::Compute, |_| Some(&m.entry));
@@ -51,11 +106,10 @@ impl ProcessMerger {
             let ids = (p.gpu_instance_id, p.compute_instance_id);
             migs.iter().map(|m| &m.entry).find(|e| (e.gpu_instance_id, e.compute_instance_id) == ids)
         };
-        let mut compute = calls
-            .track("nvmlDeviceGetComputeRunningProcesses", at, || dev.running_compute_processes())
-            .unwrap_or_default();
+        let mut compute =
+            calls.track("nvmlDeviceGetComputeRunningProcesses", at, || running(dev, List::Compute)).unwrap_or_default();
         let mut graphics = calls
-            .track("nvmlDeviceGetGraphicsRunningProcesses", at, || dev.running_graphics_processes())
+            .track("nvmlDeviceGetGraphicsRunningProcesses", at, || running(dev, List::Graphics))
             .unwrap_or_default();
         if !whole {
             compute.retain(|p| on_mig(p).is_some());

@@ -47,9 +47,15 @@ struct Readings {
 }
 
 impl Slow {
+    /// Whether the next `apply` reads them again: on the first tick, then
+    /// every `REFRESH`.
+    pub fn due(&self) -> bool {
+        self.read_at.is_none_or(|at| at.elapsed() >= REFRESH)
+    }
+
     /// Reads them again when due, and puts them into `gpu`.
     pub fn apply(&mut self, r: &mut Reader<'_>, dev: &Device<'_>, gpu: &mut Gpu) {
-        if self.read_at.is_none_or(|at| at.elapsed() >= REFRESH) {
+        if self.due() {
             let fixed = self.read_at.map(|_| (self.v.max_clocks.clone(), self.v.serial.clone()));
             let v = Readings::read(r, dev, fixed);
             // Readings from a GPU lost part-way through are not kept.

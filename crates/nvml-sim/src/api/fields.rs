@@ -1,6 +1,7 @@
 //! nvmlDeviceGetFieldValues: the cumulative counters NVML answers by field
 //! id. Each value gets its own return code, as NVML fills them; the
-//! simulated fields are NVLink's data counters (per link, `scopeId`) and
+//! simulated fields are NVLink's data counters (per link by `scopeId`, or
+//! summed over every link for `UINT_MAX`) and
 //! the PCIe byte counters; every other field is NOT_SUPPORTED.
 //!
 //! The PCIe counters come back as a real driver gives them: on an H100
@@ -26,6 +27,8 @@ use crate::scenario::Reading;
 /// names the link.
 pub const FI_NVLINK_DATA_TX: c_uint = 138;
 pub const FI_NVLINK_DATA_RX: c_uint = 139;
+/// The `scopeId` that asks for NVLink's counters summed over every link.
+pub const ALL_LINKS: c_uint = c_uint::MAX;
 /// nvml.h: `NVML_FI_DEV_PCIE_COUNT_TX_BYTES` / `_RX_BYTES` (197, 198):
 /// bytes the device has sent / received over PCIe, cumulative.
 pub const FI_PCIE_TX_BYTES: c_uint = NVML_FI_DEV_PCIE_COUNT_TX_BYTES;
@@ -37,6 +40,7 @@ pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
     count: c_int,
     values: *mut nvmlFieldValue_t,
 ) -> nvmlReturn_t {
+    crate::cost::fields(usize::try_from(count).unwrap_or(0));
     call::device("nvmlDeviceGetFieldValues", device, None, |dev| {
         let n = usize::try_from(count).map_err(|_| INVALID_ARGUMENT)?;
         if values.is_null() || n == 0 {
@@ -72,6 +76,16 @@ pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
 /// the scenario's rate (KiB/s) has added up to since init.
 fn counter(dev: &Dev<'_>, field: c_uint, scope: c_uint) -> Option<u64> {
     let gpu = dev.gpu;
+    if scope == ALL_LINKS && matches!(field, FI_NVLINK_DATA_TX | FI_NVLINK_DATA_RX) {
+        // nvml.h: "A scopeId of UINT_MAX returns aggregate value summed up
+        // across all links for the specified counter type in fieldId."
+        let links = gpu.spec.nvlink.len();
+        if links == 0 || !gpu.supports(Reading::Nvlink) || !gpu.supports(Reading::NvlinkSum) {
+            return None;
+        }
+        let scopes = (0..links).filter_map(|l| c_uint::try_from(l).ok());
+        return scopes.map(|l| counter(dev, field, l)).try_fold(0u64, |sum, v| Some(sum.saturating_add(v?)));
+    }
     let link = gpu.spec.nvlink.get(scope as usize).filter(|_| gpu.supports(Reading::Nvlink));
     let pcie = gpu.supports(Reading::Pcie) && gpu.supports(Reading::PcieCounters);
     let kib = match (field, link) {

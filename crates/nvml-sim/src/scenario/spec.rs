@@ -108,6 +108,9 @@ pub(crate) enum Reading {
     RetiredPages,
     Bar1,
     Nvlink,
+    /// NVLink's counters summed over all links (`scopeId` UINT_MAX), for
+    /// a driver that answers only link by link; also off where `nvlink` is.
+    NvlinkSum,
     RemappedRows,
     Accounting,
 }
