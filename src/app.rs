@@ -556,6 +556,7 @@ fn collector(settings: &Settings, for_dashboard: bool, calls: &Calls) -> Result<
             opened
         }
     };
+    let gpu = if for_dashboard { gpu.on_one_thread() } else { gpu };
     Ok(Collector {
         fallback,
         gpu: Box::new(gpu),

@@ -56,6 +56,8 @@ pub struct NvmlSource {
     /// How long the last tick that read the slow readings took: where it
     /// was quick, the next such tick is not spread over threads.
     slow_tick: Option<Duration>,
+    /// Whether such ticks may be spread over threads at all.
+    spread: bool,
     /// NVML's process names, kept per PID while the PID stays on a GPU.
     names: HashMap<u32, Option<String>>,
     /// MIG devices' statics, by MIG UUID.
@@ -146,12 +148,22 @@ impl NvmlSource {
             backoff: Backoff::default(),
             last_error: None,
             slow_tick: None,
+            spread: true,
             names: HashMap::new(),
             mig: MigStatics::default(),
             calls: Calls::default(),
             process_util: ProcessUtil::default(),
             links: Links::default(),
         }
+    }
+
+    /// Keeps every reading on the caller's thread. For the dashboard: it
+    /// shows its first tick whenever it comes, and glibc keeps each ended
+    /// thread's descriptor and TLS pages for reuse, 64 KiB resident for the
+    /// eight threads of an 8-GPU node.
+    pub fn on_one_thread(mut self) -> Self {
+        self.spread = false;
+        self
     }
 
     fn init(&mut self) -> Result<(), InitError> {
@@ -259,7 +271,8 @@ impl NvmlSource {
         }
         let started = Instant::now();
         let slow = self.watched.iter().any(DeviceStatic::slow_due);
-        let heavy = slow && self.watched.len() > 1 && self.slow_tick.is_none_or(|took| took >= SPREAD_FROM);
+        let heavy =
+            self.spread && slow && self.watched.len() > 1 && self.slow_tick.is_none_or(|took| took >= SPREAD_FROM);
         let firsts = first_pass(&mut self.watched, &handles, calls, heavy);
         // Per-process samples, the dearest call of a tick, come last: on
         // threads too in a heavy tick, once the lists say which GPUs run
@@ -335,7 +348,8 @@ impl NvmlSource {
 /// not measured: the one GPU lent was alone. Other ticks stay on the
 /// poller's thread, where starting eight threads would cost more CPU than
 /// the ordinary readings they would spread, and so do heavy ticks after
-/// one that took less than `SPREAD_FROM`.
+/// one that took less than `SPREAD_FROM`, and all of the dashboard's
+/// (`NvmlSource::on_one_thread`).
 fn first_pass(
     watched: &mut [DeviceStatic],
     handles: &[Result<Device<'_>, NvmlError>],
