@@ -13,6 +13,7 @@ mod pcie;
 mod process_util;
 mod processes;
 mod settings;
+mod sized;
 mod slow;
 
 use std::collections::HashMap;
@@ -278,39 +279,28 @@ impl NvmlSource {
         // threads too in a heavy tick, once the lists say which GPUs run
         // processes.
         let mut sampled = Vec::new();
-        for ((st, dev), first) in self.watched.iter_mut().zip(&handles).zip(firsts) {
-            let gpu = match (dev, first) {
-                (Ok(dev), Some(mut gpu)) => {
-                    if gpu.state == GpuState::Ok {
-                        let mut migs = match gpu.mig_mode {
-                            Some(m) if m.current => self.mig.enumerate(nvml, dev, st.index, calls),
-                            _ => Vec::new(),
-                        };
-                        let only = self.chosen.as_ref().and_then(|c| c.migs_of(st.uuid.as_deref()));
-                        if let Some(only) = only {
-                            migs.retain(|m| m.entry.uuid.as_ref().is_some_and(|u| only.contains(u)));
-                        }
-                        gpu.mig_devices = migs.iter().map(|m| m.entry.clone()).collect();
-                        let listed = merger.add_device(st.index, dev, &migs, only.is_none(), calls);
-                        let key = st.uuid.clone().unwrap_or_else(|| st.index.to_string());
-                        gpu.nvlink = self.links.read(key.clone(), st.index, dev, calls);
-                        let batch = self.process_util.take(&key);
-                        sampled.push(Sampled { at: gpus.len(), key, index: st.index, dev, idle: listed == 0, batch });
+        for ((st, dev), mut gpu) in self.watched.iter_mut().zip(&handles).zip(firsts) {
+            if let Ok(dev) = dev {
+                if gpu.state == GpuState::Ok {
+                    let mut migs = match gpu.mig_mode {
+                        Some(m) if m.current => self.mig.enumerate(nvml, dev, st.index, calls),
+                        _ => Vec::new(),
+                    };
+                    let only = self.chosen.as_ref().and_then(|c| c.migs_of(st.uuid.as_deref()));
+                    if let Some(only) = only {
+                        migs.retain(|m| m.entry.uuid.as_ref().is_some_and(|u| only.contains(u)));
                     }
-                    if st.pcie.wants_window() {
-                        windows.push((gpus.len(), dev));
-                    }
-                    gpu
+                    gpu.mig_devices = migs.iter().map(|m| m.entry.clone()).collect();
+                    let listed = merger.add_device(st.index, dev, &migs, only.is_none(), calls);
+                    let key = st.uuid.clone().unwrap_or_else(|| st.index.to_string());
+                    gpu.nvlink = self.links.read(key.clone(), st.index, dev, calls);
+                    let batch = self.process_util.take(&key);
+                    sampled.push(Sampled { at: gpus.len(), key, index: st.index, dev, idle: listed == 0, batch });
                 }
-                (Err(NvmlError::GpuLost), _) => st.apply(Gpu::blank(st.index, GpuState::Lost)),
-                (Err(e), _) => {
-                    let mut gpu = st.apply(Gpu::blank(st.index, GpuState::Error));
-                    gpu.error = Some(e.to_string());
-                    gpu
+                if st.pcie.wants_window() {
+                    windows.push((gpus.len(), dev));
                 }
-                // A handle always has its first pass.
-                (Ok(_), None) => st.apply(Gpu::blank(st.index, GpuState::Error)),
-            };
+            }
             self.suspect |= gpu.error.is_some();
             gpus.push(gpu);
         }
@@ -336,7 +326,7 @@ impl NvmlSource {
     }
 }
 
-/// Each GPU's own readings (`read_gpu`), `None` where its handle failed.
+/// Each GPU's own readings (`read_gpu`), or what its failed handle says.
 /// A `heavy` tick, one that reads the slow readings too (the first, so
 /// every one-shot, and one every ten seconds), asks each GPU on a thread
 /// of its own, here and for the per-process samples: on an 8-GPU node
@@ -355,14 +345,20 @@ fn first_pass(
     handles: &[Result<Device<'_>, NvmlError>],
     calls: &Calls,
     heavy: bool,
-) -> Vec<Option<Gpu>> {
+) -> Vec<Gpu> {
     let jobs: Vec<_> = watched.iter_mut().zip(handles).collect();
-    on_threads(jobs, heavy, |(st, dev)| {
-        dev.as_ref().ok().map(|dev| {
+    on_threads(jobs, heavy, |(st, dev)| match dev {
+        Ok(dev) => {
             st.adopt(dev);
             st.refresh(dev, calls);
             read_gpu(dev, st, calls)
-        })
+        }
+        Err(NvmlError::GpuLost) => st.apply(Gpu::blank(st.index, GpuState::Lost)),
+        Err(e) => {
+            let mut gpu = st.apply(Gpu::blank(st.index, GpuState::Error));
+            gpu.error = Some(e.to_string());
+            gpu
+        }
     })
 }
 

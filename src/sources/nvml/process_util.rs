@@ -10,13 +10,13 @@
 //! processes at all, it is not asked while it runs none.
 
 use std::collections::HashMap;
-use std::ffi::c_uint;
 
 use nvml_wrapper::Device;
-use nvml_wrapper::error::{NvmlError, nvml_try};
-use nvml_wrapper_sys::bindings::{nvmlProcessUtilizationSample_t, nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE};
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper_sys::bindings::nvmlProcessUtilizationSample_t;
 
 use super::calls::Calls;
+use super::sized;
 use crate::model::ProcessUtilization;
 
 /// The newest batch per device, by UUID (by index where it has none).
@@ -107,24 +107,12 @@ fn samples(
     let Ok(f) = dev.nvml().lib().nvmlDeviceGetProcessUtilization.as_ref() else {
         return Err(NvmlError::FunctionNotFound);
     };
-    let mut room = processes.saturating_mul(16).max(MIN_ROOM);
-    for _ in 0..2 {
-        // SAFETY: nvmlProcessUtilizationSample_t is plain old data; all-zero
-        // is a valid value.
-        let mut buf: Vec<nvmlProcessUtilizationSample_t> = vec![unsafe { std::mem::zeroed() }; room];
-        let mut count = c_uint::try_from(room).map_err(|_| NvmlError::InvalidArg)?;
-        // SAFETY: the handle is NVML's own; `buf` holds `count` entries for
-        // NVML to fill, and `count` is a live local it writes back.
-        let ret = unsafe { f(dev.handle(), buf.as_mut_ptr(), &mut count, last_seen_us) };
-        if ret == nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE {
-            room = (count as usize).max(room.saturating_mul(2));
-            continue;
-        }
-        nvml_try(ret)?;
-        buf.truncate(count as usize);
-        return Ok(buf);
-    }
-    Err(NvmlError::InsufficientSize(Some(room)))
+    let room = processes.saturating_mul(16).max(MIN_ROOM);
+    let grow = |needed: usize, room: usize| needed.max(room.saturating_mul(2));
+    // SAFETY: nvmlProcessUtilizationSample_t is plain old data (all-zero is
+    // valid); the handle is NVML's own, and NVML writes at most `count`
+    // entries.
+    unsafe { sized::fill(room, 2, grow, |buf, count| f(dev.handle(), buf, count, last_seen_us)) }
 }
 
 /// The driver buffers several periods; a process's newest sample wins.

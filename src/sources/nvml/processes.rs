@@ -3,18 +3,15 @@
 //! into one entry per PID.
 
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::c_uint;
 
 use nvml_wrapper::enums::device::UsedGpuMemory;
-use nvml_wrapper::error::{NvmlError, nvml_try};
+use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device, Nvml};
-use nvml_wrapper_sys::bindings::{
-    nvmlProcessInfo_t, nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE as INSUFFICIENT_SIZE,
-};
 
 use super::calls::Calls;
 use super::mig::MigHandle;
+use super::sized;
 use crate::model::{MigDevice, ProcessGpu, ProcessType};
 use crate::sources::GpuProcess;
 
@@ -36,11 +33,10 @@ const FIRST_ROOM: usize = 64;
 const HEADROOM: usize = 16;
 
 /// The device's compute or graphics processes in one driver call where
-/// they fit in `FIRST_ROOM`. nvml-wrapper's `running_compute_processes`
-/// asks for the count first and then for the entries: two calls per
-/// list, per GPU, per tick. NVML fills a buffer large enough in one call
-/// and says how many it wrote; one too small gets INSUFFICIENT_SIZE and
-/// the count it needs (nvml.h, `nvmlDeviceGetComputeRunningProcesses_v3`).
+/// they fit in `FIRST_ROOM` (`sized::fill`; nvml-wrapper's
+/// `running_compute_processes` makes two calls per list, per GPU, per
+/// tick). A list that keeps outgrowing its room (processes starting by the
+/// hundred) is asked for at most three times.
 fn running(dev: &Device<'_>, list: List) -> Result<Vec<ProcessInfo>, NvmlError> {
     let lib = dev.nvml().lib();
     let f = match list {
@@ -48,27 +44,11 @@ fn running(dev: &Device<'_>, list: List) -> Result<Vec<ProcessInfo>, NvmlError> 
         List::Graphics => lib.nvmlDeviceGetGraphicsRunningProcesses_v3.as_ref(),
     };
     let Ok(f) = f else { return Err(NvmlError::FunctionNotFound) };
-    let mut room = FIRST_ROOM;
-    // A list that keeps outgrowing its room (processes starting by the
-    // hundred) is asked for at most three times.
-    for _ in 0..3 {
-        // SAFETY: nvmlProcessInfo_t is plain old data; all-zero is valid.
-        let mut entries: Vec<nvmlProcessInfo_t> = vec![unsafe { std::mem::zeroed() }; room];
-        let mut count = c_uint::try_from(room).map_err(|_| NvmlError::InvalidArg)?;
-        // SAFETY: the handle is NVML's own; `entries` holds `count`
-        // initialised entries for NVML to fill, and `count` is writable.
-        match unsafe { f(dev.handle(), &mut count, entries.as_mut_ptr()) } {
-            INSUFFICIENT_SIZE => {
-                room = usize::try_from(count).map_err(|_| NvmlError::InvalidArg)?.saturating_add(HEADROOM);
-            }
-            code => {
-                nvml_try(code)?;
-                entries.truncate(usize::try_from(count).unwrap_or(usize::MAX));
-                return Ok(entries.into_iter().map(ProcessInfo::from).collect());
-            }
-        }
-    }
-    Err(NvmlError::InsufficientSize(Some(room)))
+    let grow = |needed: usize, _| needed.saturating_add(HEADROOM);
+    // SAFETY: nvmlProcessInfo_t is plain old data (all-zero is valid); the
+    // handle is NVML's own, and NVML writes at most `count` entries.
+    let entries = unsafe { sized::fill(FIRST_ROOM, 3, grow, |buf, count| f(dev.handle(), count, buf))? };
+    Ok(entries.into_iter().map(ProcessInfo::from).collect())
 }
 
 #[derive(Default)]
