@@ -1,8 +1,13 @@
 //! The machine and the GPU processes. sysinfo reads what a process keeps
 //! for life (name, command line, owner, start time) when its PID is first
-//! seen; after that, each tick reads only `/proc/PID/stat` (see
-//! `procstat`), which is what makes a tick over 64 processes cheap. The
-//! machine's own figures come from files held open (see `machine`).
+//! seen; after that, each tick reads only its CPU-time clock and its
+//! `statm` (`procstat::Tracked`), or `/proc/PID/stat` where no descriptor
+//! can be held, which is what makes a tick over hundreds of processes
+//! cheap. The parent, which only `stat` tells, changes only when the parent
+//! exits: each tick reads the `stat` of each distinct parent (a launcher
+//! above many ranks, a shell) and asks a child again only when its parent
+//! has exited. The machine's own figures come from files held open (see
+//! `machine`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -11,7 +16,7 @@ use std::time::Instant;
 use sysinfo::{Pid, Process as SysProcess, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind};
 
 use super::machine::Machine;
-use super::procstat::{self, Stat, StatFile};
+use super::procstat::{self, Stat, Tracked};
 use super::users::UserNames;
 use super::{HostProcess, HostSample, HostSource, sanitize_command};
 use super::{pidns, workload};
@@ -25,7 +30,7 @@ pub struct SysinfoHost {
     known: HashMap<u32, Known>,
     /// Processes whose stat file is held open at once.
     max_open: usize,
-    ticks_per_second: f64,
+    ticks_per_second: u64,
     page_size: u64,
     buf: Vec<u8>,
     pid_namespace: Option<PidNamespace>,
@@ -36,16 +41,52 @@ pub struct SysinfoHost {
 /// A process seen before: what does not change, and the last reading to
 /// take CPU time from.
 struct Known {
-    /// Held open while fewer than `max_open` processes are known, so the
+    /// Held while fewer than `max_open` processes are known, so the
     /// descriptors stay within half their limit.
-    file: Option<StatFile>,
+    tracked: Option<Tracked>,
     start_ticks: u64,
-    cpu_ticks: u64,
+    /// CPU time at `at`, and whether it came from the clock (nanoseconds)
+    /// or from `stat` (whole ticks): a rate across the two could be off by
+    /// a tick, so a change of source starts the rate over.
+    cpu_ns: u64,
+    from_clock: bool,
     at: Instant,
     fixed: HostProcess,
-    /// The parent PID last seen and its name, read again only when the
-    /// parent changes (the process was re-parented).
-    parent: Option<(u32, Option<String>)>,
+    parent: Option<Parent>,
+}
+
+/// The parent last seen, read again only when it changes.
+struct Parent {
+    pid: u32,
+    name: Option<String>,
+    /// `None` where its `stat` could not be read (a parent outside this
+    /// PID namespace is 0): then it cannot be watched, and the child's own
+    /// `stat` is read every tick instead.
+    start_ticks: Option<u64>,
+}
+
+/// This tick's figures of one process.
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    cpu_ns: u64,
+    from_clock: bool,
+    rss_pages: u64,
+    /// `None`: as last seen (read through the clock, which does not tell).
+    parent: Option<u32>,
+    /// First sight of this process: no rate yet.
+    first: bool,
+}
+
+impl Reading {
+    fn of_stat(stat: &Stat, tps: u64, first: bool) -> Self {
+        Self {
+            cpu_ns: stat.cpu_ticks.saturating_mul(1_000_000_000 / tps.max(1)),
+            from_clock: false,
+            rss_pages: stat.rss_pages,
+            parent: Some(stat.parent),
+            first,
+        }
+    }
 }
 
 impl Default for SysinfoHost {
@@ -63,7 +104,7 @@ impl SysinfoHost {
             hostname: System::host_name(),
             known: HashMap::new(),
             max_open: procstat::held_stat_budget(),
-            ticks_per_second: procstat::ticks_per_second() as f64,
+            ticks_per_second: procstat::ticks_per_second(),
             page_size: procstat::page_size(),
             buf: Vec::new(),
             pid_namespace: None,
@@ -89,7 +130,7 @@ impl SysinfoHost {
     /// First sight of these PIDs (or of a new process behind a recycled
     /// one): the lifelong fields through sysinfo. A `System` made for the
     /// purpose keeps no table of processes between ticks.
-    fn first_sight(&mut self, fresh: Vec<(u32, Stat, Option<StatFile>)>, now: Instant) {
+    fn first_sight(&mut self, fresh: Vec<(u32, Stat)>, now: Instant) {
         if fresh.is_empty() {
             return;
         }
@@ -100,7 +141,7 @@ impl SysinfoHost {
         let kind =
             ProcessRefreshKind::nothing().without_tasks().with_cmd(UpdateKind::Always).with_user(UpdateKind::Always);
         system.refresh_processes_specifics(ProcessesToUpdate::Some(&sys_pids), true, kind);
-        for (pid, stat, file) in fresh {
+        for (pid, stat) in fresh {
             let Some(p) = system.process(Pid::from_u32(pid)) else { continue };
             let view = ProcessView::of(p);
             let user = self.user_name_of(&view);
@@ -109,48 +150,81 @@ impl SysinfoHost {
                 // Read after the PID's stat: dropped should the PID have
                 // gone to another process in between.
                 .filter(|_| procstat::start_ticks(Path::new("/proc"), pid) == Some(stat.start_ticks));
-            let known =
-                Known { file, start_ticks: stat.start_ticks, cpu_ticks: stat.cpu_ticks, at: now, fixed, parent: None };
+            let tracked = self.room().then(|| Tracked::open(pid)).flatten();
+            // The rate's base from the source the next readings come from.
+            let (cpu_ns, from_clock) = match tracked.as_ref().and_then(|t| t.read(&mut self.buf)) {
+                Some(usage) => (usage.cpu_ns, true),
+                None => (Reading::of_stat(&stat, self.ticks_per_second, true).cpu_ns, false),
+            };
+            let start_ticks = stat.start_ticks;
+            let known = Known { tracked, start_ticks, cpu_ns, from_clock, at: now, fixed, parent: None };
             self.known.insert(pid, known);
         }
     }
 
-    /// The reading through the file held open for this process, if it is
-    /// still the process the file was opened for.
-    fn read_held(&mut self, pid: u32) -> Option<Stat> {
-        let k = self.known.get(&pid)?;
-        k.file.as_ref()?.read(&mut self.buf).filter(|s| s.start_ticks == k.start_ticks)
+    /// Whether another descriptor may be held.
+    fn room(&self) -> bool {
+        self.known.len() < self.max_open
     }
 
-    /// Whoever has the PID now, with the file held open if there is room.
-    fn open(&mut self, pid: u32, pending: usize) -> Option<(Stat, Option<StatFile>)> {
-        let proc_root = Path::new("/proc");
-        if self.known.len() + pending >= self.max_open {
-            return procstat::read(proc_root, pid).map(|s| (s, None));
+    /// Through the clock and `statm` of a process followed since first
+    /// sight; dropped once it fails (the process ended, or is a zombie).
+    fn read_tracked(&mut self, pid: u32) -> Option<Reading> {
+        let k = self.known.get_mut(&pid)?;
+        let usage = k.tracked.as_ref()?.read(&mut self.buf);
+        if usage.is_none() {
+            k.tracked = None;
         }
-        let file = StatFile::open(proc_root, pid)?;
-        Some((file.read(&mut self.buf)?, Some(file)))
+        let usage = usage?;
+        // A parent that cannot be watched leaves the child's `stat` to tell.
+        k.parent.as_ref().and_then(|p| p.start_ticks)?;
+        Some(Reading { cpu_ns: usage.cpu_ns, from_clock: true, rss_pages: usage.rss_pages, parent: None, first: false })
     }
 
-    fn process(&mut self, pid: u32, stat: Stat, now: Instant, first: bool) -> Option<HostProcess> {
+    /// The parents of processes read through their clocks, each once: one
+    /// that exited (gone, a zombie, or its PID another process's) has
+    /// handed its children to another, so they are asked their `stat`.
+    fn check_parents(&mut self, readings: &mut [(u32, Reading)]) {
+        let proc_root = Path::new("/proc");
+        let mut verdicts: HashMap<u32, bool> = HashMap::new();
+        for (pid, reading) in readings.iter_mut().filter(|(_, r)| r.parent.is_none()) {
+            let Some(parent) = self.known.get(pid).and_then(|k| k.parent.as_ref()) else { continue };
+            let still = *verdicts.entry(parent.pid).or_insert_with(|| {
+                procstat::read(proc_root, parent.pid)
+                    .is_some_and(|s| !matches!(s.state, b'Z' | b'X') && Some(s.start_ticks) == parent.start_ticks)
+            });
+            if still {
+                continue;
+            }
+            let start = self.known.get(pid).map(|k| k.start_ticks);
+            if let Some(stat) = procstat::read(proc_root, *pid).filter(|s| Some(s.start_ticks) == start) {
+                reading.parent = Some(stat.parent);
+            }
+        }
+    }
+
+    fn process(&mut self, pid: u32, reading: Reading, now: Instant) -> Option<HostProcess> {
         let max_percent = f64::from(self.cpu_count.unwrap_or(1)) * 100.0;
-        let (tps, page) = (self.ticks_per_second, self.page_size);
+        let page = self.page_size;
         let k = self.known.get_mut(&pid)?;
         let seconds = now.duration_since(k.at).as_secs_f64();
-        let used = stat.cpu_ticks.saturating_sub(k.cpu_ticks) as f64 / tps;
+        let comparable = !reading.first && reading.from_clock == k.from_clock && seconds > 0.0;
+        let used = reading.cpu_ns.saturating_sub(k.cpu_ns) as f64 / 1e9;
         // Tenths: finer is tick-rounding noise, not information.
-        let cpu_percent =
-            (!first && seconds > 0.0).then(|| ((used / seconds * 100.0).min(max_percent) * 10.0).round() / 10.0);
-        k.cpu_ticks = stat.cpu_ticks;
-        k.at = now;
-        if k.parent.as_ref().is_none_or(|p| p.0 != stat.parent) {
-            k.parent = Some((stat.parent, procstat::comm(Path::new("/proc"), stat.parent)));
+        let cpu_percent = comparable.then(|| ((used / seconds * 100.0).min(max_percent) * 10.0).round() / 10.0);
+        if !reading.first {
+            (k.cpu_ns, k.from_clock, k.at) = (reading.cpu_ns, reading.from_clock, now);
+        }
+        if let Some(ppid) = reading.parent.filter(|&pp| k.parent.as_ref().is_none_or(|p| p.pid != pp)) {
+            let proc_root = Path::new("/proc");
+            let (name, start_ticks) = (procstat::comm(proc_root, ppid), procstat::start_ticks(proc_root, ppid));
+            k.parent = Some(Parent { pid: ppid, name, start_ticks });
         }
         Some(HostProcess {
-            parent_pid: Some(stat.parent),
-            parent_name: k.parent.as_ref().and_then(|p| p.1.clone()),
+            parent_pid: k.parent.as_ref().map(|p| p.pid),
+            parent_name: k.parent.as_ref().and_then(|p| p.name.clone()),
             cpu_percent,
-            memory: Some(stat.rss_pages.saturating_mul(page)),
+            memory: Some(reading.rss_pages.saturating_mul(page)),
             ..k.fixed.clone()
         })
     }
@@ -174,37 +248,49 @@ impl HostSource for SysinfoHost {
         };
 
         let now = Instant::now();
-        let mut stats = Vec::with_capacity(pids.len());
+        let tps = self.ticks_per_second;
+        let mut readings = Vec::with_capacity(pids.len());
         let mut fresh = Vec::new();
         for &pid in pids {
-            if let Some(stat) = self.read_held(pid) {
-                stats.push((pid, stat, false));
+            if let Some(reading) = self.read_tracked(pid) {
+                readings.push((pid, reading));
                 continue;
             }
             // Not in /proc: exited, or in a PID namespace this one cannot see.
-            let Some((stat, file)) = self.open(pid, fresh.len()) else { continue };
+            let Some(stat) = procstat::read(Path::new("/proc"), pid) else { continue };
+            let room = self.room();
             match self.known.get_mut(&pid) {
                 Some(k) if k.start_ticks == stat.start_ticks => {
-                    k.file = file;
-                    stats.push((pid, stat, false));
+                    // Followed through the clock again (a zombie's fails,
+                    // and it stays on stat); its CPU time from the clock
+                    // now, so that the next rate compares like with like.
+                    if k.tracked.is_none() && room && !matches!(stat.state, b'Z' | b'X') {
+                        k.tracked = Tracked::open(pid);
+                    }
+                    let mut reading = Reading::of_stat(&stat, tps, false);
+                    if let Some(usage) = k.tracked.as_ref().and_then(|t| t.read(&mut self.buf)) {
+                        (reading.cpu_ns, reading.from_clock, reading.rss_pages) = (usage.cpu_ns, true, usage.rss_pages);
+                    }
+                    readings.push((pid, reading));
                 }
                 _ => {
                     // A new process behind a known PID keeps nothing of the
                     // old one's, even should its first sight fail.
                     self.known.remove(&pid);
-                    fresh.push((pid, stat, file));
-                    stats.push((pid, stat, true));
+                    readings.push((pid, Reading::of_stat(&stat, tps, true)));
+                    fresh.push((pid, stat));
                 }
             }
         }
         self.first_sight(fresh, now);
+        self.check_parents(&mut readings);
         let status = match &self.pid_namespace_error {
             Some(e) => SourceStatus::failed(e.clone()),
             None => SourceStatus::ok(),
         };
-        let mut processes = HashMap::with_capacity(stats.len());
-        for (pid, stat, first) in stats {
-            if let Some(p) = self.process(pid, stat, now, first) {
+        let mut processes = HashMap::with_capacity(readings.len());
+        for (pid, reading) in readings {
+            if let Some(p) = self.process(pid, reading, now) {
                 processes.insert(pid, p);
             }
         }
@@ -291,13 +377,48 @@ mod tests {
         assert_eq!(host.known[&me].start_ticks, start);
 
         // The same PID with another start time is another process: no CPU
-        // rate carried over from the one before.
-        host.known.get_mut(&me).unwrap().start_ticks = start + 1;
+        // rate carried over from the one before. (Its predecessor's
+        // descriptor answers no more once that one is reaped.)
+        let known = host.known.get_mut(&me).unwrap();
+        (known.start_ticks, known.tracked) = (start + 1, None);
         let recycled = host.sample(&[me]);
         assert_eq!(recycled.processes[&me].cpu_percent, None);
         assert_eq!(host.known[&me].start_ticks, start);
         assert_eq!(host.sample(&[]).processes.len(), 0);
         assert!(host.known.is_empty(), "PIDs no longer asked for are forgotten");
+    }
+
+    /// Read through its clock, a process still shows a new parent once its
+    /// parent exits: the parent is watched, and the child asked again.
+    #[test]
+    fn a_new_parent_is_seen_when_the_parent_exits() {
+        use std::io::{BufRead, BufReader};
+        use std::process::{Command, Stdio};
+        let mut shell = Command::new("sh")
+            .arg("-c")
+            .arg("sleep 60 & echo $!; read _")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _shell = procstat::Ender(i32::try_from(shell.id()).unwrap());
+        let mut line = String::new();
+        BufReader::new(shell.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let sleeper: u32 = line.trim().parse().unwrap();
+        let _sleeper = procstat::Ender(i32::try_from(sleeper).unwrap());
+        let mut host = SysinfoHost::new();
+        for _ in 0..2 {
+            assert_eq!(host.sample(&[sleeper]).processes[&sleeper].parent_pid, Some(shell.id()));
+        }
+        assert!(host.known[&sleeper].tracked.is_some(), "followed through its clock");
+        drop(shell.stdin.take());
+        shell.wait().unwrap();
+        let now = procstat::read(Path::new("/proc"), sleeper).unwrap().parent;
+        assert_ne!(now, shell.id());
+        let p = &host.sample(&[sleeper]).processes[&sleeper];
+        assert_eq!(p.parent_pid, Some(now), "{p:?}");
+        assert_eq!(p.parent_name, procstat::comm(Path::new("/proc"), now));
+        assert!(p.cpu_percent.is_some(), "the rate goes on through the change");
     }
 
     #[test]
