@@ -157,8 +157,13 @@ impl FileProbes {
     /// One `statx` where opening, `fstat` and closing take three: a probe
     /// rewrites its file once a second, while the dashboard may tick ten
     /// times as often, over hundreds of probed ranks.
+    /// A version whose successor is due by the probe's own interval is not
+    /// checked first but opened at once: the check would be one call more.
     fn unchanged(&self, dir: &DirFd, name: &str) -> Option<(ProbeFile, SystemTime)> {
         let ((_, len, mtime_ns), inode, file) = self.parsed.get(name)?;
+        if due(*mtime_ns, file.interval_s, SystemTime::now()) {
+            return None;
+        }
         let now = dir.stat_nofollow(OsStr::new(name)).ok()?;
         let same = now.is_file && now.uid == self.uid && (now.ino, now.len, now.mtime_ns) == (*inode, *len, *mtime_ns);
         same.then(|| (file.clone(), since_epoch(now.mtime_ns)))
@@ -167,7 +172,7 @@ impl FileProbes {
     /// A version not parsed before: opened, checked, read and parsed; a bad
     /// one is counted once and skipped.
     fn read_version(&mut self, dir: &DirFd, name: &str, pid: u32, ticks: u64) -> Option<(ProbeFile, SystemTime)> {
-        let opened = match open_small_private(dir, name) {
+        let opened = match open_small_private(dir, name, self.uid) {
             Ok(opened) => opened,
             Err((key, why)) => {
                 self.skip(name, key, why);
@@ -358,6 +363,12 @@ impl ProbeSource for FileProbes {
     }
 }
 
+/// Whether a probe that wrote at `mtime_ns` and writes every `interval_s`
+/// has written again by `now`.
+fn due(mtime_ns: i64, interval_s: f64, now: SystemTime) -> bool {
+    now.duration_since(since_epoch(mtime_ns)).is_ok_and(|age| age.as_secs_f64() >= interval_s)
+}
+
 /// A modification time as `SystemTime`, before the epoch too.
 fn since_epoch(ns: i64) -> SystemTime {
     let at = Duration::from_nanos(ns.unsigned_abs());
@@ -395,7 +406,7 @@ struct Opened {
 
 /// Opens without following a link and without blocking on a FIFO, then
 /// checks what was opened (not what the name pointed to a moment ago).
-fn open_small_private(dir: &DirFd, name: &str) -> Result<Opened, (Key, String)> {
+fn open_small_private(dir: &DirFd, name: &str, uid: u32) -> Result<Opened, (Key, String)> {
     let unknown = (name.to_owned(), 0, 0);
     let file: File = dir.open_file(OsStr::new(name)).map_err(|e| (unknown.clone(), format!("cannot open: {e}")))?;
     let meta = file.metadata().map_err(|e| (unknown, format!("cannot stat: {e}")))?;
@@ -403,7 +414,7 @@ fn open_small_private(dir: &DirFd, name: &str) -> Result<Opened, (Key, String)> 
     if !meta.is_file() {
         return Err((key, "not a regular file".into()));
     }
-    if meta.uid() != current_uid() {
+    if meta.uid() != uid {
         return Err((key, format!("owned by uid {}, not by this user", meta.uid())));
     }
     if meta.len() > MAX_FILE_BYTES {
@@ -704,6 +715,16 @@ mod tests {
         assert!(FileProbes::new(link).open_dir().unwrap_err().contains("cannot open"));
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert!(FileProbes::new(dir).open_dir().unwrap_err().contains("no longer a private directory"));
+    }
+
+    #[test]
+    fn a_version_is_due_once_its_interval_has_passed() {
+        let at = |s: u64| SystemTime::UNIX_EPOCH + Duration::from_millis(s);
+        assert!(!due(1_000_000_000, 1.0, at(1_500)));
+        assert!(due(1_000_000_000, 1.0, at(2_000)));
+        assert!(due(1_000_000_000, 0.25, at(1_250)));
+        assert!(!due(1_000_000_000, 1.0, at(500)), "a clock set back: not due");
+        assert!(due(-1_000_000_000, 1.0, at(0)), "before the epoch");
     }
 
     #[test]
