@@ -171,13 +171,14 @@ impl SysinfoHost {
     /// sight; dropped once it fails (the process ended, or is a zombie).
     fn read_tracked(&mut self, pid: u32) -> Option<Reading> {
         let k = self.known.get_mut(&pid)?;
+        // A parent that cannot be watched leaves the child's `stat` to tell
+        // (and the clock is read there, once).
+        k.parent.as_ref().and_then(|p| p.start_ticks)?;
         let usage = k.tracked.as_ref()?.read(&mut self.buf);
         if usage.is_none() {
             k.tracked = None;
         }
         let usage = usage?;
-        // A parent that cannot be watched leaves the child's `stat` to tell.
-        k.parent.as_ref().and_then(|p| p.start_ticks)?;
         Some(Reading { cpu_ns: usage.cpu_ns, from_clock: true, rss_pages: usage.rss_pages, parent: None, first: false })
     }
 
@@ -191,7 +192,7 @@ impl SysinfoHost {
             let Some(parent) = self.known.get(pid).and_then(|k| k.parent.as_ref()) else { continue };
             let still = *verdicts.entry(parent.pid).or_insert_with(|| {
                 procstat::read(proc_root, parent.pid)
-                    .is_some_and(|s| !matches!(s.state, b'Z' | b'X') && Some(s.start_ticks) == parent.start_ticks)
+                    .is_some_and(|s| !s.exited() && Some(s.start_ticks) == parent.start_ticks)
             });
             if still {
                 continue;
@@ -264,7 +265,7 @@ impl HostSource for SysinfoHost {
                     // Followed through the clock again (a zombie's fails,
                     // and it stays on stat); its CPU time from the clock
                     // now, so that the next rate compares like with like.
-                    if k.tracked.is_none() && room && !matches!(stat.state, b'Z' | b'X') {
+                    if k.tracked.is_none() && room && !stat.exited() {
                         k.tracked = Tracked::open(pid);
                     }
                     let mut reading = Reading::of_stat(&stat, tps, false);

@@ -22,6 +22,13 @@ pub struct Stat {
     pub rss_pages: u64,
 }
 
+impl Stat {
+    /// A zombie (`Z`) or dead (`X`): it has exited, reaped or not.
+    pub fn exited(&self) -> bool {
+        matches!(self.state, b'Z' | b'X')
+    }
+}
+
 /// An open `/proc/PID/stat`. It stays bound to the process it was opened
 /// for: once that process has exited, reads fail even if the PID has been
 /// reused.

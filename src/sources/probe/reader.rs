@@ -220,7 +220,7 @@ impl FileProbes {
         let shown = self.dir.path.display();
         let dir = DirFd::open_nofollow(&self.dir.path).map_err(|e| format!("cannot open {shown}: {e}"))?;
         let m = dir.metadata().map_err(|e| format!("cannot stat {shown}: {e}"))?;
-        if m.uid() != current_uid() || m.mode() & 0o077 != 0 {
+        if m.uid() != self.uid || m.mode() & 0o077 != 0 {
             return Err(format!("{shown} changed: no longer a private directory of this user's"));
         }
         Ok(dir)
