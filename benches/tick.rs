@@ -5,6 +5,9 @@
 //! - `tick/cpu_excluding_nvml`: this thread's CPU time (user + system) for
 //!   the tick, minus the time the simulated library reports having spent
 //!   inside its NVML functions: gpuscope's own cost per tick.
+//! - `tick/cpu_after_idle_100ms`: the same CPU time (the simulated NVML's
+//!   included) for a tick that follows 100 ms of idling, as a dashboard's
+//!   ticks do: caches cold, the figure that matches a running dashboard.
 //! - `analysis/...`: the alert analysis of one snapshot, with ten minutes of
 //!   history at a 1 s interval behind it (the benchmark's own ticks come
 //!   far faster than 1 s, so their history would not be representative).
@@ -202,6 +205,23 @@ fn tick_group(c: &mut Criterion, name: &str, collector: &mut Collector, busy_ns:
             (cpu1 - cpu0).saturating_sub(Duration::from_nanos(lib1 - lib0))
         })
     });
+    // Back to back, a tick finds its code, its data and the kernel's
+    // /proc structures in the caches the last one warmed; a dashboard's
+    // tick comes after a second of sleep and finds them cold, at several
+    // times the cost. Each collection here follows an idle pause, and only
+    // its own CPU time counts.
+    group.sample_size(10).bench_function("cpu_after_idle_100ms", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                std::thread::sleep(IDLE);
+                let cpu0 = thread_cpu();
+                std::hint::black_box(collector.collect());
+                total += thread_cpu() - cpu0;
+            }
+            total
+        })
+    });
     group.finish();
     // SAFETY: as above.
     let before = unsafe { busy_ns() };
@@ -235,6 +255,9 @@ fn analysis(c: &mut Criterion, template: &gpuscope::model::Snapshot) {
         })
     });
 }
+
+/// The pause before each collection of `cpu_after_idle_100ms`.
+const IDLE: Duration = Duration::from_millis(100);
 
 /// One 200x50 frame of the dashboard: 8 GPUs, 64 processes, ten minutes
 /// of history behind the charts.

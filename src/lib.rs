@@ -13,6 +13,7 @@ pub mod dirfd;
 pub mod docs;
 pub mod exit;
 pub mod fleet;
+pub mod hashing;
 pub mod history;
 pub mod inject;
 pub mod memviz;

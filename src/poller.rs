@@ -130,7 +130,9 @@ mod tests {
     #[tokio::test]
     async fn publishes_each_tick_and_joins_host_data() {
         let host = HostSample {
-            processes: [(42, HostProcess { user: Some("alice".into()), ..HostProcess::default() })].into(),
+            processes: [(42, HostProcess { user: Some("alice".into()), ..HostProcess::default() })]
+                .into_iter()
+                .collect(),
             status: SourceStatus::ok(),
             ..HostSample::default()
         };

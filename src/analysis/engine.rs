@@ -64,16 +64,23 @@ impl Engine {
     ) -> Vec<AlertEvent> {
         let gap = self.last_ms.is_some_and(|last| now.time_unix_ms.saturating_sub(last) > max_gap_ms);
         self.last_ms = Some(now.time_unix_ms);
+        let mut verdicts = verdicts;
         let mut events = Vec::new();
-        let keys: Vec<AlertKey> = self.trackers.keys().chain(verdicts.keys()).copied().collect();
-        for key in keys {
-            let verdict = verdicts.get(&key).cloned().unwrap_or(Verdict::Clear);
-            let tracker = self.trackers.entry(key).or_default();
+        for (key, tracker) in &mut self.trackers {
+            let verdict = verdicts.remove(key).unwrap_or(Verdict::Clear);
             if gap {
                 tracker.pending_since = None;
             }
-            if let Some(e) = step(tracker, key, verdict, now, min_duration_ms(key.kind)) {
-                events.push(e);
+            events.extend(step(tracker, *key, verdict, now, min_duration_ms(key.kind)));
+        }
+        // Rules give most keys Hold or Clear on most ticks; for a key not
+        // followed yet those leave nothing to follow, so only a Raise
+        // starts a tracker (rather than one made and dropped per key and
+        // tick).
+        for (key, verdict) in verdicts {
+            if matches!(verdict, Verdict::Raise(_)) {
+                let tracker = self.trackers.entry(key).or_default();
+                events.extend(step(tracker, key, verdict, now, min_duration_ms(key.kind)));
             }
         }
         self.trackers.retain(|_, t| t.active.is_some() || t.pending_since.is_some());
@@ -202,6 +209,19 @@ mod tests {
         assert!(apply(&mut e, 3_500, raise(Severity::Warning)).is_empty(), "wait restarted at 3 500");
         assert!(apply(&mut e, 20_000, raise(Severity::Warning)).is_empty(), "a gap restarts it too");
         assert_eq!(apply(&mut e, 23_000, raise(Severity::Warning)), [Change::Raised]);
+    }
+
+    #[test]
+    fn only_a_raise_starts_following_a_key() {
+        let mut e = Engine::default();
+        let other = AlertKey { pid: Some(7), ..KEY };
+        let verdicts = [(KEY, Verdict::Hold), (other, Verdict::Clear)].into();
+        assert!(e.apply(&at(0), verdicts, |_| 3_000, 10_000).is_empty());
+        assert!(e.trackers.is_empty(), "Hold and Clear leave nothing to follow");
+        let verdicts = [(KEY, raise(Severity::Warning)), (other, Verdict::Clear)].into();
+        assert!(e.apply(&at(1_000), verdicts, |_| 3_000, 10_000).is_empty());
+        assert_eq!(e.trackers.len(), 1, "waiting out the minimum duration");
+        assert_eq!(apply(&mut e, 4_000, raise(Severity::Warning)), [Change::Raised]);
     }
 
     #[test]

@@ -10,7 +10,7 @@ mod rules;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use crate::hashing::IntMap;
 
 use config::{AlertsConfig, HistoryConfig};
 use engine::Engine;
@@ -24,11 +24,11 @@ pub use exec::{Counts as HookCounts, ExecHook, finish_hooks, resolve as resolve_
 pub struct Analyzer {
     config: AlertsConfig,
     store: Shared,
-    counters: HashMap<ProcKey, CounterState>,
+    counters: IntMap<ProcKey, CounterState>,
     /// The leak rule's running per-bucket minima.
-    floors: HashMap<ProcKey, Floor>,
+    floors: IntMap<ProcKey, Floor>,
     /// Each PID's start time at the last tick, to tell a recycled PID.
-    starts: HashMap<u32, Option<u64>>,
+    starts: IntMap<u32, Option<u64>>,
     engine: Engine,
     hook: Option<ExecHook>,
 }
@@ -44,9 +44,9 @@ impl Analyzer {
         let hook = ExecHook::new(&config.exec, config.exec_min_interval);
         Self {
             store,
-            counters: HashMap::new(),
-            floors: HashMap::new(),
-            starts: HashMap::new(),
+            counters: IntMap::default(),
+            floors: IntMap::default(),
+            starts: IntMap::default(),
             engine: Engine::default(),
             hook,
             config,
@@ -84,7 +84,7 @@ impl Analyzer {
         drop(store);
         // A PID now owned by another process: the old process's alerts end
         // here, whatever the new one's (short) history says.
-        let starts: HashMap<u32, Option<u64>> =
+        let starts: IntMap<u32, Option<u64>> =
             snap.processes.iter().map(|p| (p.pid, p.start_time.as_ref().map(|t| t.time_unix_ms))).collect();
         for (key, verdict) in &mut verdicts {
             let recycled = key.pid.is_some_and(

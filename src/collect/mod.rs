@@ -203,7 +203,7 @@ mod tests {
         let trainer =
             HostProcess { name: Some("python3".into()), command: Some("python3 train.py".into()), ..bash.clone() };
         HostSample {
-            processes: [(42, bash), (7, trainer)].into(),
+            processes: [(42, bash), (7, trainer)].into_iter().collect(),
             status: SourceStatus::ok(),
             pid_namespace: ns,
             ..HostSample::default()

@@ -13,10 +13,11 @@ mod series;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use crate::hashing::{IntMap, IntSet};
 use crate::model::{Gpu, Process, Snapshot};
 
 pub use series::{Agg, Bucket, Series, Tier};
@@ -96,7 +97,7 @@ pub struct Store {
     keep_ms: u64,
     all: GpuSeries,
     gpus: BTreeMap<u32, GpuSeries>,
-    processes: HashMap<ProcKey, ProcessSeries>,
+    processes: IntMap<ProcKey, ProcessSeries>,
     /// Each index's GPU at the last snapshot: when another GPU takes the
     /// index (a reset, hot-plug), the old one's series go.
     uuids: BTreeMap<u32, String>,
@@ -121,7 +122,7 @@ impl Store {
             keep_ms: longest_ms,
             all: Series::new(&gpu_tiers),
             gpus: BTreeMap::new(),
-            processes: HashMap::new(),
+            processes: IntMap::default(),
             uuids: BTreeMap::new(),
         }
     }
@@ -137,7 +138,7 @@ impl Store {
 
     /// Adds one snapshot; returns the indices now held by another GPU than
     /// at the last snapshot, whose series were dropped.
-    pub fn record(&mut self, snap: &Snapshot) -> HashSet<u32> {
+    pub fn record(&mut self, snap: &Snapshot) -> IntSet<u32> {
         let t_ms = snap.time.time_unix_ms;
         let moved = self.forget_moved_gpus(snap);
         self.all.push(t_ms, &total_values(&snap.gpus));
@@ -154,12 +155,17 @@ impl Store {
         moved
     }
 
-    fn forget_moved_gpus(&mut self, snap: &Snapshot) -> HashSet<u32> {
-        let mut moved = HashSet::new();
+    fn forget_moved_gpus(&mut self, snap: &Snapshot) -> IntSet<u32> {
+        let mut moved = IntSet::default();
         for g in &snap.gpus {
             let Some(uuid) = &g.uuid else { continue };
-            if self.uuids.insert(g.index, uuid.clone()).is_some_and(|was| &was != uuid) {
-                moved.insert(g.index);
+            match self.uuids.get_mut(&g.index) {
+                Some(was) if was == uuid => {}
+                Some(was) => {
+                    uuid.clone_into(was);
+                    moved.insert(g.index);
+                }
+                None => drop(self.uuids.insert(g.index, uuid.clone())),
             }
         }
         // A GPU whose UUID could not be read this tick keeps its last one.

@@ -143,7 +143,7 @@ fn another_gpu_at_an_index_and_a_vanished_gpu_drop_their_series() {
     let mut st = Store::new(Duration::from_secs(600));
     st.record(&snap(0, &[(0, "GPU-a", 10), (1, "GPU-b", 20)], &[7]));
     let moved = st.record(&snap(1_000, &[(0, "GPU-c", 30)], &[]));
-    assert_eq!(moved, HashSet::from([0]));
+    assert_eq!(moved, crate::hashing::IntSet::from_iter([0]));
     let used: Vec<Option<f64>> =
         st.gpu(Some(0)).map(|s| s.recent(u64::MAX).map(|b| b.get(gpu::USED).max()).collect()).unwrap_or_default();
     assert_eq!(used, [Some(30.0)]);

@@ -9,7 +9,7 @@
 //! has exited. The machine's own figures come from files held open (see
 //! `machine`).
 
-use std::collections::HashMap;
+use crate::hashing::IntMap;
 use std::path::Path;
 use std::time::Instant;
 
@@ -27,7 +27,7 @@ pub struct SysinfoHost {
     users: UserNames,
     hostname: Option<String>,
     cpu_count: Option<u32>,
-    known: HashMap<u32, Known>,
+    known: IntMap<u32, Known>,
     /// Processes whose stat file is held open at once.
     max_open: usize,
     ticks_per_second: u64,
@@ -102,7 +102,7 @@ impl SysinfoHost {
             machine: Machine::open(Path::new("/proc")),
             users: UserNames::default(),
             hostname: System::host_name(),
-            known: HashMap::new(),
+            known: IntMap::default(),
             max_open: procstat::held_stat_budget(),
             ticks_per_second: procstat::ticks_per_second(),
             page_size: procstat::page_size(),
@@ -187,7 +187,7 @@ impl SysinfoHost {
     /// handed its children to another, so they are asked their `stat`.
     fn check_parents(&mut self, readings: &mut [(u32, Reading)]) {
         let proc_root = Path::new("/proc");
-        let mut verdicts: HashMap<u32, bool> = HashMap::new();
+        let mut verdicts: IntMap<u32, bool> = IntMap::default();
         for (pid, reading) in readings.iter_mut().filter(|(_, r)| r.parent.is_none()) {
             let Some(parent) = self.known.get(pid).and_then(|k| k.parent.as_ref()) else { continue };
             let still = *verdicts.entry(parent.pid).or_insert_with(|| {
@@ -289,7 +289,7 @@ impl HostSource for SysinfoHost {
             Some(e) => SourceStatus::failed(e.clone()),
             None => SourceStatus::ok(),
         };
-        let mut processes = HashMap::with_capacity(readings.len());
+        let mut processes = IntMap::with_capacity_and_hasher(readings.len(), Default::default());
         for (pid, reading) in readings {
             if let Some(p) = self.process(pid, reading, now) {
                 processes.insert(pid, p);

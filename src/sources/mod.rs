@@ -14,7 +14,7 @@ mod sanitize;
 pub mod users;
 pub mod workload;
 
-use std::collections::HashMap;
+use crate::hashing::IntMap;
 
 use crate::model::{Driver, Gpu, Host, MigDevice, PidNamespace, ProcessGpu, SourceStatus, Timestamp, Workload};
 
@@ -93,7 +93,7 @@ pub struct HostProcess {
 pub struct HostSample {
     pub host: Host,
     /// Only the processes asked for that the host could see.
-    pub processes: HashMap<u32, HostProcess>,
+    pub processes: IntMap<u32, HostProcess>,
     pub status: SourceStatus,
     /// `None` where it could not be told.
     pub pid_namespace: Option<PidNamespace>,

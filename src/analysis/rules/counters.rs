@@ -7,7 +7,7 @@
 //! also rises with the OutOfMemoryErrors the probe sees, and, where the
 //! backend keeps no OOM count, while NVML says the GPU has no free memory.
 
-use std::collections::{HashMap, HashSet};
+use crate::hashing::{IntMap, IntSet};
 
 use super::{Inputs, ProcKey, Verdicts, key, process_gpus};
 use crate::analysis::config::EventConfig;
@@ -30,8 +30,8 @@ pub struct CounterState {
 /// rounding are counted, and a working process never leaves just 1 MiB.
 pub const NO_FREE_MEMORY: u64 = 1 << 20;
 
-pub fn judge(i: &Inputs<'_>, states: &mut HashMap<ProcKey, CounterState>, v: &mut Verdicts) {
-    let mut seen = HashSet::new();
+pub fn judge(i: &Inputs<'_>, states: &mut IntMap<ProcKey, CounterState>, v: &mut Verdicts) {
+    let mut seen = IntSet::default();
     for (pk, p, gpu) in process_gpus(i.snap) {
         let Some(a) = p.allocator.as_ref() else { continue };
         // A device the probe could not place on a GPU has no counters here;

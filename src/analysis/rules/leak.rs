@@ -3,7 +3,9 @@
 //! through the *minimum* of each tenth of the window, the floor the
 //! saw-tooth returns to, and asks for both real growth and a good fit.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use crate::hashing::{IntMap, IntSet};
 
 use super::{Inputs, ProcKey, Verdicts, device, human_duration, key, process_gpus};
 use crate::analysis::engine::{Raise, Verdict};
@@ -82,11 +84,11 @@ fn fit(points: impl Iterator<Item = (f64, f64)> + Clone) -> Option<(f64, f64)> {
     Some((slope, r2))
 }
 
-pub fn judge(i: &Inputs<'_>, floors: &mut HashMap<ProcKey, Floor>, v: &mut Verdicts) {
+pub fn judge(i: &Inputs<'_>, floors: &mut IntMap<ProcKey, Floor>, v: &mut Verdicts) {
     let c = &i.config.leak;
     let window_ms = u64::try_from(c.window.as_millis()).unwrap_or(u64::MAX);
     let min_growth = c.min_growth_mib as f64 * MIB;
-    let mut seen = HashSet::new();
+    let mut seen = IntSet::default();
     for (pk, p, gpu) in process_gpus(i.snap) {
         // Tensors' bytes from the probe, else NVML's figure for the process.
         let dev = device(p, gpu);

@@ -8,7 +8,9 @@ mod lost;
 mod pressure;
 mod starved;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use crate::hashing::IntMap;
 
 use super::config::AlertsConfig;
 use super::engine::{AlertKey, Verdict};
@@ -30,8 +32,8 @@ pub type Verdicts = BTreeMap<AlertKey, Verdict>;
 
 pub fn judge(
     inputs: &Inputs<'_>,
-    counters: &mut HashMap<ProcKey, CounterState>,
-    floors: &mut HashMap<ProcKey, Floor>,
+    counters: &mut IntMap<ProcKey, CounterState>,
+    floors: &mut IntMap<ProcKey, Floor>,
 ) -> Verdicts {
     let c = inputs.config;
     let mut v = Verdicts::new();

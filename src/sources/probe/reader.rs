@@ -24,6 +24,7 @@ use super::dir::{ProbeDir, current_uid};
 use super::file::{MAX_FILE_BYTES, ProbeFile};
 use super::{ProbeReport, ProbeSample, ProbeSource};
 use crate::dirfd::DirFd;
+use crate::hashing::{IntMap, IntSet};
 use crate::model::ProbeStatus;
 use crate::sources::procstat::{self, Held};
 
@@ -43,14 +44,14 @@ pub struct FileProbes {
     last_skipped: Option<String>,
     /// Each probed process held open: the identity check runs for every
     /// file on every tick.
-    held: HashMap<u32, Held>,
+    held: IntMap<u32, Held>,
     /// `pid:[inode]` of gpuscope's own PID namespace, when `proc_root`
     /// numbers processes as this process sees them; `None` (cannot tell)
     /// means no file is ever removed.
     own_ns: Option<OsString>,
     /// Processes (PID, start time) seen running in that namespace: only
     /// their files may be removed, once they have ended.
-    seen: HashSet<(u32, u64)>,
+    seen: IntSet<(u32, u64)>,
     /// GPU processes whose probe writes elsewhere (a container, another
     /// user's directory), read through their own roots.
     views: ProcessViews,
@@ -79,9 +80,9 @@ impl FileProbes {
             bad: HashSet::new(),
             skipped: 0,
             last_skipped: None,
-            held: HashMap::new(),
+            held: IntMap::default(),
             own_ns: own_namespace(&proc_root),
-            seen: HashSet::new(),
+            seen: IntSet::default(),
             views,
             view_bad: HashSet::new(),
             parsed: HashMap::new(),
@@ -285,7 +286,7 @@ fn own_namespace(proc_root: &Path) -> Option<OsString> {
 impl ProbeSource for FileProbes {
     fn sample_with(&mut self, gpu_pids: &[u32]) -> ProbeSample {
         let mut sample = self.sample();
-        let reported: HashSet<u32> = sample.reports.iter().map(|r| r.file.pid).collect();
+        let reported: IntSet<u32> = sample.reports.iter().map(|r| r.file.pid).collect();
         let me = std::process::id();
         for &pid in gpu_pids.iter().filter(|&&p| p != me && !reported.contains(&p)) {
             match self.views.read(pid) {
@@ -329,6 +330,8 @@ impl ProbeSource for FileProbes {
         };
         let mut reports = Vec::new();
         let mut present = HashSet::new();
+        // The same files by (PID, start ticks), for the maps keyed so.
+        let mut present_ids = IntSet::default();
         let mut temps = Vec::new();
         let mut ended = Vec::new();
         for entry in entries.flatten().take(MAX_FILES) {
@@ -337,6 +340,7 @@ impl ProbeSource for FileProbes {
                 let was_seen = self.seen.contains(&(pid, ticks));
                 reports.extend(self.read_one(&dir, &name, pid, ticks));
                 present.insert(name);
+                present_ids.insert((pid, ticks));
                 if was_seen && !self.seen.contains(&(pid, ticks)) {
                     ended.push((pid, ticks));
                 }
@@ -355,8 +359,8 @@ impl ProbeSource for FileProbes {
         // Forget bad files that are gone, so the set stays small.
         self.bad.retain(|(name, _, _)| present.contains(name));
         self.parsed.retain(|name, _| present.contains(name));
-        self.seen.retain(|&(pid, ticks)| present.contains(&format!("{pid}-{ticks}.json")));
-        let probed: HashSet<u32> = present.iter().filter_map(|n| parse_name(n)).map(|(pid, _)| pid).collect();
+        self.seen.retain(|id| present_ids.contains(id));
+        let probed: IntSet<u32> = present_ids.iter().map(|&(pid, _)| pid).collect();
         self.held.retain(|pid, _| probed.contains(pid));
         let files = u32::try_from(present.len()).unwrap_or(u32::MAX);
         ProbeSample { reports, status: self.status(true, None, files) }

@@ -52,7 +52,13 @@ fn put(buf: &mut Buffer, x: u16, y: u16, s: &str, end: u16, style: Style) -> u16
     let Some(cells) = buf.content.get_mut(start..start + usize::from(end - x)) else { return x };
     let mut written = 0;
     for (cell, c) in cells.iter_mut().zip(s.chars()) {
-        cell.set_char(c).set_style(style);
+        // A blank cell already holds the space: setting it again costs a
+        // stalled load (the symbol's bytes are built on the stack one by
+        // one, then read back whole), and spaces are half of a frame.
+        if c != ' ' || cell.symbol() != " " {
+            cell.set_char(c);
+        }
+        cell.set_style(style);
         written += 1;
     }
     x + written
