@@ -189,7 +189,8 @@ impl SysinfoHost {
         let proc_root = Path::new("/proc");
         let mut verdicts: IntMap<u32, bool> = IntMap::default();
         for (pid, reading) in readings.iter_mut().filter(|(_, r)| r.parent.is_none()) {
-            let Some(parent) = self.known.get(pid).and_then(|k| k.parent.as_ref()) else { continue };
+            let Some(k) = self.known.get(pid) else { continue };
+            let Some(parent) = &k.parent else { continue };
             let still = *verdicts.entry(parent.pid).or_insert_with(|| {
                 procstat::read(proc_root, parent.pid)
                     .is_some_and(|s| !s.exited() && Some(s.start_ticks) == parent.start_ticks)
@@ -197,8 +198,7 @@ impl SysinfoHost {
             if still {
                 continue;
             }
-            let start = self.known.get(pid).map(|k| k.start_ticks);
-            if let Some(stat) = procstat::read(proc_root, *pid).filter(|s| Some(s.start_ticks) == start) {
+            if let Some(stat) = procstat::read(proc_root, *pid).filter(|s| s.start_ticks == k.start_ticks) {
                 reading.parent = Some(stat.parent);
             }
         }

@@ -122,8 +122,9 @@ impl FileProbes {
         Some(ticks)
     }
 
-    fn read_one(&mut self, dir: &DirFd, name: &str, pid: u32, ticks: u64) -> Option<ProbeReport> {
-        let (file, modified) = match self.unchanged(dir, name) {
+    /// `now`: the sample's time, read once for all its files.
+    fn read_one(&mut self, dir: &DirFd, name: &str, pid: u32, ticks: u64, now: SystemTime) -> Option<ProbeReport> {
+        let (file, modified) = match self.unchanged(dir, name, now) {
             Some(known) => known,
             None => self.read_version(dir, name, pid, ticks)?,
         };
@@ -148,7 +149,7 @@ impl FileProbes {
                 false
             }
         };
-        let age = SystemTime::now().duration_since(modified).unwrap_or(Duration::ZERO);
+        let age = now.duration_since(modified).unwrap_or(Duration::ZERO);
         Some(ProbeReport { file, alive, age })
     }
 
@@ -160,9 +161,9 @@ impl FileProbes {
     /// times as often, over hundreds of probed ranks.
     /// A version whose successor is due by the probe's own interval is not
     /// checked first but opened at once: the check would be one call more.
-    fn unchanged(&self, dir: &DirFd, name: &str) -> Option<(ProbeFile, SystemTime)> {
+    fn unchanged(&self, dir: &DirFd, name: &str, now: SystemTime) -> Option<(ProbeFile, SystemTime)> {
         let ((_, len, mtime_ns), inode, file) = self.parsed.get(name)?;
-        if due(*mtime_ns, file.interval_s, SystemTime::now()) {
+        if due(*mtime_ns, file.interval_s, now) {
             return None;
         }
         let now = dir.stat_nofollow(OsStr::new(name)).ok()?;
@@ -334,11 +335,12 @@ impl ProbeSource for FileProbes {
         let mut present_ids = IntSet::default();
         let mut temps = Vec::new();
         let mut ended = Vec::new();
+        let now = SystemTime::now();
         for entry in entries.flatten().take(MAX_FILES) {
             let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
             if let Some((pid, ticks)) = parse_name(&name) {
                 let was_seen = self.seen.contains(&(pid, ticks));
-                reports.extend(self.read_one(&dir, &name, pid, ticks));
+                reports.extend(self.read_one(&dir, &name, pid, ticks, now));
                 present.insert(name);
                 present_ids.insert((pid, ticks));
                 if was_seen && !self.seen.contains(&(pid, ticks)) {
