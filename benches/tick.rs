@@ -211,16 +211,7 @@ fn tick_group(c: &mut Criterion, name: &str, collector: &mut Collector, busy_ns:
     // times the cost. Each collection here follows an idle pause, and only
     // its own CPU time counts.
     group.sample_size(10).bench_function("cpu_after_idle_100ms", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                std::thread::sleep(IDLE);
-                let cpu0 = thread_cpu();
-                std::hint::black_box(collector.collect());
-                total += thread_cpu() - cpu0;
-            }
-            total
-        })
+        after_idle(b, || drop(std::hint::black_box(collector.collect())));
     });
     group.finish();
     // SAFETY: as above.
@@ -256,8 +247,22 @@ fn analysis(c: &mut Criterion, template: &gpuscope::model::Snapshot) {
     });
 }
 
-/// The pause before each collection of `cpu_after_idle_100ms`.
+/// The pause before each run of a `..._after_idle_100ms` benchmark.
 const IDLE: Duration = Duration::from_millis(100);
+
+/// The thread's CPU time for each `work`, each after `IDLE` asleep.
+fn after_idle(b: &mut criterion::Bencher, mut work: impl FnMut()) {
+    b.iter_custom(|iters| {
+        let mut total = Duration::ZERO;
+        for _ in 0..iters {
+            std::thread::sleep(IDLE);
+            let cpu0 = thread_cpu();
+            work();
+            total += thread_cpu() - cpu0;
+        }
+        total
+    });
+}
 
 /// One 200x50 frame of the dashboard: 8 GPUs, 64 processes, ten minutes
 /// of history behind the charts.
@@ -286,15 +291,19 @@ fn render(c: &mut Criterion, template: &gpuscope::model::Snapshot) {
         state.on_snapshot(std::sync::Arc::new(snap));
     }
     let mut terminal = Term::new(TestBackend::new(200, 50)).unwrap();
-    c.bench_function("render/frame_200x50", |b| {
-        b.iter(|| {
-            terminal
-                .draw(|frame| {
-                    render::draw(frame, &state, &clock);
-                })
-                .unwrap();
-        })
-    });
+    let mut frame = || {
+        terminal
+            .draw(|frame| {
+                render::draw(frame, &state, &clock);
+            })
+            .unwrap();
+    };
+    let mut group = c.benchmark_group("render");
+    group.bench_function("frame_200x50", |b| b.iter(&mut frame));
+    // As the dashboard draws: after a second or so of sleep (see
+    // `cpu_after_idle_100ms` of the tick groups).
+    group.sample_size(10).bench_function("frame_200x50_cpu_after_idle_100ms", |b| after_idle(b, &mut frame));
+    group.finish();
 }
 
 criterion_group!(benches, bench);

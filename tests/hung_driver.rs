@@ -76,9 +76,11 @@ fn a_stream_keeps_its_lines_and_stops_when_the_driver_hangs() {
 #[test]
 fn the_stuck_reading_and_its_gpu_are_named() {
     // GPU 1's calls hang after a few snapshots; the count and GPU 0 answer.
+    // A tick's first call to a GPU is the first reading of its PCIe
+    // counters' window, once they are a tick old.
     let sim = Sim::new("[[gpu]]\n[[gpu]]\nhang_after_s = 0.5\n");
     let (out, took) = run(&sim, &["--json", "--watch", "--interval", "100ms", "--timeout", "1s"]);
-    assert_gave_up(&out, took, Duration::from_secs(10), "memory on GPU 1");
+    assert_gave_up(&out, took, Duration::from_secs(10), "PCIe counters on GPU 1");
     let (out, took) = run(&sim, &["-1", "--timeout", "1s"]);
     assert_eq!(out.status.code(), Some(0), "GPU 1 answers at start: {}", String::from_utf8_lossy(&out.stderr));
     assert!(took < Duration::from_secs(5));

@@ -81,22 +81,156 @@ pub struct Tier {
     pub len: usize,
 }
 
+/// Bucket times as offsets in milliseconds from a base: half the bytes of
+/// whole timestamps. A ring spans at most its length times its bucket
+/// width; where that passes `u32::MAX` ms (49 days: a one-day interval's
+/// 64 one-second buckets), the oldest times go as a full ring's would.
+#[derive(Debug, Clone, Default)]
+struct Times {
+    base_ms: u64,
+    offsets: VecDeque<u32>,
+}
+
+impl Times {
+    fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    fn get(&self, i: usize) -> Option<u64> {
+        self.offsets.get(i).map(|o| self.base_ms + u64::from(*o))
+    }
+
+    fn front(&self) -> Option<u64> {
+        self.get(0)
+    }
+
+    fn back(&self) -> Option<u64> {
+        self.offsets.back().map(|o| self.base_ms + u64::from(*o))
+    }
+
+    /// The offset of `t_ms`, moving the base up to the oldest time held
+    /// where it no longer fits; `None` where it fits only without the
+    /// oldest (the caller drops it and asks again). Times only grow.
+    fn offset(&mut self, t_ms: u64) -> Option<u32> {
+        if self.offsets.is_empty() {
+            self.base_ms = t_ms;
+        }
+        if let Ok(o) = u32::try_from(t_ms - self.base_ms) {
+            return Some(o);
+        }
+        let oldest = self.front().unwrap_or(t_ms);
+        let shift = oldest - self.base_ms;
+        let fits = u32::try_from(t_ms - oldest).ok()?;
+        // Within u32: every offset held is at least the oldest's.
+        let shift = u32::try_from(shift).unwrap_or(u32::MAX);
+        self.offsets.iter_mut().for_each(|o| *o -= shift);
+        self.base_ms = oldest;
+        Some(fits)
+    }
+
+    /// The index of the first time at `from_ms` or later.
+    fn first_from(&self, from_ms: u64) -> usize {
+        let Some(o) = from_ms.checked_sub(self.base_ms) else { return 0 };
+        let o = u32::try_from(o).unwrap_or(u32::MAX);
+        self.offsets.partition_point(|t| *t < o)
+    }
+}
+
+/// One field's column: one `f32` per bucket (NaN: unavailable) for as long
+/// as no bucket has had two values, as in a raw tier, or a one-second tier
+/// at a one-second interval; whole `Agg`s (16 bytes) from the first bucket
+/// that has. At a one-second interval that is a quarter of the bytes of
+/// all but the coarsest tier.
+#[derive(Debug, Clone)]
+enum Column {
+    Single(VecDeque<f32>),
+    Aggregated(VecDeque<Agg>),
+}
+
+impl Column {
+    /// `held` buckets without a value, room for `max_len`.
+    fn new(held: usize, max_len: usize) -> Self {
+        let mut c = VecDeque::new();
+        c.reserve_exact(max_len);
+        c.resize(held, f32::NAN);
+        Self::Single(c)
+    }
+
+    fn push_empty(&mut self) {
+        match self {
+            Self::Single(c) => c.push_back(f32::NAN),
+            Self::Aggregated(c) => c.push_back(Agg::NONE),
+        }
+    }
+
+    fn pop_front(&mut self) {
+        match self {
+            Self::Single(c) => _ = c.pop_front(),
+            Self::Aggregated(c) => _ = c.pop_front(),
+        }
+    }
+
+    /// Adds `value` to the newest bucket.
+    fn add(&mut self, value: Option<f64>) {
+        let Some(v) = value.filter(|v| v.is_finite()) else { return };
+        match self {
+            Self::Single(c) => match c.back_mut() {
+                Some(last) if last.is_nan() => *last = v as f32,
+                Some(_) => {
+                    let mut whole = VecDeque::new();
+                    whole.reserve_exact(c.capacity());
+                    whole.extend(c.iter().map(|v| single(*v)));
+                    if let Some(last) = whole.back_mut() {
+                        last.add(Some(v));
+                    }
+                    *self = Self::Aggregated(whole);
+                }
+                None => {}
+            },
+            Self::Aggregated(c) => {
+                if let Some(last) = c.back_mut() {
+                    last.add(Some(v));
+                }
+            }
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<Agg> {
+        match self {
+            Self::Single(c) => c.get(i).map(|v| single(*v)),
+            Self::Aggregated(c) => c.get(i).copied(),
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Self::Single(c) => c.capacity() * size_of::<f32>(),
+            Self::Aggregated(c) => c.capacity() * size_of::<Agg>(),
+        }
+    }
+}
+
+/// A bucket of at most one value, as an `Agg`.
+fn single(v: f32) -> Agg {
+    if v.is_nan() { Agg::NONE } else { Agg { min: v, max: v, mean: v, n: 1 } }
+}
+
 /// One tier's buckets. `times` holds every bucket's newest sample time;
-/// each field's column, once it exists, holds one `Agg` per entry of
+/// each field's column, once it exists, holds one entry per entry of
 /// `times`, in the same order. A column that does not exist reads as
 /// unavailable throughout.
 #[derive(Debug, Clone)]
 struct Ring<const N: usize> {
     tier: Tier,
-    times: VecDeque<u64>,
-    fields: [Option<VecDeque<Agg>>; N],
+    times: Times,
+    fields: [Option<Column>; N],
     /// Nothing was ever dropped: the ring holds the series from its start.
     complete: bool,
 }
 
 impl<const N: usize> Ring<N> {
     fn new(tier: Tier) -> Self {
-        Self { tier, times: VecDeque::new(), fields: std::array::from_fn(|_| None), complete: true }
+        Self { tier, times: Times::default(), fields: std::array::from_fn(|_| None), complete: true }
     }
 
     /// The most buckets the ring holds; every allocation is exactly this,
@@ -105,49 +239,56 @@ impl<const N: usize> Ring<N> {
         self.tier.len.max(1)
     }
 
+    fn pop_front(&mut self) {
+        self.times.offsets.pop_front();
+        self.fields.iter_mut().flatten().for_each(Column::pop_front);
+        self.complete = false;
+    }
+
     fn push(&mut self, t_ms: u64, values: &[Option<f64>; N]) {
         let w = self.tier.width_ms;
-        match self.times.back_mut().filter(|b| w > 0 && **b / w == t_ms / w) {
-            Some(last) => *last = t_ms,
-            None => {
-                // Drop before adding, so the ring never grows past its length.
-                if self.times.len() >= self.max_len() {
-                    self.times.pop_front();
-                    self.fields.iter_mut().flatten().for_each(|c| _ = c.pop_front());
-                    self.complete = false;
-                }
-                if self.times.capacity() == 0 {
-                    self.times.reserve_exact(self.max_len());
-                }
-                self.times.push_back(t_ms);
-                self.fields.iter_mut().flatten().for_each(|c| c.push_back(Agg::NONE));
+        let same_bucket = w > 0 && self.times.back().is_some_and(|b| b / w == t_ms / w);
+        // Drop before adding, so the ring never grows past its length.
+        if !same_bucket && self.times.len() >= self.max_len() {
+            self.pop_front();
+        }
+        let offset = loop {
+            match self.times.offset(t_ms) {
+                Some(o) => break o,
+                None => self.pop_front(),
             }
+        };
+        if same_bucket && let Some(last) = self.times.offsets.back_mut() {
+            *last = offset;
+        } else {
+            if self.times.offsets.capacity() == 0 {
+                self.times.offsets.reserve_exact(self.max_len());
+            }
+            self.times.offsets.push_back(offset);
+            self.fields.iter_mut().flatten().for_each(Column::push_empty);
         }
         let (held, max_len) = (self.times.len(), self.max_len());
         for (column, v) in self.fields.iter_mut().zip(values) {
             if column.is_none() && v.is_some_and(f64::is_finite) {
                 // The buckets before the field's first value had none.
-                let mut c = VecDeque::new();
-                c.reserve_exact(max_len);
-                c.resize(held, Agg::NONE);
-                *column = Some(c);
+                *column = Some(Column::new(held, max_len));
             }
-            if let Some(a) = column.as_mut().and_then(VecDeque::back_mut) {
-                a.add(*v);
+            if let Some(c) = column {
+                c.add(*v);
             }
         }
     }
 
     fn clear(&mut self) {
-        self.times.clear();
+        self.times.offsets.clear();
         self.fields = std::array::from_fn(|_| None);
         self.complete = true;
     }
 
     /// The `i`th bucket, oldest first.
     fn bucket(&self, i: usize) -> Option<Bucket<N>> {
-        let t_ms = *self.times.get(i)?;
-        let fields = self.fields.each_ref().map(|c| c.as_ref().and_then(|c| c.get(i)).copied().unwrap_or(Agg::NONE));
+        let t_ms = self.times.get(i)?;
+        let fields = self.fields.each_ref().map(|c| c.as_ref().and_then(|c| c.get(i)).unwrap_or(Agg::NONE));
         Some(Bucket { t_ms, fields })
     }
 
@@ -164,13 +305,13 @@ impl<const N: usize> Ring<N> {
 
     /// Buckets the ring has room for without allocating.
     fn capacity(&self) -> usize {
-        self.times.capacity()
+        self.times.offsets.capacity()
     }
 
     /// What the ring's columns take on the heap.
     fn heap_bytes(&self) -> usize {
-        self.times.capacity() * size_of::<u64>()
-            + self.fields.iter().flatten().map(|c| c.capacity() * size_of::<Agg>()).sum::<usize>()
+        self.times.offsets.capacity() * size_of::<u32>()
+            + self.fields.iter().flatten().map(Column::heap_bytes).sum::<usize>()
     }
 }
 
@@ -209,7 +350,7 @@ impl<const N: usize> Series<N> {
     /// later. Times only grow, so the start is found by bisection.
     pub fn since(&self, from_ms: u64) -> impl DoubleEndedIterator<Item = Bucket<N>> + Clone + '_ {
         let ring = self.ring_for(from_ms);
-        let start = ring.map_or(0, |r| r.times.partition_point(|t| *t < from_ms));
+        let start = ring.map_or(0, |r| r.times.first_from(from_ms));
         ring.into_iter().flat_map(move |r| r.buckets(start))
     }
 

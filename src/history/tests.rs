@@ -199,11 +199,15 @@ fn a_field_available_late_reads_unavailable_before() {
         s.push(t * 400, &[Some(t as f64), None]);
     }
     let one_field = s.heap_bytes();
-    assert_eq!(one_field, empty + (4 + 5 + 3) * (8 + 16), "no column for a field never available");
+    // Times 4 bytes a bucket; the raw column an f32 a bucket, the coarser
+    // ones (several samples a bucket) 16 bytes.
+    let column = 4 * 4 + (5 + 3) * 16;
+    assert_eq!(one_field, empty + (4 + 5 + 3) * 4 + column, "no column for a field never available");
     // Field 1 first has a value in the middle of the second at 2 000 ms.
     s.push(2_400, &[Some(6.0), Some(60.0)]);
+    assert_eq!(s.heap_bytes(), one_field + 4 * 4 + (5 + 3) * 4, "its column came whole, at once");
     s.push(2_800, &[Some(7.0), Some(70.0)]);
-    assert_eq!(s.heap_bytes(), one_field + (4 + 5 + 3) * 16, "its column came whole, at once");
+    assert_eq!(s.heap_bytes(), one_field + column, "two values in a bucket: whole aggregates");
     let (_, raw) = s.tiers().next().unwrap();
     let raw: Vec<(u64, Option<f64>, Option<f64>)> =
         raw.iter().map(|b| (b.t_ms, b.get(0).max(), b.get(1).max())).collect();
@@ -222,7 +226,7 @@ fn a_field_available_late_reads_unavailable_before() {
     assert_eq!(secs, [(800, 3, 0, None), (1_600, 2, 0, None), (2_800, 3, 2, Some(60.0))]);
     // A clock step forgets the column with the rest.
     s.push(0, &[Some(1.0), None]);
-    assert_eq!(s.heap_bytes(), one_field);
+    assert_eq!(s.heap_bytes(), empty + (4 + 5 + 3) * 4 + (4 + 5 + 3) * 4, "one value so far: f32s");
     assert_eq!(s.recent(u64::MAX).map(|b| b.get(1).count()).collect::<Vec<_>>(), [0]);
 }
 
@@ -294,7 +298,62 @@ proptest! {
         check_brackets(&s, &pushed)?;
         let columns = (0..3).filter(|f| pushed.iter().any(|(_, v)| v[*f].is_some())).count();
         let held: usize = s.tiers().map(|(tier, _)| tier.len).sum();
-        prop_assert_eq!(s.heap_bytes(), empty + held * (8 + 16 * columns));
+        let raw = ONE[0].len;
+        // Each column: an f32 a bucket in the raw tier, an f32 or 16 bytes
+        // in the others.
+        let (least, most) = (held * (4 + 4 * columns), held * 4 + columns * (raw * 4 + (held - raw) * 16));
+        prop_assert!((least..=most).contains(&(s.heap_bytes() - empty)), "{} not in {least}..={most}", s.heap_bytes() - empty);
         prop_assert!(s.capacity() <= held);
     }
+}
+
+#[test]
+fn one_value_a_bucket_keeps_an_f32_and_a_second_makes_aggregates_of_the_same() {
+    // Samples a second apart: one per raw point and one per one-second
+    // bucket, so those columns keep a single f32 each.
+    let mut s: Series<1> = Series::new(&ONE);
+    for t in 0..8u64 {
+        s.push(t * 1_000, &[(t != 3).then_some(t as f64 + 0.5)]);
+    }
+    let empty = Series::<1>::new(&ONE).heap_bytes();
+    assert_eq!(s.heap_bytes() - empty, (4 + 5 + 3) * 4 + (4 + 5) * 4 + 3 * 16);
+    let before: Vec<(Tier, Vec<Bucket<1>>)> = s.tiers().collect();
+    // A second value in the newest second: that tier's column takes whole
+    // aggregates, and what it held reads as before.
+    s.push(7_500, &[Some(100.0)]);
+    assert_eq!(s.heap_bytes() - empty, (4 + 5 + 3) * 4 + 4 * 4 + (5 + 3) * 16);
+    let after: Vec<(Tier, Vec<Bucket<1>>)> = s.tiers().collect();
+    let (secs_before, secs_after) = (&before[1].1, &after[1].1);
+    assert_eq!(secs_before[..4], secs_after[..4]);
+    let newest = secs_after[4].get(0);
+    assert_eq!((newest.min(), newest.max(), newest.count()), (Some(7.5), Some(100.0), 2));
+    assert_eq!(secs_before[3].get(0).count(), 1);
+    assert_eq!(secs_after.iter().find(|b| b.t_ms == 3_000).map(|b| b.get(0).count()), Some(0), "still unavailable");
+}
+
+#[test]
+fn times_beyond_49_days_of_milliseconds_apart_stay_exact() {
+    // Times are kept as 32-bit offsets from a base, which moves up.
+    let mut s: Series<1> = Series::new(&ONE);
+    let far = u64::from(u32::MAX) + 1_500;
+    for t in [0, 1_000, far, far + 1, far + 2 * u64::from(u32::MAX)] {
+        s.push(t, &[Some(1.0)]);
+    }
+    let raw: Vec<u64> = s.tiers().next().map(|(_, b)| b.iter().map(|b| b.t_ms).collect()).unwrap_or_default();
+    assert_eq!(raw, [far + 2 * u64::from(u32::MAX)], "what no longer fits goes, as from a full ring");
+    let mut s: Series<1> = Series::new(&ONE);
+    let start = 1_700_000_000_000;
+    for i in 0..4u64 {
+        s.push(start + i * (u64::from(u32::MAX) / 2), &[Some(i as f64)]);
+    }
+    let raw: Vec<(u64, Option<f64>)> =
+        s.tiers().next().map(|(_, b)| b.iter().map(|b| (b.t_ms, b.get(0).max())).collect()).unwrap_or_default();
+    let half = u64::from(u32::MAX) / 2;
+    assert_eq!(
+        raw,
+        [(start + half, Some(1.0)), (start + 2 * half, Some(2.0)), (start + 3 * half, Some(3.0))],
+        "the base moved up past the first, which no longer fits"
+    );
+    assert_eq!(s.since(start + 2 * half).count(), 2);
+    assert_eq!(s.since(start + 3 * half).count(), 1);
 }

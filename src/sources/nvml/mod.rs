@@ -254,9 +254,6 @@ impl NvmlSource {
         let calls = &self.calls;
         let mut gpus = Vec::with_capacity(self.watched.len());
         let mut merger = ProcessMerger::default();
-        // The handles of GPUs whose PCIe counters want a window this tick,
-        // by position: the window is read after every GPU (pcie_windows).
-        let mut windows = Vec::new();
         // Every handle first: one that moved ends the read before any GPU
         // is asked anything.
         let mut handles = Vec::with_capacity(self.watched.len());
@@ -270,6 +267,7 @@ impl NvmlSource {
             }
             handles.push(dev);
         }
+        pcie_windows(calls, &handles, &mut self.watched);
         let started = Instant::now();
         let slow = self.watched.iter().any(DeviceStatic::slow_due);
         let heavy =
@@ -280,26 +278,23 @@ impl NvmlSource {
         // processes.
         let mut sampled = Vec::new();
         for ((st, dev), mut gpu) in self.watched.iter_mut().zip(&handles).zip(firsts) {
-            if let Ok(dev) = dev {
-                if gpu.state == GpuState::Ok {
-                    let mut migs = match gpu.mig_mode {
-                        Some(m) if m.current => self.mig.enumerate(nvml, dev, st.index, calls),
-                        _ => Vec::new(),
-                    };
-                    let only = self.chosen.as_ref().and_then(|c| c.migs_of(st.uuid.as_deref()));
-                    if let Some(only) = only {
-                        migs.retain(|m| m.entry.uuid.as_ref().is_some_and(|u| only.contains(u)));
-                    }
-                    gpu.mig_devices = migs.iter().map(|m| m.entry.clone()).collect();
-                    let listed = merger.add_device(st.index, dev, &migs, only.is_none(), calls);
-                    let key = st.uuid.clone().unwrap_or_else(|| st.index.to_string());
-                    gpu.nvlink = self.links.read(key.clone(), st.index, dev, calls);
-                    let batch = self.process_util.take(&key);
-                    sampled.push(Sampled { at: gpus.len(), key, index: st.index, dev, idle: listed == 0, batch });
+            if let Ok(dev) = dev
+                && gpu.state == GpuState::Ok
+            {
+                let mut migs = match gpu.mig_mode {
+                    Some(m) if m.current => self.mig.enumerate(nvml, dev, st.index, calls),
+                    _ => Vec::new(),
+                };
+                let only = self.chosen.as_ref().and_then(|c| c.migs_of(st.uuid.as_deref()));
+                if let Some(only) = only {
+                    migs.retain(|m| m.entry.uuid.as_ref().is_some_and(|u| only.contains(u)));
                 }
-                if st.pcie.wants_window() {
-                    windows.push((gpus.len(), dev));
-                }
+                gpu.mig_devices = migs.iter().map(|m| m.entry.clone()).collect();
+                let listed = merger.add_device(st.index, dev, &migs, only.is_none(), calls);
+                let key = st.uuid.clone().unwrap_or_else(|| st.index.to_string());
+                gpu.nvlink = self.links.read(key.clone(), st.index, dev, calls);
+                let batch = self.process_util.take(&key);
+                sampled.push(Sampled { at: gpus.len(), key, index: st.index, dev, idle: listed == 0, batch });
             }
             self.suspect |= gpu.error.is_some();
             gpus.push(gpu);
@@ -317,7 +312,6 @@ impl NvmlSource {
         if slow {
             self.slow_tick = Some(started.elapsed());
         }
-        pcie_windows(calls, windows, &mut self.watched, &mut gpus);
         let keys: Vec<String> =
             self.watched.iter().map(|st| st.uuid.clone().unwrap_or_else(|| st.index.to_string())).collect();
         self.process_util.retain(&keys);
@@ -403,22 +397,25 @@ fn on_threads<J: Send, R: Send>(jobs: Vec<J>, parallel: bool, work: impl Fn(J) -
     slots.into_iter().filter_map(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner).1).collect()
 }
 
-/// The windows 32-bit PCIe counters want (see pcie.rs): each such GPU
-/// (`windows`: its position and handle) is read, then once more
-/// `pcie::WINDOW` later, so that all of them share one wait.
-fn pcie_windows(calls: &Calls, windows: Vec<(usize, &Device<'_>)>, watched: &mut [DeviceStatic], gpus: &mut [Gpu]) {
-    let open: Vec<_> = windows
-        .into_iter()
-        .filter(|(i, dev)| watched.get_mut(*i).is_some_and(|st| st.pcie.open(dev, calls, st.index)))
-        .collect();
+/// The windows 32-bit PCIe counters want (see pcie.rs), before the tick's
+/// other readings: each such GPU is read, then once more `pcie::WINDOW`
+/// later, all of them sharing one wait; `read_gpu` then takes the rates.
+fn pcie_windows(calls: &Calls, handles: &[Result<Device<'_>, NvmlError>], watched: &mut [DeviceStatic]) {
+    let mut open = Vec::new();
+    for (st, dev) in watched.iter_mut().zip(handles) {
+        if let Ok(dev) = dev
+            && st.pcie.wants_window()
+            && st.pcie.open(dev, calls, st.index)
+        {
+            open.push((st, dev));
+        }
+    }
     if open.is_empty() {
         return;
     }
     std::thread::sleep(pcie::WINDOW);
-    for (i, dev) in open {
-        if let (Some(st), Some(gpu)) = (watched.get_mut(i), gpus.get_mut(i)) {
-            gpu.pcie = st.pcie.close(dev, calls, st.index);
-        }
+    for (st, dev) in open {
+        st.pcie.close(dev, calls, st.index);
     }
 }
 

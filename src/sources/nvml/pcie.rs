@@ -14,9 +14,12 @@
 //! every 80 ms (tests/gpu/nvml_costs.py and a copy loop, on that GPU).
 //! Between ticks a second apart it may have wrapped any number of times,
 //! so a rate from such a delta would be noise. A 32-bit counter is
-//! therefore read at the end of a tick and again `WINDOW` later, all GPUs
-//! together so that they share one wait (the poller thread's, never the
-//! UI's), as NVML's own sampling does over 20 ms; only where the last
+//! therefore read at the start of a tick and again `WINDOW` later, all
+//! GPUs together so that they share one wait (the poller thread's, never
+//! the UI's), as NVML's own sampling does over 20 ms; the tick's other
+//! readings follow the wait in one run, rather than half before it and
+//! half after (each wake-up of the poller finds its code and data cold:
+//! the split cost the poller 10-15% more CPU a tick). Only where the last
 //! reading is recent enough that a single wrap is all there can have been
 //! (`WRAP_SAFE`: ticks of 30 ms or less) is the delta between ticks used.
 //! A 20 ms window sees bursty traffic as its burst or as its pause, as
@@ -79,8 +82,8 @@ pub struct PcieState {
     counters: Option<bool>,
     /// The last reading of the counters.
     last: Option<Counters>,
-    /// This tick's rates wait for a window of their own (`open`, `close`).
-    wants_window: bool,
+    /// The rates over this tick's window (`open`, `close`), for `read`.
+    windowed: Option<Pcie>,
     /// Without counters: the last sample of each direction, and whether
     /// TX is sampled next.
     sampled: Pcie,
@@ -89,18 +92,18 @@ pub struct PcieState {
 
 impl PcieState {
     pub fn read(&mut self, r: &mut Reader<'_>, dev: &Device<'_>) -> Pcie {
-        self.wants_window = false;
-        if self.last.is_some_and(|l| l.wraps_at_32_bits && l.at.elapsed() > WRAP_SAFE) {
-            // Read within this tick's window instead; the rates come then.
-            self.wants_window = true;
-            return Pcie::default();
+        if let Some(pcie) = self.windowed.take() {
+            return pcie;
         }
+        // A 32-bit counter last read too long ago for a delta, and no
+        // window this tick (its first reading failed): a fresh start.
+        let stale = self.wants_window();
         if self.counters != Some(false) {
             let now = Instant::now();
             match r.take("PCIe counters", || counters(dev, now)) {
                 Some(Some(c)) => {
                     self.counters = Some(true);
-                    let pcie = self.last.map(|l| c.since(&l)).unwrap_or_default();
+                    let pcie = self.last.filter(|_| !stale).map(|l| c.since(&l)).unwrap_or_default();
                     self.last = Some(c);
                     return pcie;
                 }
@@ -115,28 +118,31 @@ impl PcieState {
         self.sample(r, dev)
     }
 
-    /// Whether this tick's rates wait for `open` and `close`.
+    /// Whether this tick's rates want a window of their own (`open`,
+    /// `close`): the last reading is of a 32-bit counter, too long ago for
+    /// a delta that cannot have wrapped twice.
     pub fn wants_window(&self) -> bool {
-        self.wants_window
+        self.last.is_some_and(|l| l.wraps_at_32_bits && l.at.elapsed() > WRAP_SAFE)
     }
 
     /// The window's first reading; `false` where it failed (the rates stay
-    /// unknown this tick, and the next tick starts afresh).
+    /// unknown this tick, and the next tick starts afresh). A window's
+    /// rates not taken by `read` (the GPU was not read after all) go.
     pub fn open(&mut self, dev: &Device<'_>, calls: &Calls, gpu: u32) -> bool {
+        self.windowed = None;
         self.last = read_tracked(dev, calls, gpu);
-        self.wants_window = self.last.is_some();
-        self.wants_window
+        self.last.is_some()
     }
 
-    /// The window's second reading, and the rates over the window.
-    pub fn close(&mut self, dev: &Device<'_>, calls: &Calls, gpu: u32) -> Pcie {
-        self.wants_window = false;
+    /// The window's second reading; the rates over the window are what
+    /// this tick's `read` gives.
+    pub fn close(&mut self, dev: &Device<'_>, calls: &Calls, gpu: u32) {
         let (Some(before), Some(now)) = (self.last, read_tracked(dev, calls, gpu)) else {
             self.last = None;
-            return Pcie::default();
+            return;
         };
         self.last = Some(now);
-        now.since(&before)
+        self.windowed = Some(now.since(&before));
     }
 
     fn sample(&mut self, r: &mut Reader<'_>, dev: &Device<'_>) -> Pcie {

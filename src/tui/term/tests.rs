@@ -190,3 +190,16 @@ fn a_frame_is_compact() {
     // What the memory saving rests on: 20 bytes a cell against ratatui's 48.
     assert!(std::mem::size_of::<Shown>() <= 20, "{}", std::mem::size_of::<Shown>());
 }
+
+proptest! {
+    /// What `send` leaves is the blank buffer the next frame is drawn on,
+    /// as ratatui's `Buffer::reset` would leave it.
+    #[test]
+    fn each_frame_starts_blank(frames in frames()) {
+        let mut term = Term::new(Logged::new(W, H)).expect("infallible");
+        for rows in &frames {
+            term.draw(|f| draw_rows(f.buffer_mut(), rows)).expect("infallible");
+            prop_assert!(term.buffer.content.iter().all(|c| *c == Cell::EMPTY), "{:?}", term.buffer);
+        }
+    }
+}
