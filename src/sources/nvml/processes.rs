@@ -122,13 +122,21 @@ impl ProcessMerger {
                     // allocations: keep one figure.
                     g.used_memory = g.used_memory.max(used);
                 }
-                None => gpus.push(ProcessGpu {
-                    index,
-                    kind,
-                    used_memory: used,
-                    mig_device,
-                    mig_uuid: mig.and_then(|m| m.uuid.clone()),
-                }),
+                None => {
+                    // Most processes run on one GPU: room for one, not the
+                    // four a first push makes (168 bytes a process, kept in
+                    // the snapshot).
+                    if gpus.capacity() == 0 {
+                        gpus.reserve_exact(1);
+                    }
+                    gpus.push(ProcessGpu {
+                        index,
+                        kind,
+                        used_memory: used,
+                        mig_device,
+                        mig_uuid: mig.and_then(|m| m.uuid.clone()),
+                    });
+                }
             }
         }
     }

@@ -23,7 +23,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::ProbeReport;
-use super::file::{MAX_FILE_BYTES, ProbeFile};
+use super::file::{MAX_FILE_BYTES, ProbeFile, read_regular};
 use crate::dirfd::DirFd;
 use crate::sources::procstat;
 
@@ -179,8 +179,7 @@ impl ProcessViews {
         if !meta.is_file() || meta.uid() != id.uid || meta.len() > MAX_FILE_BYTES {
             return Err(Some(format!("{}not a regular file of uid {} within the size limit", shown(), id.uid)));
         }
-        self.buf.clear();
-        file.take(MAX_FILE_BYTES + 1).read_to_end(&mut self.buf).map_err(|_| None)?;
+        read_regular(&file, meta.len(), &mut self.buf).map_err(|_| None)?;
         let text = std::str::from_utf8(&self.buf).map_err(|_| Some(format!("{}not UTF-8", shown())))?;
         let mut parsed =
             ProbeFile::parse(text, id.inner_pid, ticks).map_err(|why| Some(format!("{}{why}", shown())))?;

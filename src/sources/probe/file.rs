@@ -12,6 +12,43 @@ pub const PROBE_FORMAT: &str = "gpuscope-probe";
 pub const MAX_FILE_BYTES: u64 = 64 * 1024;
 const MAX_DEVICES: usize = 64;
 
+/// Reads an opened regular file of `size` bytes (its metadata's) into
+/// `buf`, at most `MAX_FILE_BYTES + 1` of it: in one read where the size
+/// holds, where `read_to_end` takes two (the second to find the end). A
+/// regular file's read returns less than asked only at its end, so once
+/// the stated size is in, a buffer left with room proves the whole file
+/// is. Reads that stop short of the size (a file system that hands out
+/// pieces) go on; a file that grew is read on to its end or the limit, as
+/// `read_to_end` would. A probe replaces its file by renaming a new one
+/// over it, so what was opened does not change.
+pub fn read_regular(mut file: impl std::io::Read, size: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    let limit = usize::try_from(MAX_FILE_BYTES + 1).unwrap_or(usize::MAX);
+    let want = usize::try_from(size).unwrap_or(usize::MAX).saturating_add(1).min(limit);
+    buf.clear();
+    buf.resize(want, 0);
+    let mut filled = 0;
+    loop {
+        match file.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        if filled < buf.len() {
+            if filled as u64 >= size {
+                break;
+            }
+            continue;
+        }
+        if buf.len() >= limit {
+            break;
+        }
+        buf.resize(buf.len().saturating_mul(2).min(limit), 0);
+    }
+    buf.truncate(filled);
+    Ok(())
+}
+
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ProbeFile {
     pub format: String,
@@ -212,6 +249,45 @@ pub(crate) fn sample_json(pid: u32, start_ticks: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Hands out at most `step` bytes a read, as a pipe might; counts reads.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        step: usize,
+        reads: usize,
+    }
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            self.reads += 1;
+            let n = self.data.len().min(out.len()).min(self.step);
+            out[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_file_of_its_stated_size_takes_one_read_and_any_other_is_read_whole_up_to_the_limit() {
+        let mut buf = vec![7; 3];
+        let text = b"{\"format\": 1}";
+        let mut one = Trickle { data: text, step: usize::MAX, reads: 0 };
+        super::read_regular(&mut one, text.len() as u64, &mut buf).unwrap();
+        assert_eq!((buf.as_slice(), one.reads), (&text[..], 1));
+        // Larger than its metadata said, or handed out piecemeal: all of it.
+        let big = vec![b'x'; 10_000];
+        for (size, step) in [(10, usize::MAX), (0, usize::MAX), (10_000, 999), (20_000, 1)] {
+            let mut r = Trickle { data: &big, step, reads: 0 };
+            super::read_regular(&mut r, size, &mut buf).unwrap();
+            assert!(buf == big, "size {size}, step {step}: {} bytes", buf.len());
+        }
+        // Past the limit: the limit and one byte, for the caller to refuse.
+        let huge = vec![b'y'; 200_000];
+        super::read_regular(&mut Trickle { data: &huge, step: usize::MAX, reads: 0 }, 5, &mut buf).unwrap();
+        assert_eq!(buf.len() as u64, super::MAX_FILE_BYTES + 1);
+        super::read_regular(&mut Trickle { data: b"", step: 1, reads: 0 }, 0, &mut buf).unwrap();
+        assert!(buf.is_empty());
+    }
+
     use super::*;
 
     #[test]

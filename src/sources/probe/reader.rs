@@ -15,13 +15,12 @@ use std::collections::{HashMap, HashSet};
 use super::container::ProcessViews;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
-use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::dir::{ProbeDir, current_uid};
-use super::file::{MAX_FILE_BYTES, ProbeFile};
+use super::file::{MAX_FILE_BYTES, ProbeFile, read_regular};
 use super::{ProbeReport, ProbeSample, ProbeSource};
 use crate::dirfd::DirFd;
 use crate::hashing::{IntMap, IntSet};
@@ -208,11 +207,10 @@ impl FileProbes {
         {
             return Ok((file.clone(), opened.modified));
         }
-        // Room for the whole file and the read that finds its end: two
-        // reads, where a buffer grown from nothing takes seven for 1 KiB.
-        let mut text = String::with_capacity(usize::try_from(opened.key.1).unwrap_or(0).saturating_add(64));
-        let read = opened.file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text);
-        read.map_err(|e| (opened.key.clone(), format!("unreadable: {e}")))?;
+        let mut bytes = Vec::new();
+        read_regular(&opened.file, opened.key.1, &mut bytes)
+            .map_err(|e| (opened.key.clone(), format!("unreadable: {e}")))?;
+        let text = String::from_utf8(bytes).map_err(|_| (opened.key.clone(), "unreadable: not UTF-8".to_owned()))?;
         let file = ProbeFile::parse(&text, pid, ticks).map_err(|why| (opened.key.clone(), why))?;
         self.parsed.insert(name.to_owned(), (opened.key, opened.inode, file.clone()));
         Ok((file, opened.modified))
