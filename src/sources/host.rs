@@ -27,7 +27,9 @@ pub struct SysinfoHost {
     users: UserNames,
     hostname: Option<String>,
     cpu_count: Option<u32>,
-    known: IntMap<u32, Known>,
+    /// Boxed: a table keeps room for about as many entries again as it
+    /// holds, and an entry is 368 bytes (about 170 KiB spared at 512).
+    known: IntMap<u32, Box<Known>>,
     /// Processes whose stat file is held open at once.
     max_open: usize,
     ticks_per_second: u64,
@@ -158,7 +160,7 @@ impl SysinfoHost {
             };
             let start_ticks = stat.start_ticks;
             let known = Known { tracked, start_ticks, cpu_ns, from_clock, at: now, fixed, parent: None };
-            self.known.insert(pid, known);
+            self.known.insert(pid, Box::new(known));
         }
     }
 
