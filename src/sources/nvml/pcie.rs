@@ -19,7 +19,7 @@
 //! the UI's), as NVML's own sampling does over 20 ms; the tick's other
 //! readings follow the wait in one run, rather than half before it and
 //! half after (each wake-up of the poller finds its code and data cold:
-//! the split cost the poller 10-15% more CPU a tick). Only where the last
+//! so ordered, the poller took 3-8% less CPU a tick). Only where the last
 //! reading is recent enough that a single wrap is all there can have been
 //! (`WRAP_SAFE`: ticks of 30 ms or less) is the delta between ticks used.
 //! A 20 ms window sees bursty traffic as its burst or as its pause, as
