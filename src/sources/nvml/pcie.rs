@@ -95,8 +95,10 @@ impl PcieState {
         if let Some(pcie) = self.windowed.take() {
             return pcie;
         }
-        // A 32-bit counter last read too long ago for a delta, and no
-        // window this tick (its first reading failed): a fresh start.
+        // A 32-bit counter last read too long ago for a delta, with no
+        // window this tick: at short intervals, a reading fresh when the
+        // windows were opened that aged past `WRAP_SAFE` while slow calls
+        // before this one ran. A fresh start.
         let stale = self.wants_window();
         if self.counters != Some(false) {
             let now = Instant::now();
