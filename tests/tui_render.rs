@@ -298,7 +298,8 @@ fn spoofing_and_wide_characters_are_drawn_safely() {
     let mut snap = snapshot(Spec::gpus(1).probed());
     snap.host.hostname = Some("node\u{202E}10".into());
     for p in &mut snap.processes {
-        p.command = Some(format!("python3 ev\u{202E}yp.niart\u{2066} 训练{} {}", "模型".repeat(30), "🔥😀".repeat(20)));
+        p.command =
+            Some(format!("python3 ev\u{202E}yp.niart\u{2066} 训练{} {}", "模型".repeat(30), "🔥😀".repeat(20)).into());
         p.user = Some("al\u{200B}ice".into());
     }
     let mut s = state(Spec::gpus(1).probed());

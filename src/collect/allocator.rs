@@ -297,11 +297,11 @@ mod tests {
             v["backend"] = backend.into();
             v["expandable_segments"] = conf_expandable.into();
         });
-        ProbeReport { file, alive, age: Duration::from_millis(300) }
+        ProbeReport { file: file.into(), alive, age: Duration::from_millis(300) }
     }
 
     fn live(file: ProbeFile) -> ProbeReport {
-        ProbeReport { file, alive: true, age: Duration::from_millis(300) }
+        ProbeReport { file: file.into(), alive: true, age: Duration::from_millis(300) }
     }
 
     fn gpu() -> Gpu {

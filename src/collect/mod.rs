@@ -7,6 +7,7 @@ mod device_match;
 mod visible_devices;
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::analysis::Analyzer;
@@ -129,7 +130,7 @@ impl From<GpuProcess> for Process {
         Self {
             gpu_memory_total: (!known.is_empty()).then(|| known.iter().sum()),
             gpus: p.gpus,
-            name: p.driver_name,
+            name: p.driver_name.map(Arc::from),
             ..Self::bare(p.pid)
         }
     }
@@ -197,7 +198,7 @@ mod tests {
             name: Some("bash".into()),
             command: Some("bash".into()),
             user: Some("mallory".into()),
-            workload: Some(workload),
+            workload: Some(Arc::new(workload)),
             ..HostProcess::default()
         };
         let trainer =
@@ -215,7 +216,7 @@ mod tests {
             serde_json::from_str(&crate::sources::probe::sample_json_for_tests(pid, 1)).unwrap();
         v["devices"][0]["uuid"] = "GPU-aaaa".into();
         v["devices"][0]["reserved"] = (2 * GIB).into();
-        ProbeReport { file: ProbeFile::parse(&v.to_string(), pid, 1).unwrap(), alive: true, age: Duration::ZERO }
+        ProbeReport { file: ProbeFile::parse(&v.to_string(), pid, 1).unwrap().into(), alive: true, age: Duration::ZERO }
     }
 
     fn probes(pids: &[u32]) -> ProbeSample {

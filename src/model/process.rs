@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use super::{ProcessAllocator, Timestamp, Workload};
@@ -11,11 +13,13 @@ pub struct Process {
     pub gpus: Vec<ProcessGpu>,
     /// Sum of the known per-GPU figures; `None` when NVML could give none.
     pub gpu_memory_total: Option<u64>,
-    pub name: Option<String>,
-    pub user: Option<String>,
+    /// The lifelong texts are shared (`Arc`): each tick's snapshot names
+    /// hundreds of processes, and a count raised is no allocation.
+    pub name: Option<Arc<str>>,
+    pub user: Option<Arc<str>>,
     /// The command line, with control characters and escape sequences
     /// removed so that it cannot repaint the user's terminal.
-    pub command: Option<String>,
+    pub command: Option<Arc<str>>,
     #[serde(flatten, with = "start_time")]
     pub start_time: Option<Timestamp>,
     pub parent_pid: Option<u32>,
@@ -23,7 +27,7 @@ pub struct Process {
     /// shows for a launcher that holds no GPU itself. Absent in recordings
     /// made before gpuscope read it.
     #[serde(default)]
-    pub parent_name: Option<String>,
+    pub parent_name: Option<Arc<str>>,
     /// Percent of one CPU core, as `top` shows it (above 100 with threads).
     pub cpu_percent: Option<f64>,
     /// Resident host memory in bytes.
@@ -32,7 +36,7 @@ pub struct Process {
     pub allocator: Option<ProcessAllocator>,
     /// The container, pod or Slurm job; `None` when in none (or unseen).
     #[serde(default)]
-    pub workload: Option<Workload>,
+    pub workload: Option<Arc<Workload>>,
     /// True when NVML's PID is the host's and gpuscope runs in another PID
     /// namespace: nothing local is known of the process.
     #[serde(default)]

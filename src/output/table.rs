@@ -437,7 +437,7 @@ mod tests {
             name: Some("python3".into()),
             user: Some("alice".into()),
             command: Some(command.into()),
-            workload,
+            workload: workload.map(std::sync::Arc::new),
             ..Process::bare(pid)
         }
     }

@@ -11,6 +11,7 @@
 
 use crate::hashing::IntMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use sysinfo::{Pid, Process as SysProcess, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind};
@@ -60,7 +61,7 @@ struct Known {
 /// The parent last seen, read again only when it changes.
 struct Parent {
     pid: u32,
-    name: Option<String>,
+    name: Option<Arc<str>>,
     /// `None` where its `stat` could not be read (a parent outside this
     /// PID namespace is 0): then it cannot be watched, and the child's own
     /// `stat` is read every tick instead.
@@ -151,7 +152,8 @@ impl SysinfoHost {
             fixed.workload = workload::read(Path::new("/proc"), pid)
                 // Read after the PID's stat: dropped should the PID have
                 // gone to another process in between.
-                .filter(|_| procstat::start_ticks(Path::new("/proc"), pid) == Some(stat.start_ticks));
+                .filter(|_| procstat::start_ticks(Path::new("/proc"), pid) == Some(stat.start_ticks))
+                .map(Arc::new);
             let tracked = self.room().then(|| Tracked::open(pid)).flatten();
             // The rate's base from the source the next readings come from.
             let (cpu_ns, from_clock) = match tracked.as_ref().and_then(|t| t.read(&mut self.buf)) {
@@ -220,7 +222,8 @@ impl SysinfoHost {
         }
         if let Some(ppid) = reading.parent.filter(|&pp| k.parent.as_ref().is_none_or(|p| p.pid != pp)) {
             let proc_root = Path::new("/proc");
-            let (name, start_ticks) = (procstat::comm(proc_root, ppid), procstat::start_ticks(proc_root, ppid));
+            let (name, start_ticks) =
+                (procstat::comm(proc_root, ppid).map(Arc::from), procstat::start_ticks(proc_root, ppid));
             k.parent = Some(Parent { pid: ppid, name, start_ticks });
         }
         Some(HostProcess {
@@ -333,10 +336,10 @@ impl ProcessView {
 fn fixed_fields(p: &ProcessView, user: Option<String>) -> HostProcess {
     let command = (!p.cmd.is_empty()).then(|| sanitize_command(&p.cmd.join(" ")));
     HostProcess {
-        name: Some(sanitize_command(&p.name)).filter(|n| !n.is_empty()),
-        user,
+        name: Some(sanitize_command(&p.name)).filter(|n| !n.is_empty()).map(Arc::from),
+        user: user.map(Arc::from),
         // Kernel threads and zombies have an empty command line.
-        command: command.filter(|c| !c.is_empty()),
+        command: command.filter(|c| !c.is_empty()).map(Arc::from),
         start_time: (p.start_time > 0).then(|| Timestamp::from_unix_secs(p.start_time)),
         ..HostProcess::default()
     }
@@ -357,7 +360,11 @@ mod tests {
         assert!(p.command.as_deref().unwrap().contains("gpuscope"), "{p:?}");
         assert!(p.memory.unwrap() > 0);
         assert_eq!(p.cpu_percent, None);
-        assert_eq!(p.workload, workload::read(Path::new("/proc"), me), "the cgroup is read on first sight");
+        assert_eq!(
+            p.workload.as_deref(),
+            workload::read(Path::new("/proc"), me).as_ref(),
+            "the cgroup is read on first sight"
+        );
         assert_eq!(first.pid_namespace, pidns::current(Path::new("/proc")).unwrap());
         assert!(!first.processes.contains_key(&(u32::MAX - 1)));
 
@@ -420,7 +427,7 @@ mod tests {
         assert_ne!(now, shell.id());
         let p = &host.sample(&[sleeper]).processes[&sleeper];
         assert_eq!(p.parent_pid, Some(now), "{p:?}");
-        assert_eq!(p.parent_name, procstat::comm(Path::new("/proc"), now));
+        assert_eq!(p.parent_name.as_deref(), procstat::comm(Path::new("/proc"), now).as_deref());
         assert!(p.cpu_percent.is_some(), "the rate goes on through the change");
     }
 

@@ -15,6 +15,7 @@ pub mod users;
 pub mod workload;
 
 use crate::hashing::IntMap;
+use std::sync::Arc;
 
 use crate::model::{Driver, Gpu, Host, MigDevice, PidNamespace, ProcessGpu, SourceStatus, Timestamp, Workload};
 
@@ -75,18 +76,20 @@ pub trait GpuSource: Send {
 /// What the host knows of one process.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HostProcess {
-    pub name: Option<String>,
-    pub user: Option<String>,
-    pub command: Option<String>,
+    /// Shared with every tick's copy: these do not change while the
+    /// process lives.
+    pub name: Option<Arc<str>>,
+    pub user: Option<Arc<str>>,
+    pub command: Option<Arc<str>>,
     pub start_time: Option<Timestamp>,
     pub parent_pid: Option<u32>,
     /// The parent's name, read when the parent changes: a launcher such as
     /// torchrun above its ranks, named without a `/proc` read on the UI task.
-    pub parent_name: Option<String>,
+    pub parent_name: Option<Arc<str>>,
     pub cpu_percent: Option<f64>,
     pub memory: Option<u64>,
     /// The container, pod or Slurm job, from `/proc/PID/cgroup` at first sight.
-    pub workload: Option<Workload>,
+    pub workload: Option<Arc<Workload>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]

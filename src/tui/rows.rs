@@ -332,14 +332,14 @@ mod tests {
             slurm_step: None,
             slurm_uid: None,
         };
-        s.processes[0].workload = Some(docker("b"));
-        s.processes[1].workload = Some(crate::model::Workload {
+        s.processes[0].workload = Some(std::sync::Arc::new(docker("b")));
+        s.processes[1].workload = Some(std::sync::Arc::new(crate::model::Workload {
             kind: crate::model::WorkloadKind::Slurm,
             container_id: None,
             slurm_job: Some(4242),
             slurm_step: Some("0".into()),
             ..docker("c")
-        });
+        }));
         s
     }
 

@@ -315,8 +315,8 @@ fn ask_to_kill(state: &mut State, now_ms: u64) {
         Ok(target) => state.views.push(View::Confirm(Confirm {
             target,
             signal: Signal::Term,
-            user: process.user.clone().unwrap_or_else(|| "n/a".into()),
-            command: process.command.clone().or(process.name.clone()).unwrap_or_else(|| "n/a".into()),
+            user: process.user.as_deref().unwrap_or("n/a").to_owned(),
+            command: process.command.as_deref().or(process.name.as_deref()).unwrap_or("n/a").to_owned(),
             age: process.start_time.map(|t| Duration::from_millis(now_ms.saturating_sub(t.time_unix_ms))),
             after_term: false,
         })),

@@ -5,6 +5,7 @@
 //! "n/a", the alert's message).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::api::Sample;
 use crate::model::{
@@ -154,11 +155,7 @@ fn process_utilization(series: &[&Sample], gpus: &mut [Gpu]) {
 }
 
 fn new_process(pid: u32, s: &Sample) -> Process {
-    Process {
-        user: s.label("user").map(str::to_string),
-        command: s.label("command").map(str::to_string),
-        ..Process::bare(pid)
-    }
+    Process { user: s.label("user").map(Arc::from), command: s.label("command").map(Arc::from), ..Process::bare(pid) }
 }
 
 fn processes(series: &[&Sample]) -> BTreeMap<u32, Process> {

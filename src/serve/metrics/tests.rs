@@ -359,7 +359,7 @@ fn sample_names_include_the_suffixes_queries_use() {
 fn processes_in_a_workload_carry_its_labels() {
     let mut snap = snapshot();
     let id = "c0ffee".repeat(10) + "abcd";
-    snap.processes[0].workload = Some(crate::model::Workload {
+    snap.processes[0].workload = Some(std::sync::Arc::new(crate::model::Workload {
         kind: crate::model::WorkloadKind::Containerd,
         container_id: Some(id.clone()),
         pod_uid: Some("7a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9".into()),
@@ -367,8 +367,8 @@ fn processes_in_a_workload_carry_its_labels() {
         slurm_job: None,
         slurm_step: None,
         slurm_uid: None,
-    });
-    snap.processes[1].workload = Some(crate::model::Workload {
+    }));
+    snap.processes[1].workload = Some(std::sync::Arc::new(crate::model::Workload {
         kind: crate::model::WorkloadKind::Slurm,
         container_id: None,
         pod_uid: None,
@@ -376,7 +376,7 @@ fn processes_in_a_workload_carry_its_labels() {
         slurm_job: Some(4242),
         slurm_step: Some("0".into()),
         slurm_uid: Some(1001),
-    });
+    }));
     let l: Vec<String> = encode(Format::Text, &snap, 7).lines().map(String::from).collect();
     let who = "pid=\"4242\",user=\"alice\",command=\"python3 \\\"train.py\\\" --out C:\\\\runs\"";
     let pod = format!("container=\"{id}\",pod=\"7a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9\"");

@@ -188,7 +188,7 @@ impl ProcessViews {
         parsed.pid = pid;
         let modified = meta.modified().unwrap_or_else(|_| SystemTime::now());
         let age = SystemTime::now().duration_since(modified).unwrap_or(Duration::ZERO);
-        Ok(ProbeReport { file: parsed, alive: true, age })
+        Ok(ProbeReport { file: parsed.into(), alive: true, age })
     }
 }
 

@@ -169,7 +169,7 @@ fn report(p: &DemoProcess, t: f64) -> ProbeReport {
         pinned_host: None,
         devices: vec![device],
     };
-    ProbeReport { file, alive: true, age: Duration::from_millis(300) }
+    ProbeReport { file: file.into(), alive: true, age: Duration::from_millis(300) }
 }
 
 #[cfg(test)]

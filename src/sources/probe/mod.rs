@@ -9,6 +9,7 @@ mod dir;
 mod file;
 mod reader;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use demo::DemoProbes;
@@ -24,7 +25,9 @@ use crate::model::ProbeStatus;
 /// One process's latest probe file, with what gpuscope found out about it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeReport {
-    pub file: ProbeFile,
+    /// Shared with the reader's cache of parsed versions: a tick that finds
+    /// a version unchanged hands it on without a copy.
+    pub file: Arc<ProbeFile>,
     /// The process (same PID and start time) still runs.
     pub alive: bool,
     /// Time since the probe wrote this.

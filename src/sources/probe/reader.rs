@@ -17,6 +17,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::dir::{ProbeDir, current_uid};
@@ -62,9 +63,24 @@ pub struct FileProbes {
     /// only when they change. The probe renames a new file over the old,
     /// so a new version is a new inode; the same inode, size and
     /// modification time is the version already parsed.
-    parsed: HashMap<String, (Key, u64, ProbeFile)>,
+    parsed: HashMap<String, Parsed>,
     /// This process's user, whose files alone are read.
     uid: u32,
+    /// Files opened (`open_small_private`), for the tests to count.
+    #[cfg(test)]
+    opens: usize,
+}
+
+/// A version read before, as `parsed` keeps it.
+struct Parsed {
+    key: Key,
+    inode: u64,
+    file: Arc<ProbeFile>,
+    /// Opened once its successor was due and found still current: a probe
+    /// that stopped writing (its process stopped or hung) or writes late.
+    /// Such a version is checked with the one `statx` from then on, not
+    /// opened every tick for a successor that may never come.
+    late: bool,
 }
 
 impl FileProbes {
@@ -85,6 +101,8 @@ impl FileProbes {
             views,
             view_bad: HashSet::new(),
             parsed: HashMap::new(),
+            #[cfg(test)]
+            opens: 0,
             uid: current_uid(),
             proc_root,
         }
@@ -160,19 +178,26 @@ impl FileProbes {
     /// times as often, over hundreds of probed ranks.
     /// A version whose successor is due by the probe's own interval is not
     /// checked first but opened at once: the check would be one call more.
-    fn unchanged(&self, dir: &DirFd, name: &str, now: SystemTime) -> Option<(ProbeFile, SystemTime)> {
-        let ((_, len, mtime_ns), inode, file) = self.parsed.get(name)?;
-        if due(*mtime_ns, file.interval_s, now) {
+    /// Once such an opening found no successor, the version is late, and
+    /// gets the one `statx` each tick from then on, as a version not yet
+    /// due does.
+    fn unchanged(&self, dir: &DirFd, name: &str, now: SystemTime) -> Option<(Arc<ProbeFile>, SystemTime)> {
+        let Parsed { key: (_, len, mtime_ns), inode, file, late } = self.parsed.get(name)?;
+        if !late && due(*mtime_ns, file.interval_s, now) {
             return None;
         }
         let now = dir.stat_nofollow(OsStr::new(name)).ok()?;
         let same = now.is_file && now.uid == self.uid && (now.ino, now.len, now.mtime_ns) == (*inode, *len, *mtime_ns);
-        same.then(|| (file.clone(), since_epoch(now.mtime_ns)))
+        same.then(|| (Arc::clone(file), since_epoch(now.mtime_ns)))
     }
 
     /// A version not parsed before: opened, checked, read and parsed; a bad
     /// one is counted once and skipped.
-    fn read_version(&mut self, dir: &DirFd, name: &str, pid: u32, ticks: u64) -> Option<(ProbeFile, SystemTime)> {
+    fn read_version(&mut self, dir: &DirFd, name: &str, pid: u32, ticks: u64) -> Option<(Arc<ProbeFile>, SystemTime)> {
+        #[cfg(test)]
+        {
+            self.opens += 1;
+        }
         let opened = match open_small_private(dir, name, self.uid) {
             Ok(opened) => opened,
             Err((key, why)) => {
@@ -201,18 +226,21 @@ impl FileProbes {
         opened: Opened,
         pid: u32,
         ticks: u64,
-    ) -> Result<(ProbeFile, SystemTime), (Key, String)> {
-        if let Some((key, inode, file)) = self.parsed.get(name)
-            && (key, *inode) == (&opened.key, opened.inode)
+    ) -> Result<(Arc<ProbeFile>, SystemTime), (Key, String)> {
+        if let Some(known) = self.parsed.get_mut(name)
+            && (&known.key, known.inode) == (&opened.key, opened.inode)
         {
-            return Ok((file.clone(), opened.modified));
+            // Opened only when due (`unchanged`), yet the same version.
+            known.late = true;
+            return Ok((Arc::clone(&known.file), opened.modified));
         }
         let mut bytes = Vec::new();
         read_regular(&opened.file, opened.key.1, &mut bytes)
             .map_err(|e| (opened.key.clone(), format!("unreadable: {e}")))?;
         let text = String::from_utf8(bytes).map_err(|_| (opened.key.clone(), "unreadable: not UTF-8".to_owned()))?;
-        let file = ProbeFile::parse(&text, pid, ticks).map_err(|why| (opened.key.clone(), why))?;
-        self.parsed.insert(name.to_owned(), (opened.key, opened.inode, file.clone()));
+        let file = Arc::new(ProbeFile::parse(&text, pid, ticks).map_err(|why| (opened.key.clone(), why))?);
+        let parsed = Parsed { key: opened.key, inode: opened.inode, file: Arc::clone(&file), late: false };
+        self.parsed.insert(name.to_owned(), parsed);
         Ok((file, opened.modified))
     }
 
@@ -470,6 +498,24 @@ mod tests {
         }
     }
 
+    /// This process's probe file, as a probe writes it (`seq` 3).
+    fn own_probe_file(dir: &Path) -> (PathBuf, String) {
+        let (pid, ticks) = me();
+        let path = dir.join(format!("{pid}-{ticks}.json"));
+        let text = sample_json(pid, ticks);
+        std::fs::write(&path, &text).unwrap();
+        (path, text)
+    }
+
+    /// `seq` 4, renamed over the file as the probe does.
+    fn write_next_version(path: &Path, text: &str) {
+        let newer = text.replace("\"seq\":3", "\"seq\":4");
+        assert_ne!(newer, text);
+        let tmp = path.with_file_name(".next.ab.tmp");
+        std::fs::write(&tmp, &newer).unwrap();
+        std::fs::rename(&tmp, path).unwrap();
+    }
+
     /// A version already parsed is not read again: bytes changed in place
     /// with the size and modification time kept (only the owner could do
     /// that) go unnoticed, while a new version renamed over the file, as
@@ -477,10 +523,7 @@ mod tests {
     #[test]
     fn an_unchanged_file_is_parsed_once() {
         let (_root, dir) = setup();
-        let (pid, ticks) = me();
-        let path = dir.join(format!("{pid}-{ticks}.json"));
-        let text = sample_json(pid, ticks);
-        std::fs::write(&path, &text).unwrap();
+        let (path, text) = own_probe_file(&dir);
         let mut probes = FileProbes::new(dir.clone());
         let first = probes.sample();
         assert_eq!(first.reports.len(), 1);
@@ -493,13 +536,32 @@ mod tests {
         assert_eq!(again.reports[0].file, first.reports[0].file);
         assert_eq!(again.status.skipped, 0);
 
-        let newer = text.replace("\"seq\":3", "\"seq\":4");
-        assert_ne!(newer, text);
-        let tmp = dir.join(format!(".{pid}-{ticks}.ab.tmp"));
-        std::fs::write(&tmp, &newer).unwrap();
-        std::fs::rename(&tmp, &path).unwrap();
+        write_next_version(&path, &text);
         let changed = probes.sample();
         assert_eq!(changed.reports[0].file.seq, 4);
+    }
+
+    /// A probe that stopped writing (its process stopped, or hung): once
+    /// its file, opened when the next version was due, proved unchanged,
+    /// it is checked each tick, not opened; a new version is still read.
+    #[test]
+    fn a_late_version_is_checked_not_opened_every_tick() {
+        let (_root, dir) = setup();
+        let (path, text) = own_probe_file(&dir);
+        // Its interval is a second: written a minute ago, it is late.
+        let long_ago = SystemTime::now() - Duration::from_secs(60);
+        File::options().write(true).open(&path).unwrap().set_modified(long_ago).unwrap();
+        let mut probes = FileProbes::new(dir.clone());
+        let seqs = |probes: &mut FileProbes| probes.sample().reports.iter().map(|r| r.file.seq).collect::<Vec<_>>();
+        assert_eq!((seqs(&mut probes), probes.opens), (vec![3], 1));
+        assert_eq!((seqs(&mut probes), probes.opens), (vec![3], 2), "due: opened at once");
+        for _ in 0..3 {
+            assert_eq!((seqs(&mut probes), probes.opens), (vec![3], 2), "late: checked, not opened");
+        }
+
+        write_next_version(&path, &text);
+        assert_eq!((seqs(&mut probes), probes.opens), (vec![4], 3), "a new version is read");
+        assert_eq!((seqs(&mut probes), probes.opens), (vec![4], 3), "and, not yet due, checked");
     }
 
     /// The cheap check of a version read before sees what the name is now:

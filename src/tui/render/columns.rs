@@ -118,7 +118,7 @@ pub fn cell(row: &Row, column: Column, now_ms: u64) -> String {
             None => row.key.gpu.to_string(),
         },
         Column::Pid => row.key.pid.to_string(),
-        Column::User => p.user.clone().unwrap_or_else(|| "n/a".into()),
+        Column::User => p.user.as_deref().unwrap_or("n/a").to_owned(),
         Column::Type => row.gpu.kind.short().to_string(),
         Column::GpuMem => or_na(row.gpu.used_memory, bytes),
         Column::Alloc => alloc(dev.and_then(|d| d.allocated)),
@@ -128,7 +128,7 @@ pub fn cell(row: &Row, column: Column, now_ms: u64) -> String {
         Column::Cpu => or_na(p.cpu_percent, |c| format!("{c:.1}")),
         Column::HostMem => or_na(p.host_memory, bytes),
         Column::Time => or_na(p.start_time.as_ref(), |t| duration_short(now_ms.saturating_sub(t.time_unix_ms))),
-        Column::Workload => p.workload.as_ref().map_or_else(|| "-".into(), Workload::tag),
+        Column::Workload => p.workload.as_deref().map_or_else(|| "-".into(), Workload::tag),
         Column::Rank => match p.allocator.as_ref().map(|a| (a.rank, a.world_size)) {
             Some((Some(rank), Some(world))) => format!("{rank}/{world}"),
             Some((Some(rank), None)) => rank.to_string(),
