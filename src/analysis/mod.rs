@@ -86,21 +86,19 @@ impl Analyzer {
         // here, whatever the new one's (short) history says.
         let starts: IntMap<u32, Option<u64>> =
             snap.processes.iter().map(|p| (p.pid, p.start_time.as_ref().map(|t| t.time_unix_ms))).collect();
-        for (key, verdict) in &mut verdicts {
+        verdicts.clear_where(|key| {
             let recycled = key.pid.is_some_and(
                 |pid| matches!((self.starts.get(&pid), starts.get(&pid)), (Some(old), Some(new)) if old != new),
             );
             // Likewise a GPU index now held by another GPU.
-            if recycled || key.gpu.is_some_and(|g| moved.contains(&g)) {
-                *verdict = engine::Verdict::Clear;
-            }
-        }
+            recycled || key.gpu.is_some_and(|g| moved.contains(&g))
+        });
         self.starts = starts;
         let pressure_ms = u64::try_from(self.config.memory_pressure.duration.as_millis()).unwrap_or(u64::MAX);
         let min_duration = |kind| if kind == AlertKind::MemoryPressure { pressure_ms } else { 0 };
         // Three missed ticks (or 10 s) without data is a gap, not a trend.
         let max_gap = snap.interval_ms.saturating_mul(3).max(10_000);
-        let events = self.engine.apply(&snap.time, verdicts, min_duration, max_gap);
+        let events = self.engine.apply(&snap.time, verdicts.into_map(), min_duration, max_gap);
         snap.alerts = self.engine.active();
         if let Some(hook) = &mut self.hook {
             for alert in snap.alerts.iter().filter(|a| events.iter().any(|e| raised(e, a))) {

@@ -148,7 +148,7 @@ fn process(p: &Proc) -> Process {
         parent_name: None,
         cpu_percent: None,
         host_memory: None,
-        allocator,
+        allocator: allocator.map(Box::new),
         workload: None,
         other_namespace: false,
     }

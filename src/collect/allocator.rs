@@ -38,7 +38,7 @@ pub fn join(processes: &mut Vec<Process>, gpus: &mut [Gpu], all: &[GpuIdentity],
             None => continue,
         };
         let process = &mut processes[pos];
-        process.allocator = Some(process_allocator(&report, &process.gpus, &matches));
+        process.allocator = Some(Box::new(process_allocator(&report, &process.gpus, &matches)));
     }
     // One entry per PID, so an unstable sort orders the same; a stable one
     // would allocate a copy of the list (368 KiB at 512 processes).
@@ -326,7 +326,7 @@ mod tests {
     fn joined(f: ProbeFile) -> (ProcessAllocator, DeviceAllocator) {
         let mut procs = vec![nvml_process(f.pid, Some(11 * GIB))];
         join(&mut procs, &mut [gpu()], &[], vec![live(f)]);
-        let a = procs.remove(0).allocator.unwrap();
+        let a = *procs.remove(0).allocator.unwrap();
         let d = a.devices[0].clone();
         (a, d)
     }

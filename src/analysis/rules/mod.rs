@@ -28,7 +28,33 @@ pub struct Inputs<'a> {
     pub config: &'a AlertsConfig,
 }
 
-pub type Verdicts = BTreeMap<AlertKey, Verdict>;
+/// One tick's verdicts, by key. A key without one is judged clear: the
+/// engine ends a followed alert whose key got no verdict, and a clear
+/// verdict for a key not followed has nothing to end. So clear verdicts,
+/// the most of them by far (a rule judges every process on every GPU:
+/// some 2,500 keys a tick at 512 processes), are not kept.
+#[derive(Debug, Default)]
+pub struct Verdicts(BTreeMap<AlertKey, Verdict>);
+
+impl Verdicts {
+    /// Replaces any verdict given the key before.
+    pub fn insert(&mut self, key: AlertKey, verdict: Verdict) {
+        match verdict {
+            Verdict::Clear => _ = self.0.remove(&key),
+            verdict => _ = self.0.insert(key, verdict),
+        }
+    }
+
+    /// Judges clear, after the rules, the keys `clear` picks.
+    pub fn clear_where(&mut self, mut clear: impl FnMut(&AlertKey) -> bool) {
+        self.0.retain(|key, _| !clear(key));
+    }
+
+    /// The verdicts kept, for the engine (where a missing key is clear).
+    pub fn into_map(self) -> BTreeMap<AlertKey, Verdict> {
+        self.0
+    }
+}
 
 pub fn judge(
     inputs: &Inputs<'_>,
@@ -36,7 +62,7 @@ pub fn judge(
     floors: &mut IntMap<ProcKey, Floor>,
 ) -> Verdicts {
     let c = inputs.config;
-    let mut v = Verdicts::new();
+    let mut v = Verdicts::default();
     if c.gpu_lost.enabled {
         lost::judge(inputs, &mut v);
     }

@@ -216,7 +216,7 @@ fn allocators(series: &[&Sample], procs: &mut BTreeMap<u32, Process>) {
     for s in series.iter().filter(|s| s.name().starts_with("gpuscope_allocator_")) {
         let (Some(pid), Some(gpu)) = (index(s, "pid"), index(s, "gpu")) else { continue };
         let p = procs.entry(pid).or_insert_with(|| new_process(pid, s));
-        let a = p.allocator.get_or_insert_with(|| new_allocator(s));
+        let a = p.allocator.get_or_insert_with(|| Box::new(new_allocator(s)));
         let d = match a.devices.iter().position(|d| d.gpu == Some(gpu)) {
             Some(i) => &mut a.devices[i],
             None => {

@@ -48,7 +48,7 @@ fn process(pid: u32, command: Option<&str>, allocator: Option<ProcessAllocator>)
         parent_name: None,
         cpu_percent: command.map(|_| 150.0),
         host_memory: command.map(|_| 2 * GIB),
-        allocator,
+        allocator: allocator.map(Box::new),
         workload: None,
         other_namespace: false,
     }
@@ -88,7 +88,8 @@ fn on_mig() -> Process {
     p.gpus[0].mig_uuid = Some("MIG-bb".into());
     let mut d = device(Some(0));
     (d.mig_device, d.mig_uuid) = (Some(2), Some("MIG-bb".into()));
-    p.allocator = Some(ProcessAllocator { devices: vec![d], job: None, rank: None, world_size: None, ..allocator() });
+    p.allocator =
+        Some(Box::new(ProcessAllocator { devices: vec![d], job: None, rank: None, world_size: None, ..allocator() }));
     p
 }
 
