@@ -1,12 +1,14 @@
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
 /// A wall-clock instant in both forms users ask for: RFC 3339 for people and
-/// log tools, unix milliseconds for arithmetic.
+/// log tools, unix milliseconds for arithmetic. The text is shared: a
+/// process's start time is copied into every tick's snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Timestamp {
-    pub time: String,
+    pub time: Arc<str>,
     pub time_unix_ms: u64,
 }
 
@@ -18,7 +20,7 @@ impl Timestamp {
     pub fn from_system(t: SystemTime) -> Self {
         let since = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).min(Duration::from_secs(LAST_RFC3339_SECS));
         Self {
-            time: humantime::format_rfc3339_millis(UNIX_EPOCH + since).to_string(),
+            time: humantime::format_rfc3339_millis(UNIX_EPOCH + since).to_string().into(),
             time_unix_ms: u64::try_from(since.as_millis()).unwrap_or(u64::MAX),
         }
     }
@@ -47,7 +49,7 @@ macro_rules! timestamp_fields {
             #[derive(Serialize, Deserialize)]
             struct Fields {
                 #[serde(rename = $time)]
-                time: String,
+                time: std::sync::Arc<str>,
                 #[serde(rename = $ms)]
                 time_unix_ms: u64,
             }
@@ -71,7 +73,7 @@ macro_rules! timestamp_fields {
             #[derive(Serialize, Deserialize)]
             struct Fields {
                 #[serde(rename = $time)]
-                time: Option<String>,
+                time: Option<std::sync::Arc<str>>,
                 #[serde(rename = $ms)]
                 time_unix_ms: Option<u64>,
             }
@@ -97,14 +99,14 @@ mod tests {
     #[test]
     fn both_forms_agree() {
         let t = Timestamp::from_system(UNIX_EPOCH + Duration::from_millis(1_700_000_000_123));
-        assert_eq!(t.time, "2023-11-14T22:13:20.123Z");
+        assert_eq!(&*t.time, "2023-11-14T22:13:20.123Z");
         assert_eq!(t.time_unix_ms, 1_700_000_000_123);
     }
 
     #[test]
     fn times_past_the_year_9999_do_not_panic() {
-        assert_eq!(Timestamp::from_unix_secs(u64::MAX).time, "9999-12-31T23:59:59.000Z");
+        assert_eq!(&*Timestamp::from_unix_secs(u64::MAX).time, "9999-12-31T23:59:59.000Z");
         let far = UNIX_EPOCH + Duration::from_secs(1 << 50);
-        assert_eq!(Timestamp::from_system(far).time, "9999-12-31T23:59:59.000Z");
+        assert_eq!(&*Timestamp::from_system(far).time, "9999-12-31T23:59:59.000Z");
     }
 }
