@@ -363,7 +363,7 @@ impl ProbeSource for FileProbes {
         let mut ended = Vec::new();
         let now = SystemTime::now();
         for entry in entries.flatten().take(MAX_FILES) {
-            let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
+            let Ok(name) = entry.file_name().into_string() else { continue };
             if let Some((pid, ticks)) = parse_name(&name) {
                 let was_seen = self.seen.contains(&(pid, ticks));
                 reports.extend(self.read_one(&dir, &name, pid, ticks, now));
