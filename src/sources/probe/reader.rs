@@ -498,13 +498,10 @@ mod tests {
         }
     }
 
-    /// This process's probe file, as a probe writes it (`seq` 3).
+    /// This process's probe file (`probe_file`, `seq` 3) and its text.
     fn own_probe_file(dir: &Path) -> (PathBuf, String) {
         let (pid, ticks) = me();
-        let path = dir.join(format!("{pid}-{ticks}.json"));
-        let text = sample_json(pid, ticks);
-        std::fs::write(&path, &text).unwrap();
-        (path, text)
+        (probe_file(dir, pid, ticks), sample_json(pid, ticks))
     }
 
     /// `seq` 4, renamed over the file as the probe does.
