@@ -123,8 +123,10 @@ pub struct Term<B: Backend> {
     buffer: Buffer,
     shown: Vec<Shown>,
     /// Cells to send, by index into the buffer: kept between frames so a
-    /// frame allocates nothing.
-    changed: Vec<usize>,
+    /// frame allocates nothing. `u32` is enough for the largest buffer
+    /// (u16::MAX x u16::MAX cells), and half the bytes: a whole frame's
+    /// worth of indices is held from the first frame on.
+    changed: Vec<u32>,
     /// The size must be asked again before the next frame.
     size_stale: bool,
     cursor_hidden: bool,
@@ -216,13 +218,14 @@ where
         let width = usize::from(self.buffer.area.width.max(1));
         let content = &self.buffer.content;
         let cells = changed.iter().map(|&i| {
+            let i = i as usize;
             // Within a buffer of at most u16::MAX x u16::MAX cells.
             let (x, y) = (u16::try_from(i % width).unwrap_or(u16::MAX), u16::try_from(i / width).unwrap_or(u16::MAX));
             (x, y, &content[i])
         });
         let drawn = self.backend.draw(cells).map_err(io::Error::other);
         for &i in &changed {
-            if let Some(cell) = self.buffer.content.get_mut(i) {
+            if let Some(cell) = self.buffer.content.get_mut(i as usize) {
                 cell.reset();
             }
         }
@@ -238,6 +241,11 @@ where
         }
         Backend::flush(&mut self.backend).map_err(io::Error::other)
     }
+}
+
+/// A cell's index as `changed` keeps it.
+fn index(i: usize) -> u32 {
+    u32::try_from(i).unwrap_or(u32::MAX)
 }
 
 #[allow(deprecated)]
@@ -262,7 +270,7 @@ fn clear(cell: &mut Cell, now: &Shown) {
 /// the record is the whole frame before, cells not sent included (the
 /// column a wide character covers). Every cell of `next` not in `out` is
 /// left blank (`clear`).
-fn diff(shown: &mut [Shown], next: &mut [Cell], out: &mut Vec<usize>) {
+fn diff(shown: &mut [Shown], next: &mut [Cell], out: &mut Vec<u32>) {
     let len = shown.len().min(next.len());
     let mut i = 0;
     while i < len {
@@ -278,7 +286,7 @@ fn diff(shown: &mut [Shown], next: &mut [Cell], out: &mut Vec<usize>) {
                 i = covered(shown, next, i, usize::from(width.get().saturating_sub(1)));
                 let sent = !before.shows(&now);
                 if sent {
-                    out.push(here);
+                    out.push(index(here));
                 }
                 sent
             }
@@ -288,7 +296,7 @@ fn diff(shown: &mut [Shown], next: &mut [Cell], out: &mut Vec<usize>) {
                     i = covered(shown, next, i, width.saturating_sub(1));
                     false
                 } else {
-                    out.push(here);
+                    out.push(index(here));
                     if width > 1 && current.symbol().contains('\u{FE0F}') {
                         // The emoji's trailing columns, where their symbol changed.
                         i = trailing(shown, next, here + 1, here + width, false, out);
@@ -324,14 +332,7 @@ fn covered(shown: &mut [Shown], next: &mut [Cell], from: usize, n: usize) -> usi
 
 /// The trailing cells from `from` up to `end` (which a wide cell among them
 /// extends); returns where the main scan goes on.
-fn trailing(
-    shown: &mut [Shown],
-    next: &mut [Cell],
-    from: usize,
-    end: usize,
-    force: bool,
-    out: &mut Vec<usize>,
-) -> usize {
+fn trailing(shown: &mut [Shown], next: &mut [Cell], from: usize, end: usize, force: bool, out: &mut Vec<u32>) -> usize {
     let len = shown.len().min(next.len());
     let mut end = end.min(len);
     let mut j = from;
@@ -342,7 +343,7 @@ fn trailing(
         let here = j;
         let sent = !skipped(cell) && (force || now.symbol == LONG || before.symbol != now.symbol);
         if sent {
-            out.push(here);
+            out.push(index(here));
         } else {
             clear(&mut next[here], &now);
         }
