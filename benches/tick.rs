@@ -33,7 +33,7 @@ use gpuscope::analysis::Analyzer;
 use gpuscope::analysis::config::{AlertsConfig, HistoryConfig};
 use gpuscope::collect::Collector;
 use gpuscope::model::Timestamp;
-use gpuscope::sources::host::SysinfoHost;
+use gpuscope::sources::host::ProcHost;
 use gpuscope::sources::nvml::{LibrarySpec, NvmlSource};
 use gpuscope::sources::probe::{FileProbes, ProbeSource};
 use gpuscope::sources::procstat::start_ticks;
@@ -145,7 +145,7 @@ fn bench(c: &mut Criterion) {
     let source = NvmlSource::open(LibrarySpec::Path(lib.clone().into_os_string()), Vec::new()).unwrap();
     let mut collector = Collector {
         gpu: Box::new(source),
-        host: Box::new(SysinfoHost::new()),
+        host: Box::new(ProcHost::new()),
         probes: Box::new(FileProbes::new(dir.path().join("probes"))),
         analyzer: Analyzer::new(&HistoryConfig::default(), AlertsConfig::default()),
         interval: Duration::from_secs(1),

@@ -21,7 +21,7 @@ use crate::poller::{self, SnapshotRx};
 use crate::query::{self, QueryError};
 use crate::recording;
 use crate::settings::{Mode, Settings, SettingsError};
-use crate::sources::host::SysinfoHost;
+use crate::sources::host::ProcHost;
 use crate::sources::nvml::{Calls, InitError, LibrarySpec, NvmlSource};
 use crate::sources::probe::{self, DemoProbes, FileProbes, ProbeSource};
 use crate::tui;
@@ -570,7 +570,7 @@ fn collector(settings: &Settings, for_dashboard: bool, calls: &Calls) -> Result<
 
 /// The built-in demo's made-up processes get made-up host figures too.
 fn host(simulated: bool) -> Box<dyn crate::sources::HostSource> {
-    let real = SysinfoHost::new();
+    let real = ProcHost::new();
     if simulated && std::env::var_os(SIM_SCENARIO_ENV).is_none() {
         Box::new(crate::sources::demo_host::DemoHost::new(real))
     } else {

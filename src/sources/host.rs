@@ -1,6 +1,6 @@
-//! The machine and the GPU processes. sysinfo reads what a process keeps
-//! for life (name, command line, owner, start time) when its PID is first
-//! seen; after that, each tick reads only its CPU-time clock and its
+//! The machine and the GPU processes. What a process keeps for life (name,
+//! command line, owner, start time) is read when its PID is first seen,
+//! from the `stat` read then, `status` and `cmdline`; after that, each tick reads only its CPU-time clock and its
 //! `statm` (`procstat::Tracked`), or `/proc/PID/stat` where no descriptor
 //! can be held, which is what makes a tick over hundreds of processes
 //! cheap. The parent, which only `stat` tells, changes only when the parent
@@ -14,8 +14,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sysinfo::{Pid, Process as SysProcess, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind};
-
 use super::machine::Machine;
 use super::procstat::{self, Stat, Tracked};
 use super::users::UserNames;
@@ -23,7 +21,7 @@ use super::{HostProcess, HostSample, HostSource, sanitize_command};
 use super::{pidns, workload};
 use crate::model::{Host, PidNamespace, SourceStatus, Timestamp};
 
-pub struct SysinfoHost {
+pub struct ProcHost {
     machine: Machine,
     users: UserNames,
     hostname: Option<String>,
@@ -35,6 +33,8 @@ pub struct SysinfoHost {
     max_open: usize,
     ticks_per_second: u64,
     page_size: u64,
+    /// Seconds since the epoch at boot, which start times count from.
+    boot_time: Option<u64>,
     buf: Vec<u8>,
     pid_namespace: Option<PidNamespace>,
     /// A bad `GPUSCOPE_PID_NAMESPACE`, reported with every sample.
@@ -92,23 +92,24 @@ impl Reading {
     }
 }
 
-impl Default for SysinfoHost {
+impl Default for ProcHost {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl SysinfoHost {
+impl ProcHost {
     pub fn new() -> Self {
         Self {
             cpu_count: std::thread::available_parallelism().ok().and_then(|n| u32::try_from(n.get()).ok()),
             machine: Machine::open(Path::new("/proc")),
             users: UserNames::default(),
-            hostname: System::host_name(),
+            hostname: host_name(),
             known: IntMap::default(),
             max_open: procstat::held_stat_budget(),
             ticks_per_second: procstat::ticks_per_second(),
             page_size: procstat::page_size(),
+            boot_time: procstat::boot_time(Path::new("/proc")),
             buf: Vec::new(),
             pid_namespace: None,
             pid_namespace_error: None,
@@ -126,27 +127,26 @@ impl SysinfoHost {
     }
 
     fn user_name_of(&mut self, p: &ProcessView) -> Option<String> {
-        let uid = **p.uid.as_ref()?;
+        let uid = p.uid?;
         self.users.name(uid).or_else(|| Some(uid.to_string()))
     }
 
     /// First sight of these PIDs (or of a new process behind a recycled
-    /// one): the lifelong fields through sysinfo. A `System` made for the
-    /// purpose keeps no table of processes between ticks.
-    fn first_sight(&mut self, fresh: Vec<(u32, Stat)>, now: Instant) {
-        if fresh.is_empty() {
-            return;
-        }
-        let mut system = System::new();
-        let sys_pids: Vec<Pid> = fresh.iter().map(|&(p, ..)| Pid::from_u32(p)).collect();
-        // Without `without_tasks`, sysinfo walks /proc/PID/task: every
-        // thread of a training process (dozens).
-        let kind =
-            ProcessRefreshKind::nothing().without_tasks().with_cmd(UpdateKind::Always).with_user(UpdateKind::Always);
-        system.refresh_processes_specifics(ProcessesToUpdate::Some(&sys_pids), true, kind);
-        for (pid, stat) in fresh {
-            let Some(p) = system.process(Pid::from_u32(pid)) else { continue };
-            let view = ProcessView::of(p);
+    /// one): the lifelong fields. The name comes from the `stat` line this
+    /// tick read, so two files more are read: `status` and `cmdline`
+    /// (sysinfo, which did this before, read `status` twice, `stat` again
+    /// and `cmdline`).
+    fn first_sight(&mut self, fresh: Vec<(u32, Stat, Option<String>)>, now: Instant) {
+        let proc_root = Path::new("/proc");
+        for (pid, stat, name) in fresh {
+            // Gone since its `stat` was read: nothing to follow.
+            let Some(uid) = procstat::real_uid(proc_root, pid).map(Some) else { continue };
+            let view = ProcessView {
+                name: name.unwrap_or_default(),
+                cmd: procstat::command_line(proc_root, pid),
+                uid,
+                start_time: self.boot_time.map(|boot| boot + stat.start_ticks / self.ticks_per_second.max(1)),
+            };
             let user = self.user_name_of(&view);
             let mut fixed = fixed_fields(&view, user);
             fixed.workload = workload::read(Path::new("/proc"), pid)
@@ -236,7 +236,7 @@ impl SysinfoHost {
     }
 }
 
-impl HostSource for SysinfoHost {
+impl HostSource for ProcHost {
     fn sample(&mut self, pids: &[u32]) -> HostSample {
         // CPU usage is a difference between two readings: the first sample
         // of the machine, and of each process, has none to offer.
@@ -263,7 +263,7 @@ impl HostSource for SysinfoHost {
                 continue;
             }
             // Not in /proc: exited, or in a PID namespace this one cannot see.
-            let Some(stat) = procstat::read(Path::new("/proc"), pid) else { continue };
+            let Some(stat) = procstat::read_into(Path::new("/proc"), pid, &mut self.buf) else { continue };
             let room = self.room();
             match self.known.get_mut(&pid) {
                 Some(k) if k.start_ticks == stat.start_ticks => {
@@ -284,7 +284,7 @@ impl HostSource for SysinfoHost {
                     // old one's, even should its first sight fail.
                     self.known.remove(&pid);
                     readings.push((pid, Reading::of_stat(&stat, tps, true)));
-                    fresh.push((pid, stat));
+                    fresh.push((pid, stat, procstat::name_in(&self.buf)));
                 }
             }
         }
@@ -311,24 +311,26 @@ impl HostSource for SysinfoHost {
     }
 }
 
-/// The few fields of a sysinfo process gpuscope keeps, copied out so the
-/// user lookup can borrow `self` mutably.
+/// What a process keeps for life, as read at first sight.
 struct ProcessView {
     name: String,
     cmd: Vec<String>,
-    uid: Option<sysinfo::Uid>,
-    start_time: u64,
+    /// The real user ID.
+    uid: Option<u32>,
+    /// Seconds since the epoch, whole as `stat` counts them after boot.
+    start_time: Option<u64>,
 }
 
-impl ProcessView {
-    fn of(p: &SysProcess) -> Self {
-        Self {
-            name: p.name().to_string_lossy().into_owned(),
-            cmd: p.cmd().iter().map(|a| a.to_string_lossy().into_owned()).collect(),
-            uid: p.user_id().cloned(),
-            start_time: p.start_time(),
-        }
+/// The machine's name (gethostname(2)); `None` where it is not UTF-8.
+fn host_name() -> Option<String> {
+    // HOST_NAME_MAX is 64 on Linux; room for a terminating NUL besides.
+    let mut buf = [0u8; 256];
+    // SAFETY: writes at most `buf.len()` bytes into `buf`.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        return None;
     }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8(buf[..end].to_vec()).ok()
 }
 
 /// What stays true for the life of the process; the rest comes from
@@ -340,7 +342,7 @@ fn fixed_fields(p: &ProcessView, user: Option<String>) -> HostProcess {
         user: user.map(Arc::from),
         // Kernel threads and zombies have an empty command line.
         command: command.filter(|c| !c.is_empty()).map(Arc::from),
-        start_time: (p.start_time > 0).then(|| Timestamp::from_unix_secs(p.start_time)),
+        start_time: p.start_time.filter(|&t| t > 0).map(Timestamp::from_unix_secs),
         ..HostProcess::default()
     }
 }
@@ -352,12 +354,19 @@ mod tests {
     #[test]
     fn sees_this_process() {
         let me = std::process::id();
-        let mut host = SysinfoHost::new();
+        let mut host = ProcHost::new();
         let first = host.sample(&[me, u32::MAX - 1]);
         assert!(first.host.memory_total.unwrap() > 0);
         assert_eq!(first.host.cpu_percent, None, "no CPU figure before a second reading");
         let p = &first.processes[&me];
         assert!(p.command.as_deref().unwrap().contains("gpuscope"), "{p:?}");
+        let own = std::fs::read_to_string("/proc/self/comm").unwrap();
+        assert_eq!(p.name.as_deref(), Some(own.trim_end()));
+        let now_ms =
+            u64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis())
+                .unwrap();
+        let started = p.start_time.as_ref().unwrap().time_unix_ms;
+        assert!(started <= now_ms && started + 86_400_000 > now_ms, "started at {started}, now {now_ms}");
         assert!(p.memory.unwrap() > 0);
         assert_eq!(p.cpu_percent, None);
         assert_eq!(
@@ -416,7 +425,7 @@ mod tests {
         BufReader::new(shell.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let sleeper: u32 = line.trim().parse().unwrap();
         let _sleeper = procstat::Ender(i32::try_from(sleeper).unwrap());
-        let mut host = SysinfoHost::new();
+        let mut host = ProcHost::new();
         for _ in 0..2 {
             assert_eq!(host.sample(&[sleeper]).processes[&sleeper].parent_pid, Some(shell.id()));
         }
@@ -433,11 +442,11 @@ mod tests {
 
     #[test]
     fn a_bad_namespace_override_is_reported_and_counts_as_unknown() {
-        let mut host = SysinfoHost::new().with_pid_namespace(Err("GPUSCOPE_PID_NAMESPACE must be".into()));
+        let mut host = ProcHost::new().with_pid_namespace(Err("GPUSCOPE_PID_NAMESPACE must be".into()));
         let s = host.sample(&[]);
         assert_eq!(s.status.error.as_deref(), Some("GPUSCOPE_PID_NAMESPACE must be"));
         assert_eq!((s.pid_namespace, host.pid_namespace()), (None, None));
-        let host = SysinfoHost::new().with_pid_namespace(Ok(Some(PidNamespace::Container)));
+        let host = ProcHost::new().with_pid_namespace(Ok(Some(PidNamespace::Container)));
         assert_eq!(host.pid_namespace(), Some(PidNamespace::Container));
     }
 }

@@ -52,8 +52,11 @@ impl StatFile {
     fn read(&self, buf: &mut Vec<u8>) -> Option<Stat> {
         // Longer than any stat line: 52 numbers and a 16-byte name.
         buf.resize(1024, 0);
-        let n = self.0.read_at(buf, 0).ok()?;
-        parse(&buf[..n])
+        let n = self.0.read_at(buf, 0);
+        // What was read, and nothing of an earlier line.
+        buf.truncate(*n.as_ref().unwrap_or(&0));
+        n.ok()?;
+        parse(buf)
     }
 }
 
@@ -95,7 +98,7 @@ impl Held {
 /// a `statm` read that then succeeds shows the process still unreaped, so
 /// its PID was not anyone else's when the clock was read. The parent,
 /// which `stat` also gave, changes only when the parent exits; the caller
-/// watches the parents instead (see `SysinfoHost`).
+/// watches the parents instead (see `ProcHost`).
 #[derive(Debug)]
 pub struct Tracked {
     statm: File,
@@ -141,7 +144,55 @@ impl Tracked {
 /// Opens, reads and closes `/proc/PID/stat` under `proc_root`; `None` when
 /// the process is gone or the file is not what Linux writes.
 pub fn read(proc_root: &Path, pid: u32) -> Option<Stat> {
-    StatFile::open(proc_root, pid)?.read(&mut Vec::new())
+    read_into(proc_root, pid, &mut Vec::new())
+}
+
+/// `read`, leaving the line read in `buf` (for `name_in`).
+pub fn read_into(proc_root: &Path, pid: u32, buf: &mut Vec<u8>) -> Option<Stat> {
+    StatFile::open(proc_root, pid)?.read(buf)
+}
+
+/// The name in a `stat` line (field 2, the kernel's `comm`: at most 15
+/// bytes, between the first '(' and the last ')'), as written.
+pub fn name_in(stat: &[u8]) -> Option<String> {
+    let open = stat.iter().position(|&b| b == b'(')?;
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    stat.get(open + 1..close).map(|name| String::from_utf8_lossy(name).into_owned())
+}
+
+/// The real user ID of `/proc/PID/status` (the first of the four on its
+/// `Uid:` line); `None` when the process is gone.
+pub fn real_uid(proc_root: &Path, pid: u32) -> Option<u32> {
+    let status = std::fs::read(pid_file(proc_root, pid, "status")).ok()?;
+    uid_in(&status)
+}
+
+fn uid_in(status: &[u8]) -> Option<u32> {
+    let line = status.split(|&b| b == b'\n').find_map(|l| l.strip_prefix(b"Uid:"))?;
+    std::str::from_utf8(line).ok()?.split_whitespace().next()?.parse().ok()
+}
+
+/// The arguments of `/proc/PID/cmdline`, each with surrounding ASCII
+/// whitespace trimmed and empty ones left out (as sysinfo, which gpuscope
+/// used before, gives them); none for a kernel thread, a zombie or a
+/// process gone.
+pub fn command_line(proc_root: &Path, pid: u32) -> Vec<String> {
+    std::fs::read(pid_file(proc_root, pid, "cmdline")).map(|raw| arguments(&raw)).unwrap_or_default()
+}
+
+fn arguments(raw: &[u8]) -> Vec<String> {
+    (raw.split(|&b| b == 0).map(<[u8]>::trim_ascii))
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+/// When the machine booted, in seconds since the epoch (`btime` of
+/// `/proc/stat`): what a start time in ticks since boot is counted from.
+pub fn boot_time(proc_root: &Path) -> Option<u64> {
+    let stat = std::fs::read(proc_root.join("stat")).ok()?;
+    let line = stat.split(|&b| b == b'\n').find_map(|l| l.strip_prefix(b"btime "))?;
+    std::str::from_utf8(line).ok()?.trim().parse().ok().filter(|&t| t > 0)
 }
 
 /// A process is identified by PID *and* start time, so a recycled PID never
@@ -301,6 +352,46 @@ mod tests {
     }
 
     #[test]
+    fn first_sight_fields_parse_as_linux_writes_them() {
+        assert_eq!(name_in(b"4242 (evil) 1 2 (x\xff) S 17").as_deref(), Some("evil) 1 2 (x\u{fffd}"));
+        assert_eq!(name_in(b"1 () S 0"), Some(String::new()));
+        assert_eq!(name_in(b"1 x S 0"), None);
+        assert_eq!(name_in(b"1 )x( S"), None, "a ')' before the '(' is no name");
+        let status = b"Name:\tpython3\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t1000\t0\t0\t0\nGid:\t5\t5\t5\t5\n";
+        assert_eq!(uid_in(status), Some(1000), "the real one, not the effective 0");
+        assert_eq!(uid_in(b"Name:\tx\n"), None);
+        assert_eq!(uid_in(b"Uid:\tme\n"), None);
+        assert_eq!(
+            arguments(b"python3\0-m\0 torch.distributed.run \0\0--nproc=8\0"),
+            ["python3", "-m", "torch.distributed.run", "--nproc=8"]
+        );
+        assert_eq!(arguments(b"no trailing nul"), ["no trailing nul"]);
+        assert_eq!(arguments(b"\xff\0"), ["\u{fffd}"]);
+        assert!(arguments(b"").is_empty() && arguments(b"\0 \0").is_empty());
+    }
+
+    #[test]
+    fn the_boot_time_is_btime() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("stat"), "cpu  1 2 3\nintr 5\nbtime 1764230400\nprocesses 9\n").unwrap();
+        assert_eq!(boot_time(dir.path()), Some(1_764_230_400));
+        std::fs::write(dir.path().join("stat"), "cpu  1 2 3\nbtime x\n").unwrap();
+        assert_eq!(boot_time(dir.path()), None);
+        assert!(boot_time(Path::new("/proc")).is_some_and(|t| t > 1_000_000_000));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_parse_or_not_without_panicking(raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            let _ = parse(&raw);
+            let _ = name_in(&raw);
+            let _ = uid_in(&raw);
+            let args = arguments(&raw);
+            proptest::prop_assert!(args.iter().all(|a| !a.is_empty() && !a.contains('\0')));
+        }
+    }
+
+    #[test]
     fn reads_this_process() {
         let me = read(Path::new("/proc"), std::process::id()).unwrap();
         assert!(me.start_ticks > 0 && me.rss_pages > 0);
@@ -311,6 +402,17 @@ mod tests {
         let own = std::fs::read_to_string("/proc/self/comm").unwrap();
         assert_eq!(comm(Path::new("/proc"), std::process::id()).as_deref(), Some(own.trim_end()));
         assert_eq!(comm(Path::new("/proc"), u32::MAX - 3), None);
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_into(Path::new("/proc"), std::process::id(), &mut buf).map(|s| s.start_ticks),
+            Some(me.start_ticks)
+        );
+        assert_eq!(name_in(&buf).as_deref(), Some(own.trim_end()));
+        assert_eq!(real_uid(Path::new("/proc"), std::process::id()), Some(crate::sources::probe::current_uid()));
+        let args: Vec<String> = std::env::args().map(|a| a.trim_ascii().to_owned()).filter(|a| !a.is_empty()).collect();
+        assert_eq!(command_line(Path::new("/proc"), std::process::id()), args);
+        assert!(command_line(Path::new("/proc"), u32::MAX - 3).is_empty());
+        assert_eq!(real_uid(Path::new("/proc"), u32::MAX - 3), None);
     }
 
     #[test]
