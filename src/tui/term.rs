@@ -47,50 +47,93 @@ impl<'a> Frame<'a> {
     }
 }
 
-/// A cell as the terminal was last sent it.
+/// A cell as the terminal was last sent it, packed into 16 bytes (the
+/// record is kept for the whole pane: 192 KB at 200x60, where the fields
+/// side by side took 20 bytes a cell). The packing is exact: two cells are
+/// equal here exactly when their character, width, colours and modifiers
+/// are, and comparing is four integer compares.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 struct Shown {
-    /// The character, or `LONG` for a grapheme of several characters.
-    symbol: u32,
-    fg: Color,
-    bg: Color,
-    underline: Color,
-    modifier: Modifier,
-    width: u8,
+    /// The character (or `LONG`) in the low 24 bits, the width in the top 8.
+    glyph: u32,
+    /// Each colour as `color_code` gives it (26 bits), with six bits of the
+    /// modifiers above it: bits 0-5 with `fg`, 6-11 with `bg`, 12-15 with
+    /// `underline`.
+    fg: u32,
+    bg: u32,
+    underline: u32,
 }
 
 /// A grapheme of several characters (an emoji sequence, a letter with a
 /// combining mark) is not kept: it never compares equal, so it is sent
 /// again each frame. Such cells are rare (process names, host names).
-const LONG: u32 = u32::MAX;
+/// Above every `char` (at most 0x10FFFF).
+const LONG: u32 = 0xFF_FFFF;
+const COLOR_BITS: u32 = 26;
+const COLOR: u32 = (1 << COLOR_BITS) - 1;
 
 impl Shown {
     /// A blank cell: what a cleared terminal shows.
-    const BLANK: Self = Self {
-        symbol: ' ' as u32,
-        fg: Color::Reset,
-        bg: Color::Reset,
-        underline: Color::Reset,
-        modifier: Modifier::empty(),
-        width: 1,
-    };
+    const BLANK: Self = Self { glyph: ' ' as u32 | 1 << 24, fg: 0, bg: 0, underline: 0 };
 
     fn of(cell: &Cell) -> Self {
         let symbol = symbol_code(cell.symbol());
+        let width = if narrow(symbol) { 1 } else { u32::from(u8::try_from(cell.cell_width()).unwrap_or(u8::MAX)) };
+        let modifier = u32::from(cell.modifier.bits());
         Self {
-            symbol,
-            fg: cell.fg,
-            bg: cell.bg,
-            underline: cell.underline_color,
-            modifier: cell.modifier,
-            width: if narrow(symbol) { 1 } else { u8::try_from(cell.cell_width()).unwrap_or(u8::MAX) },
+            glyph: symbol | width << 24,
+            fg: color_code(cell.fg) | (modifier & 0x3F) << COLOR_BITS,
+            bg: color_code(cell.bg) | (modifier >> 6 & 0x3F) << COLOR_BITS,
+            underline: color_code(cell.underline_color) | (modifier >> 12) << COLOR_BITS,
         }
     }
 
     /// Whether the terminal shows `cell` here already; a long grapheme
     /// is never known to be shown.
     fn shows(&self, cell: &Self) -> bool {
-        self.symbol != LONG && self == cell
+        self.symbol() != LONG && self == cell
+    }
+
+    fn symbol(&self) -> u32 {
+        self.glyph & LONG
+    }
+
+    fn width(&self) -> u8 {
+        u8::try_from(self.glyph >> 24).unwrap_or(u8::MAX)
+    }
+
+    /// Whether it shows on a blank cell, as ratatui's diff counts it: a
+    /// background colour, or a modifier that draws on a space.
+    fn styled(&self) -> bool {
+        let modifier = self.fg >> COLOR_BITS | (self.bg >> COLOR_BITS) << 6 | (self.underline >> COLOR_BITS) << 12;
+        let modifier = Modifier::from_bits_retain(u16::try_from(modifier).unwrap_or(u16::MAX));
+        self.bg & COLOR != 0 || modifier.intersects(VISIBLE_ON_BLANK)
+    }
+}
+
+/// A colour in 26 bits, `Reset` as 0: the named ones by their place, the
+/// indexed and RGB ones tagged above their 8 and 24 bits.
+fn color_code(color: Color) -> u32 {
+    match color {
+        Color::Reset => 0,
+        Color::Black => 1,
+        Color::Red => 2,
+        Color::Green => 3,
+        Color::Yellow => 4,
+        Color::Blue => 5,
+        Color::Magenta => 6,
+        Color::Cyan => 7,
+        Color::Gray => 8,
+        Color::DarkGray => 9,
+        Color::LightRed => 10,
+        Color::LightGreen => 11,
+        Color::LightYellow => 12,
+        Color::LightBlue => 13,
+        Color::LightMagenta => 14,
+        Color::LightCyan => 15,
+        Color::White => 16,
+        Color::Indexed(i) => 1 << 24 | u32::from(i),
+        Color::Rgb(r, g, b) => 2 << 24 | u32::from(r) << 16 | u32::from(g) << 8 | u32::from(b),
     }
 }
 
@@ -102,6 +145,10 @@ fn narrow(code: u32) -> bool {
 }
 
 fn symbol_code(symbol: &str) -> u32 {
+    // One byte, ASCII: most of a frame, without decoding.
+    if let [byte] = symbol.as_bytes() {
+        return u32::from(*byte);
+    }
     let mut chars = symbol.chars();
     match (chars.next(), chars.next()) {
         (Some(c), None) => u32::from(c),
@@ -232,7 +279,7 @@ where
         self.changed = changed;
         if drawn.is_err() {
             // What reached the terminal is unknown: all of it goes again.
-            self.shown.fill(Shown { symbol: LONG, ..Shown::BLANK });
+            self.shown.fill(Shown { glyph: LONG | 1 << 24, ..Shown::BLANK });
         }
         drawn?;
         if !self.cursor_hidden {
@@ -291,9 +338,11 @@ fn diff(shown: &mut [Shown], next: &mut [Cell], out: &mut Vec<u32>) {
                 sent
             }
             CellDiffOption::None | CellDiffOption::AlwaysUpdate => {
-                let width = usize::from(now.width);
+                let width = usize::from(now.width());
                 if matches!(current.diff_option, CellDiffOption::None) && before.shows(&now) {
-                    i = covered(shown, next, i, width.saturating_sub(1));
+                    if width > 1 {
+                        i = covered(shown, next, i, width - 1);
+                    }
                     false
                 } else {
                     out.push(index(here));
@@ -302,11 +351,9 @@ fn diff(shown: &mut [Shown], next: &mut [Cell], out: &mut Vec<u32>) {
                         i = trailing(shown, next, here + 1, here + width, false, out);
                     } else if width > 1 {
                         i = covered(shown, next, i, width - 1);
-                    } else if usize::from(before.width) > width
-                        && (before.bg != Color::Reset || before.modifier.intersects(VISIBLE_ON_BLANK))
-                    {
+                    } else if usize::from(before.width()) > width && before.styled() {
                         // A styled wide character's remains: every trailing column.
-                        i = trailing(shown, next, here + 1, here + usize::from(before.width), true, out);
+                        i = trailing(shown, next, here + 1, here + usize::from(before.width()), true, out);
                     }
                     true
                 }
@@ -341,13 +388,13 @@ fn trailing(shown: &mut [Shown], next: &mut [Cell], from: usize, end: usize, for
         let now = Shown::of(cell);
         let before = std::mem::replace(&mut shown[j], now);
         let here = j;
-        let sent = !skipped(cell) && (force || now.symbol == LONG || before.symbol != now.symbol);
+        let sent = !skipped(cell) && (force || now.symbol() == LONG || before.symbol() != now.symbol());
         if sent {
             out.push(index(here));
         } else {
             clear(&mut next[here], &now);
         }
-        j = covered(shown, next, j + 1, usize::from(now.width.max(1)) - 1);
+        j = covered(shown, next, j + 1, usize::from(now.width().max(1)) - 1);
         end = end.max(j).min(len);
     }
     end.max(from)
