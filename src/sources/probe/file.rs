@@ -192,6 +192,13 @@ impl ProbeFile {
             d.uuid = d.uuid.as_deref().map(sanitize_command);
             d.pci_bus_id = d.pci_bus_id.as_deref().map(sanitize_command);
         }
+        // The reader keeps each probe's parsed file. A list grows as it is
+        // read, to room for four devices (about 1.4 KB) for a rank's one:
+        // a kilobyte spare per probe, 128 KB at 128 probes.
+        f.devices.shrink_to_fit();
+        if let Some(ooms) = &mut f.last_oom {
+            ooms.shrink_to_fit();
+        }
         Ok(f)
     }
 }
@@ -294,6 +301,7 @@ mod tests {
     fn a_good_file_parses() {
         let f = ProbeFile::parse(&sample_json(42, 7), 42, 7).unwrap();
         assert_eq!(f.devices[0].reserved, Some(200));
+        assert_eq!(f.devices.capacity(), f.devices.len(), "kept without room to grow");
         assert_eq!(f.pinned_host, Some(PinnedHost { current: Some(1024), peak: Some(2048) }));
         assert_eq!(f.devices[0].pci_bus_id.as_deref(), Some("00000000:18:00.0"));
         assert_eq!(f.cuda_visible_devices, Some(None), "there, and unset");
