@@ -6,7 +6,7 @@
 //! 48 bytes (a string, three colours, modifiers, diff options), so a
 //! 200x60 pane held two 564 KiB buffers: more than a tenth of the
 //! dashboard's resident memory, and more than the whole of what nvtop
-//! keeps for its screen. Here the frame before is kept as 20 bytes a cell,
+//! keeps for its screen. Here the frame before is kept as 16 bytes a cell,
 //! exactly what decides whether a cell is sent again: its character, its
 //! colours, its modifiers and its width. The one full buffer is drawn into
 //! and cleared again for the next frame.
