@@ -1,13 +1,13 @@
 //! The machine and the GPU processes. What a process keeps for life (name,
 //! command line, owner, start time) is read when its PID is first seen,
-//! from the `stat` read then, `status` and `cmdline`; after that, each tick reads only its CPU-time clock and its
-//! `statm` (`procstat::Tracked`), or `/proc/PID/stat` where no descriptor
-//! can be held, which is what makes a tick over hundreds of processes
-//! cheap. The parent, which only `stat` tells, changes only when the parent
-//! exits: each tick reads the `stat` of each distinct parent (a launcher
-//! above many ranks, a shell) and asks a child again only when its parent
-//! has exited. The machine's own figures come from files held open (see
-//! `machine`).
+//! from the `stat` read then, `status` and `cmdline`; after that, each tick
+//! reads only its CPU-time clock and its `statm` (`procstat::Tracked`), or
+//! `/proc/PID/stat` where no descriptor can be held, which is what makes a
+//! tick over hundreds of processes cheap. The parent, which only `stat`
+//! tells, changes only when the parent exits: each tick reads the `stat` of
+//! each distinct parent (a launcher above many ranks, a shell) and asks a
+//! child again only when its parent has exited. The machine's own figures
+//! come from files held open (see `machine`).
 
 use crate::hashing::IntMap;
 use std::path::Path;
@@ -100,16 +100,17 @@ impl Default for ProcHost {
 
 impl ProcHost {
     pub fn new() -> Self {
+        let mut machine = Machine::open(Path::new("/proc"));
         Self {
             cpu_count: std::thread::available_parallelism().ok().and_then(|n| u32::try_from(n.get()).ok()),
-            machine: Machine::open(Path::new("/proc")),
+            boot_time: machine.boot_time(),
+            machine,
             users: UserNames::default(),
             hostname: host_name(),
             known: IntMap::default(),
             max_open: procstat::held_stat_budget(),
             ticks_per_second: procstat::ticks_per_second(),
             page_size: procstat::page_size(),
-            boot_time: procstat::boot_time(Path::new("/proc")),
             buf: Vec::new(),
             pid_namespace: None,
             pid_namespace_error: None,
@@ -127,8 +128,7 @@ impl ProcHost {
     }
 
     fn user_name_of(&mut self, p: &ProcessView) -> Option<String> {
-        let uid = p.uid?;
-        self.users.name(uid).or_else(|| Some(uid.to_string()))
+        self.users.name(p.uid).or_else(|| Some(p.uid.to_string()))
     }
 
     /// First sight of these PIDs (or of a new process behind a recycled
@@ -140,7 +140,7 @@ impl ProcHost {
         let proc_root = Path::new("/proc");
         for (pid, stat, name) in fresh {
             // Gone since its `stat` was read: nothing to follow.
-            let Some(uid) = procstat::real_uid(proc_root, pid).map(Some) else { continue };
+            let Some(uid) = procstat::real_uid(proc_root, pid) else { continue };
             let view = ProcessView {
                 name: name.unwrap_or_default(),
                 cmd: procstat::command_line(proc_root, pid),
@@ -149,10 +149,10 @@ impl ProcHost {
             };
             let user = self.user_name_of(&view);
             let mut fixed = fixed_fields(&view, user);
-            fixed.workload = workload::read(Path::new("/proc"), pid)
+            fixed.workload = workload::read(proc_root, pid)
                 // Read after the PID's stat: dropped should the PID have
                 // gone to another process in between.
-                .filter(|_| procstat::start_ticks(Path::new("/proc"), pid) == Some(stat.start_ticks))
+                .filter(|_| procstat::start_ticks(proc_root, pid) == Some(stat.start_ticks))
                 .map(Arc::new);
             let tracked = self.room().then(|| Tracked::open(pid)).flatten();
             // The rate's base from the source the next readings come from.
@@ -316,7 +316,7 @@ struct ProcessView {
     name: String,
     cmd: Vec<String>,
     /// The real user ID.
-    uid: Option<u32>,
+    uid: u32,
     /// Seconds since the epoch, whole as `stat` counts them after boot.
     start_time: Option<u64>,
 }

@@ -63,6 +63,13 @@ impl Machine {
         let percent = if total == 0 { 0.0 } else { (busy as f64 / total as f64 * 100.0).min(100.0) };
         Some((percent * 10.0).round() / 10.0)
     }
+
+    /// When the machine booted, in seconds since the epoch (`btime` of
+    /// `/proc/stat`): what a process's start time in ticks since boot
+    /// counts from.
+    pub fn boot_time(&mut self) -> Option<u64> {
+        parse_btime(read_whole(self.stat.as_ref()?, &mut self.buf)?)
+    }
 }
 
 /// The file from its start, whole: the buffer grows until a read leaves
@@ -135,6 +142,10 @@ fn parse_cpu_line(text: &[u8]) -> Option<CpuTimes> {
     Some(CpuTimes { total: values.iter().fold(0u64, |a, &v| a.saturating_add(v)), idle })
 }
 
+fn parse_btime(text: &[u8]) -> Option<u64> {
+    number(text.split(|&b| b == b'\n').find_map(|l| l.strip_prefix(b"btime "))?).filter(|&t| t > 0)
+}
+
 /// The first decimal number in `field`, leading blanks skipped.
 fn number(field: &[u8]) -> Option<u64> {
     let digits: &[u8] = field.trim_ascii_start();
@@ -191,11 +202,22 @@ mod tests {
         assert_eq!((missing.memory(), missing.cpu_percent(), missing.cpu_percent()), (None, None, None));
     }
 
+    #[test]
+    fn the_boot_time_is_btime() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("stat"), "cpu  1 2 3\nintr 5\nbtime 1764230400\nprocesses 9\n").unwrap();
+        assert_eq!(Machine::open(dir.path()).boot_time(), Some(1_764_230_400));
+        std::fs::write(dir.path().join("stat"), "cpu  1 2 3\nbtime x\n").unwrap();
+        assert_eq!(Machine::open(dir.path()).boot_time(), None);
+        assert!(Machine::open(Path::new("/proc")).boot_time().is_some_and(|t| t > 1_000_000_000));
+    }
+
     proptest! {
         #[test]
         fn any_text_parses_or_not_without_panicking(text in proptest::collection::vec(any::<u8>(), 0..300)) {
             let _ = parse_meminfo(&text);
             let _ = parse_cpu_line(&text);
+            let _ = parse_btime(&text);
         }
 
         #[test]

@@ -52,10 +52,10 @@ impl StatFile {
     fn read(&self, buf: &mut Vec<u8>) -> Option<Stat> {
         // Longer than any stat line: 52 numbers and a 16-byte name.
         buf.resize(1024, 0);
-        let n = self.0.read_at(buf, 0);
-        // What was read, and nothing of an earlier line.
-        buf.truncate(*n.as_ref().unwrap_or(&0));
-        n.ok()?;
+        // What was read, and nothing of an earlier line: a failed read
+        // leaves nothing, which parses as nothing.
+        let n = self.0.read_at(buf, 0).unwrap_or(0);
+        buf.truncate(n);
         parse(buf)
     }
 }
@@ -160,8 +160,8 @@ pub fn name_in(stat: &[u8]) -> Option<String> {
     stat.get(open + 1..close).map(|name| String::from_utf8_lossy(name).into_owned())
 }
 
-/// The real user ID of `/proc/PID/status` (the first of the four on its
-/// `Uid:` line); `None` when the process is gone.
+/// The real user ID of `/proc/PID/status` (its `Uid:` line holds the real,
+/// effective, saved and filesystem IDs); `None` when the process is gone.
 pub fn real_uid(proc_root: &Path, pid: u32) -> Option<u32> {
     let status = std::fs::read(pid_file(proc_root, pid, "status")).ok()?;
     uid_in(&status)
@@ -185,14 +185,6 @@ fn arguments(raw: &[u8]) -> Vec<String> {
         .filter(|a| !a.is_empty())
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect()
-}
-
-/// When the machine booted, in seconds since the epoch (`btime` of
-/// `/proc/stat`): what a start time in ticks since boot is counted from.
-pub fn boot_time(proc_root: &Path) -> Option<u64> {
-    let stat = std::fs::read(proc_root.join("stat")).ok()?;
-    let line = stat.split(|&b| b == b'\n').find_map(|l| l.strip_prefix(b"btime "))?;
-    std::str::from_utf8(line).ok()?.trim().parse().ok().filter(|&t| t > 0)
 }
 
 /// A process is identified by PID *and* start time, so a recycled PID never
@@ -361,6 +353,7 @@ mod tests {
         assert_eq!(uid_in(status), Some(1000), "the real one, not the effective 0");
         assert_eq!(uid_in(b"Name:\tx\n"), None);
         assert_eq!(uid_in(b"Uid:\tme\n"), None);
+        assert_eq!(uid_in(b"Name:\tx\nUid:\t1000\t0\t1000\t1000\n"), Some(1000));
         assert_eq!(
             arguments(b"python3\0-m\0 torch.distributed.run \0\0--nproc=8\0"),
             ["python3", "-m", "torch.distributed.run", "--nproc=8"]
@@ -368,16 +361,6 @@ mod tests {
         assert_eq!(arguments(b"no trailing nul"), ["no trailing nul"]);
         assert_eq!(arguments(b"\xff\0"), ["\u{fffd}"]);
         assert!(arguments(b"").is_empty() && arguments(b"\0 \0").is_empty());
-    }
-
-    #[test]
-    fn the_boot_time_is_btime() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("stat"), "cpu  1 2 3\nintr 5\nbtime 1764230400\nprocesses 9\n").unwrap();
-        assert_eq!(boot_time(dir.path()), Some(1_764_230_400));
-        std::fs::write(dir.path().join("stat"), "cpu  1 2 3\nbtime x\n").unwrap();
-        assert_eq!(boot_time(dir.path()), None);
-        assert!(boot_time(Path::new("/proc")).is_some_and(|t| t > 1_000_000_000));
     }
 
     proptest::proptest! {

@@ -47,9 +47,7 @@ fn target_in(proc_root: &Path, pid: u32) -> Result<Target, String> {
         return Err(format!("PID {pid} is not a process gpuscope will signal"));
     }
     let gone = || format!("PID {pid} is not visible from here (exited, or in another PID namespace)");
-    let dir = proc_root.join(pid.to_string());
-    let status = std::fs::read_to_string(dir.join("status")).map_err(|_| gone())?;
-    let uid = real_uid(&status).ok_or_else(gone)?;
+    let uid = procstat::real_uid(proc_root, pid).ok_or_else(gone)?;
     let start_ticks = procstat::start_ticks(proc_root, pid).ok_or_else(gone)?;
     // SAFETY: getuid and geteuid cannot fail and touch no memory.
     let (me, effective) = unsafe { (libc::getuid(), libc::geteuid()) };
@@ -78,21 +76,10 @@ pub fn send(target: Target, signal: Signal) -> Result<(), String> {
     }
 }
 
-/// `Uid:` in /proc/PID/status holds real, effective, saved and fs uids.
-fn real_uid(status: &str) -> Option<u32> {
-    status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().next()?.parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::process::{Command, Stdio};
-
-    #[test]
-    fn parses_the_real_uid() {
-        assert_eq!(real_uid("Name:\tx\nUid:\t1000\t0\t1000\t1000\n"), Some(1000));
-        assert_eq!(real_uid("Name:\tx\n"), None);
-    }
 
     #[test]
     fn refuses_init_groups_and_invisible_processes() {
