@@ -6,6 +6,9 @@
 # --json, and the exporter over a few scrapes. Run it after large changes
 # to the dashboard's or the exporter's code paths, then commit the script;
 # functions it does not name still work, they only sit apart.
+# A sixth of the processes have probe files (benches/probe_files.py), so
+# that reading and joining allocator figures counts as the hot code it is
+# on a node that runs PyTorch.
 # Needs valgrind, tmux and python3. Run: bash packaging/hot_text.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +22,7 @@ done
 GPUSCOPE_HOT_TEXT=0 cargo build --release --quiet
 export GPUSCOPE_BENCH_BIN=$PWD/target/release/gpuscope
 source benches/node.sh
-node_up
+GPUSCOPE_BENCH_PROBED=${GPUSCOPE_BENCH_PROBED:-12} node_up
 profiles=$(mktemp -d)
 sock="gpuscope-hot-$$"
 server=
