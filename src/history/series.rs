@@ -6,22 +6,26 @@
 //! A ring is kept by column, not by bucket: most fields of most series are
 //! never available (an unprobed process has no allocator figures, an
 //! unprobed GPU no reserved or allocated), and a bucket-shaped ring would
-//! pay 16 bytes per bucket for each of them all the same. A field's column
+//! pay 14 bytes per bucket for each of them all the same. A field's column
 //! is only allocated once the field has a value, so a series costs what it
 //! records; readers still see whole buckets, with the missing fields
 //! unavailable as before.
 
-use std::collections::VecDeque;
-
 /// One field over a bucket. `n == 0`: every sample was unavailable, and so
 /// is the bucket. `f32` halves the memory; bytes lose nothing a chart or a
-/// threshold can see (a MiB-multiple below 16 TiB is exact).
+/// threshold can see (a MiB-multiple below 16 TiB is exact). The count is
+/// 16 bits, packed after the three values: 14 bytes where a 32-bit count
+/// took 16, and aggregates are most of a store (every process's coarsest
+/// tier). It saturates past 65,535 samples in one bucket (at the 10 ms
+/// shortest interval, buckets of 11 minutes: a window of 44 hours for a
+/// GPU), where the running mean then weighs each new sample 1/65,535.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[repr(C, packed(2))]
 pub struct Agg {
     min: f32,
     max: f32,
     mean: f32,
-    n: u32,
+    n: u16,
 }
 
 impl Agg {
@@ -38,7 +42,7 @@ impl Agg {
         self.min = self.min.min(v);
         self.max = self.max.max(v);
         // A running mean, not a sum: a sum of f32 loses small values.
-        self.mean += (v - self.mean) / self.n as f32;
+        self.mean += (v - self.mean) / f32::from(self.n);
     }
 
     pub fn min(&self) -> Option<f64> {
@@ -55,7 +59,7 @@ impl Agg {
 
     /// Samples that were available.
     pub fn count(&self) -> u32 {
-        self.n
+        u32::from(self.n)
     }
 }
 
@@ -81,131 +85,59 @@ pub struct Tier {
     pub len: usize,
 }
 
-/// Bucket times as offsets in milliseconds from a base: half the bytes of
-/// whole timestamps. A ring spans at most its length times its bucket
-/// width; where that passes `u32::MAX` ms (49 days: a one-day interval's
-/// 64 one-second buckets), the oldest times go as a full ring's would.
-#[derive(Debug, Clone, Default)]
-struct Times {
-    base_ms: u64,
-    offsets: VecDeque<u32>,
-}
-
-impl Times {
-    fn len(&self) -> usize {
-        self.offsets.len()
-    }
-
-    fn get(&self, i: usize) -> Option<u64> {
-        self.offsets.get(i).map(|o| self.base_ms + u64::from(*o))
-    }
-
-    fn front(&self) -> Option<u64> {
-        self.get(0)
-    }
-
-    fn back(&self) -> Option<u64> {
-        self.offsets.back().map(|o| self.base_ms + u64::from(*o))
-    }
-
-    /// The offset of `t_ms`, moving the base up to the oldest time held
-    /// where it no longer fits; `None` where it fits only without the
-    /// oldest (the caller drops it and asks again). Times only grow.
-    fn offset(&mut self, t_ms: u64) -> Option<u32> {
-        if self.offsets.is_empty() {
-            self.base_ms = t_ms;
-        }
-        if let Ok(o) = u32::try_from(t_ms - self.base_ms) {
-            return Some(o);
-        }
-        let oldest = self.front().unwrap_or(t_ms);
-        let shift = oldest - self.base_ms;
-        let fits = u32::try_from(t_ms - oldest).ok()?;
-        // Within u32: every offset held is at least the oldest's.
-        let shift = u32::try_from(shift).unwrap_or(u32::MAX);
-        self.offsets.iter_mut().for_each(|o| *o -= shift);
-        self.base_ms = oldest;
-        Some(fits)
-    }
-
-    /// The index of the first time at `from_ms` or later.
-    fn first_from(&self, from_ms: u64) -> usize {
-        let Some(o) = from_ms.checked_sub(self.base_ms) else { return 0 };
-        let o = u32::try_from(o).unwrap_or(u32::MAX);
-        self.offsets.partition_point(|t| *t < o)
-    }
-}
-
-/// One field's column: one `f32` per bucket (NaN: unavailable) for as long
-/// as no bucket has had two values, as in a raw tier, or a one-second tier
-/// at a one-second interval; whole `Agg`s (16 bytes) from the first bucket
-/// that has. At a one-second interval that is a quarter of the bytes of
-/// all but the coarsest tier.
+/// One field's column: a value per slot of its ring. One `f32` per bucket
+/// (NaN: unavailable) for as long as no bucket has had two values, as in a
+/// raw tier, or a one-second tier at a one-second interval; whole `Agg`s
+/// (14 bytes) from the first bucket that has. At a one-second interval
+/// that is under a third of the bytes of all but the coarsest tier. The ring
+/// keeps which slots hold which buckets; a column is slots alone.
 #[derive(Debug, Clone)]
 enum Column {
-    Single(VecDeque<f32>),
-    Aggregated(VecDeque<Agg>),
+    Single(Box<[f32]>),
+    Aggregated(Box<[Agg]>),
 }
 
 impl Column {
-    /// `held` buckets without a value, room for `max_len`.
-    fn new(held: usize, max_len: usize) -> Self {
-        let mut c = VecDeque::new();
-        c.reserve_exact(max_len);
-        c.resize(held, f32::NAN);
-        Self::Single(c)
+    /// Every slot without a value.
+    fn new(slots: usize) -> Self {
+        Self::Single(vec![f32::NAN; slots].into_boxed_slice())
     }
 
-    fn push_empty(&mut self) {
+    fn empty(&mut self, slot: usize) {
         match self {
-            Self::Single(c) => c.push_back(f32::NAN),
-            Self::Aggregated(c) => c.push_back(Agg::NONE),
+            Self::Single(c) => c.get_mut(slot).into_iter().for_each(|v| *v = f32::NAN),
+            Self::Aggregated(c) => c.get_mut(slot).into_iter().for_each(|a| *a = Agg::NONE),
         }
     }
 
-    fn pop_front(&mut self) {
-        match self {
-            Self::Single(c) => _ = c.pop_front(),
-            Self::Aggregated(c) => _ = c.pop_front(),
-        }
-    }
-
-    /// Adds `value` to the newest bucket.
-    fn add(&mut self, value: Option<f64>) {
+    /// Adds `value` to the bucket in `slot`.
+    fn add(&mut self, slot: usize, value: Option<f64>) {
         let Some(v) = value.filter(|v| v.is_finite()) else { return };
         match self {
-            Self::Single(c) => match c.back_mut() {
-                Some(last) if last.is_nan() => *last = v as f32,
+            Self::Single(c) => match c.get_mut(slot) {
+                Some(held) if held.is_nan() => *held = v as f32,
                 Some(_) => {
-                    let mut whole = VecDeque::new();
-                    whole.reserve_exact(c.capacity());
-                    whole.extend(c.iter().map(|v| single(*v)));
-                    if let Some(last) = whole.back_mut() {
-                        last.add(Some(v));
-                    }
+                    let mut whole: Box<[Agg]> = c.iter().map(|v| single(*v)).collect();
+                    whole.get_mut(slot).into_iter().for_each(|a| a.add(Some(v)));
                     *self = Self::Aggregated(whole);
                 }
                 None => {}
             },
-            Self::Aggregated(c) => {
-                if let Some(last) = c.back_mut() {
-                    last.add(Some(v));
-                }
-            }
+            Self::Aggregated(c) => c.get_mut(slot).into_iter().for_each(|a| a.add(Some(v))),
         }
     }
 
-    fn get(&self, i: usize) -> Option<Agg> {
+    fn get(&self, slot: usize) -> Agg {
         match self {
-            Self::Single(c) => c.get(i).map(|v| single(*v)),
-            Self::Aggregated(c) => c.get(i).copied(),
+            Self::Single(c) => c.get(slot).map_or(Agg::NONE, |v| single(*v)),
+            Self::Aggregated(c) => c.get(slot).copied().unwrap_or(Agg::NONE),
         }
     }
 
     fn heap_bytes(&self) -> usize {
         match self {
-            Self::Single(c) => c.capacity() * size_of::<f32>(),
-            Self::Aggregated(c) => c.capacity() * size_of::<Agg>(),
+            Self::Single(c) => size_of_val::<[f32]>(c),
+            Self::Aggregated(c) => size_of_val::<[Agg]>(c),
         }
     }
 }
@@ -215,14 +147,24 @@ fn single(v: f32) -> Agg {
     if v.is_nan() { Agg::NONE } else { Agg { min: v, max: v, mean: v, n: 1 } }
 }
 
-/// One tier's buckets. `times` holds every bucket's newest sample time;
-/// each field's column, once it exists, holds one entry per entry of
-/// `times`, in the same order. A column that does not exist reads as
-/// unavailable throughout.
+/// One tier's buckets, in a circle of slots allocated whole at the first
+/// sample: the oldest bucket in slot `head`, the next ones after it, `len`
+/// of them. The times and every column share that one index, so a bucket
+/// in or out moves two numbers rather than a `VecDeque` per column (each
+/// 32 bytes of head, length and capacity of its own). A column that does
+/// not exist reads as unavailable throughout.
 #[derive(Debug, Clone)]
 struct Ring<const N: usize> {
     tier: Tier,
-    times: Times,
+    head: usize,
+    len: usize,
+    /// Each bucket's newest sample time, as an offset in milliseconds from
+    /// `base_ms`: half the bytes of whole timestamps. A ring spans at most
+    /// its length times its bucket width; where that passes `u32::MAX` ms
+    /// (49 days: a one-day interval's 64 one-second buckets), the oldest
+    /// times go as a full ring's would.
+    base_ms: u64,
+    times: Box<[u32]>,
     fields: [Option<Column>; N],
     /// Nothing was ever dropped: the ring holds the series from its start.
     complete: bool,
@@ -230,7 +172,15 @@ struct Ring<const N: usize> {
 
 impl<const N: usize> Ring<N> {
     fn new(tier: Tier) -> Self {
-        Self { tier, times: Times::default(), fields: std::array::from_fn(|_| None), complete: true }
+        Self {
+            tier,
+            head: 0,
+            len: 0,
+            base_ms: 0,
+            times: Box::default(),
+            fields: std::array::from_fn(|_| None),
+            complete: true,
+        }
     }
 
     /// The most buckets the ring holds; every allocation is exactly this,
@@ -239,79 +189,143 @@ impl<const N: usize> Ring<N> {
         self.tier.len.max(1)
     }
 
+    /// The slot of the `i`th bucket, oldest first (`i` at most `len`,
+    /// which is at most the slots there are).
+    fn slot(&self, i: usize) -> usize {
+        let s = self.head + i;
+        if s >= self.times.len() { s - self.times.len() } else { s }
+    }
+
+    fn offset_at(&self, i: usize) -> Option<u32> {
+        (i < self.len).then(|| self.times.get(self.slot(i)).copied()).flatten()
+    }
+
+    fn time(&self, i: usize) -> Option<u64> {
+        self.offset_at(i).map(|o| self.base_ms + u64::from(o))
+    }
+
+    fn front(&self) -> Option<u64> {
+        self.time(0)
+    }
+
+    fn back(&self) -> Option<u64> {
+        self.len.checked_sub(1).and_then(|i| self.time(i))
+    }
+
     fn pop_front(&mut self) {
-        self.times.offsets.pop_front();
-        self.fields.iter_mut().flatten().for_each(Column::pop_front);
+        if self.len > 0 {
+            self.head = self.slot(1);
+            self.len -= 1;
+        }
         self.complete = false;
+    }
+
+    /// The offset of `t_ms`, moving the base up to the oldest time held
+    /// where it no longer fits; `None` where it fits only without the
+    /// oldest (the caller drops it and asks again). Times only grow.
+    fn offset(&mut self, t_ms: u64) -> Option<u32> {
+        if self.len == 0 {
+            self.base_ms = t_ms;
+        }
+        if let Ok(o) = u32::try_from(t_ms - self.base_ms) {
+            return Some(o);
+        }
+        let oldest = self.front().unwrap_or(t_ms);
+        let fits = u32::try_from(t_ms - oldest).ok()?;
+        // Within u32: every offset held is at least the oldest's.
+        let shift = u32::try_from(oldest - self.base_ms).unwrap_or(u32::MAX);
+        for i in 0..self.len {
+            let slot = self.slot(i);
+            self.times.get_mut(slot).into_iter().for_each(|o| *o -= shift);
+        }
+        self.base_ms = oldest;
+        Some(fits)
+    }
+
+    /// The index of the first bucket whose time is `from_ms` or later.
+    fn first_from(&self, from_ms: u64) -> usize {
+        let Some(o) = from_ms.checked_sub(self.base_ms) else { return 0 };
+        let o = u32::try_from(o).unwrap_or(u32::MAX);
+        let (mut lo, mut hi) = (0, self.len);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.offset_at(mid).is_some_and(|t| t < o) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 
     fn push(&mut self, t_ms: u64, values: &[Option<f64>; N]) {
         let w = self.tier.width_ms;
-        let same_bucket = w > 0 && self.times.back().is_some_and(|b| b / w == t_ms / w);
+        let same_bucket = w > 0 && self.back().is_some_and(|b| b / w == t_ms / w);
         // Drop before adding, so the ring never grows past its length.
-        if !same_bucket && self.times.len() >= self.max_len() {
+        if !same_bucket && self.len >= self.max_len() {
             self.pop_front();
         }
         let offset = loop {
-            match self.times.offset(t_ms) {
+            match self.offset(t_ms) {
                 Some(o) => break o,
                 None => self.pop_front(),
             }
         };
-        if same_bucket && let Some(last) = self.times.offsets.back_mut() {
-            *last = offset;
-        } else {
-            if self.times.offsets.capacity() == 0 {
-                self.times.offsets.reserve_exact(self.max_len());
-            }
-            self.times.offsets.push_back(offset);
-            self.fields.iter_mut().flatten().for_each(Column::push_empty);
+        if self.times.is_empty() {
+            self.times = vec![0; self.max_len()].into_boxed_slice();
         }
-        let (held, max_len) = (self.times.len(), self.max_len());
+        if !(same_bucket && self.len > 0) {
+            self.len += 1;
+            let slot = self.slot(self.len - 1);
+            self.fields.iter_mut().flatten().for_each(|c| c.empty(slot));
+        }
+        let slot = self.slot(self.len - 1);
+        self.times.get_mut(slot).into_iter().for_each(|t| *t = offset);
+        let slots = self.times.len();
         for (column, v) in self.fields.iter_mut().zip(values) {
             if column.is_none() && v.is_some_and(f64::is_finite) {
                 // The buckets before the field's first value had none.
-                *column = Some(Column::new(held, max_len));
+                *column = Some(Column::new(slots));
             }
             if let Some(c) = column {
-                c.add(*v);
+                c.add(slot, *v);
             }
         }
     }
 
     fn clear(&mut self) {
-        self.times.offsets.clear();
+        (self.head, self.len) = (0, 0);
         self.fields = std::array::from_fn(|_| None);
         self.complete = true;
     }
 
     /// The `i`th bucket, oldest first.
     fn bucket(&self, i: usize) -> Option<Bucket<N>> {
-        let t_ms = self.times.get(i)?;
-        let fields = self.fields.each_ref().map(|c| c.as_ref().and_then(|c| c.get(i)).unwrap_or(Agg::NONE));
+        let t_ms = self.time(i)?;
+        let slot = self.slot(i);
+        let fields = self.fields.each_ref().map(|c| c.as_ref().map_or(Agg::NONE, |c| c.get(slot)));
         Some(Bucket { t_ms, fields })
     }
 
     /// The buckets from the `start`th on, oldest first.
     fn buckets(&self, start: usize) -> impl DoubleEndedIterator<Item = Bucket<N>> + Clone + '_ {
-        (start..self.times.len()).filter_map(|i| self.bucket(i))
+        (start..self.len).filter_map(|i| self.bucket(i))
     }
 
     /// Whether the ring reaches back to `from_ms`.
     fn covers(&self, from_ms: u64) -> bool {
         let w = self.tier.width_ms.max(1);
-        self.complete || self.times.front().is_some_and(|t| t - t % w <= from_ms)
+        self.complete || self.front().is_some_and(|t| t - t % w <= from_ms)
     }
 
     /// Buckets the ring has room for without allocating.
     fn capacity(&self) -> usize {
-        self.times.offsets.capacity()
+        self.times.len()
     }
 
     /// What the ring's columns take on the heap.
     fn heap_bytes(&self) -> usize {
-        self.times.offsets.capacity() * size_of::<u32>()
-            + self.fields.iter().flatten().map(Column::heap_bytes).sum::<usize>()
+        size_of_val::<[u32]>(&self.times) + self.fields.iter().flatten().map(Column::heap_bytes).sum::<usize>()
     }
 }
 
@@ -350,7 +364,7 @@ impl<const N: usize> Series<N> {
     /// later. Times only grow, so the start is found by bisection.
     pub fn since(&self, from_ms: u64) -> impl DoubleEndedIterator<Item = Bucket<N>> + Clone + '_ {
         let ring = self.ring_for(from_ms);
-        let start = ring.map_or(0, |r| r.times.first_from(from_ms));
+        let start = ring.map_or(0, |r| r.first_from(from_ms));
         ring.into_iter().flat_map(move |r| r.buckets(start))
     }
 
@@ -382,7 +396,7 @@ impl<const N: usize> Series<N> {
 
     /// Buckets held in all tiers.
     pub fn len(&self) -> usize {
-        self.rings.iter().map(|r| r.times.len()).sum()
+        self.rings.iter().map(|r| r.len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
