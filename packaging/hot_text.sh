@@ -6,7 +6,7 @@
 # --json, and the exporter over a few scrapes. Run it after large changes
 # to the dashboard's or the exporter's code paths, then commit the script;
 # functions it does not name still work, they only sit apart.
-# A sixth of the processes have probe files (benches/probe_files.py), so
+# Twelve of the 64 processes have probe files (benches/probe_files.py), so
 # that reading and joining allocator figures counts as the hot code it is
 # on a node that runs PyTorch.
 # Needs valgrind, tmux and python3. Run: bash packaging/hot_text.sh
