@@ -105,8 +105,16 @@ impl Column {
 
     fn empty(&mut self, slot: usize) {
         match self {
-            Self::Single(c) => c.get_mut(slot).into_iter().for_each(|v| *v = f32::NAN),
-            Self::Aggregated(c) => c.get_mut(slot).into_iter().for_each(|a| *a = Agg::NONE),
+            Self::Single(c) => {
+                if let Some(v) = c.get_mut(slot) {
+                    *v = f32::NAN;
+                }
+            }
+            Self::Aggregated(c) => {
+                if let Some(a) = c.get_mut(slot) {
+                    *a = Agg::NONE;
+                }
+            }
         }
     }
 
@@ -118,12 +126,18 @@ impl Column {
                 Some(held) if held.is_nan() => *held = v as f32,
                 Some(_) => {
                     let mut whole: Box<[Agg]> = c.iter().map(|v| single(*v)).collect();
-                    whole.get_mut(slot).into_iter().for_each(|a| a.add(Some(v)));
+                    if let Some(a) = whole.get_mut(slot) {
+                        a.add(Some(v));
+                    }
                     *self = Self::Aggregated(whole);
                 }
                 None => {}
             },
-            Self::Aggregated(c) => c.get_mut(slot).into_iter().for_each(|a| a.add(Some(v))),
+            Self::Aggregated(c) => {
+                if let Some(a) = c.get_mut(slot) {
+                    a.add(Some(v));
+                }
+            }
         }
     }
 
@@ -236,7 +250,9 @@ impl<const N: usize> Ring<N> {
         let shift = u32::try_from(oldest - self.base_ms).unwrap_or(u32::MAX);
         for i in 0..self.len {
             let slot = self.slot(i);
-            self.times.get_mut(slot).into_iter().for_each(|o| *o -= shift);
+            if let Some(o) = self.times.get_mut(slot) {
+                *o -= shift;
+            }
         }
         self.base_ms = oldest;
         Some(fits)
@@ -280,7 +296,9 @@ impl<const N: usize> Ring<N> {
             self.fields.iter_mut().flatten().for_each(|c| c.empty(slot));
         }
         let slot = self.slot(self.len - 1);
-        self.times.get_mut(slot).into_iter().for_each(|t| *t = offset);
+        if let Some(t) = self.times.get_mut(slot) {
+            *t = offset;
+        }
         let slots = self.times.len();
         for (column, v) in self.fields.iter_mut().zip(values) {
             if column.is_none() && v.is_some_and(f64::is_finite) {

@@ -127,8 +127,9 @@ impl ProcHost {
         self
     }
 
-    fn user_name_of(&mut self, p: &ProcessView) -> Option<String> {
-        self.users.name(p.uid).or_else(|| Some(p.uid.to_string()))
+    /// The user's name, or the number where no name is known.
+    fn user_name_of(&mut self, uid: u32) -> String {
+        self.users.name(uid).unwrap_or_else(|| uid.to_string())
     }
 
     /// First sight of these PIDs (or of a new process behind a recycled
@@ -147,7 +148,7 @@ impl ProcHost {
                 uid,
                 start_time: self.boot_time.map(|boot| boot + stat.start_ticks / self.ticks_per_second.max(1)),
             };
-            let user = self.user_name_of(&view);
+            let user = self.user_name_of(view.uid);
             let mut fixed = fixed_fields(&view, user);
             fixed.workload = workload::read(proc_root, pid)
                 // Read after the PID's stat: dropped should the PID have
@@ -335,11 +336,11 @@ fn host_name() -> Option<String> {
 
 /// What stays true for the life of the process; the rest comes from
 /// `/proc/PID/stat` each tick.
-fn fixed_fields(p: &ProcessView, user: Option<String>) -> HostProcess {
+fn fixed_fields(p: &ProcessView, user: String) -> HostProcess {
     let command = (!p.cmd.is_empty()).then(|| sanitize_command(&p.cmd.join(" ")));
     HostProcess {
         name: Some(sanitize_command(&p.name)).filter(|n| !n.is_empty()).map(Arc::from),
-        user: user.map(Arc::from),
+        user: Some(Arc::from(user)),
         // Kernel threads and zombies have an empty command line.
         command: command.filter(|c| !c.is_empty()).map(Arc::from),
         start_time: p.start_time.filter(|&t| t > 0).map(Timestamp::from_unix_secs),
