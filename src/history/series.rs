@@ -1,7 +1,8 @@
 //! One series: the recent past at full resolution, then coarser tiers of
 //! time-aligned buckets, each keeping min / max / mean per field so a peak
-//! survives aggregation. Every tier is a ring with a fixed capacity, so a
-//! series' memory depends on neither the interval nor the run's length.
+//! survives aggregation. Every tier is a ring with a capacity it never
+//! passes, so a series' memory is bounded whatever the interval and the
+//! run's length (it grows to that bound as the tiers fill).
 //!
 //! A ring is kept by column, not by bucket: most fields of most series are
 //! never available (an unprobed process has no allocator figures, an
@@ -141,6 +142,14 @@ impl Column {
         }
     }
 
+    /// The same buckets in `slots` slots, oldest first (see `regrow`).
+    fn regrow(&mut self, head: usize, len: usize, slots: usize) {
+        match self {
+            Self::Single(c) => *c = regrow(c, head, len, slots, f32::NAN),
+            Self::Aggregated(c) => *c = regrow(c, head, len, slots, Agg::NONE),
+        }
+    }
+
     fn get(&self, slot: usize) -> Agg {
         match self {
             Self::Single(c) => c.get(slot).map_or(Agg::NONE, |v| single(*v)),
@@ -161,12 +170,18 @@ fn single(v: f32) -> Agg {
     if v.is_nan() { Agg::NONE } else { Agg { min: v, max: v, mean: v, n: 1 } }
 }
 
-/// One tier's buckets, in a circle of slots allocated whole at the first
-/// sample: the oldest bucket in slot `head`, the next ones after it, `len`
-/// of them. The times and every column share that one index, so a bucket
-/// in or out moves two numbers rather than a `VecDeque` per column (each
-/// 32 bytes of head, length and capacity of its own). A column that does
-/// not exist reads as unavailable throughout.
+/// One tier's buckets, in a circle of slots: the oldest bucket in slot
+/// `head`, the next ones after it, `len` of them. The times and every
+/// column share that one index, so a bucket in or out moves two numbers
+/// rather than a `VecDeque` per column (each 32 bytes of head, length and
+/// capacity of its own). A column that does not exist reads as unavailable
+/// throughout.
+///
+/// The slots double as buckets come (from `FIRST_SLOTS`) up to the tier's
+/// length, and never past it: a series holds room for about what it has
+/// recorded, not for the whole window from its first sample. A dashboard
+/// opened a minute ago on 512 processes would otherwise hold ten minutes'
+/// worth of coarse buckets for each, nearly all of them empty.
 #[derive(Debug, Clone)]
 struct Ring<const N: usize> {
     tier: Tier,
@@ -184,6 +199,19 @@ struct Ring<const N: usize> {
     complete: bool,
 }
 
+/// The slots a ring starts with: a growing ring copies its buckets about
+/// as many times over as it holds (one doubling after another), so this
+/// only spares the first, smallest copies.
+const FIRST_SLOTS: usize = 4;
+
+/// `old`'s `len` buckets from slot `head` on, oldest first from slot 0, in
+/// `slots` slots; `fill` in the rest.
+fn regrow<T: Copy>(old: &[T], head: usize, len: usize, slots: usize, fill: T) -> Box<[T]> {
+    (0..slots)
+        .map(|i| if i < len { old.get((head + i) % old.len().max(1)).copied().unwrap_or(fill) } else { fill })
+        .collect()
+}
+
 impl<const N: usize> Ring<N> {
     fn new(tier: Tier) -> Self {
         Self {
@@ -197,8 +225,7 @@ impl<const N: usize> Ring<N> {
         }
     }
 
-    /// The most buckets the ring holds; every allocation is exactly this,
-    /// so a ring never grows past it.
+    /// The most buckets the ring holds, and slots it ever has.
     fn max_len(&self) -> usize {
         self.tier.len.max(1)
     }
@@ -287,10 +314,11 @@ impl<const N: usize> Ring<N> {
                 None => self.pop_front(),
             }
         };
-        if self.times.is_empty() {
-            self.times = vec![0; self.max_len()].into_boxed_slice();
+        let new_bucket = !(same_bucket && self.len > 0);
+        if new_bucket && self.len >= self.times.len() {
+            self.grow();
         }
-        if !(same_bucket && self.len > 0) {
+        if new_bucket {
             self.len += 1;
             let slot = self.slot(self.len - 1);
             self.fields.iter_mut().flatten().for_each(|c| c.empty(slot));
@@ -309,6 +337,20 @@ impl<const N: usize> Ring<N> {
                 c.add(slot, *v);
             }
         }
+    }
+
+    /// Twice the slots (at least `FIRST_SLOTS`), at most the tier's
+    /// length, the buckets held moved to the front. Called only with every
+    /// slot taken, so there is always one more (the ring drops its oldest
+    /// before taking a bucket beyond its length).
+    fn grow(&mut self) {
+        let slots = (self.times.len() * 2).max(FIRST_SLOTS).min(self.max_len());
+        let (head, len) = (self.head, self.len);
+        self.times = regrow(&self.times, head, len, slots, 0);
+        for column in self.fields.iter_mut().flatten() {
+            column.regrow(head, len, slots);
+        }
+        self.head = 0;
     }
 
     fn clear(&mut self) {
@@ -425,6 +467,12 @@ impl<const N: usize> Series<N> {
     #[cfg(test)]
     pub fn tiers(&self) -> impl Iterator<Item = (Tier, Vec<Bucket<N>>)> + '_ {
         self.rings.iter().map(|r| (r.tier, r.buckets(0).collect()))
+    }
+
+    /// Each tier with the buckets it holds and the slots it has.
+    #[cfg(test)]
+    pub fn slots(&self) -> impl Iterator<Item = (Tier, usize, usize)> + '_ {
+        self.rings.iter().map(|r| (r.tier, r.len, r.capacity()))
     }
 
     /// Buckets the rings have room for without allocating.

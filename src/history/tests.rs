@@ -199,13 +199,17 @@ fn a_field_available_late_reads_unavailable_before() {
         s.push(t * 400, &[Some(t as f64), None]);
     }
     let one_field = s.heap_bytes();
-    // Times 4 bytes a bucket; the raw column an f32 a bucket, the coarser
+    // Slots: the raw tier's 4, full; three one-second buckets in the first
+    // 4 slots of 5; one ten-second bucket in all 3 (its length is less
+    // than the first 4 slots).
+    assert_eq!(s.slots().map(|(_, len, slots)| (len, slots)).collect::<Vec<_>>(), [(4, 4), (3, 4), (1, 3)]);
+    // Times 4 bytes a slot; the raw column an f32 a slot, the coarser
     // ones (several samples a bucket) 14 bytes.
-    let column = 4 * 4 + (5 + 3) * 14;
-    assert_eq!(one_field, empty + (4 + 5 + 3) * 4 + column, "no column for a field never available");
+    let column = 4 * 4 + (4 + 3) * 14;
+    assert_eq!(one_field, empty + (4 + 4 + 3) * 4 + column, "no column for a field never available");
     // Field 1 first has a value in the middle of the second at 2 000 ms.
     s.push(2_400, &[Some(6.0), Some(60.0)]);
-    assert_eq!(s.heap_bytes(), one_field + 4 * 4 + (5 + 3) * 4, "its column came whole, at once");
+    assert_eq!(s.heap_bytes(), one_field + 4 * 4 + (4 + 3) * 4, "its column came with every slot, at once");
     s.push(2_800, &[Some(7.0), Some(70.0)]);
     assert_eq!(s.heap_bytes(), one_field + column, "two values in a bucket: whole aggregates");
     let (_, raw) = s.tiers().next().unwrap();
@@ -226,7 +230,7 @@ fn a_field_available_late_reads_unavailable_before() {
     assert_eq!(secs, [(800, 3, 0, None), (1_600, 2, 0, None), (2_800, 3, 2, Some(60.0))]);
     // A clock step forgets the column with the rest.
     s.push(0, &[Some(1.0), None]);
-    assert_eq!(s.heap_bytes(), empty + (4 + 5 + 3) * 4 + (4 + 5 + 3) * 4, "one value so far: f32s");
+    assert_eq!(s.heap_bytes(), empty + (4 + 4 + 3) * 4 + (4 + 4 + 3) * 4, "one value so far: f32s, the slots kept");
     assert_eq!(s.recent(u64::MAX).map(|b| b.get(1).count()).collect::<Vec<_>>(), [0]);
 }
 
@@ -297,14 +301,42 @@ proptest! {
         }
         check_brackets(&s, &pushed)?;
         let columns = (0..3).filter(|f| pushed.iter().any(|(_, v)| v[*f].is_some())).count();
-        let held: usize = s.tiers().map(|(tier, _)| tier.len).sum();
-        let raw = ONE[0].len;
-        // Each column: an f32 a bucket in the raw tier, an f32 or 14 bytes
+        let slots = s.capacity();
+        let raw = s.slots().next().map_or(0, |(_, _, slots)| slots);
+        // Each column: an f32 a slot in the raw tier, an f32 or 14 bytes
         // in the others.
-        let (least, most) = (held * (4 + 4 * columns), held * 4 + columns * (raw * 4 + (held - raw) * 14));
+        let (least, most) = (slots * (4 + 4 * columns), slots * 4 + columns * (raw * 4 + (slots - raw) * 14));
         prop_assert!((least..=most).contains(&(s.heap_bytes() - empty)), "{} not in {least}..={most}", s.heap_bytes() - empty);
-        prop_assert!(s.capacity() <= held);
+        check_slots(&s)?;
     }
+
+    /// Slots come as buckets do: a tier never has more than twice the
+    /// buckets it has held at once (and at least the first few), nor more
+    /// than its length, whatever the interval.
+    #[test]
+    fn slots_grow_with_the_buckets_and_stop_at_the_length(steps in prop::collection::vec(1u64..30_000, 1..400)) {
+        let tiers = Store::new(Duration::from_secs(600)).process_tiers;
+        let mut s: Series<1> = Series::new(&tiers);
+        let mut t = 0;
+        for dt in steps {
+            t += dt;
+            s.push(t, &[Some(1.0)]);
+            check_slots(&s)?;
+        }
+    }
+}
+
+/// The growth bound of `slots_grow_with_the_buckets_and_stop_at_the_length`,
+/// against the buckets the tier holds now: a ring only grows when every
+/// slot is taken, and drops buckets only once it has all its slots (or
+/// after a gap of 49 days, which does not happen here).
+fn check_slots<const N: usize>(s: &Series<N>) -> Result<(), TestCaseError> {
+    for (tier, len, slots) in s.slots() {
+        prop_assert!(slots <= tier.len, "{tier:?}: {slots} slots");
+        prop_assert!(slots <= (2 * len).max(4), "{tier:?}: {slots} slots for {len} buckets");
+        prop_assert!(len <= slots);
+    }
+    Ok(())
 }
 
 #[test]
