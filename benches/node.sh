@@ -12,9 +12,10 @@
 node_up() {
   # GPUSCOPE_BENCH_BIN measures another build (say, the last release's).
   [ -n "${GPUSCOPE_BENCH_BIN:-}" ] || cargo build --release --quiet
-  bin=${GPUSCOPE_BENCH_BIN:-$PWD/target/release/gpuscope}
+  local target=${CARGO_TARGET_DIR:-$PWD/target}
+  bin=${GPUSCOPE_BENCH_BIN:-$target/release/gpuscope}
   local sim
-  sim=$(ls -t target/release/build/gpuscope-*/out/libgpuscope_nvml_sim.so | head -n 1)
+  sim=$(ls -t "$target"/release/build/gpuscope-*/out/libgpuscope_nvml_sim.so | head -n 1)
   work=$(mktemp -d)
   pids=()
   local procs=${GPUSCOPE_BENCH_PROCS:-64} probed=${GPUSCOPE_BENCH_PROBED:-0}

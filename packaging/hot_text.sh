@@ -20,7 +20,8 @@ done
 # `.text.hot` would go unnamed (callgrind's object "???"). The next plain
 # `cargo build --release` links the new script in.
 GPUSCOPE_HOT_TEXT=0 cargo build --release --quiet
-export GPUSCOPE_BENCH_BIN=$PWD/target/release/gpuscope
+# The build just made, wherever cargo puts it (CARGO_TARGET_DIR).
+export GPUSCOPE_BENCH_BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/gpuscope
 source benches/node.sh
 GPUSCOPE_BENCH_PROBED=${GPUSCOPE_BENCH_PROBED:-12} node_up
 profiles=$(mktemp -d)
