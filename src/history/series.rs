@@ -143,10 +143,10 @@ impl Column {
     }
 
     /// The same buckets in `slots` slots, oldest first (see `regrow`).
-    fn regrow(&mut self, head: usize, len: usize, slots: usize) {
+    fn regrow(&mut self, head: usize, slots: usize) {
         match self {
-            Self::Single(c) => *c = regrow(c, head, len, slots, f32::NAN),
-            Self::Aggregated(c) => *c = regrow(c, head, len, slots, Agg::NONE),
+            Self::Single(c) => *c = regrow(std::mem::take(c), head, slots, f32::NAN),
+            Self::Aggregated(c) => *c = regrow(std::mem::take(c), head, slots, Agg::NONE),
         }
     }
 
@@ -204,12 +204,16 @@ struct Ring<const N: usize> {
 /// only spares the first, smallest copies.
 const FIRST_SLOTS: usize = 4;
 
-/// `old`'s `len` buckets from slot `head` on, oldest first from slot 0, in
-/// `slots` slots; `fill` in the rest.
-fn regrow<T: Copy>(old: &[T], head: usize, len: usize, slots: usize, fill: T) -> Box<[T]> {
-    (0..slots)
-        .map(|i| if i < len { old.get((head + i) % old.len().max(1)).copied().unwrap_or(fill) } else { fill })
-        .collect()
+/// `old`, every slot of which holds a bucket, the oldest in slot `head`:
+/// the same buckets oldest first, in `slots` slots with `fill` in the rest.
+fn regrow<T: Copy>(old: Box<[T]>, head: usize, slots: usize, fill: T) -> Box<[T]> {
+    let mut v = old.into_vec();
+    if head < v.len() {
+        v.rotate_left(head);
+    }
+    v.reserve_exact(slots.saturating_sub(v.len()));
+    v.resize(slots.max(v.len()), fill);
+    v.into_boxed_slice()
 }
 
 impl<const N: usize> Ring<N> {
@@ -314,11 +318,10 @@ impl<const N: usize> Ring<N> {
                 None => self.pop_front(),
             }
         };
-        let new_bucket = !(same_bucket && self.len > 0);
-        if new_bucket && self.len >= self.times.len() {
-            self.grow();
-        }
-        if new_bucket {
+        if !(same_bucket && self.len > 0) {
+            if self.len >= self.times.len() {
+                self.grow();
+            }
             self.len += 1;
             let slot = self.slot(self.len - 1);
             self.fields.iter_mut().flatten().for_each(|c| c.empty(slot));
@@ -345,10 +348,9 @@ impl<const N: usize> Ring<N> {
     /// before taking a bucket beyond its length).
     fn grow(&mut self) {
         let slots = (self.times.len() * 2).max(FIRST_SLOTS).min(self.max_len());
-        let (head, len) = (self.head, self.len);
-        self.times = regrow(&self.times, head, len, slots, 0);
+        self.times = regrow(std::mem::take(&mut self.times), self.head, slots, 0);
         for column in self.fields.iter_mut().flatten() {
-            column.regrow(head, len, slots);
+            column.regrow(self.head, slots);
         }
         self.head = 0;
     }
