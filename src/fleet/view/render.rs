@@ -6,7 +6,6 @@ use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
 use super::state::{Screen, ViewState};
 use crate::fleet::jobs::Job;
@@ -14,6 +13,7 @@ use crate::fleet::model::{HostState, HostStatus};
 use crate::fleet::table::{busy_text, job_title, marks, memory_text};
 use crate::model::Severity;
 use crate::tui::Clock;
+use crate::tui::render::paint::Lines;
 use crate::tui::render::{bytes_short, clean_text, fit_text};
 
 pub fn draw(frame: &mut Frame, view: &ViewState, clock: &Clock) {
@@ -55,13 +55,9 @@ pub fn draw(frame: &mut Frame, view: &ViewState, clock: &Clock) {
 /// Text from outside (host names, messages) made safe to draw, then the
 /// lines drawn; ASCII mode gets nothing else.
 fn put(frame: &mut Frame, area: Rect, lines: Vec<Line<'static>>, view: &ViewState) {
-    frame.render_widget(Paragraph::new(lines), area);
+    frame.render_lines(Lines(lines), area);
     if view.options.ascii {
-        for cell in &mut frame.buffer_mut().content {
-            if !cell.symbol().is_ascii() {
-                cell.set_symbol("?");
-            }
-        }
+        frame.force_ascii();
     }
 }
 

@@ -28,7 +28,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, scroll: u
     let start = scroll.min(body.len().saturating_sub(room));
     let mut lines = vec![title(ctx, alerts.len(), w)];
     lines.extend(body.into_iter().skip(start).take(room));
-    frame.render_widget(Lines(lines), area);
+    frame.render_lines(Lines(lines), area);
 }
 
 fn title<'a>(ctx: &Ctx, n: usize, w: usize) -> Line<'a> {

@@ -26,7 +26,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot) {
             ctx.theme.dim,
         ));
     }
-    frame.render_widget(Lines(lines), area);
+    frame.render_lines(Lines(lines), area);
 }
 
 pub fn severity_word(s: Severity) -> &'static str {

@@ -38,7 +38,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, key: RowK
         let chart = Rect { y: area.y + text.height, height: chart_h, ..area };
         (text, (chart_h >= 7).then_some(chart))
     };
-    frame.render_widget(Lines(lines), text);
+    frame.render_lines(Lines(lines), text);
     if let Some(chart) = chart {
         trend::process(frame, chart, ctx, key);
     }

@@ -38,5 +38,5 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, pid: u32, vars: Option<&Re
             }
         }
     }
-    frame.render_widget(Lines(lines), area);
+    frame.render_lines(Lines(lines), area);
 }

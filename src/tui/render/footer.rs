@@ -25,7 +25,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     } else {
         hints(ctx, area.width as usize)
     };
-    frame.render_widget(Lines(vec![line]), area);
+    frame.render_lines(Lines(vec![line]), area);
 }
 
 /// F3's prompt, and whether the text matches any row at all.

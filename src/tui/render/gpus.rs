@@ -45,7 +45,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, compact: 
         hit(hits, area, first, lines.len(), Target::Gpu(gpu.index));
         lines.extend(mig::lines(ctx, snap, gpu, iw, w));
     }
-    frame.render_widget(Lines(lines), area);
+    frame.render_lines(Lines(lines), area);
 }
 
 /// Records lines `from..to` of `area` as `target`'s, as far as they were

@@ -20,7 +20,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
         None => vec![first_line(ctx, w, None)],
         Some(snap) => vec![first_line(ctx, w, Some(snap)), second_line(ctx, w, snap)],
     };
-    frame.render_widget(Lines(lines), area);
+    frame.render_lines(Lines(lines), area);
 }
 
 fn first_line<'a>(ctx: &Ctx, w: usize, snap: Option<&Snapshot>) -> Line<'a> {

@@ -18,7 +18,7 @@ mod help;
 mod hints;
 mod layout;
 mod mig;
-mod paint;
+pub mod paint;
 mod processes;
 mod segments;
 mod sort_menu;
@@ -28,7 +28,6 @@ mod theme;
 mod trend;
 
 use crate::tui::term::Frame;
-use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Wrap};
@@ -90,7 +89,7 @@ pub fn draw_with_hits(frame: &mut Frame, state: &State, clock: &Clock) -> (usize
         dashboard(frame, area, &ctx, &mut hits)
     };
     if state.ascii {
-        force_ascii(frame.buffer_mut());
+        frame.force_ascii();
     }
     (page, hits)
 }
@@ -169,14 +168,4 @@ fn too_small(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     );
     let para = Paragraph::new(Line::styled(msg, ctx.theme.warn)).wrap(Wrap { trim: true });
     frame.render_widget(para, area);
-}
-
-/// The last word on ASCII mode: whatever a widget drew, only ASCII
-/// reaches a terminal that cannot show more.
-fn force_ascii(buf: &mut Buffer) {
-    for cell in &mut buf.content {
-        if !cell.symbol().is_ascii() {
-            cell.set_symbol("?");
-        }
-    }
 }

@@ -8,76 +8,47 @@
 //! each one cell wide, so those go straight into cells; anything else
 //! (a CJK process name, an emoji) takes ratatui's full path.
 
-use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::style::Style;
 use ratatui::text::Line;
-use ratatui::widgets::Widget;
+
+use crate::tui::term::Canvas;
 
 /// Renders like `Paragraph::new(lines)`: line `i` on row `i`, left-aligned,
 /// each span styled as the line's style patched by the span's.
 pub struct Lines<'a>(pub Vec<Line<'a>>);
 
-impl Widget for Lines<'_> {
-    fn render(self, area: Rect, buf: &mut Buffer) {
-        let area = area.intersection(buf.area);
+impl Lines<'_> {
+    pub fn draw(self, area: Rect, canvas: &mut Canvas) {
+        let area = area.intersection(canvas.area());
         for (line, y) in self.0.iter().zip(area.top()..area.bottom()) {
             let mut x = area.left();
             for span in line {
                 if x >= area.right() {
                     break;
                 }
-                x = put(buf, x, y, &span.content, area.right(), line.style.patch(span.style));
+                x = canvas.put(x, y, &span.content, area.right(), line.style.patch(span.style));
             }
         }
     }
 }
 
-/// One cell wide, never combining, never a control: what may skip
-/// segmentation. Box drawing, block elements and Braille are all narrow
-/// in Unicode's width tables.
-fn simple(c: char) -> bool {
-    matches!(c, ' '..='~' | '\u{2500}'..='\u{259F}' | '\u{2800}'..='\u{28FF}' | '·' | '…')
-}
-
-/// Writes `s` from `x` up to (not including) column `end`; returns where it
-/// stopped.
-fn put(buf: &mut Buffer, x: u16, y: u16, s: &str, end: u16, style: Style) -> u16 {
-    if !s.chars().all(simple) {
-        return buf.set_stringn(x, y, s, usize::from(end - x), style).0;
-    }
-    // The row's cells as one slice: no position check per cell. `end` is
-    // within the area, which is within the buffer.
-    let start = buf.index_of(x, y);
-    let Some(cells) = buf.content.get_mut(start..start + usize::from(end - x)) else { return x };
-    let mut written = 0;
-    for (cell, c) in cells.iter_mut().zip(s.chars()) {
-        // A blank cell already holds the space: setting it again costs a
-        // stalled load (the symbol's bytes are built on the stack one by
-        // one, then read back whole), and spaces are half of a frame.
-        if c != ' ' || cell.symbol() != " " {
-            cell.set_char(c);
-        }
-        cell.set_style(style);
-        written += 1;
-    }
-    x + written
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ratatui::style::{Color, Modifier};
+    use ratatui::buffer::Buffer;
+    use ratatui::style::{Color, Modifier, Style};
     use ratatui::text::Span;
     use ratatui::widgets::Paragraph;
+    use ratatui::widgets::Widget;
 
     fn both(lines: Vec<Line<'static>>, area: Rect) -> (Buffer, Buffer) {
         let whole = Rect::new(0, 0, 14, 4);
-        let mut ours = Buffer::empty(whole);
+        let mut canvas = Canvas::default();
+        canvas.resize(whole);
         let mut theirs = Buffer::empty(whole);
-        Lines(lines.clone()).render(area, &mut ours);
+        Lines(lines.clone()).draw(area, &mut canvas);
         Paragraph::new(lines).render(area, &mut theirs);
-        (ours, theirs)
+        (canvas.buffer(whole), theirs)
     }
 
     #[test]

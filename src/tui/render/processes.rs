@@ -44,7 +44,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, hits: &mu
     if rows.is_empty() {
         lines.push(Line::styled(empty_reason(ctx, snap), ctx.theme.dim));
     }
-    frame.render_widget(Lines(lines), area);
+    frame.render_lines(Lines(lines), area);
     page
 }
 

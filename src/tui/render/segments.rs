@@ -38,7 +38,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, view: SegmentsView) {
             body(&mut lines, ctx, map, view, w, rows);
         }
     }
-    frame.render_widget(Lines(lines), area);
+    frame.render_lines(Lines(lines), area);
 }
 
 fn title<'a>(ctx: &Ctx, view: SegmentsView, w: usize) -> Line<'a> {

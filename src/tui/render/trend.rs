@@ -166,5 +166,5 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, chart: Chart) {
         axis = format!("{axis:<end_at$}{end}");
     }
     lines.push(Line::styled(axis, t.dim));
-    frame.render_widget(Lines(lines), area);
+    frame.render_lines(Lines(lines), area);
 }

@@ -1,9 +1,11 @@
+use super::canvas::symbol_code;
 use super::*;
 use proptest::prelude::*;
 use ratatui::Terminal;
 use ratatui::backend::{TestBackend, WindowSize};
+use ratatui::buffer::Buffer;
 use ratatui::layout::{Position, Size};
-use ratatui::style::Style;
+use ratatui::style::{Color, Modifier, Style};
 use std::convert::Infallible;
 
 /// A test backend that also keeps what each frame was sent and counts the
@@ -83,6 +85,20 @@ fn draw_rows(buf: &mut Buffer, rows: &[Row]) {
     }
 }
 
+/// The rows as a widget, to draw them on the canvas as on a buffer.
+struct Rows<'a>(&'a [Row]);
+
+impl Widget for Rows<'_> {
+    fn render(self, _: Rect, buf: &mut Buffer) {
+        draw_rows(buf, self.0);
+    }
+}
+
+fn draw_on(f: &mut Frame, rows: &[Row]) {
+    let area = f.area();
+    f.render_widget(Rows(rows), area);
+}
+
 fn pieces() -> impl Strategy<Value = String> {
     // Narrow, wide, a VS16 emoji, a combining mark, box drawing, blanks.
     let piece = prop_oneof![
@@ -130,7 +146,7 @@ proptest! {
         let (expected, screens) = ratatui_frames(&frames);
         let mut term = Term::new(Logged::new(W, H)).expect("infallible");
         for ((rows, expected), screen) in frames.iter().zip(&expected).zip(&screens) {
-            term.draw(|f| draw_rows(f.buffer_mut(), rows)).expect("infallible");
+            term.draw(|f| draw_on(f, rows)).expect("infallible");
             let sent = std::mem::take(&mut term.backend_mut().sent);
             let short = |cells: &[(u16, u16, String)]| -> Vec<(u16, u16, String)> {
                 cells.iter().filter(|(_, _, s)| symbol_code(s) != LONG).cloned().collect()
@@ -145,10 +161,10 @@ proptest! {
 fn an_unchanged_frame_sends_nothing() {
     let mut term = Term::new(Logged::new(W, H)).expect("infallible");
     let rows = vec![(0, "GPU 0 ─█".to_string(), Style::new().fg(Color::Green))];
-    term.draw(|f| draw_rows(f.buffer_mut(), &rows)).expect("infallible");
+    term.draw(|f| draw_on(f, &rows)).expect("infallible");
     assert_eq!(term.backend().sent.len(), 8);
     term.backend_mut().sent.clear();
-    term.draw(|f| draw_rows(f.buffer_mut(), &rows)).expect("infallible");
+    term.draw(|f| draw_on(f, &rows)).expect("infallible");
     assert!(term.backend().sent.is_empty(), "{:?}", term.backend().sent);
 }
 
@@ -176,11 +192,11 @@ fn the_size_is_asked_only_when_it_may_have_changed() {
 fn after_redraw_all_every_drawn_cell_is_sent_again() {
     let mut term = Term::new(Logged::new(W, H)).expect("infallible");
     let rows = vec![(2, "abc".to_string(), Style::new()), (0, "名".to_string(), Style::new())];
-    term.draw(|f| draw_rows(f.buffer_mut(), &rows)).expect("infallible");
+    term.draw(|f| draw_on(f, &rows)).expect("infallible");
     term.backend_mut().sent.clear();
     term.redraw_all().expect("infallible");
     assert_eq!(term.backend().clears, 1);
-    term.draw(|f| draw_rows(f.buffer_mut(), &rows)).expect("infallible");
+    term.draw(|f| draw_on(f, &rows)).expect("infallible");
     let sent: Vec<_> = term.backend().sent.iter().map(|(x, y, s)| (*x, *y, s.as_str())).collect();
     assert_eq!(sent, [(2, 0, "a"), (3, 0, "b"), (4, 0, "c"), (0, 1, "名")]);
 }
@@ -188,75 +204,18 @@ fn after_redraw_all_every_drawn_cell_is_sent_again() {
 #[test]
 fn a_frame_is_compact() {
     // What the memory saving rests on: 16 bytes a cell against ratatui's 48.
-    assert_eq!(std::mem::size_of::<Shown>(), 16);
+    assert_eq!(std::mem::size_of::<Packed>(), 16);
 }
 
 proptest! {
-    /// What `send` leaves is the blank buffer the next frame is drawn on,
-    /// as ratatui's `Buffer::reset` would leave it.
+    /// What `send` leaves is the blank canvas the next frame is drawn on,
+    /// as ratatui's `Buffer::reset` would leave a buffer.
     #[test]
     fn each_frame_starts_blank(frames in frames()) {
         let mut term = Term::new(Logged::new(W, H)).expect("infallible");
         for rows in &frames {
-            term.draw(|f| draw_rows(f.buffer_mut(), rows)).expect("infallible");
-            prop_assert!(term.buffer.content.iter().all(|c| *c == Cell::EMPTY), "{:?}", term.buffer);
+            term.draw(|f| draw_on(f, rows)).expect("infallible");
+            prop_assert!(term.canvas.cells().iter().all(|c| *c == Packed::BLANK), "{:?}", term.canvas);
         }
-    }
-}
-
-const NAMED: [Color; 17] = [
-    Color::Reset,
-    Color::Black,
-    Color::Red,
-    Color::Green,
-    Color::Yellow,
-    Color::Blue,
-    Color::Magenta,
-    Color::Cyan,
-    Color::Gray,
-    Color::DarkGray,
-    Color::LightRed,
-    Color::LightGreen,
-    Color::LightYellow,
-    Color::LightBlue,
-    Color::LightMagenta,
-    Color::LightCyan,
-    Color::White,
-];
-
-/// Every kind of colour, from pools small enough that two cells often
-/// share one.
-fn any_color() -> impl Strategy<Value = Color> {
-    prop_oneof![
-        (0..NAMED.len()).prop_map(|i| NAMED[i]),
-        prop_oneof![Just(0u8), Just(1), Just(16), Just(255)].prop_map(Color::Indexed),
-        (0u8..2, 0u8..2, prop_oneof![Just(0u8), Just(1), Just(255)]).prop_map(|(r, g, b)| Color::Rgb(r, g, b)),
-    ]
-}
-
-fn any_cell() -> impl Strategy<Value = Cell> {
-    let symbol = prop_oneof![Just(" "), Just("a"), Just("─"), Just("名"), Just("e\u{301}"), Just("")];
-    let modifier = prop_oneof![Just(0u16), Just(1), Just(0x40), Just(0x1FF), Just(0xF000), any::<u16>()];
-    (symbol, any_color(), any_color(), any_color(), modifier).prop_map(|(symbol, fg, bg, underline, modifier)| {
-        let mut cell = Cell::new(symbol);
-        (cell.fg, cell.bg, cell.underline_color) = (fg, bg, underline);
-        cell.modifier = Modifier::from_bits_retain(modifier);
-        cell
-    })
-}
-
-proptest! {
-    /// The packed record is exact: equal where every field is, and it
-    /// gives back the width and what shows on a blank cell.
-    #[test]
-    fn the_packed_record_tells_apart_what_differs(a in any_cell(), b in any_cell()) {
-        let (pa, pb) = (Shown::of(&a), Shown::of(&b));
-        let same = symbol_code(a.symbol()) == symbol_code(b.symbol())
-            && (a.fg, a.bg, a.underline_color, a.modifier) == (b.fg, b.bg, b.underline_color, b.modifier);
-        prop_assert_eq!(pa == pb, same);
-        prop_assert_eq!(pa.styled(), a.bg != Color::Reset || a.modifier.intersects(VISIBLE_ON_BLANK));
-        let width = if narrow(symbol_code(a.symbol())) { 1 } else { a.cell_width() };
-        prop_assert_eq!(u16::from(pa.width()), width);
-        prop_assert_eq!(pa == Shown::BLANK, Shown::of(&Cell::EMPTY) == pa);
     }
 }
