@@ -202,7 +202,7 @@ struct Ring<const N: usize> {
 /// The slots a ring starts with: a growing ring copies its buckets about
 /// as many times over as it holds (one doubling after another), so this
 /// only spares the first, smallest copies.
-const FIRST_SLOTS: usize = 4;
+pub(super) const FIRST_SLOTS: usize = 4;
 
 /// `old`, every slot of which holds a bucket, the oldest in slot `head`:
 /// the same buckets oldest first, in `slots` slots with `fill` in the rest.

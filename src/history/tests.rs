@@ -333,7 +333,7 @@ proptest! {
 fn check_slots<const N: usize>(s: &Series<N>) -> Result<(), TestCaseError> {
     for (tier, len, slots) in s.slots() {
         prop_assert!(slots <= tier.len, "{tier:?}: {slots} slots");
-        prop_assert!(slots <= (2 * len).max(4), "{tier:?}: {slots} slots for {len} buckets");
+        prop_assert!(slots <= (2 * len).max(series::FIRST_SLOTS), "{tier:?}: {slots} slots for {len} buckets");
         prop_assert!(len <= slots);
     }
     Ok(())

@@ -17,6 +17,7 @@
 //! `Terminal::draw` does: on a real terminal each ask opens `/dev/tty`.
 
 mod canvas;
+mod lines;
 
 use std::io;
 
@@ -27,8 +28,7 @@ use ratatui::widgets::Widget;
 
 pub use canvas::Canvas;
 use canvas::{LONG, Packed};
-
-use crate::tui::render::paint::Lines;
+pub use lines::Lines;
 
 /// What the views draw on: the frame's canvas and its area. Offers the
 /// part of ratatui's `Frame` the views use.
@@ -146,7 +146,7 @@ where
     fn fit(&mut self) -> io::Result<()> {
         let size = self.backend.size().map_err(io::Error::other)?;
         let area = Rect::new(0, 0, size.width, size.height);
-        if area != self.canvas.area() || self.shown.len() != self.canvas.cells().len() {
+        if area != self.canvas.area() {
             self.canvas.resize(area);
             // At the start the screen is the fresh alternate screen.
             if !std::mem::take(&mut self.fresh) {

@@ -13,8 +13,8 @@ use crate::fleet::model::{HostState, HostStatus};
 use crate::fleet::table::{busy_text, job_title, marks, memory_text};
 use crate::model::Severity;
 use crate::tui::Clock;
-use crate::tui::render::paint::Lines;
 use crate::tui::render::{bytes_short, clean_text, fit_text};
+use crate::tui::term::Lines;
 
 pub fn draw(frame: &mut Frame, view: &ViewState, clock: &Clock) {
     let area = frame.area();

@@ -10,8 +10,8 @@ use crate::model::{Alert, Severity, Snapshot};
 use crate::tui::render::Ctx;
 use crate::tui::render::alerts::severity_word;
 use crate::tui::render::format::duration_short;
-use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{fit, spread, wrap};
+use crate::tui::term::Lines;
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, scroll: usize) {
     let w = area.width as usize;

@@ -8,8 +8,8 @@ use ratatui::text::{Line, Span};
 use crate::model::{Alert, Severity, Snapshot};
 use crate::tui::render::Ctx;
 use crate::tui::render::format::duration_short;
-use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{fit, width};
+use crate::tui::term::Lines;
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot) {
     let mut alerts: Vec<&Alert> = snap.alerts.iter().collect();

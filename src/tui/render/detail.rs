@@ -9,10 +9,10 @@ use ratatui::text::{Line, Span};
 use crate::model::{DeviceAllocator, ProbeState, Process, ProcessAllocator, Snapshot, Workload};
 use crate::tui::render::format::{duration_short, or_na};
 use crate::tui::render::layout::WIDE;
-use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{spread, wrap};
 use crate::tui::render::{Ctx, hints, trend};
 use crate::tui::rows::RowKey;
+use crate::tui::term::Lines;
 use crate::units::bytes;
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, key: RowKey) {

@@ -6,8 +6,8 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use crate::tui::render::Ctx;
-use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{fit, spread};
+use crate::tui::term::Lines;
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, pid: u32, vars: Option<&Result<Vec<(String, String)>, String>>) {
     let (sym, t) = (ctx.sym, &ctx.theme);

@@ -6,8 +6,8 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use crate::tui::render::Ctx;
-use crate::tui::render::paint::Lines;
 use crate::tui::state::View;
+use crate::tui::term::Lines;
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     let (t, s) = (&ctx.theme, ctx.state);

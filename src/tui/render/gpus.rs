@@ -12,8 +12,8 @@ use crate::tui::render::Ctx;
 use crate::tui::render::bar::{self, Segment};
 use crate::tui::render::format::{bytes_short, percent};
 use crate::tui::render::mig;
-use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{left, right, spread, width, wrap};
+use crate::tui::term::Lines;
 use crate::units::bytes_pair;
 
 /// Rows wanted at width `w`: (two lines per GPU, one line per GPU).

@@ -10,8 +10,8 @@ use crate::recording::player::Status;
 use crate::tui::render::Ctx;
 use crate::tui::render::bar::{Segment, bar};
 use crate::tui::render::format::{duration_short, or_na};
-use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{spans_width, spread};
+use crate::tui::term::Lines;
 use crate::units::{bytes, bytes_pair};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {

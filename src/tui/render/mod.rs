@@ -18,7 +18,6 @@ mod help;
 mod hints;
 mod layout;
 mod mig;
-pub mod paint;
 mod processes;
 mod segments;
 mod sort_menu;

@@ -10,9 +10,9 @@ use crate::model::{PidNamespace, Snapshot};
 use crate::tui::mouse::{Hits, Target};
 use crate::tui::render::Ctx;
 use crate::tui::render::columns::{self, MARKER, Spec};
-use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{clean_cow, push_left, push_right, spread};
 use crate::tui::rows::{Column, Row};
+use crate::tui::term::Lines;
 use crate::tui::tree::{self, Entry};
 
 /// Draws the table; returns how many rows it had room for (a page).

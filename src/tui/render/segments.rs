@@ -13,10 +13,10 @@ use ratatui::text::{Line, Span};
 
 use crate::segmap::{MapState, Pool, RunClass, Segment, SegmentMap};
 use crate::tui::render::format::duration_short;
-use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{fit, spread, wrap};
 use crate::tui::render::{Ctx, theme::Theme};
 use crate::tui::state::SegmentsView;
+use crate::tui::term::Lines;
 use crate::units::bytes;
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, view: SegmentsView) {

@@ -10,9 +10,9 @@ use crate::history::{Bucket, Series, gpu as g, lock, process as pr};
 use crate::tui::render::Ctx;
 use crate::tui::render::chart::{Layer, Merge, columns, plot};
 use crate::tui::render::format::{bytes_short, duration_short};
-use crate::tui::render::paint::Lines;
 use crate::tui::render::text::{right, spread};
 use crate::tui::rows::RowKey;
+use crate::tui::term::Lines;
 
 const LEFT_AXIS: usize = 7;
 const RIGHT_AXIS: usize = 5;

@@ -55,14 +55,13 @@ impl Packed {
     pub fn of(cell: &Cell) -> Self {
         let symbol = symbol_code(cell.symbol());
         let width = if narrow(symbol) { 1 } else { u32::from(u8::try_from(cell.cell_width()).unwrap_or(u8::MAX)) };
-        let plain = Self { glyph: symbol | width << WIDTH_SHIFT, ..Self::BLANK };
-        let colors = Self {
+        let packed = Self {
+            glyph: symbol | width << WIDTH_SHIFT,
             fg: color_code(cell.fg),
             bg: color_code(cell.bg),
             underline: color_code(cell.underline_color),
-            ..plain
         };
-        colors.with_modifier(cell.modifier)
+        packed.with_modifier(cell.modifier)
     }
 
     /// Whether the terminal, showing `self`, shows `cell` already; a long
@@ -118,12 +117,13 @@ impl Packed {
     /// The ratatui cell it packs; `long` is the text of a `LONG` symbol.
     pub fn cell(&self, long: Option<&str>) -> Cell {
         let mut cell = Cell::EMPTY;
+        // `LONG` is above every `char`: it reads as `None`.
         match char::from_u32(self.symbol()) {
             Some(' ') => {}
-            Some(c) if self.symbol() != LONG => {
+            Some(c) => {
                 cell.set_char(c);
             }
-            _ => {
+            None => {
                 cell.set_symbol(long.unwrap_or(" "));
             }
         }
@@ -246,10 +246,10 @@ const VISIBLE_ON_BLANK: Modifier = Modifier::REVERSED
     .union(Modifier::CROSSED_OUT);
 
 /// One cell wide, never combining, never a control: what `put` writes
-/// without segmenting. Box drawing, block elements and Braille are all
-/// narrow in Unicode's width tables.
+/// without segmenting. The narrow ranges and two more punctuation marks
+/// the views draw, narrow in Unicode's width tables too.
 fn simple(c: char) -> bool {
-    matches!(c, ' '..='~' | '\u{2500}'..='\u{259F}' | '\u{2800}'..='\u{28FF}' | '·' | '…')
+    narrow(u32::from(c)) || matches!(c, '·' | '…')
 }
 
 /// The frame being drawn: a packed cell per position of `area`, row by row.

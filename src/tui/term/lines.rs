@@ -5,13 +5,14 @@
 //! segmentation and width lookups (`Paragraph`'s truncator and
 //! `Buffer::set_stringn` both segment every string). Nearly everything the
 //! dashboard draws is printable ASCII or box-drawing and block characters,
-//! each one cell wide, so those go straight into cells; anything else
-//! (a CJK process name, an emoji) takes ratatui's full path.
+//! each one cell wide, so those go straight into packed cells
+//! (`Canvas::put`); anything else (a CJK process name, an emoji) takes
+//! ratatui's full path.
 
 use ratatui::layout::Rect;
 use ratatui::text::Line;
 
-use crate::tui::term::Canvas;
+use super::Canvas;
 
 /// Renders like `Paragraph::new(lines)`: line `i` on row `i`, left-aligned,
 /// each span styled as the line's style patched by the span's.
