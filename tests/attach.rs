@@ -70,7 +70,7 @@ fn every_refusal_is_one_clear_line_and_exit_2() {
     says(&attach(sleeper.pid()), "is not a Python interpreter");
     // This machine's Python (3.11) has no sys.remote_exec.
     let mut py = Command::new("python3").args(["-c", "import time; time.sleep(30)"]).spawn().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    wait_for_python(py.id());
     let out = attach(py.id());
     let _ = py.kill();
     let _ = py.wait();
@@ -85,4 +85,18 @@ fn every_refusal_is_one_clear_line_and_exit_2() {
     cmd.args(["attach", &sleeper.pid().to_string()]).uid(65534).gid(65534);
     let out = cmd.output().unwrap();
     says(&out, "only its owner or root can attach");
+}
+
+/// Until `pid` runs a Python interpreter. `python3` may be a launcher
+/// script (pyenv's shim is one) that execs the interpreter only after its
+/// own lookups, which took over 200 ms on a loaded 2-core machine.
+fn wait_for_python(pid: u32) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let is_python = || {
+        std::fs::read_link(format!("/proc/{pid}/exe"))
+            .is_ok_and(|exe| exe.file_name().is_some_and(|n| n.to_string_lossy().starts_with("python")))
+    };
+    while !is_python() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
