@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Regenerates packaging/hot_text.ld, the linker script that groups the code
 # gpuscope runs (see packaging/hot_text.py for why). Profiles the release
-# build under callgrind on the benchmarks' simulated node (8 GPUs x 64
-# processes): the dashboard in a 200x60 tmux pane for 20 s, a one-shot
-# --json, and the exporter over a few scrapes. Run it after large changes
-# to the dashboard's or the exporter's code paths, then commit the script;
-# functions it does not name still work, they only sit apart.
-# Twelve of the 64 processes have probe files (benches/probe_files.py), so
-# that reading and joining allocator figures counts as the hot code it is
-# on a node that runs PyTorch.
+# build under callgrind on the benchmarks' simulated node at the scale
+# target's size (8 GPUs x 512 processes, 128 of them with probe files,
+# benches/probe_files.py; GPUSCOPE_BENCH_PROCS / _PROBED change it): the
+# dashboard in a 200x60 tmux pane for 40 s, a one-shot --json, and the
+# exporter over a few scrapes. Run it after large changes to the
+# dashboard's or the exporter's code paths, then commit the script;
+# functions it does not name still work, they only sit apart. The large
+# node runs what a small one does and what only size brings (a sort's
+# merging passes, a table's growth), and probed processes make reading and
+# joining allocator figures the hot code it is on a node that runs PyTorch.
 # Needs valgrind, tmux and python3. Run: bash packaging/hot_text.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +25,7 @@ GPUSCOPE_HOT_TEXT=0 cargo build --release --quiet
 # The build just made, wherever cargo puts it (CARGO_TARGET_DIR).
 export GPUSCOPE_BENCH_BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/gpuscope
 source benches/node.sh
-GPUSCOPE_BENCH_PROBED=${GPUSCOPE_BENCH_PROBED:-12} node_up
+GPUSCOPE_BENCH_PROCS=${GPUSCOPE_BENCH_PROCS:-512} GPUSCOPE_BENCH_PROBED=${GPUSCOPE_BENCH_PROBED:-128} node_up
 profiles=$(mktemp -d)
 sock="gpuscope-hot-$$"
 server=
@@ -52,7 +54,7 @@ tmux -L "$sock" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run.sh"
 # code, run once, follows.
 sleep 12
 callgrind_control --dump >/dev/null 2>&1
-sleep 20
+sleep 40
 tmux -L "$sock" send-keys q
 for _ in $(seq 300); do [ -e "$work/dashboard.done" ] && break; sleep 0.2; done
 [ -e "$work/dashboard.done" ] || { echo "hot_text.sh: the dashboard did not quit" >&2; exit 1; }

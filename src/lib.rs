@@ -27,5 +27,6 @@ pub mod segmap;
 pub mod serve;
 pub mod settings;
 pub mod sources;
+pub mod startup_code;
 pub mod tui;
 pub mod units;

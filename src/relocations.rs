@@ -58,6 +58,25 @@ fn table() -> Option<(usize, usize)> {
     found
 }
 
+/// Where the executable is loaded: what its link-time addresses are
+/// offset by (zero for one that is not position-independent).
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+pub fn load_bias() -> Option<usize> {
+    unsafe extern "C" fn first(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+        // SAFETY: as in `table`: `info` is valid for this call, `data` is
+        // the `found` below.
+        let (info, found) = unsafe { (&*info, &mut *data.cast::<Option<usize>>()) };
+        *found = usize::try_from(info.dlpi_addr).ok();
+        // The first object listed is the executable itself.
+        1
+    }
+    let mut found: Option<usize> = None;
+    // SAFETY: `first` matches the callback type and only writes through
+    // `data`, which points at `found`.
+    unsafe { libc::dl_iterate_phdr(Some(first), (&raw mut found).cast()) };
+    found
+}
+
 /// The object's `DT_RELA` table from its dynamic section, if it lies
 /// wholly within one of its read-only loaded segments.
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]

@@ -190,8 +190,28 @@ fn hot_text_names_what_ran_in_the_program_with_hashes_as_wildcards() {
         ],
         "libc's memcpy and the unnamed address are left out; the program's own C name is kept:\n{written}"
     );
+    assert!(written.contains("/* dashboard: 4 */") && written.contains("}\nINSERT BEFORE .text;"), "{written}");
     assert!(
-        written.contains("/* dashboard: 4 */") && written.trim_end().ends_with("INSERT BEFORE .text;"),
+        written.contains(".gpuscope.cold : { KEEP(*(.gpuscope.cold)) }")
+            && written.trim_end().ends_with("INSERT AFTER .rodata;"),
+        "the large constants no dashboard reads follow .rodata:\n{written}"
+    );
+
+    // A dashboard's start-up profile after its ticks': start-up code, the C
+    // runtime's entry with it, in the section handed back after start-up.
+    let start = dir.path().join("callgrind.dashboard-start.out");
+    std::fs::write(&start, PROFILE).unwrap();
+    let out = Command::new("python3")
+        .arg(root.join("packaging/hot_text.py"))
+        .args([&script, Path::new("/opt/gpuscope"), &profile, &start])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let written = std::fs::read_to_string(&script).unwrap();
+    let once = written.split("  .text.once :").nth(1).unwrap_or_default();
+    assert!(
+        written.contains("  .text.hot :")
+            && once.starts_with("\n  {\n    /* dashboard-start: 0 */\n    *crt1.o(.text)\n"),
         "{written}"
     );
 }

@@ -71,7 +71,7 @@ pub fn assemble(
         allocator::join(&mut processes, &mut gpus, &gpu.all_gpus, probes.reports);
     }
     for p in processes.iter_mut().filter(|p| !p.other_namespace) {
-        if let Some(h) = host_procs.remove(&p.pid) {
+        if let Some(h) = host_procs.take(&p.pid) {
             p.apply_host(h);
         }
     }

@@ -17,7 +17,7 @@ use std::time::Instant;
 use super::machine::Machine;
 use super::procstat::{self, Stat, Tracked};
 use super::users::UserNames;
-use super::{HostProcess, HostSample, HostSource, sanitize_command};
+use super::{HostProcess, HostProcesses, HostSample, HostSource, sanitize_command};
 use super::{pidns, workload};
 use crate::model::{Host, PidNamespace, SourceStatus, Timestamp};
 
@@ -295,7 +295,8 @@ impl HostSource for ProcHost {
             Some(e) => SourceStatus::failed(e.clone()),
             None => SourceStatus::ok(),
         };
-        let mut processes = IntMap::with_capacity_and_hasher(readings.len(), Default::default());
+        // `pids` come sorted, and so do the readings.
+        let mut processes = HostProcesses::with_capacity(readings.len());
         for (pid, reading) in readings {
             if let Some(p) = self.process(pid, reading, now) {
                 processes.insert(pid, p);

@@ -14,7 +14,6 @@ mod sanitize;
 pub mod users;
 pub mod workload;
 
-use crate::hashing::IntMap;
 use std::sync::Arc;
 
 use crate::model::{Driver, Gpu, Host, MigDevice, PidNamespace, ProcessGpu, SourceStatus, Timestamp, Workload};
@@ -96,10 +95,82 @@ pub struct HostProcess {
 pub struct HostSample {
     pub host: Host,
     /// Only the processes asked for that the host could see.
-    pub processes: IntMap<u32, HostProcess>,
+    pub processes: HostProcesses,
     pub status: SourceStatus,
     /// `None` where it could not be told.
     pub pid_namespace: Option<PidNamespace>,
+}
+
+/// A sample's processes by PID, in a vector sorted by PID. Made afresh
+/// every tick for every GPU process: a hash table sized for 512 processes
+/// keeps room for as many again (148 KiB where the entries take 74 KiB),
+/// and the PIDs asked for arrive sorted, so a sorted vector is built by
+/// pushing and read by binary search.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostProcesses(Vec<(u32, HostProcess)>);
+
+impl HostProcesses {
+    pub fn with_capacity(n: usize) -> Self {
+        Self(Vec::with_capacity(n))
+    }
+
+    fn find(&self, pid: u32) -> Result<usize, usize> {
+        self.0.binary_search_by_key(&pid, |(p, _)| *p)
+    }
+
+    pub fn get(&self, pid: &u32) -> Option<&HostProcess> {
+        self.find(*pid).ok().and_then(|i| self.0.get(i)).map(|(_, p)| p)
+    }
+
+    pub fn contains_key(&self, pid: &u32) -> bool {
+        self.find(*pid).is_ok()
+    }
+
+    /// Adds or replaces the process of `pid`: at the end, without a search,
+    /// where PIDs come in order.
+    pub fn insert(&mut self, pid: u32, process: HostProcess) {
+        if self.0.last().is_none_or(|(last, _)| *last < pid) {
+            self.0.push((pid, process));
+            return;
+        }
+        match self.find(pid) {
+            Ok(i) => self.0[i].1 = process,
+            Err(i) => self.0.insert(i, (pid, process)),
+        }
+    }
+
+    /// What is known of `pid`, taken out and left empty: a join reads each
+    /// process once, and removing from the middle would move the rest.
+    pub fn take(&mut self, pid: &u32) -> Option<HostProcess> {
+        let i = self.find(*pid).ok()?;
+        self.0.get_mut(i).map(|(_, p)| std::mem::take(p))
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::ops::Index<&u32> for HostProcesses {
+    type Output = HostProcess;
+
+    fn index(&self, pid: &u32) -> &HostProcess {
+        self.get(pid).unwrap_or_else(|| panic!("no host process {pid}"))
+    }
+}
+
+impl FromIterator<(u32, HostProcess)> for HostProcesses {
+    fn from_iter<I: IntoIterator<Item = (u32, HostProcess)>>(iter: I) -> Self {
+        let mut all = Self::default();
+        for (pid, process) in iter {
+            all.insert(pid, process);
+        }
+        all
+    }
 }
 
 pub trait HostSource: Send {
@@ -110,5 +181,26 @@ pub trait HostSource: Send {
     /// sample, so that host PIDs are never looked up as local ones.
     fn pid_namespace(&self) -> Option<PidNamespace> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(name: &str) -> HostProcess {
+        HostProcess { name: Some(name.into()), ..HostProcess::default() }
+    }
+
+    #[test]
+    fn host_processes_keep_pid_order_whatever_order_they_come_in() {
+        let mut all: HostProcesses =
+            [(7, named("a")), (3, named("b")), (9, named("c")), (3, named("d"))].into_iter().collect();
+        assert_eq!(all.0.iter().map(|(pid, _)| *pid).collect::<Vec<_>>(), [3, 7, 9]);
+        assert_eq!(all[&3].name.as_deref(), Some("d"), "a PID given twice keeps the later");
+        assert!(all.contains_key(&9) && !all.contains_key(&8) && all.get(&1).is_none());
+        assert_eq!(all.take(&7).and_then(|p| p.name).as_deref(), Some("a"));
+        assert_eq!(all.take(&7), Some(HostProcess::default()), "taken once, empty after");
+        assert_eq!((all.take(&8), all.len()), (None, 3));
     }
 }

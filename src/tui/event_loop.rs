@@ -34,6 +34,8 @@ const NO_JOB_CONTROL: &str = "not suspended: no shell with job control would res
 
 /// About ten frames a second at most.
 pub const FRAME: Duration = Duration::from_millis(100);
+/// How long after opening the dashboard counts its start-up as done.
+const STARTUP: Duration = Duration::from_secs(2);
 
 enum Flow {
     Quit,
@@ -71,6 +73,13 @@ where
     let mut replay_status = options.replay.as_ref().map(|r| r.status.clone());
     let mut stops = if options.real_terminal { Some(StopSignals::new()?) } else { None };
     let mut tools = Tools::new(options.probe_dir.clone());
+    // Start-up is over a little after the first frame with data: the code
+    // only it ran is handed back then (`startup_code`). Not at that first
+    // frame: what the terminal and the input thread still set up just
+    // after it would map part of that code again. Only a dashboard on a
+    // real terminal: tests drive this loop inside a test binary.
+    let mut started = !options.real_terminal;
+    let opened = Instant::now();
     loop {
         let free = |last: Option<Instant>| last.is_none_or(|t| t.elapsed() >= FRAME);
         if dirty && (free(last_draw) || (keyed && free(last_key_draw))) {
@@ -82,6 +91,10 @@ where
                 last_key_draw = last_draw;
             }
             (dirty, keyed) = (false, false);
+            if !started && state.shown().is_some() && opened.elapsed() >= STARTUP {
+                started = true;
+                crate::startup_code::release();
+            }
         }
         let next_frame = |last: Option<Instant>| last.map_or_else(Instant::now, |t| t + FRAME);
         let next_frame =

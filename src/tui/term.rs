@@ -7,9 +7,10 @@
 //! 200x60 pane held two 564 KiB buffers: more than a tenth of the
 //! dashboard's resident memory, and more than the whole of what nvtop
 //! keeps for its screen. Here both the frame being drawn (`Canvas`) and
-//! the record of what the terminal shows are 16 bytes a cell (`Packed`),
+//! the record of what the terminal shows are 8 bytes a cell (`Packed`),
 //! exactly what decides whether a cell is sent again: its character, its
-//! colours, its modifiers and its width. Only the cells sent are made
+//! width, and the number of its colours and modifiers in a table of the
+//! looks the frames use. Only the cells sent are made
 //! ratatui cells again, a batch at a time.
 //!
 //! The size is asked of the terminal when it may have changed (at the
@@ -135,6 +136,12 @@ where
         if self.size_stale {
             self.fit()?;
         }
+        if self.canvas.looks().crowded() {
+            // The canvas is blank between frames; what the terminal shows
+            // is then known only by numbers of the old table.
+            self.canvas.restart_looks();
+            self.shown.fill(Packed::UNKNOWN);
+        }
         let result = view(&mut Frame::new(&mut self.canvas));
         // `send` leaves the canvas blank for the next frame.
         self.send()?;
@@ -235,7 +242,7 @@ fn diff(shown: &mut [Packed], next: &mut Canvas, out: &mut Vec<u32>) {
             i = trailing(shown, next, here + 1, here + width, false, out);
         } else if width > 1 {
             i = covered(shown, next, i, width - 1);
-        } else if usize::from(before.width()) > width && before.styled() {
+        } else if usize::from(before.width()) > width && next.looks().styled(before) {
             // A styled wide character's remains: every trailing column.
             i = trailing(shown, next, here + 1, here + usize::from(before.width()), true, out);
         }

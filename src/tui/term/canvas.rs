@@ -1,13 +1,16 @@
-//! The frame the views draw on, 16 bytes a cell.
+//! The frame the views draw on, 8 bytes a cell.
 //!
 //! ratatui's `Buffer` takes 48 bytes a cell (a string, three colours,
 //! modifiers, diff options): 564 KiB for a 200x60 pane, the largest single
 //! thing the dashboard held, and a tenth of its resident memory. Every cell
 //! is also written and read back whole on every frame. Here a cell is the
 //! packed record that decides whether the terminal must be sent it again
-//! (`Packed`): its character, width, colours and modifiers. The frame and
-//! the record of what the terminal shows are the same type, so the diff
-//! compares integers with no conversion per cell.
+//! (`Packed`): its character and width, and the number of its look (its
+//! colours and modifiers) in the canvas's table of looks (`Looks`). A
+//! frame uses a few dozen looks, so the table is small, and numbering them
+//! halves a cell against keeping the colours in it. The frame and the
+//! record of what the terminal shows are the same type, numbered by the
+//! same table, so the diff compares integers with no conversion per cell.
 //!
 //! Text drawn by `Lines` (nearly all of a frame) goes straight into packed
 //! cells. Any other ratatui widget (a popup's `Paragraph`, `Clear`) draws
@@ -20,19 +23,18 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::widgets::Widget;
 
-/// A cell packed into 16 bytes. The packing is exact: two cells are equal
-/// here exactly when their character, width, colours and modifiers are,
-/// and comparing is four integer compares.
+use crate::hashing::IntMap;
+
+/// A cell packed into 8 bytes. The packing is exact: two cells are equal
+/// here exactly when their character, width, colours and modifiers are
+/// (the table gives each look one number), and comparing is two integer
+/// compares.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Packed {
     /// The character (or `LONG`) in the low 24 bits, the width in the top 8.
     glyph: u32,
-    /// Each colour as `color_code` gives it (26 bits), with six bits of the
-    /// modifiers above it: bits 0-5 with `fg`, 6-11 with `bg`, 12-15 with
-    /// `underline`.
-    fg: u32,
-    bg: u32,
-    underline: u32,
+    /// The look's number in the canvas's `Looks`.
+    look: u32,
 }
 
 /// A grapheme of several characters (an emoji sequence, a letter with a
@@ -47,22 +49,10 @@ const WIDTH_SHIFT: u32 = 24;
 
 impl Packed {
     /// A blank cell: what a cleared terminal shows.
-    pub const BLANK: Self = Self { glyph: ' ' as u32 | 1 << WIDTH_SHIFT, fg: 0, bg: 0, underline: 0 };
+    pub const BLANK: Self = Self { glyph: ' ' as u32 | 1 << WIDTH_SHIFT, look: Looks::PLAIN };
     /// Equal to no cell: what the terminal is recorded as showing where
     /// that is unknown.
     pub const UNKNOWN: Self = Self { glyph: LONG | 1 << WIDTH_SHIFT, ..Self::BLANK };
-
-    pub fn of(cell: &Cell) -> Self {
-        let symbol = symbol_code(cell.symbol());
-        let width = if narrow(symbol) { 1 } else { u32::from(u8::try_from(cell.cell_width()).unwrap_or(u8::MAX)) };
-        let packed = Self {
-            glyph: symbol | width << WIDTH_SHIFT,
-            fg: color_code(cell.fg),
-            bg: color_code(cell.bg),
-            underline: color_code(cell.underline_color),
-        };
-        packed.with_modifier(cell.modifier)
-    }
 
     /// Whether the terminal, showing `self`, shows `cell` already; a long
     /// grapheme is never known to be shown.
@@ -77,8 +67,26 @@ impl Packed {
     pub fn width(&self) -> u8 {
         u8::try_from(self.glyph >> WIDTH_SHIFT).unwrap_or(u8::MAX)
     }
+}
 
-    pub fn modifier(&self) -> Modifier {
+/// A cell's colours and modifiers: each colour as `color_code` gives it
+/// (26 bits), with six bits of the modifiers above it (bits 0-5 with `fg`,
+/// 6-11 with `bg`, 12-15 with `underline`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+struct Look {
+    fg: u32,
+    bg: u32,
+    underline: u32,
+}
+
+impl Look {
+    fn of(cell: &Cell) -> Self {
+        let colors =
+            Self { fg: color_code(cell.fg), bg: color_code(cell.bg), underline: color_code(cell.underline_color) };
+        colors.with_modifier(cell.modifier)
+    }
+
+    fn modifier(self) -> Modifier {
         let bits = self.fg >> COLOR_BITS | (self.bg >> COLOR_BITS) << 6 | (self.underline >> COLOR_BITS) << 12;
         Modifier::from_bits_retain(u16::try_from(bits).unwrap_or(u16::MAX))
     }
@@ -86,7 +94,6 @@ impl Packed {
     fn with_modifier(self, modifier: Modifier) -> Self {
         let m = u32::from(modifier.bits());
         Self {
-            glyph: self.glyph,
             fg: self.fg & COLOR | (m & 0x3F) << COLOR_BITS,
             bg: self.bg & COLOR | (m >> 6 & 0x3F) << COLOR_BITS,
             underline: self.underline & COLOR | (m >> 12) << COLOR_BITS,
@@ -95,15 +102,14 @@ impl Packed {
 
     /// Whether it shows on a blank cell, as ratatui's diff counts it: a
     /// background colour, or a modifier that draws on a space.
-    pub fn styled(&self) -> bool {
+    fn styled(self) -> bool {
         self.bg & COLOR != 0 || self.modifier().intersects(VISIBLE_ON_BLANK)
     }
 
-    /// `paint` laid over the cell, as `Cell::set_style` lays a style.
+    /// `paint` laid over the look, as `Cell::set_style` lays a style.
     fn painted(self, paint: &Paint) -> Self {
         let pick = |word: u32, code: Option<u32>| code.map_or(word, |c| word & !COLOR | c);
         let colored = Self {
-            glyph: self.glyph,
             fg: pick(self.fg, paint.fg),
             bg: pick(self.bg, paint.bg),
             underline: pick(self.underline, paint.underline),
@@ -113,12 +119,60 @@ impl Packed {
         }
         colored.with_modifier(self.modifier().union(paint.add).difference(paint.sub))
     }
+}
 
-    /// The ratatui cell it packs; `long` is the text of a `LONG` symbol.
-    pub fn cell(&self, long: Option<&str>) -> Cell {
+/// The looks a canvas's cells have been given, numbered in the order they
+/// first appeared; the plain look (no colour, no modifier) is number 0.
+/// Numbers are never reused while cells hold them: the table only grows
+/// until `Term` starts it again between frames (`crowded`), and then the
+/// whole screen is sent again.
+#[derive(Debug)]
+pub struct Looks {
+    list: Vec<Look>,
+    numbers: IntMap<Look, u32>,
+}
+
+impl Default for Looks {
+    fn default() -> Self {
+        let mut looks = Self { list: Vec::new(), numbers: IntMap::default() };
+        looks.number(Look::default());
+        looks
+    }
+}
+
+impl Looks {
+    pub const PLAIN: u32 = 0;
+    /// More looks than any view draws (a few dozen): reached only by a
+    /// pathological sequence of styles, and then the table starts again.
+    const CROWDED: usize = 1024;
+
+    fn number(&mut self, look: Look) -> u32 {
+        if let Some(&n) = self.numbers.get(&look) {
+            return n;
+        }
+        let n = u32::try_from(self.list.len()).unwrap_or(u32::MAX);
+        self.list.push(look);
+        self.numbers.insert(look, n);
+        n
+    }
+
+    fn look(&self, n: u32) -> Look {
+        self.list.get(n as usize).copied().unwrap_or_default()
+    }
+
+    /// The packed cell of a ratatui cell.
+    pub fn pack(&mut self, cell: &Cell) -> Packed {
+        let symbol = symbol_code(cell.symbol());
+        let width = if narrow(symbol) { 1 } else { u32::from(u8::try_from(cell.cell_width()).unwrap_or(u8::MAX)) };
+        Packed { glyph: symbol | width << WIDTH_SHIFT, look: self.number(Look::of(cell)) }
+    }
+
+    /// The ratatui cell a packed one packs; `long` is the text of a `LONG`
+    /// symbol.
+    pub fn cell(&self, packed: Packed, long: Option<&str>) -> Cell {
         let mut cell = Cell::EMPTY;
         // `LONG` is above every `char`: it reads as `None`.
-        match char::from_u32(self.symbol()) {
+        match char::from_u32(packed.symbol()) {
             Some(' ') => {}
             Some(c) => {
                 cell.set_char(c);
@@ -127,9 +181,31 @@ impl Packed {
                 cell.set_symbol(long.unwrap_or(" "));
             }
         }
-        (cell.fg, cell.bg, cell.underline_color) = (color_of(self.fg), color_of(self.bg), color_of(self.underline));
-        cell.modifier = self.modifier();
+        let look = self.look(packed.look);
+        (cell.fg, cell.bg, cell.underline_color) = (color_of(look.fg), color_of(look.bg), color_of(look.underline));
+        cell.modifier = look.modifier();
         cell
+    }
+
+    /// Whether the cell shows on a blank one, as ratatui's diff counts it.
+    pub fn styled(&self, packed: Packed) -> bool {
+        self.look(packed.look).styled()
+    }
+
+    /// The number of look `n` with `paint` laid over it.
+    fn painted(&mut self, n: u32, paint: &Paint) -> u32 {
+        let look = self.look(n).painted(paint);
+        self.number(look)
+    }
+
+    /// How many looks it holds.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether the table should start again before the next frame.
+    pub fn crowded(&self) -> bool {
+        self.list.len() > Self::CROWDED
     }
 }
 
@@ -260,6 +336,7 @@ pub struct Canvas {
     /// The text of each `LONG` cell, by index, newest last (a cell drawn
     /// over twice has two entries; the last is its own).
     long: Vec<(u32, String)>,
+    looks: Looks,
 }
 
 impl Canvas {
@@ -272,6 +349,20 @@ impl Canvas {
         self.area = area;
         self.cells = vec![Packed::BLANK; usize::from(area.width) * usize::from(area.height)];
         self.long = Vec::new();
+        self.looks = Looks::default();
+    }
+
+    /// The table the cells' looks are numbered in, and so the terminal's
+    /// record of them.
+    pub fn looks(&self) -> &Looks {
+        &self.looks
+    }
+
+    /// Starts the table of looks again: only between frames, every cell
+    /// blank, and with the terminal's record forgotten, since its numbers
+    /// meant the old table's looks.
+    pub fn restart_looks(&mut self) {
+        self.looks = Looks::default();
     }
 
     pub fn cells(&self) -> &[Packed] {
@@ -300,11 +391,11 @@ impl Canvas {
     pub fn cell(&self, i: usize) -> Cell {
         let packed = self.cells.get(i).copied().unwrap_or(Packed::BLANK);
         let long = if packed.symbol() == LONG { self.long(i) } else { None };
-        packed.cell(long)
+        self.looks.cell(packed, long)
     }
 
     fn set(&mut self, i: usize, cell: &Cell) {
-        let packed = Packed::of(cell);
+        let packed = self.looks.pack(cell);
         if packed.symbol() == LONG {
             self.long.push((u32::try_from(i).unwrap_or(u32::MAX), cell.symbol().to_string()));
         }
@@ -362,9 +453,20 @@ impl Canvas {
         let paint = Paint::of(style);
         let start = self.index(x, y);
         let Some(cells) = self.cells.get_mut(start..start + usize::from(end - x)) else { return x };
+        // The cells under a span nearly always share one look: the table
+        // is asked once for each look the span lands on in a row.
+        let mut last = None;
         let mut written = 0;
         for (cell, c) in cells.iter_mut().zip(s.chars()) {
-            *cell = Packed { glyph: u32::from(c) | 1 << WIDTH_SHIFT, ..*cell }.painted(&paint);
+            let look = match last {
+                Some((under, painted)) if under == cell.look => painted,
+                _ => {
+                    let painted = self.looks.painted(cell.look, &paint);
+                    last = Some((cell.look, painted));
+                    painted
+                }
+            };
+            *cell = Packed { glyph: u32::from(c) | 1 << WIDTH_SHIFT, look };
             written += 1;
         }
         x + written

@@ -32,14 +32,15 @@ proptest! {
     /// gives back the width and what shows on a blank cell.
     #[test]
     fn the_packed_record_tells_apart_what_differs(a in any_cell(), b in any_cell()) {
-        let (pa, pb) = (Packed::of(&a), Packed::of(&b));
+        let mut looks = Looks::default();
+        let (pa, pb) = (looks.pack(&a), looks.pack(&b));
         let same = symbol_code(a.symbol()) == symbol_code(b.symbol())
             && (a.fg, a.bg, a.underline_color, a.modifier) == (b.fg, b.bg, b.underline_color, b.modifier);
         prop_assert_eq!(pa == pb, same);
-        prop_assert_eq!(pa.styled(), a.bg != Color::Reset || a.modifier.intersects(VISIBLE_ON_BLANK));
+        prop_assert_eq!(looks.styled(pa), a.bg != Color::Reset || a.modifier.intersects(VISIBLE_ON_BLANK));
         let width = if narrow(symbol_code(a.symbol())) { 1 } else { a.cell_width() };
         prop_assert_eq!(u16::from(pa.width()), width);
-        prop_assert_eq!(pa == Packed::BLANK, Packed::of(&Cell::EMPTY) == pa);
+        prop_assert_eq!(pa == Packed::BLANK, looks.pack(&Cell::EMPTY) == pa);
     }
 }
 
@@ -96,13 +97,14 @@ proptest! {
     /// the blank the diff always took it for.
     #[test]
     fn a_packed_cell_unpacks_to_the_same_cell(cell in any_cell()) {
-        let packed = Packed::of(&cell);
+        let mut looks = Looks::default();
+        let packed = looks.pack(&cell);
         let long = (packed.symbol() == LONG).then(|| cell.symbol());
         let mut expected = cell.clone();
         if cell.symbol().is_empty() {
             expected.set_symbol(" ");
         }
-        prop_assert_eq!(packed.cell(long), expected);
+        prop_assert_eq!(looks.cell(packed, long), expected);
     }
 
     /// A style laid on a packed cell is what `Cell::set_style` makes.
@@ -110,7 +112,10 @@ proptest! {
     fn paint_lays_a_style_as_set_style_does(cell in any_cell(), style in any_style()) {
         let mut styled = cell.clone();
         styled.set_style(style);
-        prop_assert_eq!(Packed::of(&cell).painted(&Paint::of(style)), Packed::of(&styled));
+        let mut looks = Looks::default();
+        let packed = looks.pack(&cell);
+        let painted = looks.painted(packed.look, &Paint::of(style));
+        prop_assert_eq!(Packed { look: painted, ..packed }, looks.pack(&styled));
     }
 
     /// Text put on the canvas, by the fast path or ratatui's, leaves what
