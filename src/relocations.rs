@@ -42,39 +42,38 @@ pub fn release() -> Option<usize> {
 /// Where the executable's relocation table is in memory, and its length.
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 fn table() -> Option<(usize, usize)> {
-    unsafe extern "C" fn first(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
-        // SAFETY: `info` is the loader's description of a loaded object,
-        // valid for this call; `data` is the `found` below, which outlives
-        // the iteration.
-        let (info, found) = unsafe { (&*info, &mut *data.cast::<Option<(usize, usize)>>()) };
-        *found = relocations(info);
-        // The first object listed is the executable itself: stop there.
-        1
-    }
-    let mut found: Option<(usize, usize)> = None;
-    // SAFETY: `first` matches the callback type and only writes through
-    // `data`, which points at `found`.
-    unsafe { libc::dl_iterate_phdr(Some(first), (&raw mut found).cast()) };
-    found
+    executable(relocations)
 }
 
 /// Where the executable is loaded: what its link-time addresses are
 /// offset by (zero for one that is not position-independent).
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 pub fn load_bias() -> Option<usize> {
-    unsafe extern "C" fn first(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
-        // SAFETY: as in `table`: `info` is valid for this call, `data` is
-        // the `found` below.
-        let (info, found) = unsafe { (&*info, &mut *data.cast::<Option<usize>>()) };
-        *found = usize::try_from(info.dlpi_addr).ok();
-        // The first object listed is the executable itself.
+    executable(|info| usize::try_from(info.dlpi_addr).ok())
+}
+
+/// What is read of a loaded object's description.
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+type Reader<T> = fn(&libc::dl_phdr_info) -> Option<T>;
+
+/// `read` of the loader's description of the executable, the first object
+/// it lists.
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+fn executable<T>(read: Reader<T>) -> Option<T> {
+    unsafe extern "C" fn first<T>(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+        // SAFETY: `info` is the loader's description of a loaded object,
+        // valid for this call; `data` is the `(read, found)` below, which
+        // outlives the iteration.
+        let (info, (read, found)) = unsafe { (&*info, &mut *data.cast::<(Reader<T>, Option<T>)>()) };
+        *found = read(info);
+        // The first object listed is the executable itself: stop there.
         1
     }
-    let mut found: Option<usize> = None;
-    // SAFETY: `first` matches the callback type and only writes through
-    // `data`, which points at `found`.
-    unsafe { libc::dl_iterate_phdr(Some(first), (&raw mut found).cast()) };
-    found
+    let mut state: (Reader<T>, Option<T>) = (read, None);
+    // SAFETY: `first::<T>` matches the callback type and only reads and
+    // writes through `data`, which points at `state`, of the type it casts to.
+    unsafe { libc::dl_iterate_phdr(Some(first::<T>), (&raw mut state).cast()) };
+    state.1
 }
 
 /// The object's `DT_RELA` table from its dynamic section, if it lies

@@ -27,55 +27,71 @@ pub const SECTION: &[u8] = b".text.once";
 /// profiled run reached.
 const ALSO: [&[u8]; 2] = [b".text.modes", b".text"];
 
-/// Gives back the whole pages of every code section but `.text.hot`;
+/// The pages to give back once start-up is over, worked out while it
+/// runs: nothing but this type's own `release` and the C library's
+/// madvise runs after the first page goes, since any other code run then
+/// (a destructor, a file read) would be mapped again, and the kernel's
+/// pages around it with it.
+#[derive(Debug)]
+pub struct Startup {
+    parts: [std::ops::Range<usize>; 6],
+}
+
+impl Startup {
+    /// The whole pages of `.text.once` and of `ALSO`, in memory, each split
+    /// around the two pages of `release`'s own code (which runs once, after
+    /// start-up, so is not in `.text.hot`): returning from madvise would
+    /// map them again otherwise. `None` where `.text.once` is not found.
+    #[cfg(all(target_os = "linux", target_pointer_width = "64", target_endian = "little"))]
+    pub fn locate() -> Option<Self> {
+        let mut exe = std::fs::File::open("/proc/self/exe").ok()?;
+        let [once, modes, cold] = find_all(&mut exe, [SECTION, ALSO[0], ALSO[1]])?;
+        let bias = crate::relocations::load_bias()?;
+        let page = usize::try_from(crate::sources::procstat::page_size()).ok()?;
+        let here = Self::release as fn(&Self) -> Option<usize> as usize / page * page;
+        let kept = here..here.saturating_add(2 * page);
+        let pages = |section: Option<(u64, u64)>| -> Option<[std::ops::Range<usize>; 2]> {
+            let Some((addr, size)) = section else { return Some([0..0, 0..0]) };
+            let start = bias.checked_add(usize::try_from(addr).ok()?)?;
+            let first = start.checked_next_multiple_of(page)?;
+            let end = start.checked_add(usize::try_from(size).ok()?)? / page * page;
+            Some([first..end.min(kept.start), first.max(kept.end)..end])
+        };
+        let ([a, b], [c, d], [e, f]) = (pages(Some(once?))?, pages(modes)?, pages(cold)?);
+        Some(Self { parts: [a, b, c, d, e, f] })
+    }
+
+    #[cfg(not(all(target_os = "linux", target_pointer_width = "64", target_endian = "little")))]
+    pub fn locate() -> Option<Self> {
+        None
+    }
+
+    /// Gives the pages back; returns how many bytes, or `None` where the
+    /// kernel refused.
+    pub fn release(&self) -> Option<usize> {
+        let mut released = 0;
+        for part in self.parts.iter().filter(|p| p.start < p.end) {
+            // SAFETY: the part holds whole pages of one of this executable's
+            // code sections (`locate`), mapped from the file read-only and
+            // never written; MADV_DONTNEED on such a private file mapping
+            // only unmaps pages the kernel maps again from the file when
+            // they next run.
+            let rc =
+                unsafe { libc::madvise(part.start as *mut libc::c_void, part.end - part.start, libc::MADV_DONTNEED) };
+            if rc != 0 {
+                return None;
+            }
+            released += part.end - part.start;
+        }
+        Some(released)
+    }
+}
+
+/// Locates and gives back at once: every code section but `.text.hot`;
 /// returns how many bytes, or `None` where `.text.once` was not found or
 /// the kernel refused.
-#[cfg(all(target_os = "linux", target_pointer_width = "64", target_endian = "little"))]
 pub fn release() -> Option<usize> {
-    // Everything is worked out, and the file closed, before the first page
-    // goes: code run after that point (a destructor, an iterator's) would
-    // be mapped again, and the kernel's pages around it with it. Only this
-    // function's own pages, kept, and the C library's madvise run after.
-    let parts = parts(release as *const () as usize)?;
-    let mut released = 0;
-    for part in parts.iter().filter(|p| p.start < p.end) {
-        // SAFETY: the part holds whole pages of one of this executable's
-        // code sections, mapped from the file read-only and never written;
-        // MADV_DONTNEED on such a private file mapping only unmaps pages the
-        // kernel maps again from the file when they next run.
-        let rc = unsafe { libc::madvise(part.start as *mut libc::c_void, part.end - part.start, libc::MADV_DONTNEED) };
-        if rc != 0 {
-            return None;
-        }
-        released += part.end - part.start;
-    }
-    Some(released)
-}
-
-/// The whole pages of `.text.once` and of `ALSO`, in memory, each split
-/// around the two pages from `here` (the code that gives them back).
-#[cfg(all(target_os = "linux", target_pointer_width = "64", target_endian = "little"))]
-fn parts(here: usize) -> Option<[std::ops::Range<usize>; 6]> {
-    let mut exe = std::fs::File::open("/proc/self/exe").ok()?;
-    let once = find(&mut exe, SECTION)?;
-    let (modes, cold) = (find(&mut exe, ALSO[0]), find(&mut exe, ALSO[1]));
-    let bias = crate::relocations::load_bias()?;
-    let page = usize::try_from(crate::sources::procstat::page_size()).ok()?;
-    let kept = here / page * page..(here / page * page).saturating_add(2 * page);
-    let pages = |section: Option<(u64, u64)>| -> Option<[std::ops::Range<usize>; 2]> {
-        let Some((addr, size)) = section else { return Some([0..0, 0..0]) };
-        let start = bias.checked_add(usize::try_from(addr).ok()?)?;
-        let first = start.checked_next_multiple_of(page)?;
-        let end = start.checked_add(usize::try_from(size).ok()?)? / page * page;
-        Some([first..end.min(kept.start), first.max(kept.end)..end])
-    };
-    let ([a, b], [c, d], [e, f]) = (pages(Some(once))?, pages(modes)?, pages(cold)?);
-    Some([a, b, c, d, e, f])
-}
-
-#[cfg(not(all(target_os = "linux", target_pointer_width = "64", target_endian = "little")))]
-pub fn release() -> Option<usize> {
-    None
+    Startup::locate()?.release()
 }
 
 /// Section headers beyond this many are not a program's: refused rather
@@ -88,6 +104,16 @@ const MAX_NAMES: u64 = 1 << 20;
 /// little-endian 64-bit ELF file; `None` for anything else, or a file that
 /// does not hold together.
 pub fn find(file: &mut (impl std::io::Read + std::io::Seek), name: &[u8]) -> Option<(u64, u64)> {
+    find_all(file, [name])?[0]
+}
+
+/// `find` for several names over one reading of the section table: `None`
+/// for a file that is not such an ELF file or does not hold together, else
+/// each name's section where there is one.
+pub fn find_all<const N: usize>(
+    file: &mut (impl std::io::Read + std::io::Seek),
+    wanted: [&[u8]; N],
+) -> Option<[Option<(u64, u64)>; N]> {
     let header = read_at(file, 0, 64)?;
     if header.get(..6)? != b"\x7fELF\x02\x01" {
         return None;
@@ -105,12 +131,15 @@ pub fn find(file: &mut (impl std::io::Read + std::io::Seek), name: &[u8]) -> Opt
         return None;
     }
     let names = read_at(file, names_at, names_len)?;
-    (0..count).filter_map(section).find_map(|s| {
-        let at = usize::try_from(u32::from_le_bytes(s.get(..4)?.try_into().ok()?)).ok()?;
-        let rest = names.get(at..)?;
-        let named = rest.get(..name.len())? == name && rest.get(name.len()) == Some(&0);
-        named.then(|| Some((word(s, 0x10)?, word(s, 0x20)?)))?
-    })
+    let named = |name: &[u8]| {
+        (0..count).filter_map(section).find_map(|s| {
+            let at = usize::try_from(u32::from_le_bytes(s.get(..4)?.try_into().ok()?)).ok()?;
+            let rest = names.get(at..)?;
+            let named = rest.get(..name.len())? == name && rest.get(name.len()) == Some(&0);
+            named.then(|| Some((word(s, 0x10)?, word(s, 0x20)?)))?
+        })
+    };
+    Some(wanted.map(named))
 }
 
 fn read_at(file: &mut (impl std::io::Read + std::io::Seek), offset: u64, len: u64) -> Option<Vec<u8>> {

@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use crate::memviz::ProbeChannel;
 use crate::segmap::{MapState, MapUpdate, Requester};
+use crate::startup_code;
 
 use crate::poller::{PollerControl, SnapshotRx};
 use crate::tui::keys::Action;
@@ -74,11 +75,12 @@ where
     let mut stops = if options.real_terminal { Some(StopSignals::new()?) } else { None };
     let mut tools = Tools::new(options.probe_dir.clone());
     // Start-up is over a little after the first frame with data: the code
-    // only it ran is handed back then (`startup_code`). Not at that first
-    // frame: what the terminal and the input thread still set up just
-    // after it would map part of that code again. Only a dashboard on a
-    // real terminal: tests drive this loop inside a test binary.
-    let mut started = !options.real_terminal;
+    // only it ran is handed back then (`startup_code`), located now, while
+    // start-up still runs. Not at that first frame: what the terminal and
+    // the input thread still set up just after it would map part of that
+    // code again. Only a dashboard on a real terminal: tests drive this
+    // loop inside a test binary.
+    let mut startup = if options.real_terminal { startup_code::Startup::locate() } else { None };
     let opened = Instant::now();
     loop {
         let free = |last: Option<Instant>| last.is_none_or(|t| t.elapsed() >= FRAME);
@@ -91,9 +93,10 @@ where
                 last_key_draw = last_draw;
             }
             (dirty, keyed) = (false, false);
-            if !started && state.shown().is_some() && opened.elapsed() >= STARTUP {
-                started = true;
-                crate::startup_code::release();
+            if state.shown().is_some() && opened.elapsed() >= STARTUP {
+                if let Some(startup) = startup.take() {
+                    startup.release();
+                }
             }
         }
         let next_frame = |last: Option<Instant>| last.map_or_else(Instant::now, |t| t + FRAME);
