@@ -93,10 +93,11 @@ where
                 last_key_draw = last_draw;
             }
             (dirty, keyed) = (false, false);
-            if state.shown().is_some() && opened.elapsed() >= STARTUP {
-                if let Some(startup) = startup.take() {
-                    startup.release();
-                }
+            if state.shown().is_some()
+                && opened.elapsed() >= STARTUP
+                && let Some(startup) = startup.take()
+            {
+                startup.release();
             }
         }
         let next_frame = |last: Option<Instant>| last.map_or_else(Instant::now, |t| t + FRAME);
