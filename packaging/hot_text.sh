@@ -54,7 +54,14 @@ tmux -L "$sock" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run.sh"
 # code, run once, follows.
 sleep 12
 callgrind_control --dump >/dev/null 2>&1
-sleep 40
+# The rows are sorted each frame, and which of the sort's routines run
+# depends on how far from sorted they come: another column, then the
+# other direction, make sure the profile sees them all.
+sleep 15
+tmux -L "$sock" send-keys s
+sleep 10
+tmux -L "$sock" send-keys S
+sleep 15
 tmux -L "$sock" send-keys q
 for _ in $(seq 300); do [ -e "$work/dashboard.done" ] && break; sleep 0.2; done
 [ -e "$work/dashboard.done" ] || { echo "hot_text.sh: the dashboard did not quit" >&2; exit 1; }

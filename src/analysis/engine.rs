@@ -93,6 +93,12 @@ impl Engine {
         events
     }
 
+    /// The keys with an alert active or waiting to be raised, sorted: any
+    /// other key's hold has nothing to act on.
+    pub fn followed(&self) -> Vec<AlertKey> {
+        self.trackers.keys().copied().collect()
+    }
+
     /// Active alerts, most severe first.
     pub fn active(&self) -> Vec<Alert> {
         let mut alerts: Vec<Alert> = self.trackers.values().filter_map(|t| t.active.clone()).collect();

@@ -27,8 +27,9 @@ pub struct Analyzer {
     counters: IntMap<ProcKey, CounterState>,
     /// The leak rule's running per-bucket minima.
     floors: IntMap<ProcKey, Floor>,
-    /// Each PID's start time at the last tick, to tell a recycled PID.
-    starts: IntMap<u32, Option<u64>>,
+    /// Each PID's start time at the last tick, sorted by PID: to tell a
+    /// recycled PID.
+    starts: Vec<(u32, Option<u64>)>,
     engine: Engine,
     hook: Option<ExecHook>,
 }
@@ -46,7 +47,7 @@ impl Analyzer {
             store,
             counters: IntMap::default(),
             floors: IntMap::default(),
-            starts: IntMap::default(),
+            starts: Vec::new(),
             engine: Engine::default(),
             hook,
             config,
@@ -80,15 +81,16 @@ impl Analyzer {
         self.counters.retain(|k, _| !moved.contains(&k.gpu));
         self.floors.retain(|k, _| !moved.contains(&k.gpu));
         let inputs = Inputs { snap, now_ms, store: &store, config: &self.config };
-        let mut verdicts = rules::judge(&inputs, &mut self.counters, &mut self.floors);
+        let mut verdicts = rules::judge(&inputs, self.engine.followed(), &mut self.counters, &mut self.floors);
         drop(store);
         // A PID now owned by another process: the old process's alerts end
         // here, whatever the new one's (short) history says.
-        let starts: IntMap<u32, Option<u64>> =
+        let mut starts: Vec<(u32, Option<u64>)> =
             snap.processes.iter().map(|p| (p.pid, p.start_time.as_ref().map(|t| t.time_unix_ms))).collect();
+        starts.sort_unstable();
         verdicts.clear_where(|key| {
             let recycled = key.pid.is_some_and(
-                |pid| matches!((self.starts.get(&pid), starts.get(&pid)), (Some(old), Some(new)) if old != new),
+                |pid| matches!((start(&self.starts, pid), start(&starts, pid)), (Some(old), Some(new)) if old != new),
             );
             // Likewise a GPU index now held by another GPU.
             recycled || key.gpu.is_some_and(|g| moved.contains(&g))
@@ -125,6 +127,12 @@ pub fn longest_window(history: &HistoryConfig, config: &AlertsConfig) -> std::ti
         .into_iter()
         .max()
         .unwrap_or_default()
+}
+
+/// The start time `starts` (sorted) gives `pid`: `None` where the PID is
+/// absent, `Some(None)` where its start time is unknown.
+fn start(starts: &[(u32, Option<u64>)], pid: u32) -> Option<Option<u64>> {
+    starts.binary_search_by_key(&pid, |(p, _)| *p).ok().and_then(|i| starts.get(i)).map(|(_, s)| *s)
 }
 
 fn raised(e: &AlertEvent, a: &crate::model::Alert) -> bool {

@@ -98,7 +98,7 @@ enum Counting {
 }
 
 fn counting(f: &ProbeFile) -> Counting {
-    match (f.framework.as_str(), f.backend.as_deref()) {
+    match (&*f.framework, f.backend.as_deref()) {
         ("jax", _) => Counting::Jax,
         (_, Some("native")) if f.expandable_segments => Counting::NativeExpandable,
         (_, Some("native")) => Counting::NativeFixed,
@@ -150,7 +150,7 @@ fn process_allocator(report: &ProbeReport, nvml: &[ProcessGpu], matches: &[Match
             pytorch_alloc_conf: e.pytorch_alloc_conf.clone(),
             pytorch_cuda_alloc_conf: e.pytorch_cuda_alloc_conf.clone(),
         }),
-        expandable_segments: (f.framework == "torch").then_some(f.expandable_segments),
+        expandable_segments: (&*f.framework == "torch").then_some(f.expandable_segments),
         cuda_visible_devices: f.cuda_visible_devices.clone().flatten(),
         cuda_device_order: f.cuda_device_order.clone(),
         oom_events: f.oom_events,

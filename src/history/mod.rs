@@ -65,7 +65,7 @@ pub type ProcessSeries = Series<{ process::FIELDS }>;
 
 /// A process on one GPU; the start time keeps a recycled PID's history
 /// apart from its predecessor's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ProcKey {
     pub pid: u32,
     pub start_ms: Option<u64>,

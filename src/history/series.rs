@@ -2,7 +2,10 @@
 //! time-aligned buckets, each keeping min / max / mean per field so a peak
 //! survives aggregation. Every tier is a ring with a capacity it never
 //! passes, so a series' memory is bounded whatever the interval and the
-//! run's length (it grows to that bound as the tiers fill).
+//! run's length (it grows to that bound as the tiers fill). The raw tier
+//! is not kept while each bucket of the next holds one sample, at an
+//! interval of a second or more: those buckets are the raw samples (see
+//! `Series::deferred`).
 //!
 //! A ring is kept by column, not by bucket: most fields of most series are
 //! never available (an unprobed process has no allocator figures, an
@@ -394,6 +397,13 @@ impl<const N: usize> Ring<N> {
 #[derive(Debug, Clone)]
 pub struct Series<const N: usize> {
     rings: Vec<Ring<N>>,
+    /// The raw tier, not kept yet. Until two samples fall in one bucket of
+    /// the next tier, each of its buckets is one sample as it came, and it
+    /// holds at least as many: a raw ring would copy its newest. At a
+    /// one-second interval or longer, the dashboard's default, that is for
+    /// good, and each of 512 processes spares its raw ring (about 260
+    /// bytes with its columns).
+    deferred: Option<Tier>,
     first_ms: Option<u64>,
     last_ms: Option<u64>,
 }
@@ -401,7 +411,12 @@ pub struct Series<const N: usize> {
 impl<const N: usize> Series<N> {
     /// `tiers` from finest to coarsest.
     pub fn new(tiers: &[Tier]) -> Self {
-        Self { rings: tiers.iter().map(|t| Ring::new(*t)).collect(), first_ms: None, last_ms: None }
+        let defer = matches!(tiers, [raw, next, ..] if raw.width_ms == 0 && next.width_ms > 0 && next.len >= raw.len);
+        let (deferred, kept) = match tiers.split_first() {
+            Some((raw, rest)) if defer => (Some(*raw), rest),
+            _ => (None, tiers),
+        };
+        Self { rings: kept.iter().map(|t| Ring::new(*t)).collect(), deferred, first_ms: None, last_ms: None }
     }
 
     /// Adds a sample at `t_ms`. Time going backwards (a clock step) starts
@@ -410,9 +425,30 @@ impl<const N: usize> Series<N> {
         if self.last_ms.is_some_and(|last| last >= t_ms) {
             self.clear();
         }
+        if let (Some(raw), Some(last), Some(next)) = (self.deferred, self.last_ms, self.rings.first())
+            && last / next.tier.width_ms.max(1) == t_ms / next.tier.width_ms.max(1)
+        {
+            self.keep_raw(raw);
+        }
         self.first_ms.get_or_insert(t_ms);
         self.last_ms = Some(t_ms);
         self.rings.iter_mut().for_each(|r| r.push(t_ms, values));
+    }
+
+    /// Starts the deferred raw ring with the newest buckets of the next
+    /// tier, each of them one sample still: what the raw ring would hold.
+    fn keep_raw(&mut self, tier: Tier) {
+        let mut raw = Ring::new(tier);
+        if let Some(next) = self.rings.first() {
+            let start = next.len.saturating_sub(raw.max_len());
+            for b in next.buckets(start) {
+                raw.push(b.t_ms, &b.fields.map(|a| a.mean()));
+            }
+            raw.complete = next.complete && start == 0;
+        }
+        self.rings.reserve_exact(1);
+        self.rings.insert(0, raw);
+        self.deferred = None;
     }
 
     fn clear(&mut self) {
@@ -435,8 +471,12 @@ impl<const N: usize> Series<N> {
     }
 
     /// The width of the buckets `since(from_ms)` gives (0: raw samples).
+    /// While the raw ring is deferred, the first ring's buckets are each
+    /// one sample: raw, as the raw ring's would be.
     pub fn width_since(&self, from_ms: u64) -> u64 {
-        self.ring_for(from_ms).map_or(0, |r| r.tier.width_ms)
+        let ring = self.ring_for(from_ms);
+        let first = self.deferred.is_some() && ring.zip(self.rings.first()).is_some_and(|(r, f)| std::ptr::eq(r, f));
+        if first { 0 } else { ring.map_or(0, |r| r.tier.width_ms) }
     }
 
     /// Buckets no older than `span_ms` before the newest sample.
@@ -465,7 +505,13 @@ impl<const N: usize> Series<N> {
         self.last_ms.is_none()
     }
 
-    /// Each tier with its buckets, oldest first.
+    /// What the raw ring takes beside the others, once kept.
+    #[cfg(test)]
+    pub fn ring_bytes() -> usize {
+        size_of::<Ring<N>>()
+    }
+
+    /// Each tier kept with its buckets, oldest first.
     #[cfg(test)]
     pub fn tiers(&self) -> impl Iterator<Item = (Tier, Vec<Bucket<N>>)> + '_ {
         self.rings.iter().map(|r| (r.tier, r.buckets(0).collect()))

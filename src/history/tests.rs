@@ -96,7 +96,7 @@ fn a_bucket_of_unavailable_points_is_unavailable() {
 fn a_clock_step_starts_afresh() {
     let mut s = series(&[(5_000, Some(1.0)), (6_000, Some(2.0))]);
     s.push(1_000, &[Some(3.0)]);
-    assert_eq!(s.len(), 3, "one bucket in each tier");
+    assert_eq!(s.len(), 2, "one bucket in each tier kept (seconds apart: no raw ring)");
     assert_eq!(s.span_ms(), 0);
     assert_eq!(s.recent(u64::MAX).filter_map(|b| b.get(0).max()).collect::<Vec<_>>(), [3.0]);
 }
@@ -194,7 +194,8 @@ fn an_unprobed_process_costs_about_a_third_of_a_probed_one() {
 #[test]
 fn a_field_available_late_reads_unavailable_before() {
     let mut s: Series<2> = Series::new(&ONE);
-    let empty = s.heap_bytes();
+    // The raw ring comes with the second sample, 400 ms after the first.
+    let empty = s.heap_bytes() + Series::<2>::ring_bytes();
     for t in 0..6u64 {
         s.push(t * 400, &[Some(t as f64), None]);
     }
@@ -302,10 +303,12 @@ proptest! {
         check_brackets(&s, &pushed)?;
         let columns = (0..3).filter(|f| pushed.iter().any(|(_, v)| v[*f].is_some())).count();
         let slots = s.capacity();
-        let raw = s.slots().next().map_or(0, |(_, _, slots)| slots);
-        // Each column: an f32 a slot in the raw tier, an f32 or 14 bytes
-        // in the others.
-        let (least, most) = (slots * (4 + 4 * columns), slots * 4 + columns * (raw * 4 + (slots - raw) * 14));
+        let raw = s.slots().next().filter(|(tier, _, _)| tier.width_ms == 0).map_or(0, |(_, _, slots)| slots);
+        // A raw ring kept (two samples in a second, once) takes its own
+        // few words. Each column: an f32 a slot in the raw tier, an f32 or
+        // 14 bytes in the others.
+        let ring = s.slots().count().saturating_sub(2) * Series::<3>::ring_bytes();
+        let (least, most) = (ring + slots * (4 + 4 * columns), ring + slots * 4 + columns * (raw * 4 + (slots - raw) * 14));
         prop_assert!((least..=most).contains(&(s.heap_bytes() - empty)), "{} not in {least}..={most}", s.heap_bytes() - empty);
         check_slots(&s)?;
     }
@@ -341,21 +344,26 @@ fn check_slots<const N: usize>(s: &Series<N>) -> Result<(), TestCaseError> {
 
 #[test]
 fn one_value_a_bucket_keeps_an_f32_and_a_second_makes_aggregates_of_the_same() {
-    // Samples a second apart: one per raw point and one per one-second
-    // bucket, so those columns keep a single f32 each.
+    // Samples a second apart: one per one-second bucket, so that column
+    // keeps a single f32 each, and no raw ring, which would copy it.
     let mut s: Series<1> = Series::new(&ONE);
     for t in 0..8u64 {
         s.push(t * 1_000, &[(t != 3).then_some(t as f64 + 0.5)]);
     }
     let empty = Series::<1>::new(&ONE).heap_bytes();
-    assert_eq!(s.heap_bytes() - empty, (4 + 5 + 3) * 4 + (4 + 5) * 4 + 3 * 14);
+    assert_eq!(s.heap_bytes() - empty, (5 + 3) * 4 + 5 * 4 + 3 * 14);
     let before: Vec<(Tier, Vec<Bucket<1>>)> = s.tiers().collect();
+    assert_eq!(before.len(), 2);
     // A second value in the newest second: that tier's column takes whole
-    // aggregates, and what it held reads as before.
+    // aggregates, and what it held reads as before; the raw ring starts
+    // with the samples it would have held.
     s.push(7_500, &[Some(100.0)]);
-    assert_eq!(s.heap_bytes() - empty, (4 + 5 + 3) * 4 + 4 * 4 + (5 + 3) * 14);
+    let raw = Series::<1>::ring_bytes();
+    assert_eq!(s.heap_bytes() - empty, raw + (4 + 5 + 3) * 4 + 4 * 4 + (5 + 3) * 14);
     let after: Vec<(Tier, Vec<Bucket<1>>)> = s.tiers().collect();
-    let (secs_before, secs_after) = (&before[1].1, &after[1].1);
+    let raw_points: Vec<(u64, Option<f64>)> = after[0].1.iter().map(|b| (b.t_ms, b.get(0).max())).collect();
+    assert_eq!(raw_points, [(5_000, Some(5.5)), (6_000, Some(6.5)), (7_000, Some(7.5)), (7_500, Some(100.0))]);
+    let (secs_before, secs_after) = (&before[0].1, &after[1].1);
     assert_eq!(secs_before[..4], secs_after[..4]);
     let newest = secs_after[4].get(0);
     assert_eq!((newest.min(), newest.max(), newest.count()), (Some(7.5), Some(100.0), 2));
@@ -403,4 +411,18 @@ fn an_aggregate_takes_14_bytes_and_its_count_stops_at_the_top_of_16_bits() {
     // stays that of what came before, 49.5, give or take a little.
     let mean = a.mean().unwrap_or(f64::NAN);
     assert!((mean - 49.5).abs() < 0.5, "{mean}");
+}
+
+#[test]
+fn samples_a_second_apart_read_as_raw_points_without_a_raw_ring() {
+    let mut s: Series<1> = Series::new(&ONE);
+    for t in 0..20u64 {
+        s.push(t * 1_000 + 7, &[Some(t as f64)]);
+    }
+    assert_eq!(s.slots().count(), 2, "no raw ring");
+    let recent: Vec<(u64, Option<f64>, u32)> =
+        s.recent(2_000).map(|b| (b.t_ms, b.get(0).max(), b.get(0).count())).collect();
+    assert_eq!(recent, [(17_007, Some(17.0), 1), (18_007, Some(18.0), 1), (19_007, Some(19.0), 1)]);
+    assert_eq!(s.width_since(17_007), 0, "each bucket one sample, drawn as a point");
+    assert_eq!(s.width_since(0), 10_000);
 }

@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 /// What the allocator probe inside a process says, joined with NVML. Sizes
@@ -5,21 +7,21 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProcessAllocator {
     /// "torch" or "jax".
-    pub framework: String,
-    pub framework_version: Option<String>,
+    pub framework: Arc<str>,
+    pub framework_version: Option<Arc<str>>,
     /// PyTorch's allocator backend ("native", "cudaMallocAsync"), or "jax".
-    pub backend: Option<String>,
+    pub backend: Option<Arc<str>>,
     /// The allocator settings in effect: the last string set while the
     /// process ran, where the probe knows it, else the variable's value.
-    pub alloc_conf: Option<String>,
+    pub alloc_conf: Option<Arc<str>>,
     /// The variable the running version reads first, the one to set:
     /// `PYTORCH_ALLOC_CONF` on 2.9, `PYTORCH_CUDA_ALLOC_CONF` before and
     /// from 2.10.
-    pub alloc_conf_var: Option<String>,
+    pub alloc_conf_var: Option<Arc<str>>,
     /// Where `alloc_conf` came from: "runtime" (the setters the probe
     /// wraps, PyTorch's getter from 2.12, or one snapshot for a probe
     /// started late) or "environment".
-    pub alloc_conf_source: Option<String>,
+    pub alloc_conf_source: Option<Arc<str>>,
     /// Both variables' raw values, as the process has them.
     pub alloc_conf_env: Option<AllocConfEnv>,
     /// Expandable segments in effect; `None` where it does not apply (JAX)
@@ -27,9 +29,9 @@ pub struct ProcessAllocator {
     pub expandable_segments: Option<bool>,
     /// `CUDA_VISIBLE_DEVICES` as the process has it (`None`: unset or not
     /// reported).
-    pub cuda_visible_devices: Option<String>,
+    pub cuda_visible_devices: Option<Arc<str>>,
     /// `CUDA_DEVICE_ORDER` likewise.
-    pub cuda_device_order: Option<String>,
+    pub cuda_device_order: Option<Arc<str>>,
     /// Out-of-memory errors the probe saw raised in the process; counts
     /// where the backend's own `ooms` does not (cudaMallocAsync).
     pub oom_events: Option<u64>,
@@ -40,7 +42,7 @@ pub struct ProcessAllocator {
     /// Which distributed job the ranks share: torchrun's run id, else the
     /// rendezvous address and port.
     #[serde(default)]
-    pub job: Option<String>,
+    pub job: Option<Arc<str>>,
     pub rank: Option<u32>,
     pub local_rank: Option<u32>,
     pub world_size: Option<u32>,
@@ -65,8 +67,8 @@ impl ProcessAllocator {
 /// settings from.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AllocConfEnv {
-    pub pytorch_alloc_conf: Option<String>,
-    pub pytorch_cuda_alloc_conf: Option<String>,
+    pub pytorch_alloc_conf: Option<Arc<str>>,
+    pub pytorch_cuda_alloc_conf: Option<Arc<str>>,
 }
 
 /// How a framework's device was matched to NVML's GPU.

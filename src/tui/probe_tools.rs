@@ -44,7 +44,7 @@ fn torch_probe<'a>(state: &mut State, process: &'a Process) -> Option<&'a Proces
         ));
         return None;
     };
-    if alloc.framework != "torch" {
+    if &*alloc.framework != "torch" {
         state.status = Some(format!("PID {pid} runs {}: only PyTorch's allocator can be asked", alloc.framework));
         return None;
     }

@@ -7,7 +7,7 @@
 //! also rises with the OutOfMemoryErrors the probe sees, and, where the
 //! backend keeps no OOM count, while NVML says the GPU has no free memory.
 
-use crate::hashing::{IntMap, IntSet};
+use crate::hashing::IntMap;
 
 use super::{Inputs, ProcKey, Verdicts, key, process_gpus};
 use crate::analysis::config::EventConfig;
@@ -31,13 +31,14 @@ pub struct CounterState {
 pub const NO_FREE_MEMORY: u64 = 1 << 20;
 
 pub fn judge(i: &Inputs<'_>, states: &mut IntMap<ProcKey, CounterState>, v: &mut Verdicts) {
-    let mut seen = IntSet::default();
+    // Sorted, as the leak rule's.
+    let mut seen = Vec::new();
     for (pk, p, gpu) in process_gpus(i.snap) {
         let Some(a) = p.allocator.as_ref() else { continue };
         // A device the probe could not place on a GPU has no counters here;
         // the process's own OOM count still applies to every GPU it uses.
         let d = a.devices.iter().find(|d| d.gpu == Some(gpu));
-        seen.insert(pk);
+        seen.push(pk);
         let s = states.entry(pk).or_default();
         let retries = d.and_then(|d| d.alloc_retries);
         let ooms = d.and_then(|d| d.ooms);
@@ -85,7 +86,8 @@ pub fn judge(i: &Inputs<'_>, states: &mut IntMap<ProcKey, CounterState>, v: &mut
             v.insert(key(AlertKind::Oom, gpu, Some(p.pid)), verdict);
         }
     }
-    states.retain(|k, _| seen.contains(k));
+    seen.sort_unstable();
+    states.retain(|k, _| seen.binary_search(k).is_ok());
 }
 
 /// A post-mortem on `gpu` newer than the last one raised and younger than

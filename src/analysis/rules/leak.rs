@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use crate::hashing::{IntMap, IntSet};
+use crate::hashing::IntMap;
 
 use super::{Inputs, ProcKey, Verdicts, device, human_duration, key, process_gpus};
 use crate::analysis::engine::{Raise, Verdict};
@@ -20,8 +20,9 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// whatever the interval and however long the history: no rescan.
 #[derive(Debug, Clone, Default)]
 pub struct Floor {
-    /// (tenth's index, time of its minimum, minimum), oldest first.
-    minima: VecDeque<(u64, u64, u64)>,
+    /// (time of its minimum, minimum), oldest first; the tenth is the
+    /// time's, so it is not kept (a third of the bytes, for every process).
+    minima: VecDeque<(u64, u64)>,
     /// The first sample with a figure since the floor (re)started.
     first_ms: Option<u64>,
     last_ms: Option<u64>,
@@ -36,16 +37,17 @@ impl Floor {
         let Some(v) = value else { return };
         self.first_ms.get_or_insert(t_ms);
         self.last_ms = Some(t_ms);
-        let tenth = t_ms / width(window_ms);
+        let w = width(window_ms);
+        let tenth = t_ms / w;
         match self.minima.back_mut() {
-            Some(b) if b.0 == tenth => {
-                if v < b.2 {
-                    *b = (tenth, t_ms, v);
+            Some(b) if b.0 / w == tenth => {
+                if v < b.1 {
+                    *b = (t_ms, v);
                 }
             }
-            _ => self.minima.push_back((tenth, t_ms, v)),
+            _ => self.minima.push_back((t_ms, v)),
         }
-        while self.minima.front().is_some_and(|(i, _, _)| i + BUCKETS <= tenth) {
+        while self.minima.front().is_some_and(|(t, _)| t / w + BUCKETS <= tenth) {
             self.minima.pop_front();
         }
     }
@@ -60,7 +62,7 @@ impl Floor {
         {
             return None;
         }
-        fit(self.minima.iter().map(|(_, t, v)| (*t as f64, *v as f64)))
+        fit(self.minima.iter().map(|(t, v)| (*t as f64, *v as f64)))
     }
 }
 
@@ -88,14 +90,16 @@ pub fn judge(i: &Inputs<'_>, floors: &mut IntMap<ProcKey, Floor>, v: &mut Verdic
     let c = &i.config.leak;
     let window_ms = u64::try_from(c.window.as_millis()).unwrap_or(u64::MAX);
     let min_growth = c.min_growth_mib as f64 * MIB;
-    let mut seen = IntSet::default();
+    // A sorted list, not a set: a set's table is twice the size at 512
+    // processes, and this one is gone by the next tick.
+    let mut seen = Vec::with_capacity(i.snap.processes.len());
     for (pk, p, gpu) in process_gpus(i.snap) {
         // Tensors' bytes from the probe, else NVML's figure for the process.
         let dev = device(p, gpu);
         let nvml = p.gpus.iter().find(|g| g.index == gpu).and_then(|g| g.used_memory);
         let floor = floors.entry(pk).or_default();
         floor.push(i.now_ms, dev.and_then(|d| d.allocated).or(nvml), window_ms);
-        seen.insert(pk);
+        seen.push(pk);
         let probed = dev.is_some();
         let verdict = match floor.trend(window_ms) {
             None => Verdict::Hold,
@@ -130,7 +134,8 @@ pub fn judge(i: &Inputs<'_>, floors: &mut IntMap<ProcKey, Floor>, v: &mut Verdic
         };
         v.insert(key(AlertKind::Leak, gpu, Some(p.pid)), verdict);
     }
-    floors.retain(|k, _| seen.contains(k));
+    seen.sort_unstable();
+    floors.retain(|k, _| seen.binary_search(k).is_ok());
 }
 
 #[cfg(test)]

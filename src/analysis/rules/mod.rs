@@ -30,39 +30,53 @@ pub struct Inputs<'a> {
 
 /// One tick's verdicts, by key. A key without one is judged clear: the
 /// engine ends a followed alert whose key got no verdict, and a clear
-/// verdict for a key not followed has nothing to end. So clear verdicts,
-/// the most of them by far (a rule judges every process on every GPU:
-/// some 2,500 keys a tick at 512 processes), are not kept.
+/// verdict for a key not followed has nothing to end. A hold for a key not
+/// followed leaves nothing either: there is no alert to keep, nor a wait
+/// to start over. So only raises, and holds for the keys the engine
+/// follows, are kept: a rule judges every process on every GPU (some 2,500
+/// keys a tick at 512 processes), nearly all of them clear or on hold
+/// (the leak rule holds every process for its first window).
 #[derive(Debug, Default)]
-pub struct Verdicts(BTreeMap<AlertKey, Verdict>);
+pub struct Verdicts {
+    kept: BTreeMap<AlertKey, Verdict>,
+    /// The engine's keys, sorted.
+    followed: Vec<AlertKey>,
+}
 
 impl Verdicts {
+    /// For an engine that follows `followed` (sorted).
+    pub fn new(followed: Vec<AlertKey>) -> Self {
+        Self { kept: BTreeMap::new(), followed }
+    }
+
     /// Replaces any verdict given the key before.
     pub fn insert(&mut self, key: AlertKey, verdict: Verdict) {
         match verdict {
-            Verdict::Clear => _ = self.0.remove(&key),
-            verdict => _ = self.0.insert(key, verdict),
+            Verdict::Hold if self.followed.binary_search(&key).is_err() => _ = self.kept.remove(&key),
+            Verdict::Clear => _ = self.kept.remove(&key),
+            verdict => _ = self.kept.insert(key, verdict),
         }
     }
 
     /// Judges clear, after the rules, the keys `clear` picks.
     pub fn clear_where(&mut self, mut clear: impl FnMut(&AlertKey) -> bool) {
-        self.0.retain(|key, _| !clear(key));
+        self.kept.retain(|key, _| !clear(key));
     }
 
     /// The verdicts kept, for the engine (where a missing key is clear).
     pub fn into_map(self) -> BTreeMap<AlertKey, Verdict> {
-        self.0
+        self.kept
     }
 }
 
 pub fn judge(
     inputs: &Inputs<'_>,
+    followed: Vec<AlertKey>,
     counters: &mut IntMap<ProcKey, CounterState>,
     floors: &mut IntMap<ProcKey, Floor>,
 ) -> Verdicts {
     let c = inputs.config;
-    let mut v = Verdicts::default();
+    let mut v = Verdicts::new(followed);
     if c.gpu_lost.enabled {
         lost::judge(inputs, &mut v);
     }

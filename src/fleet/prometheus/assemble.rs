@@ -200,7 +200,7 @@ fn new_allocator(s: &Sample) -> ProcessAllocator {
         cuda_device_order: None,
         oom_events: None,
         last_oom: Vec::new(),
-        job: s.label("job_id").map(str::to_string),
+        job: s.label("job_id").map(Into::into),
         rank: index(s, "rank"),
         local_rank: None,
         world_size: index(s, "world_size"),

@@ -188,7 +188,7 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot) {
             command: labels::command(p),
             slurm_job: p.workload.as_ref().and_then(|w| w.slurm_job).map(|j| j.to_string()).unwrap_or_default(),
             rank: p.allocator.as_ref().and_then(|a| a.rank).map(|r| r.to_string()).unwrap_or_default(),
-            job_id: p.allocator.as_ref().and_then(|a| a.job.clone()).unwrap_or_default(),
+            job_id: p.allocator.as_ref().and_then(|a| a.job.as_deref()).unwrap_or_default().to_string(),
             world_size: p.allocator.as_ref().and_then(|a| a.world_size).map(|n| n.to_string()).unwrap_or_default(),
         })
         .collect();

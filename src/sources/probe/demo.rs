@@ -6,6 +6,7 @@
 //! scenario's (`crates/nvml-sim/scenarios/demo.toml`), whose NVML figures
 //! ramp from 60 to 70 GiB over 15 minutes; these figures follow them.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{ProbeDevice, ProbeFile, ProbeReport, ProbeSample, ProbeSource};
@@ -138,7 +139,7 @@ fn report(p: &DemoProcess, t: f64) -> ProbeReport {
         largest_free_block: None,
         bytes_limit: None,
     };
-    let conf = (!native).then(|| "backend:cudaMallocAsync".to_string());
+    let conf: Option<Arc<str>> = (!native).then(|| "backend:cudaMallocAsync".into());
     let file = ProbeFile {
         format: super::PROBE_FORMAT.into(),
         version: 1,
@@ -162,7 +163,7 @@ fn report(p: &DemoProcess, t: f64) -> ProbeReport {
         oom_events: Some(0),
         last_oom: None,
         // The two DDP ranks share torchrun's rendezvous.
-        job: p.rank.map(|_| "127.0.0.1:29500".to_string()),
+        job: p.rank.map(|_| "127.0.0.1:29500".into()),
         rank: p.rank,
         local_rank: p.rank,
         world_size: p.rank.map(|_| 2),

@@ -2,6 +2,8 @@
 //! `assets/gpuscope_probe.py`. Reading is strict about types and limits and
 //! lenient about new fields, so a newer probe still works with this reader.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Deserializer};
 
 use crate::model::OomPostMortem;
@@ -62,16 +64,16 @@ pub struct ProbeFile {
     pub written_unix_ms: u64,
     pub interval_s: f64,
     pub errors: u64,
-    pub framework: String,
-    pub framework_version: Option<String>,
-    pub backend: Option<String>,
+    pub framework: Arc<str>,
+    pub framework_version: Option<Arc<str>>,
+    pub backend: Option<Arc<str>>,
     /// The allocator settings in effect (runtime accessor or environment).
-    pub alloc_conf: Option<String>,
+    pub alloc_conf: Option<Arc<str>>,
     /// The variable the running version reads first: the one hints name.
-    pub alloc_conf_var: Option<String>,
+    pub alloc_conf_var: Option<Arc<str>>,
     /// "runtime" or "environment": where `alloc_conf` came from.
     #[serde(default)]
-    pub alloc_conf_source: Option<String>,
+    pub alloc_conf_source: Option<Arc<str>>,
     /// Both variables' raw values.
     #[serde(default)]
     pub alloc_conf_env: Option<AllocConfEnv>,
@@ -79,9 +81,9 @@ pub struct ProbeFile {
     /// `None` when the file does not say (a probe older than the field):
     /// then nothing can be inferred from it. `Some(None)`: unset.
     #[serde(default, deserialize_with = "present")]
-    pub cuda_visible_devices: Option<Option<String>>,
+    pub cuda_visible_devices: Option<Option<Arc<str>>>,
     #[serde(default)]
-    pub cuda_device_order: Option<String>,
+    pub cuda_device_order: Option<Arc<str>>,
     /// OutOfMemoryErrors the probe itself saw raised.
     #[serde(default)]
     pub oom_events: Option<u64>,
@@ -89,7 +91,7 @@ pub struct ProbeFile {
     pub last_oom: Option<Vec<OomPostMortem>>,
     /// The distributed job: torchrun's run id, or MASTER_ADDR:MASTER_PORT.
     #[serde(default)]
-    pub job: Option<String>,
+    pub job: Option<Arc<str>>,
     pub rank: Option<u32>,
     pub local_rank: Option<u32>,
     pub world_size: Option<u32>,
@@ -100,9 +102,9 @@ pub struct ProbeFile {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct AllocConfEnv {
     #[serde(rename = "PYTORCH_ALLOC_CONF", default)]
-    pub pytorch_alloc_conf: Option<String>,
+    pub pytorch_alloc_conf: Option<Arc<str>>,
     #[serde(rename = "PYTORCH_CUDA_ALLOC_CONF", default)]
-    pub pytorch_cuda_alloc_conf: Option<String>,
+    pub pytorch_cuda_alloc_conf: Option<Arc<str>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -152,7 +154,7 @@ impl ProbeFile {
         if (f.pid, f.start_ticks) != (pid, start_ticks) {
             return Err(format!("names process {}-{} but says {}-{}", pid, start_ticks, f.pid, f.start_ticks));
         }
-        if !matches!(f.framework.as_str(), "torch" | "jax") {
+        if !matches!(&*f.framework, "torch" | "jax") {
             return Err(format!("unknown framework {:?}", f.framework));
         }
         // The probe clamps it to 0.1..60 s; anything past an hour is not a
@@ -174,11 +176,11 @@ impl ProbeFile {
             &mut f.cuda_device_order,
             &mut f.job,
         ] {
-            *s = s.as_deref().map(sanitize_command);
+            *s = s.take().map(sanitized);
         }
         if let Some(env) = &mut f.alloc_conf_env {
             for s in [&mut env.pytorch_alloc_conf, &mut env.pytorch_cuda_alloc_conf] {
-                *s = s.as_deref().map(sanitize_command);
+                *s = s.take().map(sanitized);
             }
         }
         // Spaces are part of the value's meaning here, so only a value that
@@ -186,7 +188,7 @@ impl ProbeFile {
         if let Some(Some(v)) = &mut f.cuda_visible_devices
             && v.chars().any(char::is_control)
         {
-            *v = sanitize_command(v);
+            *v = sanitize_command(v).into();
         }
         for d in &mut f.devices {
             d.uuid = d.uuid.as_deref().map(sanitize_command);
@@ -204,6 +206,16 @@ impl ProbeFile {
 }
 
 /// Tells a field that is there but null from one that is missing.
+/// `s` made safe to print: the same text, shared, where it already is
+/// (nearly always). The snapshot's allocator figures share these texts
+/// with the parsed file, rather than a copy of each per tick.
+fn sanitized(s: Arc<str>) -> Arc<str> {
+    if !s.chars().any(char::is_control) && s.trim().len() == s.len() {
+        return s;
+    }
+    sanitize_command(&s).into()
+}
+
 fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
     T::deserialize(d).map(Some)
 }

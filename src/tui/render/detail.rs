@@ -2,6 +2,8 @@
 //! the allocator's backend and configuration, rank, every figure on this
 //! GPU, its memory over time, and what to do about what it shows.
 
+use std::sync::Arc;
+
 use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -113,7 +115,7 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey) -> Vec<(&'static
             ProbeState::Stale => format!("QUIET for {}", duration_short(a.age_ms)),
             ProbeState::Gone => "process exited".into(),
         };
-        let s = |v: &Option<String>| v.as_deref().map_or_else(|| "n/a".into(), |v| ctx.clean(v));
+        let s = |v: &Option<Arc<str>>| v.as_deref().map_or_else(|| "n/a".into(), |v| ctx.clean(v));
         let n = |v: Option<u32>| or_na(v, |v| v.to_string());
         lines.push((
             "allocator",
@@ -164,7 +166,7 @@ fn share(snap: &Snapshot, gpu: u32, pid: u32) -> Option<String> {
 /// The settings in effect, named by the variable this version reads, and
 /// where they came from.
 fn conf(ctx: &Ctx, a: &ProcessAllocator) -> String {
-    if a.framework == "jax" {
+    if &*a.framework == "jax" {
         return String::new();
     }
     let value = a.alloc_conf.as_deref().map_or_else(|| "(unset)".into(), |v| ctx.clean(v));
@@ -184,7 +186,7 @@ fn env_line(ctx: &Ctx, a: &ProcessAllocator) -> Option<String> {
     let env = a.alloc_conf_env.as_ref().filter(|e| {
         [&e.pytorch_alloc_conf, &e.pytorch_cuda_alloc_conf].into_iter().any(|v| v.is_some() && *v != a.alloc_conf)
     })?;
-    let v = |v: &Option<String>| v.as_deref().map_or_else(|| "(unset)".into(), |v| ctx.clean(v));
+    let v = |v: &Option<Arc<str>>| v.as_deref().map_or_else(|| "(unset)".into(), |v| ctx.clean(v));
     Some(format!(
         "env PYTORCH_ALLOC_CONF={}  PYTORCH_CUDA_ALLOC_CONF={}",
         v(&env.pytorch_alloc_conf),
@@ -222,7 +224,7 @@ fn figures(a: &ProcessAllocator, d: &DeviceAllocator) -> Vec<(&'static str, Stri
             ),
         ),
     ];
-    if a.framework == "jax" {
+    if &*a.framework == "jax" {
         lines.push(("", format!("largest free block {}  limit {}", b(d.largest_free_block), b(d.bytes_limit))));
     }
     if let Some(why) = uncounted(a) {
@@ -275,7 +277,7 @@ fn post_mortem(ctx: &Ctx, snap: &Snapshot, a: &ProcessAllocator, gpu: u32) -> Ve
 }
 
 fn uncounted(a: &ProcessAllocator) -> Option<&'static str> {
-    match (a.framework.as_str(), a.backend.as_deref()) {
+    match (&*a.framework, a.backend.as_deref()) {
         ("jax", _) => Some("XLA does not count inactive split, segments, retries or OOMs"),
         (_, Some("cudaMallocAsync")) => {
             Some("cudaMallocAsync does not count inactive split, segments, retries, OOMs or requested bytes")

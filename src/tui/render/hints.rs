@@ -31,7 +31,7 @@ pub fn for_process(snap: &Snapshot, p: &Process, device: Option<&DeviceAllocator
         );
     }
     if let Some(f) = d.fragmentation.filter(|f| *f >= 0.3 && !alerted(AlertKind::Fragmentation)) {
-        hints.push(match alloc.framework.as_str() {
+        hints.push(match &*alloc.framework {
             "jax" => format!(
                 "fragmentation {:.0}%: XLA's free memory is in small pieces; a larger allocation may fail \
                  though enough is free",
@@ -43,7 +43,7 @@ pub fn for_process(snap: &Snapshot, p: &Process, device: Option<&DeviceAllocator
     if let (Some(cached), Some(reserved)) = (d.cached, d.reserved)
         && cached >= GIB
         && cached * 4 >= reserved
-        && alloc.framework == "torch"
+        && &*alloc.framework == "torch"
     {
         hints.push(cached_hint(alloc, d, cached));
     }
