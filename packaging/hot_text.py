@@ -26,11 +26,12 @@ group, measured when the switch was made).
 Usage: hot_text.py OUT.ld BINARY CALLGRIND.OUT...  (BINARY: the program
 the profiles ran; the profiles in the order their modes should be laid
 out, the first mode's functions first).
-Standard library only.
+Standard library, and binutils' `nm` (demangling Rust's v0 symbols).
 """
 
 import os
 import re
+import subprocess
 import sys
 
 OBJECT = re.compile(r"^(c?ob)=\((\d+)\)(?: (.*))?$")
@@ -64,6 +65,60 @@ def executed(profile, binary):
                 if kind == "fn" and objects.get(current) == binary:
                     ran.add(number)
     return {functions[n] for n in ran if n in functions}
+
+
+SORT = "core::slice::sort::"
+# The same path in v0 mangling, to tell whether a profile ran a sort at all.
+SORT_MANGLED = "4core5slice4sort"
+
+
+def generic_args(demangled):
+    """The first two generic arguments of a demangled instance
+    (`f::<T, F>`: the element type and the comparison, for a sort), or
+    None."""
+    start = demangled.find("::<")
+    if start < 0:
+        return None
+    args, depth, current = [], 0, ""
+    for c in demangled[start + 3 :]:
+        if c in "<([{":
+            depth += 1
+        elif c in ">)]}":
+            if depth == 0:
+                break
+            depth -= 1
+        if c == "," and depth == 0:
+            args.append(current.strip())
+            current = ""
+            continue
+        current += c
+    args.append(current.strip())
+    return tuple(args[:2]) if len(args) >= 2 else None
+
+
+def sort_kin(binary, names):
+    """Every routine of the standard library's sorts for the element types
+    and comparisons of the sorts in `names`. Which of them a sort runs
+    depends on how far from sorted its input comes: the profiled dashboard
+    may only ever see rows already in order (merges, no quicksort), where a
+    user's come shuffled, and one routine left out costs the 64 KiB the
+    kernel maps around it."""
+    if not any(SORT_MANGLED in n for n in names):
+        return set()
+    try:
+        mangled = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True, check=True).stdout
+        demangled = subprocess.run(
+            ["nm", "-C", "--defined-only", binary], capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        sys.exit(f"hot_text.py: nm could not list {binary}'s symbols: {e}")
+    table = []
+    for m, d in zip(mangled.splitlines(), demangled.splitlines()):
+        m, d = m.split(" ", 2), d.split(" ", 2)
+        if len(m) == 3 and len(d) == 3 and m[1] in "tT" and SORT in d[2]:
+            table.append((m[2], generic_args(d[2])))
+    ran = {args for name, args in table if name in names and args}
+    return {name for name, args in table if args in ran}
 
 
 def pattern(symbol):
@@ -151,6 +206,7 @@ def main(argv):
         names = executed(profile, binary)
         if not names:
             sys.exit(f"hot_text.py: {profile}: no function of {binary} ran (wrong binary, or not --demangle=no?)")
+        names |= sort_kin(binary, names)
         mode = profile.rsplit("/", 1)[-1].removeprefix("callgrind.").removesuffix(".out")
         groups.append((mode, {p for p in map(pattern, names) if p}))
     with open(out, "w", encoding="utf-8") as f:

@@ -11,10 +11,10 @@
 # node runs what a small one does and what only size brings (a sort's
 # merging passes, a table's growth), and probed processes make reading and
 # joining allocator figures the hot code it is on a node that runs PyTorch.
-# Needs valgrind, tmux and python3. Run: bash packaging/hot_text.sh
+# Needs valgrind, tmux, python3 and binutils' nm. Run: bash packaging/hot_text.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for tool in valgrind tmux python3; do
+for tool in valgrind tmux python3 nm; do
   command -v "$tool" >/dev/null || { echo "hot_text.sh: needs $tool" >&2; exit 1; }
 done
 # Profiled without the script it regenerates: valgrind names the program's
@@ -54,14 +54,7 @@ tmux -L "$sock" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run.sh"
 # code, run once, follows.
 sleep 12
 callgrind_control --dump >/dev/null 2>&1
-# The rows are sorted each frame, and which of the sort's routines run
-# depends on how far from sorted they come: another column, then the
-# other direction, make sure the profile sees them all.
-sleep 15
-tmux -L "$sock" send-keys s
-sleep 10
-tmux -L "$sock" send-keys S
-sleep 15
+sleep 40
 tmux -L "$sock" send-keys q
 for _ in $(seq 300); do [ -e "$work/dashboard.done" ] && break; sleep 0.2; done
 [ -e "$work/dashboard.done" ] || { echo "hot_text.sh: the dashboard did not quit" >&2; exit 1; }

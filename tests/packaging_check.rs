@@ -215,3 +215,46 @@ fn hot_text_names_what_ran_in_the_program_with_hashes_as_wildcards() {
         "{written}"
     );
 }
+
+/// Sorted in this test only: its sort routines are instances of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Shuffled(u32);
+
+#[test]
+fn a_sort_that_ran_brings_every_routine_of_its_kind() {
+    // Rows that come in order run the sort's merges and never its
+    // quicksort, which then sat in cold pages for the first shuffled ones.
+    let mut v: Vec<Shuffled> = (0..100).rev().map(Shuffled).collect();
+    v.sort();
+    assert_eq!(v.first(), Some(&Shuffled(0)));
+    let exe = std::env::current_exe().unwrap();
+    let nm = Command::new("nm").arg("--defined-only").arg(&exe).output().unwrap();
+    assert!(nm.status.success(), "{}", text(&nm));
+    let ours: Vec<String> = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter_map(|l| l.split(' ').nth(2))
+        .filter(|s| s.contains("4core5slice4sort") && s.contains("8Shuffled"))
+        .map(str::to_string)
+        .collect();
+    let entry = ours.iter().find(|s| s.contains("driftsort_main")).expect("the sort's entry is an instance");
+    assert!(ours.iter().any(|s| s.contains("9quicksort9quicksort")), "and its quicksort: {ours:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let (profile, script) = (dir.path().join("callgrind.dashboard.out"), dir.path().join("hot.ld"));
+    let exe_name = exe.canonicalize().unwrap();
+    std::fs::write(&profile, format!("events: Ir\nob=(1) {}\nfn=(1) {entry}\n0 1\n", exe_name.display())).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("python3")
+        .arg(root.join("packaging/hot_text.py"))
+        .arg(&script)
+        .arg(&exe)
+        .arg(&profile)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let written = std::fs::read_to_string(&script).unwrap();
+    let sorts: Vec<&str> = written.lines().filter(|l| l.contains("4core5slice4sort")).collect();
+    assert!(sorts.iter().any(|l| l.contains("9quicksort9quicksort")), "{written}");
+    assert!(sorts.len() >= ours.len().min(3), "{} of {} routines:\n{written}", sorts.len(), ours.len());
+    assert!(sorts.iter().all(|l| l.contains("8Shuffled")), "other types' sorts stay out:\n{written}");
+}
