@@ -112,3 +112,39 @@ fn pct(f: f64) -> String {
 fn human_duration(ms: u64) -> String {
     humantime::format_duration(std::time::Duration::from_secs(ms.div_ceil(1000))).to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::engine::Raise;
+    use crate::model::Severity;
+
+    fn raise() -> Verdict {
+        Verdict::Raise(Raise {
+            severity: Severity::Warning,
+            value: None,
+            threshold: None,
+            message: String::new(),
+            hint: String::new(),
+        })
+    }
+
+    #[test]
+    fn only_raises_and_the_holds_of_followed_keys_are_kept() {
+        let (followed, other, third) =
+            (key(AlertKind::Leak, 0, Some(1)), key(AlertKind::Leak, 0, Some(2)), key(AlertKind::Oom, 1, Some(3)));
+        let mut v = Verdicts::new(vec![followed]);
+        v.insert(followed, Verdict::Hold);
+        v.insert(other, Verdict::Hold);
+        v.insert(third, raise());
+        let kept = v.into_map();
+        assert_eq!(kept.keys().copied().collect::<Vec<_>>(), [third, followed], "in key order");
+        assert_eq!(kept.get(&followed), Some(&Verdict::Hold), "a followed alert is held as it is");
+
+        // A later hold replaces a raise given the same key, as a clear does.
+        let mut v = Verdicts::new(Vec::new());
+        v.insert(other, raise());
+        v.insert(other, Verdict::Hold);
+        assert!(v.into_map().is_empty());
+    }
+}

@@ -252,3 +252,24 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn room_for_a_whole_screen_of_changes_is_not_kept_for_small_frames() {
+    let (w, h) = (200, 60);
+    let mut term = Term::new(Logged::new(w, h)).expect("infallible");
+    let full: Vec<Row> = (0..h).map(|y| (y, "x".repeat(usize::from(w)), Style::new().fg(Color::Green))).collect();
+    term.draw(|f| draw_on(f, &full)).expect("infallible");
+    assert!(term.changed.capacity() >= usize::from(w) * usize::from(h), "the first frame sends every cell");
+    // Blanking the screen again changes every cell; the frame after it,
+    // three.
+    let small = vec![(0, "12%".to_string(), Style::new())];
+    term.draw(|f| draw_on(f, &small)).expect("infallible");
+    term.draw(|f| draw_on(f, &[(0, "13%".to_string(), Style::new())])).expect("infallible");
+    assert!(term.changed.capacity() <= 2 * MIN_CHANGED, "{}", term.changed.capacity());
+    // Frames like it then never grow the list.
+    for n in 0..5 {
+        let rows = vec![(0, format!("{n}%"), Style::new())];
+        term.draw(|f| draw_on(f, &rows)).expect("infallible");
+        assert!(term.changed.capacity() <= 2 * MIN_CHANGED);
+    }
+}
