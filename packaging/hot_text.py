@@ -96,15 +96,9 @@ def generic_args(demangled):
     return tuple(args[:2]) if len(args) >= 2 else None
 
 
-def sort_kin(binary, names):
-    """Every routine of the standard library's sorts for the element types
-    and comparisons of the sorts in `names`. Which of them a sort runs
-    depends on how far from sorted its input comes: the profiled dashboard
-    may only ever see rows already in order (merges, no quicksort), where a
-    user's come shuffled, and one routine left out costs the 64 KiB the
-    kernel maps around it."""
-    if not any(SORT_MANGLED in n for n in names):
-        return set()
+def sort_routines(binary):
+    """The standard library's sort routines in `binary`: each one's mangled
+    name and generic arguments, from `nm`, read once for all profiles."""
     try:
         mangled = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True, check=True).stdout
         demangled = subprocess.run(
@@ -117,8 +111,18 @@ def sort_kin(binary, names):
         m, d = m.split(" ", 2), d.split(" ", 2)
         if len(m) == 3 and len(d) == 3 and m[1] in "tT" and SORT in d[2]:
             table.append((m[2], generic_args(d[2])))
-    ran = {args for name, args in table if name in names and args}
-    return {name for name, args in table if args in ran}
+    return table
+
+
+def sort_kin(routines, names):
+    """Every routine of the standard library's sorts (`routines`) for the
+    element types and comparisons of the sorts in `names`. Which of them a
+    sort runs depends on how far from sorted its input comes: the profiled
+    dashboard may only ever see rows already in order (merges, no
+    quicksort), where a user's come shuffled, and one routine left out
+    costs the 64 KiB the kernel maps around it."""
+    ran = {args for name, args in routines if name in names and args}
+    return {name for name, args in routines if args in ran}
 
 
 def pattern(symbol):
@@ -201,12 +205,14 @@ def main(argv):
     if len(argv) < 4:
         sys.exit(__doc__)
     out, binary, profiles = argv[1], os.path.realpath(argv[2]), argv[3:]
-    groups = []
+    groups, routines = [], None
     for profile in profiles:
         names = executed(profile, binary)
         if not names:
             sys.exit(f"hot_text.py: {profile}: no function of {binary} ran (wrong binary, or not --demangle=no?)")
-        names |= sort_kin(binary, names)
+        if any(SORT_MANGLED in n for n in names):
+            routines = routines if routines is not None else sort_routines(binary)
+            names |= sort_kin(routines, names)
         mode = profile.rsplit("/", 1)[-1].removeprefix("callgrind.").removesuffix(".out")
         groups.append((mode, {p for p in map(pattern, names) if p}))
     with open(out, "w", encoding="utf-8") as f:

@@ -22,7 +22,7 @@
 //! grouped, and a tick's would go too.
 
 /// The section the linker script puts start-up code in.
-pub const SECTION: &[u8] = b".text.once";
+const SECTION: &[u8] = b".text.once";
 /// The code sections dropped with it: the other modes', and what no
 /// profiled run reached.
 const ALSO: [&[u8]; 2] = [b".text.modes", b".text"];
@@ -87,13 +87,6 @@ impl Startup {
     }
 }
 
-/// Locates and gives back at once: every code section but `.text.hot`;
-/// returns how many bytes, or `None` where `.text.once` was not found or
-/// the kernel refused.
-pub fn release() -> Option<usize> {
-    Startup::locate()?.release()
-}
-
 /// Section headers beyond this many are not a program's: refused rather
 /// than read.
 const MAX_SECTIONS: u64 = 4096;
@@ -103,14 +96,16 @@ const MAX_NAMES: u64 = 1 << 20;
 /// The link-time address and size of the section named `name` in a
 /// little-endian 64-bit ELF file; `None` for anything else, or a file that
 /// does not hold together.
-pub fn find(file: &mut (impl std::io::Read + std::io::Seek), name: &[u8]) -> Option<(u64, u64)> {
+#[cfg(test)]
+fn find(file: &mut (impl std::io::Read + std::io::Seek), name: &[u8]) -> Option<(u64, u64)> {
     find_all(file, [name])?[0]
 }
 
-/// `find` for several names over one reading of the section table: `None`
-/// for a file that is not such an ELF file or does not hold together, else
+/// The link-time address and size of each section named in `wanted`, over
+/// one reading of the section table of a little-endian 64-bit ELF file:
+/// `None` for anything else or a file that does not hold together, else
 /// each name's section where there is one.
-pub fn find_all<const N: usize>(
+fn find_all<const N: usize>(
     file: &mut (impl std::io::Read + std::io::Seek),
     wanted: [&[u8]; N],
 ) -> Option<[Option<(u64, u64)>; N]> {
@@ -212,7 +207,7 @@ mod tests {
         assert!(find(&mut exe, b".text").is_some(), "a real executable's sections are read");
         assert_eq!(find(&mut exe, SECTION), None);
         if cfg!(all(target_os = "linux", target_endian = "little")) {
-            assert_eq!(release(), None);
+            assert!(Startup::locate().and_then(|s| s.release()).is_none());
         }
     }
 

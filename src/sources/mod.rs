@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use crate::model::{Driver, Gpu, Host, MigDevice, PidNamespace, ProcessGpu, SourceStatus, Timestamp, Workload};
 
-pub use sanitize::{SHOWN_FOR_INVISIBLE, is_invisible, sanitize_command, visible};
+pub use sanitize::{SHOWN_FOR_INVISIBLE, is_invisible, sanitize_command, sanitize_shared, visible};
 
 /// One GPU process as the driver sees it.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,13 +1,12 @@
+use std::sync::Arc;
+
 /// Makes a command line safe to print: a process can put anything in its
 /// argv, including escape sequences that would rewrite the user's terminal
 /// or title bar. Escape sequences are removed whole; other control
 /// characters (newlines and tabs included) become spaces so that arguments
 /// stay apart.
 pub fn sanitize_command(raw: &str) -> String {
-    // Every escape sequence starts with a control character (ESC, or a C1
-    // control such as CSI), so a line without one is already safe; that is
-    // nearly every line, and the escape parser below is not cheap.
-    if !raw.chars().any(char::is_control) {
+    if !has_control(raw) {
         return raw.trim().to_string();
     }
     // The stripper drops whitespace controls outright, which would glue
@@ -17,6 +16,24 @@ pub fn sanitize_command(raw: &str) -> String {
         raw.chars().map(|c| if matches!(c, '\t' | '\n' | '\r' | '\x0b' | '\x0c') { ' ' } else { c }).collect();
     let stripped = strip_ansi_escapes::strip_str(spaced);
     stripped.chars().map(|c| if c.is_control() { ' ' } else { c }).collect::<String>().trim().to_string()
+}
+
+/// `sanitize_command` for a shared text: the same `Arc`, not a copy, where
+/// sanitizing would leave it as it is (nearly always). The snapshot's
+/// allocator figures share the probe file's texts this way, rather than a
+/// copy of each per tick.
+pub fn sanitize_shared(raw: Arc<str>) -> Arc<str> {
+    if !has_control(&raw) && raw.trim().len() == raw.len() {
+        return raw;
+    }
+    sanitize_command(&raw).into()
+}
+
+/// Every escape sequence starts with a control character (ESC, or a C1
+/// control such as CSI), so a line without one is already safe; that is
+/// nearly every line, and the escape parser is not cheap.
+fn has_control(raw: &str) -> bool {
+    raw.chars().any(char::is_control)
 }
 
 /// Characters that change how text around them is shown without showing

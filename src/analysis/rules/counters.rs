@@ -9,7 +9,7 @@
 
 use crate::hashing::IntMap;
 
-use super::{Inputs, ProcKey, Verdicts, key, process_gpus};
+use super::{Inputs, ProcKey, Verdicts, forget_unseen, key, process_gpus};
 use crate::analysis::config::EventConfig;
 use crate::analysis::engine::{Raise, Verdict};
 use crate::model::{AlertKind, OomPostMortem, ProcessAllocator, Severity};
@@ -31,7 +31,6 @@ pub struct CounterState {
 pub const NO_FREE_MEMORY: u64 = 1 << 20;
 
 pub fn judge(i: &Inputs<'_>, states: &mut IntMap<ProcKey, CounterState>, v: &mut Verdicts) {
-    // Sorted, as the leak rule's.
     let mut seen = Vec::new();
     for (pk, p, gpu) in process_gpus(i.snap) {
         let Some(a) = p.allocator.as_ref() else { continue };
@@ -86,8 +85,7 @@ pub fn judge(i: &Inputs<'_>, states: &mut IntMap<ProcKey, CounterState>, v: &mut
             v.insert(key(AlertKind::Oom, gpu, Some(p.pid)), verdict);
         }
     }
-    seen.sort_unstable();
-    states.retain(|k, _| seen.binary_search(k).is_ok());
+    forget_unseen(states, seen);
 }
 
 /// A post-mortem on `gpu` newer than the last one raised and younger than

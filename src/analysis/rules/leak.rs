@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use crate::hashing::IntMap;
 
-use super::{Inputs, ProcKey, Verdicts, device, human_duration, key, process_gpus};
+use super::{Inputs, ProcKey, Verdicts, device, forget_unseen, human_duration, key, process_gpus};
 use crate::analysis::engine::{Raise, Verdict};
 use crate::model::{AlertKind, Severity};
 use crate::units::bytes;
@@ -90,8 +90,6 @@ pub fn judge(i: &Inputs<'_>, floors: &mut IntMap<ProcKey, Floor>, v: &mut Verdic
     let c = &i.config.leak;
     let window_ms = u64::try_from(c.window.as_millis()).unwrap_or(u64::MAX);
     let min_growth = c.min_growth_mib as f64 * MIB;
-    // A sorted list, not a set: a set's table is twice the size at 512
-    // processes, and this one is gone by the next tick.
     let mut seen = Vec::with_capacity(i.snap.processes.len());
     for (pk, p, gpu) in process_gpus(i.snap) {
         // Tensors' bytes from the probe, else NVML's figure for the process.
@@ -134,8 +132,7 @@ pub fn judge(i: &Inputs<'_>, floors: &mut IntMap<ProcKey, Floor>, v: &mut Verdic
         };
         v.insert(key(AlertKind::Leak, gpu, Some(p.pid)), verdict);
     }
-    seen.sort_unstable();
-    floors.retain(|k, _| seen.binary_search(k).is_ok());
+    forget_unseen(floors, seen);
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ pub struct Inputs<'a> {
 /// follows, are kept: a rule judges every process on every GPU (some 2,500
 /// keys a tick at 512 processes), nearly all of them clear or on hold
 /// (the leak rule holds every process for its first window).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Verdicts {
     kept: BTreeMap<AlertKey, Verdict>,
     /// The engine's keys, sorted.
@@ -94,6 +94,14 @@ pub fn judge(
     }
     counters::judge(inputs, counters, &mut v);
     v
+}
+
+/// Drops the state of every key not in `seen`, the keys a rule judged this
+/// tick. A sorted list, not a set: a set's table is twice the size at 512
+/// processes, and this one is gone by the next tick.
+fn forget_unseen<V>(states: &mut IntMap<ProcKey, V>, mut seen: Vec<ProcKey>) {
+    seen.sort_unstable();
+    states.retain(|k, _| seen.binary_search(k).is_ok());
 }
 
 pub fn key(kind: AlertKind, gpu: u32, pid: Option<u32>) -> AlertKey {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer};
 
 use crate::model::OomPostMortem;
-use crate::sources::sanitize_command;
+use crate::sources::{sanitize_command, sanitize_shared};
 
 pub const PROBE_FORMAT: &str = "gpuscope-probe";
 /// Real files are a few KiB; anything near this is not a probe's.
@@ -176,11 +176,11 @@ impl ProbeFile {
             &mut f.cuda_device_order,
             &mut f.job,
         ] {
-            *s = s.take().map(sanitized);
+            *s = s.take().map(sanitize_shared);
         }
         if let Some(env) = &mut f.alloc_conf_env {
             for s in [&mut env.pytorch_alloc_conf, &mut env.pytorch_cuda_alloc_conf] {
-                *s = s.take().map(sanitized);
+                *s = s.take().map(sanitize_shared);
             }
         }
         // Spaces are part of the value's meaning here, so only a value that
@@ -206,16 +206,6 @@ impl ProbeFile {
 }
 
 /// Tells a field that is there but null from one that is missing.
-/// `s` made safe to print: the same text, shared, where it already is
-/// (nearly always). The snapshot's allocator figures share these texts
-/// with the parsed file, rather than a copy of each per tick.
-fn sanitized(s: Arc<str>) -> Arc<str> {
-    if !s.chars().any(char::is_control) && s.trim().len() == s.len() {
-        return s;
-    }
-    sanitize_command(&s).into()
-}
-
 fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
     T::deserialize(d).map(Some)
 }
