@@ -165,29 +165,32 @@ fn a_day_at_one_hertz_replays_in_bounded_memory() {
     assert!(peak_day < peak_hour + 32 * 1024, "1 h: {peak_hour} KiB, 24 h: {peak_day} KiB");
 }
 
-/// A recording made on a real H100 (driver 580.159.04, PyTorch 2.11 and
-/// JAX 0.11.2) while `tests/gpu/run_all.sh` ran its checks: every
-/// snapshot the real driver and the real frameworks produced replays,
-/// valid against the schema, with the out-of-memory failures of the OOM
-/// check raised again by today's rules.
+/// Recordings made on a real H100 (driver 580.159.04, PyTorch 2.11 and
+/// JAX 0.11.2) while `tests/gpu/run_all.sh` ran its checks, on
+/// 2026-11-26 and by the build of 2026-11-28: every snapshot the real
+/// driver and the real frameworks produced replays, valid against the
+/// schema, with the out-of-memory failures of the OOM check raised again
+/// by today's rules.
 #[test]
-fn a_recording_from_a_real_h100_replays_with_its_alerts() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/h100-real.ndjson.zst");
-    let (lines, _) = replay_json(&path);
-    assert_eq!(lines.len(), 238);
-    lines.iter().for_each(assert_valid);
-    assert!(lines.iter().all(|s| s["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"));
-    assert!(lines.iter().all(|s| s["gpus"][0]["error"].is_null()), "a board without fans is no error");
-    // pcie_check.py's copies: tens of GB/s through 32-bit counters that
-    // wrapped several times a second.
-    let fast = |s: &Value| s["gpus"][0]["pcie"]["rx_bytes_per_s"].as_f64().is_some_and(|r| r > 40e9);
-    assert!(lines.iter().filter(|s| fast(s)).count() >= 4);
-    let backends: std::collections::BTreeSet<String> = lines
-        .iter()
-        .flat_map(|s| s["processes"].as_array().unwrap().iter())
-        .filter_map(|p| p["allocator"]["backend"].as_str().map(str::to_owned))
-        .collect();
-    assert_eq!(backends.into_iter().collect::<Vec<_>>(), ["cudaMallocAsync", "jax", "native"]);
-    let ooms = lines.iter().filter(|s| s["alerts"].as_array().unwrap().iter().any(|a| a["kind"] == "oom")).count();
-    assert!(ooms > 0, "the OOM check's failures raise alerts on replay");
+fn recordings_from_a_real_h100_replay_with_their_alerts() {
+    for (name, snapshots) in [("h100-real.ndjson.zst", 238), ("h100-real-2.ndjson.zst", 241)] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
+        let (lines, _) = replay_json(&path);
+        assert_eq!(lines.len(), snapshots, "{name}");
+        lines.iter().for_each(assert_valid);
+        assert!(lines.iter().all(|s| s["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"));
+        assert!(lines.iter().all(|s| s["gpus"][0]["error"].is_null()), "a board without fans is no error");
+        // pcie_check.py's copies: tens of GB/s through 32-bit counters
+        // that wrapped several times a second.
+        let fast = |s: &Value| s["gpus"][0]["pcie"]["rx_bytes_per_s"].as_f64().is_some_and(|r| r > 40e9);
+        assert!(lines.iter().filter(|s| fast(s)).count() >= 4, "{name}");
+        let backends: std::collections::BTreeSet<String> = lines
+            .iter()
+            .flat_map(|s| s["processes"].as_array().unwrap().iter())
+            .filter_map(|p| p["allocator"]["backend"].as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(backends.into_iter().collect::<Vec<_>>(), ["cudaMallocAsync", "jax", "native"], "{name}");
+        let oom = |s: &Value| s["alerts"].as_array().unwrap().iter().any(|a| a["kind"] == "oom");
+        assert!(lines.iter().any(oom), "{name}: the OOM check's failures raise alerts on replay");
+    }
 }

@@ -8,11 +8,16 @@ second snapshot on, the GPU's `rx_bytes_per_s` (host to GPU; `tx` in the
 second phase) is compared with the rate the copy itself achieved.
 A real driver's PCIe byte counters are 32 bits and wrap several times a
 second at these rates, so gpuscope reads them over a 20 ms window, as
-NVML's own sampling does; a copy loop that pauses between copies reads
-as its burst in one window and as part burst, part pause in another (seen:
-60 and 37 GB/s for a 53 GB/s average). So each snapshot must lie between
-half and 1.3 times the average (a wrap taken wrongly would be off by
-2^32 bytes in 20 ms, 215 GB/s), and their median within 25% of it.
+NVML's own sampling does. The counter itself is exact: read back to back
+on an H100 (driver 580.159.04) under a 59 GB/s copy, it advanced every
+0.11 ms by 6.3 MB. The copy is not steady, though: single 1 GiB copies
+took 19.5 ms at the median and up to 40 ms, so a 20 ms window inside a
+slow copy reads down to half the phase's average (seen: 25-30 GB/s in
+gpuscope's windows and 38 GB/s in pynvml's, for a 54 GB/s average). So
+each snapshot must lie within the range of rates the single copies of
+its phase ran at (with a 20% margin either side), where a wrap taken
+wrongly would be off by 2^32 bytes in 20 ms, 215 GB/s; and the
+snapshots' median within 25% of the phase's average.
 
 Usage: python3 tests/gpu/pcie_check.py [path/to/gpuscope]
 """
@@ -42,27 +47,34 @@ def main():
 def phase(torch, gpuscope, host, dev, direction, key):
     stop = threading.Event()
     moved = [0]
+    seconds = []
 
     def copy():
         while not stop.is_set():
+            t = time.perf_counter()
             if direction == "host to GPU":
                 dev.copy_(host, non_blocking=True)
             else:
                 host.copy_(dev, non_blocking=True)
             torch.cuda.synchronize()
             moved[0] += host.numel()
+            seconds.append(time.perf_counter() - t)
 
     worker = threading.Thread(target=copy)
     worker.start()
     time.sleep(0.5)
     start, before = time.perf_counter(), moved[0]
+    # The warm-up's copies (the first is slow) are not the phase's.
+    seconds.clear()
     out = subprocess.run([gpuscope, "--json", "--loop-ms", "500", "--count", "5"],
                          capture_output=True, text=True, check=True).stdout
     achieved = (moved[0] - before) / (time.perf_counter() - start)
     stop.set()
     worker.join()
+    slowest, fastest = host.numel() / max(seconds), host.numel() / min(seconds)
     rates = [json.loads(line)["gpus"][0]["pcie"] for line in out.splitlines() if line.strip()]
-    print("\n== %s: the copy moved %.1f GB/s" % (direction, achieved / 1e9))
+    print("\n== %s: the copy moved %.1f GB/s (single copies %.1f to %.1f GB/s)" % (
+        direction, achieved / 1e9, slowest / 1e9, fastest / 1e9))
     failures = 0
     for i, pcie in enumerate(rates):
         seen = pcie[key]
@@ -70,7 +82,7 @@ def phase(torch, gpuscope, host, dev, direction, key):
             ok = seen is None
             verdict = "ok (no interval yet)" if ok else "SHOULD BE null"
         else:
-            ok = seen is not None and 0.5 * achieved <= seen <= 1.3 * achieved
+            ok = seen is not None and 0.8 * slowest <= seen <= 1.2 * fastest
             verdict = "ok" if ok else "OUT OF RANGE"
         failures += 0 if ok else 1
         shown = "null" if seen is None else "%.1f GB/s" % (seen / 1e9)

@@ -22,9 +22,11 @@
 //! so ordered, the poller took 3-8% less CPU a tick). Only where the last
 //! reading is recent enough that a single wrap is all there can have been
 //! (`WRAP_SAFE`: ticks of 30 ms or less) is the delta between ticks used.
-//! A 20 ms window sees bursty traffic as its burst or as its pause, as
-//! NVML's own sample does: a copy loop averaging 53 GB/s from the H100
-//! read as 60 GB/s in some ticks and 37 GB/s in others
+//! The counter itself is exact: read back to back on that H100 under a
+//! 59 GB/s copy, it advanced every 0.11 ms. A 20 ms window still reads
+//! what the link did in those 20 ms, as NVML's own sample does: a copy
+//! loop averaging 54 GB/s read 59 GB/s in most ticks and 25-30 GB/s in a
+//! few, where single 1 GiB copies slowed from 19.5 ms to up to 40 ms
 //! (tests/gpu/pcie_check.py); rates that wrapped wrongly would be off by
 //! 2^32 bytes per window, 215 GB/s.
 //! A 64-bit counter (`UNSIGNED_LONG_LONG`) is read once a tick, and its
