@@ -18,6 +18,9 @@
 //!
 //! - `tick_8x512_with_128_probes/...`: the scale target, 8 GPUs with 512
 //!   processes of which 128 have probe files.
+//! - `host_512/floor_statm_and_cpu_clock`: the kernel's time alone for the
+//!   two reads a tick makes of each of those 512 processes, the floor under
+//!   `host_512/host_sample` (gpuscope's host side of a tick) and the tick.
 //!
 //! Run: `cargo bench --bench tick`
 
@@ -188,6 +191,48 @@ fn bench(c: &mut Criterion) {
     let first = collector.tick();
     assert_eq!((first.gpus.len(), first.processes.len()), (GPUS, 512));
     tick_group(c, "tick_8x512_with_128_probes", &mut collector, busy_ns);
+    host_floor(c, &pids);
+}
+
+/// What the kernel alone takes to answer, for each of `pids`, the two
+/// figures a tick reads of every process (resident memory from its
+/// `statm` held open, CPU time from its CPU-time clock), with nothing of
+/// gpuscope's around the calls: the floor under `ProcHost::sample`, which
+/// `host_sample` measures beside it. A collection at 8 x 512 cannot cost
+/// less than this on the machine it runs on.
+fn host_floor(c: &mut Criterion, pids: &[u32]) {
+    use std::os::unix::fs::FileExt;
+    let held: Vec<(std::fs::File, libc::clockid_t)> = pids
+        .iter()
+        .map(|&pid| {
+            let statm = std::fs::File::open(format!("/proc/{pid}/statm")).unwrap();
+            let mut clock: libc::clockid_t = 0;
+            // SAFETY: writes the one clock id it is given.
+            assert_eq!(unsafe { libc::clock_getcpuclockid(pid as libc::pid_t, &mut clock) }, 0);
+            (statm, clock)
+        })
+        .collect();
+    let mut buf = [0u8; 256];
+    let mut group = c.benchmark_group(format!("host_{}", pids.len()));
+    group.bench_function("floor_statm_and_cpu_clock", |b| {
+        b.iter(|| {
+            for (statm, clock) in &held {
+                let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+                // SAFETY: a valid clock id and a valid out-pointer.
+                unsafe { libc::clock_gettime(*clock, &mut t) };
+                std::hint::black_box(statm.read_at(&mut buf, 0).unwrap());
+            }
+        })
+    });
+    let mut host = ProcHost::new();
+    let sorted = {
+        let mut p = pids.to_vec();
+        p.sort_unstable();
+        p
+    };
+    assert_eq!(gpuscope::sources::HostSource::sample(&mut host, &sorted).processes.len(), pids.len());
+    group.bench_function("host_sample", |b| b.iter(|| gpuscope::sources::HostSource::sample(&mut host, &sorted)));
+    group.finish();
 }
 
 fn tick_group(c: &mut Criterion, name: &str, collector: &mut Collector, busy_ns: unsafe extern "C" fn() -> u64) {

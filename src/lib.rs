@@ -26,6 +26,7 @@ pub mod relocations;
 pub mod segmap;
 pub mod serve;
 pub mod settings;
+pub mod sorted_map;
 pub mod sources;
 pub mod startup_code;
 pub mod tui;

@@ -10,23 +10,22 @@ mod rules;
 #[cfg(test)]
 mod tests;
 
-use crate::hashing::IntMap;
-
 use config::{AlertsConfig, HistoryConfig};
 use engine::Engine;
 use rules::{CounterState, Floor, Inputs, ProcKey};
 
 use crate::history::{self, Shared, Store};
 use crate::model::{AlertEvent, AlertKind, Change, Snapshot};
+use crate::sorted_map::SortedMap;
 
 pub use exec::{Counts as HookCounts, ExecHook, finish_hooks, resolve as resolve_program};
 
 pub struct Analyzer {
     config: AlertsConfig,
     store: Shared,
-    counters: IntMap<ProcKey, CounterState>,
+    counters: SortedMap<ProcKey, CounterState>,
     /// The leak rule's running per-bucket minima.
-    floors: IntMap<ProcKey, Floor>,
+    floors: SortedMap<ProcKey, Floor>,
     /// Each PID's start time at the last tick, sorted by PID: to tell a
     /// recycled PID.
     starts: Vec<(u32, Option<u64>)>,
@@ -45,8 +44,8 @@ impl Analyzer {
         let hook = ExecHook::new(&config.exec, config.exec_min_interval);
         Self {
             store,
-            counters: IntMap::default(),
-            floors: IntMap::default(),
+            counters: SortedMap::default(),
+            floors: SortedMap::default(),
             starts: Vec::new(),
             engine: Engine::default(),
             hook,

@@ -17,8 +17,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use crate::hashing::{IntMap, IntSet};
+use crate::hashing::IntSet;
 use crate::model::{Gpu, Process, Snapshot};
+use crate::sorted_map::SortedMap;
 
 pub use series::{Agg, Bucket, Series, Tier};
 
@@ -97,7 +98,7 @@ pub struct Store {
     keep_ms: u64,
     all: GpuSeries,
     gpus: BTreeMap<u32, GpuSeries>,
-    processes: IntMap<ProcKey, ProcessSeries>,
+    processes: SortedMap<ProcKey, ProcessSeries>,
     /// Each index's GPU at the last snapshot: when another GPU takes the
     /// index (a reset, hot-plug), the old one's series go.
     uuids: BTreeMap<u32, String>,
@@ -122,7 +123,7 @@ impl Store {
             keep_ms: longest_ms,
             all: Series::new(&gpu_tiers),
             gpus: BTreeMap::new(),
-            processes: IntMap::default(),
+            processes: SortedMap::default(),
             uuids: BTreeMap::new(),
         }
     }
@@ -148,8 +149,14 @@ impl Store {
         }
         self.gpus.retain(|i, _| snap.gpus.iter().any(|g| g.index == *i));
         for (key, p, gpu) in process_gpus(snap) {
+            let values = process_values(p, gpu);
+            let probed = values[process::NVML + 1..].iter().any(|v| v.is_some_and(f64::is_finite));
             let tiers = self.process_tiers;
-            self.processes.entry(key).or_insert_with(|| Series::new(&tiers)).push(t_ms, &process_values(p, gpu));
+            let series = self.processes.get_or_insert_with(key, || new_process_series(&tiers, probed));
+            if probed {
+                series.refine(&tiers);
+            }
+            series.push(t_ms, &values);
         }
         self.forget_quiet_processes(t_ms);
         moved
@@ -232,6 +239,21 @@ impl Store {
             + self.processes.values().map(Series::heap_bytes).sum::<usize>();
         let uuids = self.uuids.values().map(|u| u.capacity() + size_of::<(u32, String)>()).sum::<usize>();
         self.all.heap_bytes() + gpus + processes + uuids
+    }
+}
+
+/// A process's series. Without a probe, only the coarsest tier: the one
+/// rule that reads a process's history (fragmentation) needs the probe's
+/// figures, and the chart of the window (`[history] window`) draws from
+/// the coarsest tier once the process is older than the seconds reach (a
+/// younger one's is drawn in ten-second steps rather than in seconds). At
+/// a one-second interval the finer tiers would be over a third of the
+/// series, for each of the hundreds of processes most nodes never probe.
+/// The probe's first figures bring them.
+fn new_process_series(tiers: &[Tier; 3], probed: bool) -> ProcessSeries {
+    match tiers {
+        [.., coarsest] if !probed => Series::new(std::slice::from_ref(coarsest)),
+        _ => Series::new(tiers),
     }
 }
 

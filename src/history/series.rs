@@ -89,16 +89,43 @@ pub struct Tier {
     pub len: usize,
 }
 
-/// One field's column: a value per slot of its ring. One `f32` per bucket
-/// (NaN: unavailable) for as long as no bucket has had two values, as in a
-/// raw tier, or a one-second tier at a one-second interval; whole `Agg`s
-/// (14 bytes) from the first bucket that has. At a one-second interval
-/// that is under a third of the bytes of all but the coarsest tier. The ring
+/// One field's column: a value per slot of its ring, in the cheapest form
+/// that holds what came. One `f32` per bucket (NaN: unavailable) for as
+/// long as no bucket has had two values, as in a raw tier, or a one-second
+/// tier at a one-second interval. A value and its count (6 bytes) while
+/// every bucket's values were all the same: a GPU's total memory, an idle
+/// process's, a caching allocator's reserved memory between its rare
+/// changes, where min, max and mean are that one value. Whole `Agg`s (14
+/// bytes) from the first bucket whose values differ. At a one-second
+/// interval that is under a third of the bytes of all but the coarsest
+/// tier, and under half of those of a steady field's coarsest. The ring
 /// keeps which slots hold which buckets; a column is slots alone.
 #[derive(Debug, Clone)]
 enum Column {
     Single(Box<[f32]>),
+    Level(Box<[Level]>),
     Aggregated(Box<[Agg]>),
+}
+
+/// Samples of one bucket that all had the same value: `n` of `v`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[repr(C, packed(2))]
+struct Level {
+    v: f32,
+    n: u16,
+}
+
+impl Level {
+    const NONE: Self = Self { v: 0.0, n: 0 };
+
+    fn of(v: f32) -> Self {
+        if v.is_nan() { Self::NONE } else { Self { v, n: 1 } }
+    }
+
+    fn agg(self) -> Agg {
+        let Self { v, n } = self;
+        if n == 0 { Agg::NONE } else { Agg { min: v, max: v, mean: v, n } }
+    }
 }
 
 impl Column {
@@ -109,34 +136,38 @@ impl Column {
 
     fn empty(&mut self, slot: usize) {
         match self {
-            Self::Single(c) => {
-                if let Some(v) = c.get_mut(slot) {
-                    *v = f32::NAN;
-                }
-            }
-            Self::Aggregated(c) => {
-                if let Some(a) = c.get_mut(slot) {
-                    *a = Agg::NONE;
-                }
-            }
+            Self::Single(c) => set(c, slot, f32::NAN),
+            Self::Level(c) => set(c, slot, Level::NONE),
+            Self::Aggregated(c) => set(c, slot, Agg::NONE),
         }
     }
 
-    /// Adds `value` to the bucket in `slot`.
+    /// Adds `value` to the bucket in `slot`, taking the next form where
+    /// the one held cannot say what the bucket now holds.
     fn add(&mut self, slot: usize, value: Option<f64>) {
         let Some(v) = value.filter(|v| v.is_finite()) else { return };
+        let v32 = v as f32;
         match self {
-            Self::Single(c) => match c.get_mut(slot) {
-                Some(held) if held.is_nan() => *held = v as f32,
-                Some(_) => {
-                    let mut whole: Box<[Agg]> = c.iter().map(|v| single(*v)).collect();
-                    if let Some(a) = whole.get_mut(slot) {
-                        a.add(Some(v));
-                    }
-                    *self = Self::Aggregated(whole);
+            Self::Single(c) => match c.get(slot).copied() {
+                Some(held) if held.is_nan() => set(c, slot, v32),
+                Some(held) if held == v32 => {
+                    let mut level: Box<[Level]> = c.iter().map(|v| Level::of(*v)).collect();
+                    set(&mut level, slot, Level { v: v32, n: 2 });
+                    *self = Self::Level(level);
                 }
+                Some(_) => self.aggregate(slot, v),
                 None => {}
             },
+            Self::Level(c) => {
+                let Some(Level { v: held, n }) = c.get(slot).copied() else { return };
+                if n == 0 {
+                    set(c, slot, Level { v: v32, n: 1 });
+                } else if held == v32 {
+                    set(c, slot, Level { v: held, n: n.saturating_add(1) });
+                } else {
+                    self.aggregate(slot, v);
+                }
+            }
             Self::Aggregated(c) => {
                 if let Some(a) = c.get_mut(slot) {
                     a.add(Some(v));
@@ -145,10 +176,28 @@ impl Column {
         }
     }
 
+    /// Whole aggregates from now on, `v` added to the bucket in `slot`.
+    fn aggregate(&mut self, slot: usize, v: f64) {
+        let mut whole: Box<[Agg]> = (0..self.slots()).map(|i| self.get(i)).collect();
+        if let Some(a) = whole.get_mut(slot) {
+            a.add(Some(v));
+        }
+        *self = Self::Aggregated(whole);
+    }
+
+    fn slots(&self) -> usize {
+        match self {
+            Self::Single(c) => c.len(),
+            Self::Level(c) => c.len(),
+            Self::Aggregated(c) => c.len(),
+        }
+    }
+
     /// The same buckets in `slots` slots, oldest first (see `regrow`).
     fn regrow(&mut self, head: usize, slots: usize) {
         match self {
             Self::Single(c) => *c = regrow(std::mem::take(c), head, slots, f32::NAN),
+            Self::Level(c) => *c = regrow(std::mem::take(c), head, slots, Level::NONE),
             Self::Aggregated(c) => *c = regrow(std::mem::take(c), head, slots, Agg::NONE),
         }
     }
@@ -156,6 +205,7 @@ impl Column {
     fn get(&self, slot: usize) -> Agg {
         match self {
             Self::Single(c) => c.get(slot).map_or(Agg::NONE, |v| single(*v)),
+            Self::Level(c) => c.get(slot).map_or(Agg::NONE, |l| l.agg()),
             Self::Aggregated(c) => c.get(slot).copied().unwrap_or(Agg::NONE),
         }
     }
@@ -163,8 +213,15 @@ impl Column {
     fn heap_bytes(&self) -> usize {
         match self {
             Self::Single(c) => size_of_val::<[f32]>(c),
+            Self::Level(c) => size_of_val::<[Level]>(c),
             Self::Aggregated(c) => size_of_val::<[Agg]>(c),
         }
+    }
+}
+
+fn set<T>(column: &mut [T], slot: usize, value: T) {
+    if let Some(held) = column.get_mut(slot) {
+        *held = value;
     }
 }
 
@@ -417,6 +474,25 @@ impl<const N: usize> Series<N> {
             _ => (None, tiers),
         };
         Self { rings: kept.iter().map(|t| Ring::new(*t)).collect(), deferred, first_ms: None, last_ms: None }
+    }
+
+    /// Adds the tiers of `tiers` finer than the finest kept, empty: for a
+    /// series started with its coarsest tier alone that now wants detail
+    /// (see `Store::record`). They hold the series from now on, and are
+    /// read where they reach back far enough.
+    pub fn refine(&mut self, tiers: &[Tier]) {
+        let finest = self.rings.first().map_or(u64::MAX, |r| r.tier.width_ms);
+        if self.deferred.is_some() || tiers.first().is_none_or(|t| t.width_ms >= finest) {
+            return;
+        }
+        let finer: Vec<Tier> = tiers.iter().filter(|t| t.width_ms < finest).copied().collect();
+        let mut fine = Self::new(&finer);
+        let from_start = self.last_ms.is_none();
+        fine.rings.iter_mut().for_each(|r| r.complete = from_start);
+        fine.rings.reserve_exact(self.rings.len());
+        fine.rings.append(&mut self.rings);
+        self.rings = fine.rings;
+        self.deferred = fine.deferred;
     }
 
     /// Adds a sample at `t_ms`. Time going backwards (a clock step) starts

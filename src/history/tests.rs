@@ -156,7 +156,8 @@ fn another_gpu_at_an_index_and_a_vanished_gpu_drop_their_series() {
 /// A series with the store's process tiers, fed a sample a second for ten
 /// minutes with `fields` available (the rest unavailable).
 fn process_series(fields: &[usize]) -> ProcessSeries {
-    let mut s = Series::new(&Store::new(Duration::from_secs(600)).process_tiers);
+    let probed = fields.iter().any(|&f| f != process::NVML);
+    let mut s = new_process_series(&Store::new(Duration::from_secs(600)).process_tiers, probed);
     for t in 0..600u64 {
         let v = std::array::from_fn(|f| fields.contains(&f).then_some(t as f64));
         s.push(t * 1_000, &v);
@@ -165,17 +166,20 @@ fn process_series(fields: &[usize]) -> ProcessSeries {
 }
 
 #[test]
-fn an_unprobed_process_costs_about_a_third_of_a_probed_one() {
+fn an_unprobed_process_costs_about_a_quarter_of_a_probed_one() {
     let unprobed = process_series(&[process::NVML]).heap_bytes();
     let probed = process_series(&[0, 1, 2, 3]).heap_bytes();
-    assert!(unprobed * 10 <= probed * 4, "unprobed {unprobed} B, probed {probed} B");
+    assert!(unprobed * 10 <= probed * 3, "unprobed {unprobed} B, probed {probed} B");
     // And the whole store: the columns are most of it, and bounded.
     let mut st = Store::new(Duration::from_secs(600));
     for t in 0..700u64 {
         st.record(&snap(t * 1_000, &[(0, "GPU-a", t)], &(1..=64).collect::<Vec<_>>()));
     }
+    // Their figure (the PID) never changes: a value and a count per bucket
+    // where a moving one takes whole aggregates.
     let per_process = st.processes.values().next().map_or(0, Series::heap_bytes);
-    assert_eq!(per_process, unprobed);
+    let ring = unprobed - 61 * (4 + 14);
+    assert_eq!(per_process, ring + 61 * (4 + 6), "moving {unprobed} B, steady {per_process} B");
     let gpu = st.gpu(Some(0)).map_or(0, Series::heap_bytes);
     assert!(st.heap_bytes() >= 64 * per_process + 2 * gpu, "{}", st.heap_bytes());
     assert!(st.heap_bytes() <= 64 * (per_process + 256) + 2 * gpu + 1024, "{}", st.heap_bytes());
@@ -280,6 +284,36 @@ proptest! {
             pushed.push((t, [v]));
         }
         check_brackets(&s, &pushed)?;
+    }
+
+    /// The same with few distinct values, so buckets of one value repeated
+    /// (kept as a value and a count) turn into aggregates at any point; and
+    /// each bucket's min and max are exactly the points'.
+    #[test]
+    fn buckets_of_repeated_values_read_exactly(steps in prop::collection::vec((1u64..3_000, prop::option::of(0u8..3)), 1..300)) {
+        let mut s: Series<1> = Series::new(&ONE);
+        let mut t = 0;
+        let mut pushed = Vec::new();
+        for (dt, v) in steps {
+            t += dt;
+            let v = v.map(f64::from);
+            s.push(t, &[v]);
+            pushed.push((t, [v]));
+        }
+        check_brackets(&s, &pushed)?;
+        for (tier, buckets) in s.tiers() {
+            for b in buckets {
+                let w = tier.width_ms;
+                let inside = pushed
+                    .iter()
+                    .filter(|(pt, _)| pt.checked_div(w).map_or(*pt == b.t_ms, |i| Some(i) == b.t_ms.checked_div(w)))
+                    .filter_map(|(_, v)| v[0]);
+                let (lo, hi) = inside.fold((None, None), |(lo, hi): (Option<f64>, Option<f64>), v| {
+                    (Some(lo.map_or(v, |l| l.min(v))), Some(hi.map_or(v, |h| h.max(v))))
+                });
+                prop_assert_eq!((b.get(0).min(), b.get(0).max()), (lo, hi));
+            }
+        }
     }
 
     /// The same when fields first have a value at any point (or never): a
@@ -425,4 +459,65 @@ fn samples_a_second_apart_read_as_raw_points_without_a_raw_ring() {
     assert_eq!(recent, [(17_007, Some(17.0), 1), (18_007, Some(18.0), 1), (19_007, Some(19.0), 1)]);
     assert_eq!(s.width_since(17_007), 0, "each bucket one sample, drawn as a point");
     assert_eq!(s.width_since(0), 10_000);
+}
+
+#[test]
+fn an_unprobed_process_keeps_its_coarsest_tier_until_its_probe_speaks() {
+    let mut st = Store::new(Duration::from_secs(600));
+    let key = |pid| ProcKey { pid, start_ms: None, gpu: 0 };
+    for t in 0..30u64 {
+        st.record(&snap(t * 1_000, &[(0, "GPU-a", t)], &[1]));
+    }
+    let tiers = |st: &Store| st.process(&key(1)).map(|s| s.slots().map(|(t, ..)| t.width_ms).collect::<Vec<_>>());
+    assert_eq!(tiers(&st), Some(vec![10_000]), "ten minutes in 60 buckets, and nothing finer");
+    // Thirty seconds of NVML's figure, one per second, in ten-second steps.
+    let s = st.process(&key(1)).unwrap();
+    assert_eq!(s.width_since(0), 10_000);
+    let steps: Vec<(u64, Option<f64>)> = s.recent(u64::MAX).map(|b| (b.t_ms, b.get(process::NVML).max())).collect();
+    assert_eq!(steps, [(9_000, Some(1.0)), (19_000, Some(1.0)), (29_000, Some(1.0))]);
+    // The probe's first figure: the finer tiers from then on, read where
+    // they reach back far enough, the coarsest before.
+    let mut probed = snap(30_000, &[(0, "GPU-a", 30)], &[1]);
+    let alloc: crate::model::ProcessAllocator = serde_json::from_value(serde_json::json!({
+        "framework": "torch", "state": "fresh", "age_ms": 0,
+        "devices": [{ "gpu": 0, "reserved": 1000, "allocated": 600 }]
+    }))
+    .unwrap();
+    probed.processes[0].allocator = Some(Box::new(alloc.clone()));
+    st.record(&probed);
+    for t in 31..40u64 {
+        let mut next = snap(t * 1_000, &[(0, "GPU-a", t)], &[1]);
+        next.processes[0].allocator = Some(Box::new(alloc.clone()));
+        st.record(&next);
+    }
+    let s = st.process(&key(1)).unwrap();
+    assert_eq!(s.slots().map(|(t, ..)| t.width_ms).collect::<Vec<_>>(), [1_000, 10_000]);
+    let recent: Vec<(u64, Option<f64>)> = s.recent(5_000).map(|b| (b.t_ms, b.get(process::RESERVED).max())).collect();
+    assert_eq!(recent.len(), 6, "seconds: {recent:?}");
+    assert!(recent.iter().all(|(_, r)| *r == Some(1000.0)));
+    let whole: Vec<Option<f64>> = s.recent(u64::MAX).map(|b| b.get(process::RESERVED).max()).collect();
+    assert_eq!(whole, [None, None, None, Some(1000.0)], "the coarsest tier, before the probe and since");
+}
+
+#[test]
+fn a_steady_field_keeps_a_value_and_a_count_until_it_moves() {
+    // Ten-second buckets of samples a second apart: 5.0 throughout the
+    // first bucket, then 5.0 and 9.0 in the second.
+    let tiers = [Tier { width_ms: 10_000, len: 4 }];
+    let mut s: Series<2> = Series::new(&tiers);
+    for t in 0..15u64 {
+        s.push(t * 1_000, &[Some(5.0), Some(if t < 13 { 5.0 } else { 9.0 })]);
+    }
+    type Read = (Option<f64>, Option<f64>, Option<f64>, u32);
+    let read = |s: &Series<2>, f| -> Vec<Read> {
+        s.recent(u64::MAX).map(|b| (b.get(f).min(), b.get(f).mean(), b.get(f).max(), b.get(f).count())).collect()
+    };
+    assert_eq!(read(&s, 0), [(Some(5.0), Some(5.0), Some(5.0), 10), (Some(5.0), Some(5.0), Some(5.0), 5)]);
+    let second = read(&s, 1);
+    assert_eq!(second[0], (Some(5.0), Some(5.0), Some(5.0), 10), "what it held reads the same as aggregates");
+    assert_eq!((second[1].0, second[1].2, second[1].3), (Some(5.0), Some(9.0), 5));
+    assert!((second[1].1.unwrap() - 6.6).abs() < 1e-6, "{second:?}");
+    // Per slot (four: the fewest a ring takes, here its length): a time,
+    // the steady field's value and count, the other field's aggregate.
+    assert_eq!(s.heap_bytes() - Series::<2>::new(&tiers).heap_bytes(), 4 * (4 + 6 + 14));
 }

@@ -7,7 +7,7 @@
 //! also rises with the OutOfMemoryErrors the probe sees, and, where the
 //! backend keeps no OOM count, while NVML says the GPU has no free memory.
 
-use crate::hashing::IntMap;
+use crate::sorted_map::SortedMap;
 
 use super::{Inputs, ProcKey, Verdicts, forget_unseen, key, process_gpus};
 use crate::analysis::config::EventConfig;
@@ -30,7 +30,7 @@ pub struct CounterState {
 /// rounding are counted, and a working process never leaves just 1 MiB.
 pub const NO_FREE_MEMORY: u64 = 1 << 20;
 
-pub fn judge(i: &Inputs<'_>, states: &mut IntMap<ProcKey, CounterState>, v: &mut Verdicts) {
+pub fn judge(i: &Inputs<'_>, states: &mut SortedMap<ProcKey, CounterState>, v: &mut Verdicts) {
     let mut seen = Vec::new();
     for (pk, p, gpu) in process_gpus(i.snap) {
         let Some(a) = p.allocator.as_ref() else { continue };
@@ -38,7 +38,7 @@ pub fn judge(i: &Inputs<'_>, states: &mut IntMap<ProcKey, CounterState>, v: &mut
         // the process's own OOM count still applies to every GPU it uses.
         let d = a.devices.iter().find(|d| d.gpu == Some(gpu));
         seen.push(pk);
-        let s = states.entry(pk).or_default();
+        let s = states.get_or_insert_with(pk, CounterState::default);
         let retries = d.and_then(|d| d.alloc_retries);
         let ooms = d.and_then(|d| d.ooms);
         let retry_rose = rose(&mut s.retries, retries);

@@ -3,9 +3,7 @@
 //! through the *minimum* of each tenth of the window, the floor the
 //! saw-tooth returns to, and asks for both real growth and a good fit.
 
-use std::collections::VecDeque;
-
-use crate::hashing::IntMap;
+use crate::sorted_map::SortedMap;
 
 use super::{Inputs, ProcKey, Verdicts, device, forget_unseen, human_duration, key, process_gpus};
 use crate::analysis::engine::{Raise, Verdict};
@@ -17,12 +15,18 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 /// One process's floor: the minimum of each tenth of the window, kept as
 /// the samples come (time-aligned tenths), so a tick costs the same
-/// whatever the interval and however long the history: no rescan.
+/// whatever the interval and however long the history: no rescan. Held
+/// in place, a slot per tenth (the tenth's number modulo ten): no
+/// allocation per process, where a growing queue took 256 bytes of heap
+/// for each of 512 processes.
 #[derive(Debug, Clone, Default)]
 pub struct Floor {
-    /// (time of its minimum, minimum), oldest first; the tenth is the
-    /// time's, so it is not kept (a third of the bytes, for every process).
-    minima: VecDeque<(u64, u64)>,
+    /// (time of its minimum, minimum) of the tenth whose number modulo ten
+    /// is the slot; the tenth is the time's, so it is not kept. A slot
+    /// whose tenth is ten or more before the newest's is stale.
+    minima: [(u64, u64); BUCKETS as usize],
+    /// Which slots ever held a minimum since the floor (re)started.
+    filled: u16,
     /// The first sample with a figure since the floor (re)started.
     first_ms: Option<u64>,
     last_ms: Option<u64>,
@@ -39,17 +43,30 @@ impl Floor {
         self.last_ms = Some(t_ms);
         let w = width(window_ms);
         let tenth = t_ms / w;
-        match self.minima.back_mut() {
-            Some(b) if b.0 / w == tenth => {
-                if v < b.1 {
-                    *b = (t_ms, v);
-                }
+        let slot = (tenth % BUCKETS) as usize;
+        let Some(held) = self.minima.get_mut(slot) else { return };
+        if self.filled & (1 << slot) == 0 || held.0 / w != tenth {
+            // Empty, or a tenth ten or more back: this tenth's first figure.
+            *held = (t_ms, v);
+        } else if v < held.1 {
+            *held = (t_ms, v);
+        }
+        self.filled |= 1 << slot;
+    }
+
+    /// The minima of the last ten tenths that have one, oldest first.
+    fn current(&self, w: u64) -> impl Iterator<Item = (u64, u64)> + Clone + '_ {
+        let newest = self.last_ms.map_or(0, |t| t / w);
+        let mut held: [(u64, u64); BUCKETS as usize] = [(u64::MAX, 0); BUCKETS as usize];
+        let mut n = 0;
+        for (slot, m) in self.minima.iter().enumerate() {
+            if self.filled & (1 << slot) != 0 && m.0 / w + BUCKETS > newest && m.0 / w <= newest {
+                held[n] = *m;
+                n += 1;
             }
-            _ => self.minima.push_back((t_ms, v)),
         }
-        while self.minima.front().is_some_and(|(t, _)| t / w + BUCKETS <= tenth) {
-            self.minima.pop_front();
-        }
+        held[..n].sort_unstable();
+        held.into_iter().take(n)
     }
 
     /// The line through the minima of the last ten tenths: slope in bytes
@@ -57,12 +74,11 @@ impl Floor {
     /// samples cover the window.
     pub fn trend(&self, window_ms: u64) -> Option<(f64, f64)> {
         let (first, last) = (self.first_ms?, self.last_ms?);
-        if last.saturating_sub(first).saturating_add(width(window_ms)) < window_ms
-            || self.minima.len() < BUCKETS as usize
-        {
+        let w = width(window_ms);
+        if last.saturating_sub(first).saturating_add(w) < window_ms || self.current(w).count() < BUCKETS as usize {
             return None;
         }
-        fit(self.minima.iter().map(|(t, v)| (*t as f64, *v as f64)))
+        fit(self.current(w).map(|(t, v)| (t as f64, v as f64)))
     }
 }
 
@@ -86,7 +102,7 @@ fn fit(points: impl Iterator<Item = (f64, f64)> + Clone) -> Option<(f64, f64)> {
     Some((slope, r2))
 }
 
-pub fn judge(i: &Inputs<'_>, floors: &mut IntMap<ProcKey, Floor>, v: &mut Verdicts) {
+pub fn judge(i: &Inputs<'_>, floors: &mut SortedMap<ProcKey, Floor>, v: &mut Verdicts) {
     let c = &i.config.leak;
     let window_ms = u64::try_from(c.window.as_millis()).unwrap_or(u64::MAX);
     let min_growth = c.min_growth_mib as f64 * MIB;
@@ -95,7 +111,7 @@ pub fn judge(i: &Inputs<'_>, floors: &mut IntMap<ProcKey, Floor>, v: &mut Verdic
         // Tensors' bytes from the probe, else NVML's figure for the process.
         let dev = device(p, gpu);
         let nvml = p.gpus.iter().find(|g| g.index == gpu).and_then(|g| g.used_memory);
-        let floor = floors.entry(pk).or_default();
+        let floor = floors.get_or_insert_with(pk, Floor::default);
         floor.push(i.now_ms, dev.and_then(|d| d.allocated).or(nvml), window_ms);
         seen.push(pk);
         let probed = dev.is_some();
@@ -173,6 +189,27 @@ mod tests {
         let growth = slope * 300_000.0;
         assert!((growth - 300.0 * MIB).abs() < 40.0 * MIB, "{}", growth / MIB);
         assert!(r2 > 0.9, "{r2}");
+    }
+
+    #[test]
+    fn only_the_last_ten_tenths_count() {
+        // A floor that fell for a window, then rose for one: the minima of
+        // the fall are older than the window, and their slots are taken by
+        // the rise's.
+        let fall = (0..100u64).map(|s| (s * 1000, 500 * GIB - s * GIB));
+        let rise = (100..200u64).map(|s| (s * 1000, 400 * GIB + (s - 100) * GIB));
+        let (slope, r2) = floor_trend(fall.chain(rise).collect(), 100_000).unwrap();
+        assert!((slope * 1000.0 - GIB as f64).abs() < 0.01 * GIB as f64, "{} GiB/s", slope * 1000.0 / GIB as f64);
+        assert!(r2 > 0.99, "{r2}");
+        // A gap of over a window leaves every slot stale: nothing to say
+        // until ten tenths have data again.
+        let mut floor = Floor::default();
+        for s in 0..100u64 {
+            floor.push(s * 1000, Some(GIB), 100_000);
+        }
+        assert!(floor.trend(100_000).is_some());
+        floor.push(300_000, Some(GIB), 100_000);
+        assert_eq!(floor.trend(100_000), None);
     }
 
     #[test]

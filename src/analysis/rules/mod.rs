@@ -10,7 +10,7 @@ mod starved;
 
 use std::collections::BTreeMap;
 
-use crate::hashing::IntMap;
+use crate::sorted_map::SortedMap;
 
 use super::config::AlertsConfig;
 use super::engine::{AlertKey, Verdict};
@@ -72,8 +72,8 @@ impl Verdicts {
 pub fn judge(
     inputs: &Inputs<'_>,
     followed: Vec<AlertKey>,
-    counters: &mut IntMap<ProcKey, CounterState>,
-    floors: &mut IntMap<ProcKey, Floor>,
+    counters: &mut SortedMap<ProcKey, CounterState>,
+    floors: &mut SortedMap<ProcKey, Floor>,
 ) -> Verdicts {
     let c = inputs.config;
     let mut v = Verdicts::new(followed);
@@ -99,7 +99,7 @@ pub fn judge(
 /// Drops the state of every key not in `seen`, the keys a rule judged this
 /// tick. A sorted list, not a set: a set's table is twice the size at 512
 /// processes, and this one is gone by the next tick.
-fn forget_unseen<V>(states: &mut IntMap<ProcKey, V>, mut seen: Vec<ProcKey>) {
+fn forget_unseen<V>(states: &mut SortedMap<ProcKey, V>, mut seen: Vec<ProcKey>) {
     seen.sort_unstable();
     states.retain(|k, _| seen.binary_search(k).is_ok());
 }
