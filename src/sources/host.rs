@@ -61,7 +61,7 @@ struct Known {
 /// What a process keeps for life, as each tick's `HostProcess` shows it:
 /// the lifelong fields alone, not a whole `HostProcess` with its per-tick
 /// ones empty (56 bytes more for each of hundreds of processes).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct Fixed {
     name: Option<Arc<str>>,
     user: Option<Arc<str>>,

@@ -60,7 +60,7 @@ impl Floor {
         let mut held: [(u64, u64); BUCKETS as usize] = [(u64::MAX, 0); BUCKETS as usize];
         let mut n = 0;
         for (slot, m) in self.minima.iter().enumerate() {
-            if self.filled & (1 << slot) != 0 && m.0 / w + BUCKETS > newest && m.0 / w <= newest {
+            if self.filled & (1 << slot) != 0 && m.0 / w + BUCKETS > newest {
                 held[n] = *m;
                 n += 1;
             }
@@ -75,10 +75,11 @@ impl Floor {
     pub fn trend(&self, window_ms: u64) -> Option<(f64, f64)> {
         let (first, last) = (self.first_ms?, self.last_ms?);
         let w = width(window_ms);
-        if last.saturating_sub(first).saturating_add(w) < window_ms || self.current(w).count() < BUCKETS as usize {
+        let minima = self.current(w);
+        if last.saturating_sub(first).saturating_add(w) < window_ms || minima.clone().count() < BUCKETS as usize {
             return None;
         }
-        fit(self.current(w).map(|(t, v)| (t as f64, v as f64)))
+        fit(minima.map(|(t, v)| (t as f64, v as f64)))
     }
 }
 
