@@ -172,10 +172,11 @@ COLD = [
 
 def section(mode, index):
     """The output section a mode's functions go to: the first mode's (the
-    dashboard's ticks) to `.text.hot`; the dashboard's start-up to
+    dashboard's ticks) and what a dashboard runs only minutes in (a mode
+    named `-late`) to `.text.hot`; the dashboard's start-up to
     `.text.once`, which the dashboard hands back to the kernel once it runs
     (src/startup_code.rs); the other modes' to `.text.modes`."""
-    if index == 0:
+    if index == 0 or mode.endswith("-late"):
         return ".text.hot"
     return ".text.once" if mode.endswith("-start") else ".text.modes"
 

@@ -219,6 +219,26 @@ fn hot_text_names_what_ran_in_the_program_with_hashes_as_wildcards() {
             && once.starts_with("\n  {\n    /* dashboard-start: 0 */\n    *crt1.o(.text)\n"),
         "{written}"
     );
+
+    // What a dashboard runs only minutes in (`-late`) joins its ticks in
+    // `.text.hot`, ahead of start-up's section, and only what the ticks'
+    // profile did not already name.
+    let late = dir.path().join("callgrind.dashboard-late.out");
+    std::fs::write(&late, format!("{PROFILE}fn=(8) _RNvNtCsAb_8gpuscope7history4roll\n0 1\n")).unwrap();
+    let out = Command::new("python3")
+        .arg(root.join("packaging/hot_text.py"))
+        .args([&script, Path::new("/opt/gpuscope"), &profile, &late, &start])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let written = std::fs::read_to_string(&script).unwrap();
+    let (hot, once) = written.split_once("  .text.once :").unwrap_or_default();
+    assert!(
+        hot.contains("    /* dashboard-late: 1 */\n    *(.text._RNvNtCs*_8gpuscope7history4roll ")
+            && !once.contains("history4roll")
+            && once.starts_with("\n  {\n    /* dashboard-start: 0 */\n"),
+        "{written}"
+    );
 }
 
 /// Sorted in this test only: its sort routines are instances of their own.
