@@ -7,26 +7,32 @@
 # minutes by default) the figure must stop rising: the summary compares the
 # last sample with the one at a third of the run.
 # GPUSCOPE_BENCH_ARGS sets the interval (say "--interval 10ms": 100 ticks a
-# second, an hour of which is 4x the ticks of a day at 1 s).
-# Run: bash benches/rss_soak.sh [SECONDS] [SAMPLE]
+# second, an hour of which is 4x the ticks of a day at 1 s); node.sh's
+# GPUSCOPE_BENCH_PROCS / _PROBED size the node. After `--`, another monitor
+# runs in gpuscope's place on a node of its own, as in tui_cpu.sh: two
+# copies of this script started together compare the two over the same
+# minutes (say, 11 minutes at 8 x 512 against nvtop).
+# Run: bash benches/rss_soak.sh [SECONDS] [SAMPLE] [-- PEER COMMAND...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-3600}
 every=${2:-60}
+shift $(($# < 2 ? $# : 2))
+[ "${1:-}" = "--" ] && shift
 source benches/node.sh
 node_up '{ min = 60, max = 99, period_s = 11, shape = "sine" }' '{ min = 7000, max = 9000, period_s = 30, shape = "ramp" }'
 trap node_down EXIT
-dashboard_up
+dashboard_up "$@"
 kib() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$pid/status"; }
-echo "gpuscope ${GPUSCOPE_BENCH_ARGS:-(1 s interval)} for ${seconds}s, RSS every ${every}s"
+echo "${1:-gpuscope ${GPUSCOPE_BENCH_ARGS:-(1 s interval)}} for ${seconds}s, RSS every ${every}s"
 samples=()
 start=$(date +%s)
 while :; do
-  [ -d "/proc/$pid" ] || { echo "rss_soak.sh: gpuscope exited" >&2; exit 1; }
+  [ -d "/proc/$pid" ] || { echo "rss_soak.sh: ${1:-gpuscope} exited" >&2; exit 1; }
   t=$(($(date +%s) - start))
   rss=$(kib VmRSS)
   samples+=("$rss")
-  awk -v t="$t" -v r="$rss" -v p="$(kib VmHWM)" 'BEGIN { printf "%6ds  RSS %6.1f MiB  peak %6.1f MiB\n", t, r / 1024, p / 1024 }'
+  awk -v t="$t" -v r="$rss" -v p="$(kib VmHWM)" 'BEGIN { printf "%6ds  RSS %6.1f MiB (%d KiB)  peak %6.1f MiB (%d KiB)\n", t, r / 1024, r, p / 1024, p }'
   [ "$t" -ge "$seconds" ] && break
   sleep "$every"
 done
