@@ -204,7 +204,7 @@ impl Column {
 
     fn get(&self, slot: usize) -> Agg {
         match self {
-            Self::Single(c) => c.get(slot).map_or(Agg::NONE, |v| single(*v)),
+            Self::Single(c) => c.get(slot).map_or(Agg::NONE, |v| Level::of(*v).agg()),
             Self::Level(c) => c.get(slot).map_or(Agg::NONE, |l| l.agg()),
             Self::Aggregated(c) => c.get(slot).copied().unwrap_or(Agg::NONE),
         }
@@ -223,11 +223,6 @@ fn set<T>(column: &mut [T], slot: usize, value: T) {
     if let Some(held) = column.get_mut(slot) {
         *held = value;
     }
-}
-
-/// A bucket of at most one value, as an `Agg`.
-fn single(v: f32) -> Agg {
-    if v.is_nan() { Agg::NONE } else { Agg { min: v, max: v, mean: v, n: 1 } }
 }
 
 /// One tier's buckets, in a circle of slots: the oldest bucket in slot

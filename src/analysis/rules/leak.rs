@@ -45,10 +45,9 @@ impl Floor {
         let tenth = t_ms / w;
         let slot = (tenth % BUCKETS) as usize;
         let Some(held) = self.minima.get_mut(slot) else { return };
-        if self.filled & (1 << slot) == 0 || held.0 / w != tenth {
-            // Empty, or a tenth ten or more back: this tenth's first figure.
-            *held = (t_ms, v);
-        } else if v < held.1 {
+        // Empty, or a tenth ten or more back (this tenth's first figure),
+        // or a new minimum of this tenth.
+        if self.filled & (1 << slot) == 0 || held.0 / w != tenth || v < held.1 {
             *held = (t_ms, v);
         }
         self.filled |= 1 << slot;
