@@ -5,6 +5,7 @@
 pub mod demo_host;
 pub mod fake;
 pub mod host;
+pub mod liveness;
 mod machine;
 pub mod nvml;
 pub mod pidns;

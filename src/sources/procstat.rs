@@ -7,6 +7,7 @@
 //! tick to tick is cheaper still through `Tracked`.
 
 use std::fs::File;
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -57,34 +58,6 @@ impl StatFile {
         let n = self.0.read_at(buf, 0).unwrap_or(0);
         buf.truncate(n);
         parse(buf)
-    }
-}
-
-/// A process known by its start time, held by its `/proc/PID/comm`: a
-/// cheaper file to read than `stat` (a third of the kernel's time: no
-/// fifty numbers to format), and like it bound to the process it was
-/// opened for, so a read fails once that process is reaped even if its
-/// PID has been reused. For checks that ask only "still the same
-/// process?" every tick.
-#[derive(Debug)]
-pub struct Held {
-    comm: File,
-    pub start_ticks: u64,
-}
-
-impl Held {
-    pub fn open(proc_root: &Path, pid: u32) -> Option<Self> {
-        let comm = File::open(pid_file(proc_root, pid, "comm")).ok()?;
-        let held = Self { comm, start_ticks: start_ticks(proc_root, pid)? };
-        // Alive after the start time was read: it was this process's.
-        held.alive().then_some(held)
-    }
-
-    /// Whether the process it was opened for still exists (a zombie not
-    /// yet reaped does). A live one's name ends in a newline, so it is
-    /// never empty.
-    pub fn alive(&self) -> bool {
-        self.comm.read_at(&mut [0; 32], 0).is_ok_and(|n| n > 0)
     }
 }
 
@@ -187,6 +160,24 @@ fn arguments(raw: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// `read`, telling "no such process" (`Ok(None)`) from "could not tell"
+/// (`Err`: out of descriptors, say), which must never pass for gone.
+pub fn read_checked(proc_root: &Path, pid: u32) -> io::Result<Option<Stat>> {
+    // A process reaped after the open fails its reads with ESRCH.
+    let gone = |e: &io::Error| e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH);
+    let file = match File::open(pid_file(proc_root, pid, "stat")) {
+        Ok(file) => file,
+        Err(e) if gone(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut buf = [0u8; 1024];
+    match file.read_at(&mut buf, 0) {
+        Ok(n) => Ok(parse(&buf[..n])),
+        Err(e) if gone(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// A process is identified by PID *and* start time, so a recycled PID never
 /// inherits another process's figures. `None` when there is no such process.
 pub fn start_ticks(proc_root: &Path, pid: u32) -> Option<u64> {
@@ -285,18 +276,6 @@ impl Drop for Ender {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_held_process_is_alive_until_reaped() {
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
-        let held = Held::open(Path::new("/proc"), child.id()).unwrap();
-        assert_eq!(Some(held.start_ticks), start_ticks(Path::new("/proc"), child.id()));
-        assert!(held.alive());
-        child.kill().unwrap();
-        child.wait().unwrap();
-        assert!(!held.alive(), "reaped: its files answer no more, whoever has the PID now");
-        assert!(Held::open(Path::new("/proc"), child.id()).is_none_or(|h| h.start_ticks != held.start_ticks));
-    }
 
     #[test]
     fn a_tracked_process_reads_as_stat_does_until_reaped() {

@@ -26,7 +26,8 @@ use super::{ProbeReport, ProbeSample, ProbeSource};
 use crate::dirfd::DirFd;
 use crate::hashing::{IntMap, IntSet};
 use crate::model::ProbeStatus;
-use crate::sources::procstat::{self, Held};
+use crate::sources::liveness::{self, Exited, Held};
+use crate::sources::procstat;
 
 /// A file's name, size and modification time (ns).
 type Key = (String, u64, i64);
@@ -45,6 +46,12 @@ pub struct FileProbes {
     /// Each probed process held open: the identity check runs for every
     /// file on every tick.
     held: IntMap<u32, Held>,
+    /// Which of them had exited at the start of this tick, all asked at
+    /// once (`Exited::poll`).
+    exited: Exited,
+    /// `proc_root` is the kernel's own `/proc` of this PID namespace, so
+    /// that its PIDs can be held by pidfds.
+    own_view: bool,
     /// `pid:[inode]` of gpuscope's own PID namespace, when `proc_root`
     /// numbers processes as this process sees them; `None` (cannot tell)
     /// means no file is ever removed.
@@ -66,6 +73,8 @@ pub struct FileProbes {
     parsed: HashMap<String, Parsed>,
     /// This process's user, whose files alone are read.
     uid: u32,
+    /// The bytes of the last file read, kept for the next.
+    buf: Vec<u8>,
     /// Files opened (`open_small_private`), for the tests to count.
     #[cfg(test)]
     opens: usize,
@@ -96,6 +105,8 @@ impl FileProbes {
             skipped: 0,
             last_skipped: None,
             held: IntMap::default(),
+            exited: Exited::default(),
+            own_view: liveness::pidfds_serve(&proc_root),
             own_ns: own_namespace(&proc_root),
             seen: IntSet::default(),
             views,
@@ -104,6 +115,7 @@ impl FileProbes {
             #[cfg(test)]
             opens: 0,
             uid: current_uid(),
+            buf: Vec::new(),
             proc_root,
         }
     }
@@ -127,16 +139,21 @@ impl FileProbes {
     }
 
     /// Through the process held open, else a fresh open (the first time,
-    /// or once the process it was opened for has exited).
-    fn start_ticks(&mut self, pid: u32) -> Option<u64> {
-        if let Some(held) = self.held.get(&pid).filter(|h| h.alive()) {
-            return Some(held.start_ticks);
+    /// or once the process it was opened for has exited). `now`: asked
+    /// anew rather than as this tick's poll found it. `Err`: it could not
+    /// be told (out of descriptors, say), which is never "gone".
+    fn start_ticks(&mut self, pid: u32, now: bool) -> Result<Option<u64>, String> {
+        let polled = (!now).then_some(&self.exited);
+        if let Some(held) = self.held.get(&pid).filter(|h| h.alive(&self.proc_root, polled)) {
+            return Ok(Some(held.start_ticks));
         }
         self.held.remove(&pid);
-        let held = Held::open(&self.proc_root, pid)?;
+        let held = Held::open(&self.proc_root, pid, self.own_view)
+            .map_err(|e| format!("cannot tell whether process {pid} runs: {e}"))?;
+        let Some(held) = held else { return Ok(None) };
         let ticks = held.start_ticks;
         self.held.insert(pid, held);
-        Some(ticks)
+        Ok(Some(ticks))
     }
 
     /// `now`: the sample's time, read once for all its files.
@@ -234,11 +251,16 @@ impl FileProbes {
             known.late = true;
             return Ok((Arc::clone(&known.file), opened.modified));
         }
-        let mut bytes = Vec::new();
-        read_regular(&opened.file, opened.key.1, &mut bytes)
+        read_regular(&opened.file, opened.key.1, &mut self.buf)
             .map_err(|e| (opened.key.clone(), format!("unreadable: {e}")))?;
-        let text = String::from_utf8(bytes).map_err(|_| (opened.key.clone(), "unreadable: not UTF-8".to_owned()))?;
-        let file = Arc::new(ProbeFile::parse(&text, pid, ticks).map_err(|why| (opened.key.clone(), why))?);
+        let text =
+            std::str::from_utf8(&self.buf).map_err(|_| (opened.key.clone(), "unreadable: not UTF-8".to_owned()))?;
+        let file = ProbeFile::parse(text, pid, ticks).map_err(|why| (opened.key.clone(), why));
+        // Room for a file of a few KiB kept; one near the limit is not a
+        // probe's and its room is not kept for the next tick.
+        self.buf.clear();
+        self.buf.shrink_to(16 * 1024);
+        let file = Arc::new(file?);
         let parsed = Parsed { key: opened.key, inode: opened.inode, file: Arc::clone(&file), late: false };
         self.parsed.insert(name.to_owned(), parsed);
         Ok((file, opened.modified))
@@ -261,7 +283,10 @@ impl FileProbes {
     /// while no gpuscope watched) provably gone, since PIDs and start times
     /// in one namespace name one process.
     fn identify(&mut self, pid: u32, ticks: u64, claimed_ns: Option<&str>) -> Identity {
-        let now = self.start_ticks(pid);
+        let now = match self.start_ticks(pid, false) {
+            Ok(now) => now,
+            Err(why) => return Identity::Unknown(why),
+        };
         let ours = self.own_ns.as_deref().zip(claimed_ns).is_some_and(|(own, claimed)| own == claimed);
         if self.seen.contains(&(pid, ticks)) || (ours && now != Some(ticks)) {
             if now == Some(ticks) {
@@ -285,7 +310,7 @@ impl FileProbes {
         };
         // Read again after the namespace: still the same process, so the
         // namespace read was its own, not a successor's.
-        if same && self.start_ticks(pid) == Some(ticks) {
+        if same && self.start_ticks(pid, true) == Ok(Some(ticks)) {
             self.seen.insert((pid, ticks));
         }
         Identity::Running
@@ -362,6 +387,7 @@ impl ProbeSource for FileProbes {
         let mut temps = Vec::new();
         let mut ended = Vec::new();
         let now = SystemTime::now();
+        self.exited = Exited::poll(self.held.values());
         for entry in entries.flatten().take(MAX_FILES) {
             let Ok(name) = entry.file_name().into_string() else { continue };
             if let Some((pid, ticks)) = parse_name(&name) {
@@ -439,9 +465,9 @@ struct Opened {
 /// Opens without following a link and without blocking on a FIFO, then
 /// checks what was opened (not what the name pointed to a moment ago).
 fn open_small_private(dir: &DirFd, name: &str, uid: u32) -> Result<Opened, (Key, String)> {
-    let unknown = (name.to_owned(), 0, 0);
-    let file: File = dir.open_file(OsStr::new(name)).map_err(|e| (unknown.clone(), format!("cannot open: {e}")))?;
-    let meta = file.metadata().map_err(|e| (unknown, format!("cannot stat: {e}")))?;
+    let unknown = || (name.to_owned(), 0, 0);
+    let file: File = dir.open_file(OsStr::new(name)).map_err(|e| (unknown(), format!("cannot open: {e}")))?;
+    let meta = file.metadata().map_err(|e| (unknown(), format!("cannot stat: {e}")))?;
     let key = (name.to_owned(), meta.len(), meta.mtime_nsec() + meta.mtime() * 1_000_000_000);
     if !meta.is_file() {
         return Err((key, "not a regular file".into()));
@@ -752,8 +778,14 @@ mod tests {
         let ticks = crate::sources::procstat::start_ticks(Path::new("/proc"), pid).unwrap();
         let file = probe_file(&dir, pid, ticks);
         let mut probes = FileProbes::new(dir);
+        assert!(probes.own_view, "held by a pidfd");
         assert!(probes.sample().reports[0].alive);
         child.kill().unwrap();
+        while crate::sources::procstat::read(Path::new("/proc"), pid).is_some_and(|s| !s.exited()) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(probes.sample().reports[0].alive, "a zombie not yet reaped is still there, as in /proc");
+        assert!(file.exists());
         child.wait().unwrap();
         let s = probes.sample();
         assert!(!s.reports[0].alive);
