@@ -16,6 +16,7 @@ pub mod fleet;
 pub mod hashing;
 pub mod history;
 pub mod inject;
+pub mod mapped_files;
 pub mod memviz;
 pub mod model;
 pub mod output;

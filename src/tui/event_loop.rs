@@ -100,6 +100,7 @@ where
                 && let Some(startup) = startup.take()
             {
                 startup.release();
+                crate::mapped_files::release();
             }
         }
         let next_frame = |last: Option<Instant>| last.map_or_else(Instant::now, |t| t + FRAME);
