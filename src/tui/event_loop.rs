@@ -99,8 +99,12 @@ where
                 && opened.elapsed() >= STARTUP
                 && let Some(startup) = startup.take()
             {
-                startup.release();
-                crate::mapped_files::release();
+                // Every clean read-only mapping, the program's own code with
+                // it, goes at once; the start-up sections alone only where
+                // `/proc/self/smaps` could not be read.
+                if crate::mapped_files::release().is_none() {
+                    startup.release();
+                }
             }
         }
         let next_frame = |last: Option<Instant>| last.map_or_else(Instant::now, |t| t + FRAME);
