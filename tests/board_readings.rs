@@ -278,6 +278,55 @@ fn settings_are_read_again_after_ten_seconds_but_what_the_board_fixes_only_once(
 }
 
 #[test]
+fn maximum_clocks_are_kept_for_the_boot_and_asked_again_only_of_new_firmware() {
+    let (sim, log) = logged("[[gpu]]\nmax_sm_clock_mhz = 1755\n[[gpu]]\n");
+    let max_clocks = |doc: &Value| -> Vec<Value> { (0..2).map(|i| doc["gpus"][i]["max_clocks"].clone()).collect() };
+    let first = sim.json(&[]);
+    assert_eq!(calls_to(&log, "nvmlDeviceGetMaxClockInfo"), 8, "four a GPU");
+    let kept = std::fs::read_to_string(sim.dir.path().join("gpuscope/boards")).unwrap();
+    assert!(kept.starts_with("gpuscope boards 1\n") && kept.lines().count() == 4, "{kept}");
+
+    let second = sim.json(&[]);
+    assert_eq!(calls_to(&log, "nvmlDeviceGetMaxClockInfo"), 8, "none the second time");
+    assert_eq!(calls_to(&log, "nvmlDeviceGetVbiosVersion"), 4, "the firmware, to find them");
+    assert_eq!(max_clocks(&second), max_clocks(&first));
+    assert_eq!(second["gpus"][0]["max_clocks"]["sm_mhz"], 1755);
+
+    // The first board flashed with other firmware: its clocks are asked
+    // again, the other's still kept.
+    let flashed = "[[gpu]]\nmax_sm_clock_mhz = 1980\nvbios_version = \"96.00.99.00.01\"\n[[gpu]]\n";
+    sim.rewrite(&format!("call_log = {:?}\n{flashed}", log.to_str().unwrap()));
+    let third = sim.json(&[]);
+    assert_eq!(calls_to(&log, "nvmlDeviceGetMaxClockInfo"), 12);
+    assert_eq!(third["gpus"][0]["max_clocks"]["sm_mhz"], 1980);
+    assert_eq!(third["gpus"][1]["max_clocks"], first["gpus"][1]["max_clocks"]);
+}
+
+#[test]
+fn without_the_firmware_version_or_with_a_file_not_gpuscopes_the_clocks_are_asked_each_time() {
+    // A driver that lacks nvmlDeviceGetVbiosVersion: nothing to key on.
+    let (sim, log) = logged("missing_functions = [\"nvmlDeviceGetVbiosVersion\"]\n[[gpu]]\n");
+    for _ in 0..2 {
+        let doc = sim.json(&[]);
+        assert!(doc["gpus"][0]["error"].is_null(), "{}", doc["gpus"][0]["error"]);
+        assert!(doc["gpus"][0]["max_clocks"]["sm_mhz"].as_u64().is_some());
+    }
+    assert_eq!(calls_to(&log, "nvmlDeviceGetMaxClockInfo"), 8);
+
+    // A file of the user's own where gpuscope would keep them: left as it is.
+    let (sim, log) = logged("[[gpu]]\n");
+    let own = sim.dir.path().join("gpuscope");
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::set_permissions(&own, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    std::fs::write(own.join("boards"), "my notes\n").unwrap();
+    for _ in 0..2 {
+        sim.json(&[]);
+    }
+    assert_eq!(calls_to(&log, "nvmlDeviceGetMaxClockInfo"), 8);
+    assert_eq!(std::fs::read_to_string(own.join("boards")).unwrap(), "my notes\n");
+}
+
+#[test]
 fn process_samples_that_outgrow_the_buffer_are_fetched_again_with_room() {
     // 200 processes: more samples than the first call makes room for.
     let procs: String =

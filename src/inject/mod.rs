@@ -5,7 +5,7 @@
 //! or into a directory gpuscope did not make; `python_flags.rs` spots the
 //! Python command lines on which the probe cannot start.
 
-mod place;
+pub(crate) mod place;
 mod python_flags;
 
 use std::ffi::{OsStr, OsString};

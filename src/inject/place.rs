@@ -73,6 +73,15 @@ pub fn place(payloads: &[Payload]) -> Result<Placed, String> {
     Err(reasons.join("; "))
 }
 
+/// gpuscope's own directory in the usual place (`$XDG_RUNTIME_DIR/gpuscope`,
+/// else `gpuscope-UID` in the temporary directory), made private where
+/// missing. `None` where no such place is this user's alone: what gpuscope
+/// keeps there for itself (the board facts, `sources::nvml::boards`) then
+/// goes unkept, rather than into a fresh directory each run.
+pub fn own_dir() -> Option<DirFd> {
+    runtime_roots().into_iter().flatten().find_map(|(root, base)| private_child(&root, OsStr::new(&base)).ok())
+}
+
 /// In order: `$XDG_RUNTIME_DIR` when it is this user's and closed to
 /// others, then `$TMPDIR`, then `/tmp` when `TMPDIR` is unset or
 /// unusable; each with the name of gpuscope's directory in it.
@@ -191,7 +200,7 @@ pub fn write_ours(dir: &DirFd, p: &Payload) -> Result<(), String> {
 }
 
 /// `Ok(None)`: no such file; `Ok(Some(text))`: this user's regular file.
-fn existing(dir: &DirFd, name: &OsStr) -> Result<Option<String>, String> {
+pub fn existing(dir: &DirFd, name: &OsStr) -> Result<Option<String>, String> {
     let file = match dir.open_file(name) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),

@@ -47,7 +47,10 @@ impl Sim {
             // The simulator lists this namespace's PIDs, wherever the tests run.
             .env("GPUSCOPE_PID_NAMESPACE", "host")
             .env("GPUSCOPE_SIM_SCENARIO", &self.scenario)
-            .env("GPUSCOPE_PROBE_DIR", self.probe_dir());
+            .env("GPUSCOPE_PROBE_DIR", self.probe_dir())
+            // What gpuscope keeps for the boot (the boards' maximum
+            // clocks) stays with the test too.
+            .env("XDG_RUNTIME_DIR", self.dir.path());
         cmd
     }
 

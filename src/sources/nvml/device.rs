@@ -6,6 +6,7 @@ use nvml_wrapper::enum_wrappers::device::{Clock, PerformanceState, TemperatureSe
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
+use super::boards::Boards;
 use super::calls::Calls;
 use super::pcie::PcieState;
 use super::slow::Slow;
@@ -28,6 +29,9 @@ pub struct DeviceStatic {
     /// INVALID_ARGUMENT (an H100 SXM, driver 580.159.04), which would read
     /// as an error where there is simply no fan.
     fans: Option<Option<u32>>,
+    /// The firmware's version, asked only to find the board's kept
+    /// maximum clocks (`boards.rs`).
+    vbios: Option<String>,
     /// The handle NVML gave for this index last time. Comparing it costs
     /// nothing, and a different one means a different device may sit at
     /// this index now.
@@ -50,13 +54,15 @@ impl DeviceStatic {
         }
     }
 
-    fn read(index: u32, dev: Option<&Device<'_>>, calls: &Calls) -> Self {
+    /// `uuid`: as just read by the caller, where it could be.
+    fn read(index: u32, dev: Option<&Device<'_>>, uuid: Option<String>, calls: &Calls) -> Self {
         let mut st = Self {
             index,
-            uuid: None,
+            uuid,
             name: None,
             pci_bus_id: None,
             fans: None,
+            vbios: None,
             handle: 0,
             pcie: PcieState::default(),
             slow: Slow::default(),
@@ -82,6 +88,34 @@ impl DeviceStatic {
         if self.fans.is_none() {
             self.fans = Some(calls.track("nvmlDeviceGetNumFans", index, || dev.num_fans()).ok());
         }
+    }
+
+    /// Takes the maximum clocks kept for this board and firmware, where
+    /// they are still to be had.
+    pub fn seed_max_clocks(&mut self, dev: &Device<'_>, boards: &Boards, calls: &Calls) {
+        if !self.slow.needs_max_clocks() {
+            return;
+        }
+        let Some(uuid) = &self.uuid else { return };
+        if self.vbios.is_none() {
+            self.vbios = calls.track("nvmlDeviceGetVbiosVersion", Some(self.index), || dev.vbios_version()).ok();
+        }
+        if let Some(clocks) = self.vbios.as_deref().and_then(|v| boards.get(uuid, v)) {
+            self.slow.seed_max_clocks(clocks);
+        }
+    }
+
+    /// Hands the maximum clocks the driver has just given to `boards`.
+    pub fn keep_max_clocks(&mut self, boards: &mut Boards) {
+        if let Some(clocks) = self.slow.take_fresh_max_clocks()
+            && let (Some(uuid), Some(vbios)) = (&self.uuid, &self.vbios)
+        {
+            boards.put(uuid, vbios, clocks);
+        }
+    }
+
+    pub fn needs_max_clocks(&self) -> bool {
+        self.slow.needs_max_clocks()
     }
 
     /// Whether this tick reads the slow readings (`slow.rs`) too: the
@@ -132,11 +166,11 @@ pub fn enumerate(nvml: &Nvml, calls: &Calls, known: &[DeviceStatic]) -> Result<V
     Ok((0..count)
         .map(|i| {
             let dev = calls.track("nvmlDeviceGetHandleByIndex", Some(i), || nvml.device_by_index(i)).ok();
-            let Some(dev) = dev else { return DeviceStatic::read(i, None, calls) };
+            let Some(dev) = dev else { return DeviceStatic::read(i, None, None, calls) };
             let uuid = calls.track("nvmlDeviceGetUUID", Some(i), || dev.uuid()).ok();
             match known.iter().find(|k| k.uuid.is_some() && k.uuid == uuid) {
                 Some(k) => DeviceStatic { index: i, handle: handle_of(&dev), ..k.clone() },
-                None => DeviceStatic::read(i, Some(&dev), calls),
+                None => DeviceStatic::read(i, Some(&dev), uuid, calls),
             }
         })
         .collect())
@@ -171,6 +205,9 @@ pub fn same_devices(nvml: &Nvml, calls: &Calls, known: &[DeviceStatic]) -> bool 
 pub(super) struct Reader<'a> {
     lost: bool,
     error: Option<String>,
+    /// Calls that failed other than as unsupported, the first of them
+    /// kept in `error`.
+    failures: u32,
     calls: &'a Calls,
     gpu: u32,
 }
@@ -179,6 +216,10 @@ impl Reader<'_> {
     /// Whether the GPU was found lost.
     pub(super) fn lost(&self) -> bool {
         self.lost
+    }
+
+    pub(super) fn failures(&self) -> u32 {
+        self.failures
     }
 
     pub(super) fn take<T>(&mut self, what: &'static str, call: impl FnOnce() -> Result<T, NvmlError>) -> Option<T> {
@@ -199,6 +240,7 @@ impl Reader<'_> {
                 | NvmlError::FailedToLoadSymbol(_),
             ) => None,
             Err(e) => {
+                self.failures += 1;
                 self.error.get_or_insert_with(|| format!("{what}: {e}"));
                 None
             }
@@ -207,7 +249,7 @@ impl Reader<'_> {
 }
 
 pub fn read_gpu(dev: &Device<'_>, st: &mut DeviceStatic, calls: &Calls) -> Gpu {
-    let mut r = Reader { lost: false, error: None, calls, gpu: st.index };
+    let mut r = Reader { lost: false, error: None, failures: 0, calls, gpu: st.index };
     let mut gpu = st.apply(Gpu::blank(st.index, GpuState::Ok));
     // Memory first: if the GPU has fallen off the bus, this says so and the
     // remaining calls (each of which would fail the same way) are skipped.

@@ -1,6 +1,7 @@
 //! Which NVML library to load, and what its failures mean to a user.
 
 use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use nvml_wrapper::error::NvmlError;
@@ -106,6 +107,48 @@ fn init_at(path: &std::ffi::OsStr, spec: &LibrarySpec) -> Result<Nvml, InitError
     })
 }
 
+/// The file the loaded library came from: the path given, or where the
+/// dynamic loader found a bare name. `None` for the built-in simulator
+/// (a fresh copy each run) and where no loaded object has that name.
+pub fn loaded_file(spec: &LibrarySpec) -> Option<PathBuf> {
+    let LibrarySpec::Path(name) = spec else { return None };
+    let name = std::path::Path::new(name);
+    if name.components().count() > 1 {
+        return Some(name.to_path_buf());
+    }
+    loaded_objects().into_iter().find(|path| path.file_name() == Some(name.as_os_str()))
+}
+
+/// The paths of the objects loaded into this process, as the dynamic
+/// loader recorded them (a `dlopen`ed library under the path it was found
+/// at).
+fn loaded_objects() -> Vec<PathBuf> {
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: dl_iterate_phdr hands each call a valid `info` and the
+        // `data` given below, a `Vec<PathBuf>` borrowed mutably for the
+        // whole iteration and touched by nothing else meanwhile.
+        let (info, found) = unsafe { (&*info, &mut *data.cast::<Vec<PathBuf>>()) };
+        if !info.dlpi_name.is_null() {
+            // SAFETY: a non-null `dlpi_name` is a NUL-terminated string
+            // that lives while the object stays loaded, past this call.
+            let name = unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) };
+            if !name.is_empty() {
+                found.push(PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes())));
+            }
+        }
+        0
+    }
+    let mut found: Vec<PathBuf> = Vec::new();
+    // SAFETY: `each` matches the callback's C signature and only reads
+    // what it is handed; `found` outlives the call.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&raw mut found).cast()) };
+    found
+}
+
 /// Versions are static for the life of the driver: read once per init.
 pub fn read_driver(nvml: &Nvml, spec: &LibrarySpec) -> Driver {
     Driver {
@@ -122,6 +165,18 @@ pub fn read_driver(nvml: &Nvml, spec: &LibrarySpec) -> Driver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bare_name_is_found_where_the_loader_found_it() {
+        let libc = loaded_file(&LibrarySpec::Path("libc.so.6".into())).expect("libc is loaded");
+        assert!(libc.is_absolute() && libc.ends_with("libc.so.6") && libc.exists(), "{}", libc.display());
+        assert_eq!(loaded_file(&LibrarySpec::Path("libnot-loaded-here.so.1".into())), None);
+        assert_eq!(
+            loaded_file(&LibrarySpec::Path("/opt/x/libnvidia-ml.so.1".into())),
+            Some("/opt/x/libnvidia-ml.so.1".into())
+        );
+        assert_eq!(loaded_file(&LibrarySpec::Simulated), None);
+    }
 
     #[test]
     fn loading_aside_brings_back_the_library_or_why_not() {

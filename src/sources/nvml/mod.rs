@@ -3,6 +3,7 @@
 //! loaded again with backoff, while the rest of the snapshot goes on.
 
 mod backoff;
+mod boards;
 mod calls;
 mod device;
 mod fields;
@@ -26,6 +27,7 @@ use nvml_wrapper::{Device, Nvml};
 use super::{GpuSample, GpuSource};
 use crate::model::{DeviceIds, Driver, Gpu, GpuSelector, GpuState, SourceStatus, select_gpus, select_migs};
 use backoff::Backoff;
+use boards::Boards;
 pub use calls::{Call, Calls};
 use device::{DeviceStatic, read_gpu};
 pub use library::{DEFAULT_LIBRARY, InitError, LibrarySpec};
@@ -68,6 +70,9 @@ pub struct NvmlSource {
     process_util: ProcessUtil,
     /// NVLink counters at the last tick, for rates.
     links: Links,
+    /// The boot's kept maximum clocks (`boards.rs`): `None` until a GPU
+    /// first wants them after NVML (re)starts, then whether they can be.
+    boards: Option<Option<Boards>>,
 }
 
 /// Selected GPUs: by UUID, or by index where the UUID could not be read.
@@ -155,6 +160,7 @@ impl NvmlSource {
             calls: Calls::default(),
             process_util: ProcessUtil::default(),
             links: Links::default(),
+            boards: None,
         }
     }
 
@@ -188,6 +194,7 @@ impl NvmlSource {
         }
         self.driver = self.calls.track("nvmlSystemGetDriverVersion", None, || library::read_driver(&nvml, &self.spec));
         self.set_devices(all);
+        self.boards = None;
         self.nvml = Some(nvml);
         self.backoff.reset();
         self.last_error = None;
@@ -272,7 +279,16 @@ impl NvmlSource {
         let slow = self.watched.iter().any(DeviceStatic::slow_due);
         let heavy =
             self.spread && slow && self.watched.len() > 1 && self.slow_tick.is_none_or(|took| took >= SPREAD_FROM);
-        let firsts = first_pass(&mut self.watched, &handles, calls, heavy);
+        if self.boards.is_none() && self.watched.iter().any(DeviceStatic::needs_max_clocks) {
+            let file = library::loaded_file(&self.spec);
+            self.boards = Some(file.and_then(|f| Boards::open(&f, self.driver.driver_version.as_deref())));
+        }
+        let firsts =
+            first_pass(&mut self.watched, &handles, calls, heavy, self.boards.as_ref().and_then(Option::as_ref));
+        if let Some(Some(boards)) = &mut self.boards {
+            self.watched.iter_mut().for_each(|st| st.keep_max_clocks(boards));
+            boards.save();
+        }
         // Per-process samples, the dearest call of a tick, come last: on
         // threads too in a heavy tick, once the lists say which GPUs run
         // processes.
@@ -339,12 +355,16 @@ fn first_pass(
     handles: &[Result<Device<'_>, NvmlError>],
     calls: &Calls,
     heavy: bool,
+    boards: Option<&Boards>,
 ) -> Vec<Gpu> {
     let jobs: Vec<_> = watched.iter_mut().zip(handles).collect();
     on_threads(jobs, heavy, |(st, dev)| match dev {
         Ok(dev) => {
             st.adopt(dev);
             st.refresh(dev, calls);
+            if let Some(boards) = boards {
+                st.seed_max_clocks(dev, boards, calls);
+            }
             read_gpu(dev, st, calls)
         }
         Err(NvmlError::GpuLost) => st.apply(Gpu::blank(st.index, GpuState::Lost)),

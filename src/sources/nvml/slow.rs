@@ -7,7 +7,8 @@
 //! fields every 30 s by default. What the board itself fixes (its maximum
 //! clocks, its serial number) is read once: a maximum clock cost a real
 //! driver 1.5 ms of CPU per call, four calls a GPU (an H100, driver
-//! 580.159.04: tests/gpu/nvml_costs.py).
+//! 580.159.04: tests/gpu/nvml_costs.py), and the clocks are kept for the
+//! boot beside (`boards.rs`).
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,12 @@ pub const REFRESH: Duration = Duration::from_secs(10);
 pub struct Slow {
     read_at: Option<Instant>,
     v: Readings,
+    /// The maximum clocks once known, from the driver or kept from an
+    /// earlier run (`boards.rs`); the driver is not asked again.
+    max_clocks: Option<MaxClocks>,
+    /// Clocks the driver has just given, cleanly, not yet handed to the
+    /// boards file.
+    fresh: Option<MaxClocks>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -56,10 +63,15 @@ impl Slow {
     /// Reads them again when due, and puts them into `gpu`.
     pub fn apply(&mut self, r: &mut Reader<'_>, dev: &Device<'_>, gpu: &mut Gpu) {
         if self.due() {
-            let fixed = self.read_at.map(|_| (self.v.max_clocks.clone(), self.v.serial.clone()));
-            let v = Readings::read(r, dev, fixed);
+            let serial = self.read_at.map(|_| self.v.serial.clone());
+            let failed = r.failures();
+            let v = Readings::read(r, dev, self.max_clocks.clone(), serial);
             // Readings from a GPU lost part-way through are not kept.
             if !r.lost() {
+                if self.max_clocks.is_none() && r.failures() == failed {
+                    self.fresh = Some(v.max_clocks.clone());
+                }
+                self.max_clocks = Some(v.max_clocks.clone());
                 self.v = v;
                 self.read_at = Some(Instant::now());
             }
@@ -77,6 +89,23 @@ impl Slow {
         gpu.mig_mode = v.mig_mode;
     }
 
+    /// Whether the maximum clocks are still to be had.
+    pub fn needs_max_clocks(&self) -> bool {
+        self.max_clocks.is_none()
+    }
+
+    /// Clocks kept from an earlier run of the same board and firmware.
+    pub fn seed_max_clocks(&mut self, clocks: MaxClocks) {
+        self.max_clocks = Some(clocks);
+    }
+
+    /// The clocks the driver gave since the last call, where every call
+    /// of those slow readings answered (unsupported counts as an answer):
+    /// a transient error is not kept past this process.
+    pub fn take_fresh_max_clocks(&mut self) -> Option<MaxClocks> {
+        self.fresh.take()
+    }
+
     /// Whether accounting is on and its buffer size, as last read.
     pub fn accounting(&self) -> Option<(bool, Option<u32>)> {
         self.v.accounting
@@ -84,21 +113,23 @@ impl Slow {
 }
 
 impl Readings {
-    /// `fixed`: the maximum clocks and serial as first read, where they
-    /// have been.
-    fn read(r: &mut Reader<'_>, dev: &Device<'_>, fixed: Option<(MaxClocks, Option<String>)>) -> Self {
+    /// `max_clocks` and `serial`: as known already, where they are.
+    fn read(
+        r: &mut Reader<'_>,
+        dev: &Device<'_>,
+        max_clocks: Option<MaxClocks>,
+        serial: Option<Option<String>>,
+    ) -> Self {
         let watts = |mw: u32| f64::from(mw) / 1000.0;
         let ecc = r.take("ECC mode", || dev.is_ecc_enabled());
         let (ecc_counts, remapped_rows, bar1) = super::settings::health(r, dev);
-        let (max_clocks, serial) = fixed.unwrap_or_else(|| {
-            let max_clocks = MaxClocks {
-                sm_mhz: r.take("max SM clock", || dev.max_clock_info(Clock::SM)),
-                memory_mhz: r.take("max memory clock", || dev.max_clock_info(Clock::Memory)),
-                graphics_mhz: r.take("max graphics clock", || dev.max_clock_info(Clock::Graphics)),
-                video_mhz: r.take("max video clock", || dev.max_clock_info(Clock::Video)),
-            };
-            (max_clocks, r.take("serial", || dev.serial()))
+        let max_clocks = max_clocks.unwrap_or_else(|| MaxClocks {
+            sm_mhz: r.take("max SM clock", || dev.max_clock_info(Clock::SM)),
+            memory_mhz: r.take("max memory clock", || dev.max_clock_info(Clock::Memory)),
+            graphics_mhz: r.take("max graphics clock", || dev.max_clock_info(Clock::Graphics)),
+            video_mhz: r.take("max video clock", || dev.max_clock_info(Clock::Video)),
         });
+        let serial = serial.unwrap_or_else(|| r.take("serial", || dev.serial()));
         Self {
             ecc_counts,
             remapped_rows,

@@ -102,6 +102,7 @@ pub const EXPORTED: &[&str] = &[
     "nvmlDeviceGetGraphicsRunningProcesses_v3",
     "nvmlDeviceGetProcessUtilization",
     "nvmlDeviceGetSerial",
+    "nvmlDeviceGetVbiosVersion",
     "nvmlDeviceGetPersistenceMode",
     "nvmlDeviceGetComputeMode",
     "nvmlDeviceGetMaxClockInfo",

@@ -34,6 +34,18 @@ pub unsafe extern "C" fn nvmlDeviceGetSerial(
 }
 
 #[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetVbiosVersion(
+    device: nvmlDevice_t,
+    version: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
+    call::device("nvmlDeviceGetVbiosVersion", device, Some(Reading::Vbios), |dev| {
+        // SAFETY: NVML's contract: `version` is null or valid for writing `length` bytes.
+        unsafe { out::put_str(version, length, &dev.gpu.spec.vbios_version) }
+    })
+}
+
+#[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetPersistenceMode(
     device: nvmlDevice_t,
     mode: *mut nvmlEnableState_t,

@@ -2,6 +2,7 @@
 
 use nvml_wrapper_sys::bindings::{
     NVML_DEVICE_NAME_V2_BUFFER_SIZE, NVML_DEVICE_SERIAL_BUFFER_SIZE, NVML_DEVICE_UUID_V2_BUFFER_SIZE,
+    NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE,
 };
 
 use super::check_text;
@@ -36,6 +37,7 @@ impl Gpu {
         };
         check_text("name", &spec.name, NVML_DEVICE_NAME_V2_BUFFER_SIZE as usize)?;
         check_text("uuid", &uuid, NVML_DEVICE_UUID_V2_BUFFER_SIZE as usize)?;
+        check_text("vbios_version", &spec.vbios_version, NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE as usize)?;
         if let Some(serial) = &spec.serial {
             check_text("serial", serial, NVML_DEVICE_SERIAL_BUFFER_SIZE as usize)?;
         }

@@ -101,6 +101,7 @@ pub(crate) enum Reading {
     Processes,
     ProcessUtilization,
     Serial,
+    Vbios,
     PersistenceMode,
     ComputeMode,
     MaxClocks,
@@ -169,6 +170,8 @@ pub(crate) struct GpuSpec {
     pub mig_pending: bool,
     /// The board's serial number; boards without one (GeForce) leave it out.
     pub serial: Option<String>,
+    /// The board's firmware (VBIOS) version, as `nvidia-smi -q` shows it.
+    pub vbios_version: String,
     pub persistence_mode: bool,
     pub compute_mode: ComputeMode,
     /// The graphics clock where it differs from the SM clock.
@@ -308,6 +311,7 @@ impl Default for GpuSpec {
             mig_current: false,
             mig_pending: false,
             serial: None,
+            vbios_version: "96.00.74.00.01".into(),
             persistence_mode: true,
             compute_mode: ComputeMode::Default,
             graphics_clock_mhz: None,
