@@ -38,7 +38,7 @@ impl Collector {
     pub fn collect(&mut self) -> Snapshot {
         let started = Instant::now();
         let time = Timestamp::now();
-        let gpu = self.gpu.sample();
+        let mut gpu = self.gpu.sample();
         let gpu_pids: Vec<u32> = gpu.processes.iter().map(|p| p.pid).collect();
         // Host PIDs are not looked up as local ones.
         let foreign = nvml_pids_are_foreign(self.host.pid_namespace(), self.simulated);
@@ -48,9 +48,31 @@ impl Collector {
         pids.sort_unstable();
         pids.dedup();
         let host = self.host.sample(&pids);
+        self.name_unnamed(&mut gpu, &host, foreign);
         let mut snap = assemble(gpu, host, probes, time, self.interval, self.simulated);
         snap.collection_ms = started.elapsed().as_secs_f64() * 1000.0;
         snap
+    }
+}
+
+impl Collector {
+    /// The driver's names for the GPU processes the host cannot name;
+    /// their calls are counted with the sample's.
+    fn name_unnamed(&mut self, gpu: &mut GpuSample, host: &HostSample, foreign: bool) {
+        let host_names = |pid: u32| host.processes.get(&pid).is_some_and(|h| h.name.is_some());
+        let wanted: Vec<usize> = (gpu.processes.iter().enumerate())
+            .filter(|(_, p)| p.driver_name.is_none() && (foreign || !host_names(p.pid)))
+            .map(|(at, _)| at)
+            .collect();
+        if wanted.is_empty() {
+            return;
+        }
+        let pids: Vec<u32> = wanted.iter().map(|&at| gpu.processes[at].pid).collect();
+        let (names, calls) = self.gpu.process_names(&pids);
+        for (at, name) in wanted.into_iter().zip(names) {
+            gpu.processes[at].driver_name = name;
+        }
+        gpu.calls = gpu.calls.map(|made| made + calls);
     }
 }
 
@@ -281,5 +303,48 @@ mod tests {
         let snap = c.tick();
         assert_eq!(asked.lock().unwrap().as_slice(), [vec![7]]);
         assert_eq!(snap.processes.iter().filter(|p| p.other_namespace).count(), 2);
+    }
+
+    /// GPU processes 42 (the host names it), 43 (gone from the host) and 7
+    /// (seen, but without a name), none named by the driver's sample.
+    fn naming(ns: PidNamespace) -> (Snapshot, Vec<Vec<u32>>) {
+        let mut gpu = gpu_sample(&[7, 42, 43]);
+        gpu.calls = Some(10);
+        gpu.processes.iter_mut().for_each(|p| p.driver_name = None);
+        let mut host = host_sample(Some(ns));
+        let bash = host.processes.get(&42).cloned().unwrap();
+        let trainer = HostProcess { name: None, ..host.processes.get(&7).cloned().unwrap() };
+        host.processes = [(7, trainer), (42, bash)].into_iter().collect();
+        let names = [(7, "trainer".to_owned()), (42, "nvml-42".to_owned()), (43, "nvml-43".to_owned())];
+        let gpu = ScriptedGpu::new([gpu]).with_driver_names(names);
+        let asked = gpu.asked_names.clone();
+        let mut c = Collector {
+            gpu: Box::new(gpu),
+            host: Box::new(ScriptedHost::new([host])),
+            probes: Box::new(ScriptedProbes::new([probes(&[])])),
+            analyzer: Analyzer::new(&HistoryConfig::default(), AlertsConfig::default()),
+            interval: Duration::from_secs(1),
+            simulated: false,
+            fallback: None,
+        };
+        let snap = c.tick();
+        let asked = asked.lock().unwrap().clone();
+        (snap, asked)
+    }
+
+    #[test]
+    fn the_driver_is_asked_to_name_only_what_the_host_cannot() {
+        let (snap, asked) = naming(PidNamespace::Host);
+        assert_eq!(asked, [vec![7, 43]], "42 is named by the host");
+        let names: Vec<_> = [7, 42, 43].iter().map(|&pid| at(&snap, pid).name.as_deref().map(str::to_owned)).collect();
+        assert_eq!(names, [Some("trainer".into()), Some("bash".into()), Some("nvml-43".into())]);
+        assert_eq!(snap.sources.nvml.calls, Some(12), "the names' calls are counted with the tick's");
+    }
+
+    #[test]
+    fn in_another_namespace_every_process_is_named_by_the_driver() {
+        let (snap, asked) = naming(PidNamespace::Container);
+        assert_eq!(asked, [vec![7, 42, 43]], "the host's 42 is another process");
+        assert_eq!(at(&snap, 42).name.as_deref(), Some("nvml-42"));
     }
 }

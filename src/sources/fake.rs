@@ -1,7 +1,7 @@
 //! Scripted sources for tests: each `sample` returns the next scripted
 //! value, then repeats the last one.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use super::probe::{ProbeSample, ProbeSource};
@@ -10,11 +10,25 @@ use super::{GpuSample, GpuSource, HostSample, HostSource};
 pub struct ScriptedGpu {
     script: VecDeque<GpuSample>,
     last: GpuSample,
+    /// What `process_names` answers, a call each; and which PIDs it was
+    /// asked, for tests that check it is asked only where needed.
+    driver_names: HashMap<u32, String>,
+    pub asked_names: Arc<Mutex<Vec<Vec<u32>>>>,
 }
 
 impl ScriptedGpu {
     pub fn new(script: impl IntoIterator<Item = GpuSample>) -> Self {
-        Self { script: script.into_iter().collect(), last: GpuSample::default() }
+        Self {
+            script: script.into_iter().collect(),
+            last: GpuSample::default(),
+            driver_names: HashMap::new(),
+            asked_names: Arc::default(),
+        }
+    }
+
+    pub fn with_driver_names(mut self, names: impl IntoIterator<Item = (u32, String)>) -> Self {
+        self.driver_names = names.into_iter().collect();
+        self
     }
 }
 
@@ -24,6 +38,12 @@ impl GpuSource for ScriptedGpu {
             self.last = next;
         }
         self.last.clone()
+    }
+
+    fn process_names(&mut self, pids: &[u32]) -> (Vec<Option<String>>, u64) {
+        self.asked_names.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(pids.to_vec());
+        let calls = u64::try_from(pids.len()).unwrap_or(u64::MAX);
+        (pids.iter().map(|pid| self.driver_names.get(pid).cloned()).collect(), calls)
     }
 }
 

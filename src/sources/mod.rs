@@ -71,6 +71,15 @@ pub struct GpuSample {
 
 pub trait GpuSource: Send {
     fn sample(&mut self) -> GpuSample;
+
+    /// The driver's names for processes `sample` left unnamed, in the
+    /// order of `pids`, and the driver calls that took. The collector asks
+    /// only for the processes the host cannot name (another PID namespace,
+    /// or already gone from `/proc`): the host's name wins where it has
+    /// one, and the driver's costs a call a process. None by default.
+    fn process_names(&mut self, pids: &[u32]) -> (Vec<Option<String>>, u64) {
+        (vec![None; pids.len()], 0)
+    }
 }
 
 /// What the host knows of one process.

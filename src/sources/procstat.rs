@@ -44,20 +44,42 @@ fn pid_file(proc_root: &Path, pid: u32, name: &str) -> PathBuf {
     path
 }
 
+/// "No such process": the file is gone, or (for a process reaped after
+/// the open) its reads fail with ESRCH.
+fn gone(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
+}
+
 impl StatFile {
     fn open(proc_root: &Path, pid: u32) -> Option<Self> {
-        File::open(pid_file(proc_root, pid, "stat")).ok().map(Self)
+        Self::open_checked(proc_root, pid).ok().flatten()
+    }
+
+    fn open_checked(proc_root: &Path, pid: u32) -> io::Result<Option<Self>> {
+        match File::open(pid_file(proc_root, pid, "stat")) {
+            Ok(file) => Ok(Some(Self(file))),
+            Err(e) if gone(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// `buf` is reused between calls.
     fn read(&self, buf: &mut Vec<u8>) -> Option<Stat> {
+        self.read_checked(buf).ok().flatten()
+    }
+
+    fn read_checked(&self, buf: &mut Vec<u8>) -> io::Result<Option<Stat>> {
         // Longer than any stat line: 52 numbers and a 16-byte name.
         buf.resize(1024, 0);
         // What was read, and nothing of an earlier line: a failed read
         // leaves nothing, which parses as nothing.
-        let n = self.0.read_at(buf, 0).unwrap_or(0);
-        buf.truncate(n);
-        parse(buf)
+        let read = self.0.read_at(buf, 0);
+        buf.truncate(read.as_ref().map_or(0, |n| *n));
+        match read {
+            Ok(_) => Ok(parse(buf)),
+            Err(e) if gone(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -163,18 +185,9 @@ fn arguments(raw: &[u8]) -> Vec<String> {
 /// `read`, telling "no such process" (`Ok(None)`) from "could not tell"
 /// (`Err`: out of descriptors, say), which must never pass for gone.
 pub fn read_checked(proc_root: &Path, pid: u32) -> io::Result<Option<Stat>> {
-    // A process reaped after the open fails its reads with ESRCH.
-    let gone = |e: &io::Error| e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH);
-    let file = match File::open(pid_file(proc_root, pid, "stat")) {
-        Ok(file) => file,
-        Err(e) if gone(&e) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let mut buf = [0u8; 1024];
-    match file.read_at(&mut buf, 0) {
-        Ok(n) => Ok(parse(&buf[..n])),
-        Err(e) if gone(&e) => Ok(None),
-        Err(e) => Err(e),
+    match StatFile::open_checked(proc_root, pid)? {
+        Some(file) => file.read_checked(&mut Vec::new()),
+        None => Ok(None),
     }
 }
 

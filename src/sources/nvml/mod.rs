@@ -332,7 +332,7 @@ impl NvmlSource {
             self.watched.iter().map(|st| st.uuid.clone().unwrap_or_else(|| st.index.to_string())).collect();
         self.process_util.retain(&keys);
         self.links.retain(&keys);
-        Some((gpus, merger.finish(nvml, &mut self.names, calls)))
+        Some((gpus, merger.finish(&mut self.names)))
     }
 }
 
@@ -445,6 +445,25 @@ impl GpuSource for NvmlSource {
         let mut sample = self.sample_uncounted();
         sample.calls = Some(self.calls.made().saturating_sub(made));
         sample
+    }
+
+    /// Asked once per PID while it stays on a GPU, the answer (a name or
+    /// none) kept in `names` for `sample` to hand out.
+    fn process_names(&mut self, pids: &[u32]) -> (Vec<Option<String>>, u64) {
+        let made = self.calls.made();
+        let names = pids
+            .iter()
+            .map(|&pid| match (self.names.get(&pid), self.nvml.as_deref()) {
+                (Some(known), _) => known.clone(),
+                (None, Some(nvml)) => {
+                    let name = processes::driver_name(nvml, pid, &self.calls);
+                    self.names.insert(pid, name.clone());
+                    name
+                }
+                (None, None) => None,
+            })
+            .collect();
+        (names, self.calls.made().saturating_sub(made))
     }
 }
 

@@ -141,25 +141,23 @@ impl ProcessMerger {
         }
     }
 
-    /// The merged list, ordered by PID, with NVML's process names (cached
-    /// per PID; entries for PIDs no longer on any GPU are dropped).
-    pub fn finish(self, nvml: &Nvml, names: &mut HashMap<u32, Option<String>>, calls: &Calls) -> Vec<GpuProcess> {
+    /// The merged list, ordered by PID, with NVML's process names where
+    /// they have been asked (`NvmlSource::process_names`); entries for
+    /// PIDs no longer on any GPU are dropped from `names`.
+    pub fn finish(self, names: &mut HashMap<u32, Option<String>>) -> Vec<GpuProcess> {
         names.retain(|pid, _| self.by_pid.contains_key(pid));
         self.by_pid
             .into_iter()
-            .map(|(pid, gpus)| {
-                let driver_name = names
-                    .entry(pid)
-                    .or_insert_with(|| {
-                        calls
-                            .track("nvmlSystemGetProcessName", None, || nvml.sys_process_name(pid, NAME_LEN))
-                            .ok()
-                            .map(|n| crate::sources::sanitize_command(&n))
-                            .filter(|n| !n.is_empty())
-                    })
-                    .clone();
-                GpuProcess { pid, gpus, driver_name }
-            })
+            .map(|(pid, gpus)| GpuProcess { pid, gpus, driver_name: names.get(&pid).cloned().flatten() })
             .collect()
     }
+}
+
+/// NVML's name for `pid`, sanitised; `None` where it has none.
+pub fn driver_name(nvml: &Nvml, pid: u32, calls: &Calls) -> Option<String> {
+    calls
+        .track("nvmlSystemGetProcessName", None, || nvml.sys_process_name(pid, NAME_LEN))
+        .ok()
+        .map(|n| crate::sources::sanitize_command(&n))
+        .filter(|n| !n.is_empty())
 }
