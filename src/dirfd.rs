@@ -107,6 +107,18 @@ impl DirFd {
         Ok(Self { file, path: self.path.join(name) })
     }
 
+    /// The entries of the directory this descriptor holds, wherever its
+    /// path leads now: listed through `/proc/self/fd`, which names the
+    /// open directory itself, so one swapped in at the path after it was
+    /// opened and judged is never listed; through the path only where
+    /// `/proc` is not this process's.
+    pub fn read_dir(&self) -> io::Result<std::fs::ReadDir> {
+        match std::fs::read_dir(format!("/proc/self/fd/{}", self.file.as_raw_fd())) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => std::fs::read_dir(&self.path),
+            listed => listed,
+        }
+    }
+
     /// A file inside this one, for reading; neither a link nor a FIFO can
     /// make this follow or block. Read without touching its access time
     /// where the file is this user's (`O_NOATIME` is refused, EPERM, on
@@ -247,6 +259,20 @@ mod tests {
         sub.unlink(OsStr::new("b")).unwrap();
         assert!(sub.is(&std::fs::metadata(root.path().join("sub")).unwrap()));
         assert_ne!(random_hex(), random_hex());
+    }
+
+    #[test]
+    fn the_listing_is_of_the_directory_opened_not_of_what_its_path_names_now() {
+        let root = tempfile::tempdir().unwrap();
+        let (path, moved) = (root.path().join("probes"), root.path().join("moved"));
+        std::fs::create_dir(&path).unwrap();
+        std::fs::write(path.join("mine"), b"").unwrap();
+        let dir = DirFd::open(&path).unwrap();
+        std::fs::rename(&path, &moved).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        std::fs::write(path.join("planted"), b"").unwrap();
+        let names: Vec<_> = dir.read_dir().unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["mine"]);
     }
 
     /// A file read through `open_file` keeps its access time, where a

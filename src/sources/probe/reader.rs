@@ -368,12 +368,11 @@ impl ProbeSource for FileProbes {
             Ok(false) => return ProbeSample { reports: Vec::new(), status: self.status(true, None, 0) },
             Err(e) => return ProbeSample { reports: Vec::new(), status: self.status(false, Some(e.to_string()), 0) },
         }
-        // Judged again through the descriptor every file is then opened
-        // and removed by: a directory swapped in after the check above is
-        // caught, and nothing below it is reached through a link.
+        // Judged again through the descriptor every file is then listed,
+        // opened and removed by: a directory swapped in after the check
+        // above is caught, and nothing below it is reached through a link.
         let listed = self.open_dir().and_then(|dir| {
-            let entries = std::fs::read_dir(&self.dir.path)
-                .map_err(|e| format!("cannot list {}: {e}", self.dir.path.display()))?;
+            let entries = dir.read_dir().map_err(|e| format!("cannot list {}: {e}", self.dir.path.display()))?;
             Ok((dir, entries))
         });
         let (dir, entries) = match listed {
