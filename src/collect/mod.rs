@@ -53,9 +53,7 @@ impl Collector {
         snap.collection_ms = started.elapsed().as_secs_f64() * 1000.0;
         snap
     }
-}
 
-impl Collector {
     /// The driver's names for the GPU processes the host cannot name;
     /// their calls are counted with the sample's.
     fn name_unnamed(&mut self, gpu: &mut GpuSample, host: &HostSample, foreign: bool) {
