@@ -41,6 +41,24 @@ for cmd in sys.argv[1:]:
 EOF
 }
 
+# The boards' maximum clocks kept by one run (sources/nvml/boards.rs) are
+# what the driver says: a second run in the same runtime directory reads
+# them from the file and must show the same.
+boards_check() {
+	python3 - "$G" <<'EOF'
+import json, os, subprocess, sys, tempfile
+g = sys.argv[1]
+env = dict(os.environ, XDG_RUNTIME_DIR=tempfile.mkdtemp())
+docs = [json.loads(subprocess.run([g, "--json"], env=env, capture_output=True, check=True).stdout) for _ in range(2)]
+asked, kept = ([gpu["max_clocks"] for gpu in d["gpus"]] for d in docs)
+print("boards file:\n" + open(os.path.join(env["XDG_RUNTIME_DIR"], "gpuscope", "boards")).read())
+print("max clocks asked of the driver:", asked)
+print("max clocks kept:               ", kept)
+print("boards check:", "same" if asked == kept else "DIFFERENT")
+sys.exit(0 if asked == kept else 1)
+EOF
+}
+
 dashboard() {
 	python3 - "$G" "$OUTDIR/tui.raw" <<'EOF'
 import fcntl, os, pty, select, struct, sys, termios, time
@@ -99,7 +117,7 @@ probed_snapshot() {
 }
 
 export G OUTDIR here
-export -f one_shots dashboard scrape probed_snapshot
+export -f one_shots boards_check dashboard scrape probed_snapshot
 
 {
 	date -u; uname -a; nvidia-smi; "$G" --version
@@ -114,7 +132,9 @@ nvitop=""
 if [ -n "${NVITOP_PYTHONPATH:-}" ]; then
 	nvitop="PYTHONPATH=$NVITOP_PYTHONPATH python3 -m nvitop -1"
 fi
-step 90 one_shots "$G --json" "$G -1" "$G --query-gpu=index,memory.used,utilization.gpu --format=csv" \
+step 30 boards_check
+# The boot's first run is timed too: an empty runtime directory each run.
+step 120 one_shots "$G --json" "XDG_RUNTIME_DIR=\$(mktemp -d) $G --json" "$G -1" "$G --query-gpu=index,memory.used,utilization.gpu --format=csv" \
 	"nvidia-smi" "nvidia-smi --query-gpu=index,memory.used,utilization.gpu --format=csv" ${nvitop:+"$nvitop"}
 step 60 probed_snapshot
 step 60 python3 "$here/pcie_check.py" "$G"
