@@ -81,9 +81,9 @@ impl Held {
         let watch = match own_view.then(|| pidfd_open(pid)) {
             Some(Ok(fd)) => Watch::Pidfd(fd),
             Some(Err(e)) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
-            _ => match File::open(proc_root.join(pid.to_string()).join("comm")) {
+            _ => match File::open(procstat::pid_file(proc_root, pid, "comm")) {
                 Ok(comm) => Watch::Comm(comm),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) if procstat::gone(&e) => return Ok(None),
                 Err(e) => return Err(e),
             },
         };

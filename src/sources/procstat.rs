@@ -37,7 +37,7 @@ impl Stat {
 struct StatFile(File);
 
 /// `proc_root/PID/name`.
-fn pid_file(proc_root: &Path, pid: u32, name: &str) -> PathBuf {
+pub fn pid_file(proc_root: &Path, pid: u32, name: &str) -> PathBuf {
     let mut path = proc_root.to_path_buf();
     path.push(pid.to_string());
     path.push(name);
@@ -46,7 +46,7 @@ fn pid_file(proc_root: &Path, pid: u32, name: &str) -> PathBuf {
 
 /// "No such process": the file is gone, or (for a process reaped after
 /// the open) its reads fail with ESRCH.
-fn gone(e: &io::Error) -> bool {
+pub fn gone(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
 }
 

@@ -29,9 +29,9 @@ pub struct DeviceStatic {
     /// INVALID_ARGUMENT (an H100 SXM, driver 580.159.04), which would read
     /// as an error where there is simply no fan.
     fans: Option<Option<u32>>,
-    /// The firmware's version, asked only to find the board's kept
-    /// maximum clocks (`boards.rs`).
-    vbios: Option<String>,
+    /// The firmware's version, asked once (`Some(None)`: it could not be
+    /// read) and only to find the board's kept maximum clocks (`boards.rs`).
+    vbios: Option<Option<String>>,
     /// The handle NVML gave for this index last time. Comparing it costs
     /// nothing, and a different one means a different device may sit at
     /// this index now.
@@ -97,10 +97,10 @@ impl DeviceStatic {
             return;
         }
         let Some(uuid) = &self.uuid else { return };
-        if self.vbios.is_none() {
-            self.vbios = calls.track("nvmlDeviceGetVbiosVersion", Some(self.index), || dev.vbios_version()).ok();
-        }
-        if let Some(clocks) = self.vbios.as_deref().and_then(|v| boards.get(uuid, v)) {
+        let vbios = self.vbios.get_or_insert_with(|| {
+            calls.track("nvmlDeviceGetVbiosVersion", Some(self.index), || dev.vbios_version()).ok()
+        });
+        if let Some(clocks) = vbios.as_deref().and_then(|v| boards.get(uuid, v)) {
             self.slow.seed_max_clocks(clocks);
         }
     }
@@ -108,7 +108,7 @@ impl DeviceStatic {
     /// Hands the maximum clocks the driver has just given to `boards`.
     pub fn keep_max_clocks(&mut self, boards: &mut Boards) {
         if let Some(clocks) = self.slow.take_fresh_max_clocks()
-            && let (Some(uuid), Some(vbios)) = (&self.uuid, &self.vbios)
+            && let (Some(uuid), Some(Some(vbios))) = (&self.uuid, &self.vbios)
         {
             boards.put(uuid, vbios, clocks);
         }

@@ -112,9 +112,10 @@ fn init_at(path: &std::ffi::OsStr, spec: &LibrarySpec) -> Result<Nvml, InitError
 /// (a fresh copy each run) and where no loaded object has that name.
 pub fn loaded_file(spec: &LibrarySpec) -> Option<PathBuf> {
     let LibrarySpec::Path(name) = spec else { return None };
-    let name = std::path::Path::new(name);
-    if name.components().count() > 1 {
-        return Some(name.to_path_buf());
+    // dlopen(3): a name with a slash in it is a path, anything else is
+    // searched for.
+    if name.as_bytes().contains(&b'/') {
+        return Some(PathBuf::from(name));
     }
     loaded_objects().into_iter().find(|path| path.file_name() == Some(name.as_os_str()))
 }

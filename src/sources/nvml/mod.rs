@@ -285,7 +285,9 @@ impl NvmlSource {
         }
         let firsts =
             first_pass(&mut self.watched, &handles, calls, heavy, self.boards.as_ref().and_then(Option::as_ref));
-        if let Some(Some(boards)) = &mut self.boards {
+        // Only a tick that read the slow readings can have asked the driver
+        // for maximum clocks.
+        if slow && let Some(Some(boards)) = &mut self.boards {
             self.watched.iter_mut().for_each(|st| st.keep_max_clocks(boards));
             boards.save();
         }

@@ -30,9 +30,9 @@ pub struct Slow {
     /// The maximum clocks once known, from the driver or kept from an
     /// earlier run (`boards.rs`); the driver is not asked again.
     max_clocks: Option<MaxClocks>,
-    /// Clocks the driver has just given, cleanly, not yet handed to the
-    /// boards file.
-    fresh: Option<MaxClocks>,
+    /// `max_clocks` came from the driver this tick, cleanly, and are not
+    /// yet handed to the boards file.
+    fresh: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -69,7 +69,7 @@ impl Slow {
             // Readings from a GPU lost part-way through are not kept.
             if !r.lost() {
                 if self.max_clocks.is_none() && r.failures() == failed {
-                    self.fresh = Some(v.max_clocks.clone());
+                    self.fresh = true;
                 }
                 self.max_clocks = Some(v.max_clocks.clone());
                 self.v = v;
@@ -103,7 +103,7 @@ impl Slow {
     /// of those slow readings answered (unsupported counts as an answer):
     /// a transient error is not kept past this process.
     pub fn take_fresh_max_clocks(&mut self) -> Option<MaxClocks> {
-        self.fresh.take()
+        std::mem::take(&mut self.fresh).then(|| self.max_clocks.clone()).flatten()
     }
 
     /// Whether accounting is on and its buffer size, as last read.

@@ -39,7 +39,10 @@ pub unsafe extern "C" fn nvmlDeviceGetVbiosVersion(
     version: *mut c_char,
     length: c_uint,
 ) -> nvmlReturn_t {
-    call::device("nvmlDeviceGetVbiosVersion", device, Some(Reading::Vbios), |dev| {
+    // nvml.h: "For all products"; no NOT_SUPPORTED among its returns, so
+    // no scenario's `unsupported` reaches it (an old driver's lack of it is
+    // `missing_functions`).
+    call::device("nvmlDeviceGetVbiosVersion", device, None, |dev| {
         // SAFETY: NVML's contract: `version` is null or valid for writing `length` bytes.
         unsafe { out::put_str(version, length, &dev.gpu.spec.vbios_version) }
     })

@@ -101,7 +101,6 @@ pub(crate) enum Reading {
     Processes,
     ProcessUtilization,
     Serial,
-    Vbios,
     PersistenceMode,
     ComputeMode,
     MaxClocks,
