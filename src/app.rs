@@ -108,6 +108,8 @@ impl AppError {
 
 pub fn main() -> ExitCode {
     one_malloc_arena();
+    // Before any thread starts (see there).
+    crate::sources::procstat::reserve_descriptors();
     // Before the rest of memory is touched, so the peak is lower too.
     let _ = crate::relocations::release();
     let cli = match Cli::try_parse_from(crate::cli::nvidia_smi_spellings(std::env::args_os())) {

@@ -12,6 +12,7 @@ pub mod pidns;
 pub mod probe;
 pub mod procstat;
 mod sanitize;
+mod spread;
 pub mod users;
 pub mod workload;
 

@@ -273,6 +273,32 @@ fn budget_for(soft: libc::rlim_t) -> usize {
     usize::try_from(soft / 2).unwrap_or(usize::MAX).clamp(64, 8192)
 }
 
+/// Grows this process's descriptor table, now, to hold what the host
+/// source keeps open (`held_stat_budget`, and room for the rest), up to
+/// `TABLE_AHEAD` entries. Call it while the process is still one thread:
+/// the kernel grows a table shared by threads only after an RCU grace
+/// period (`expand_fdtable` in fs/file.c), and the table doubles from 64,
+/// so a one-shot on 8 x 512 processes waited four of them, 17 ms of its
+/// 107 ms on this 2-CPU VM. One table of 1024 costs the kernel 8 KiB.
+pub fn reserve_descriptors() {
+    let want = held_stat_budget().saturating_add(64).min(TABLE_AHEAD);
+    let Ok(last) = libc::c_int::try_from(want.saturating_sub(1)) else { return };
+    // A descriptor of its own to copy: standard error may be closed.
+    let Ok(null) = File::open("/dev/null") else { return };
+    // SAFETY: F_DUPFD_CLOEXEC copies a descriptor this function owns onto
+    // the lowest free number at or above `last`, never onto one in use; the
+    // copy is closed at once and its number given to no one.
+    let copy = unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&null), libc::F_DUPFD_CLOEXEC, last) };
+    if copy >= 0 {
+        // SAFETY: `copy` was opened just above and is closed once.
+        unsafe { libc::close(copy) };
+    }
+}
+
+/// The most entries `reserve_descriptors` grows the table to: a node past
+/// about 950 followed processes waits a grace period or two more, once.
+const TABLE_AHEAD: usize = 1024;
+
 /// Ends the process of that PID when dropped, so that a failed test
 /// leaves no process of its own running.
 #[cfg(test)]
@@ -323,6 +349,25 @@ mod tests {
         assert_eq!(budget_for(20), 64, "a tiny limit still holds a few (a failed open falls back to a plain read)");
         assert_eq!(budget_for(libc::RLIM_INFINITY), 8192);
         assert!((64..=8192).contains(&held_stat_budget()));
+    }
+
+    #[test]
+    fn the_descriptor_table_is_grown_ahead_to_hold_the_followed_processes() {
+        let fd_size = || {
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            status.lines().find_map(|l| l.strip_prefix("FDSize:")).unwrap().trim().parse::<usize>().unwrap()
+        };
+        let soft = {
+            let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            // SAFETY: getrlimit writes the one struct it is given.
+            assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) }, 0);
+            usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX)
+        };
+        reserve_descriptors();
+        let want = (held_stat_budget() + 64).min(TABLE_AHEAD);
+        if want <= soft {
+            assert!(fd_size() >= want, "FDSize {} for {want}", fd_size());
+        }
     }
 
     #[test]

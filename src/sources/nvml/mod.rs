@@ -18,7 +18,6 @@ mod sized;
 mod slow;
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use nvml_wrapper::error::NvmlError;
@@ -26,6 +25,7 @@ use nvml_wrapper::{Device, Nvml};
 
 use super::{GpuSample, GpuSource};
 use crate::model::{DeviceIds, Driver, Gpu, GpuSelector, GpuState, SourceStatus, select_gpus, select_migs};
+use crate::sources::spread::on_threads;
 use backoff::Backoff;
 use boards::Boards;
 pub use calls::{Call, Calls};
@@ -340,8 +340,8 @@ impl NvmlSource {
 
 /// Each GPU's own readings (`read_gpu`), or what its failed handle says.
 /// A `heavy` tick, one that reads the slow readings too (the first, so
-/// every one-shot, and one every ten seconds), asks each GPU on a thread
-/// of its own, here and for the per-process samples: on an 8-GPU node
+/// every one-shot, and one every ten seconds), spreads the GPUs over the
+/// CPUs (`sources::spread`), here and for the per-process samples: on an 8-GPU node
 /// the maximum clocks alone are 32 calls of about 1.4 ms of the driver's
 /// CPU each, and the samples 8 of 2.6 ms (tests/gpu/nvml_costs.py on an
 /// H100). NVIDIA's documentation, as nvml-wrapper quotes it: "NVML is
@@ -392,31 +392,6 @@ struct Sampled<'d, 'n> {
     dev: &'d Device<'n>,
     idle: bool,
     batch: process_util::Batch,
-}
-
-/// `work` over `jobs`, in order: each on a thread of its own where
-/// `parallel`, else one after another on this one. Where a thread cannot
-/// be started, this one does that job.
-fn on_threads<J: Send, R: Send>(jobs: Vec<J>, parallel: bool, work: impl Fn(J) -> R + Sync) -> Vec<R> {
-    if !parallel || jobs.len() < 2 {
-        return jobs.into_iter().map(work).collect();
-    }
-    let slots: Vec<Mutex<(Option<J>, Option<R>)>> = jobs.into_iter().map(|j| Mutex::new((Some(j), None))).collect();
-    let run = |slot: &Mutex<(Option<J>, Option<R>)>| {
-        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(job) = slot.0.take() {
-            slot.1 = Some(work(job));
-        }
-    };
-    std::thread::scope(|scope| {
-        for slot in &slots {
-            let run = &run;
-            if std::thread::Builder::new().name("gpuscope-gpu".into()).spawn_scoped(scope, move || run(slot)).is_err() {
-                run(slot);
-            }
-        }
-    });
-    slots.into_iter().filter_map(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner).1).collect()
 }
 
 /// The windows 32-bit PCIe counters want (see pcie.rs), before the tick's

@@ -243,7 +243,7 @@ fn identify(proc_root: &Path, pid: u32) -> Option<Identity> {
     let inner_uid = std::fs::read_to_string(base.join("uid_map")).ok().and_then(|m| inner_id(&m, uid)).unwrap_or(uid);
     let mut environ = Vec::new();
     std::fs::File::open(base.join("environ")).ok()?.take(MAX_ENVIRON).read_to_end(&mut environ).ok()?;
-    let env = parse_environ(&environ);
+    let env = Environ(&environ);
     let runtime_owned = |runtime: &Path| runtime_dir_of(proc_root, pid, runtime, uid);
     let dir = probe_dir(&env, inner_uid, runtime_owned);
     Some(Identity { inner_pid, uid, dir })
@@ -268,19 +268,25 @@ fn inner_id(map: &str, outside: u32) -> Option<u32> {
     })
 }
 
-fn parse_environ(raw: &[u8]) -> HashMap<&[u8], &[u8]> {
-    raw.split(|b| *b == 0)
-        .filter_map(|entry| {
-            let eq = entry.iter().position(|b| *b == b'=')?;
-            Some((&entry[..eq], &entry[eq + 1..]))
-        })
-        .collect()
+/// A process's environment as `/proc/PID/environ` holds it: `KEY=value`
+/// entries, each ended by a NUL.
+struct Environ<'a>(&'a [u8]);
+
+impl<'a> Environ<'a> {
+    /// The value of the first entry for `key`: CPython builds `os.environ`
+    /// keeping the first of repeated keys (3.11, a process exec'd with
+    /// `GPUSCOPE_PROBE_DIR` twice sees the first), and the probe reads
+    /// `os.environ`. Scanned in place: a process's environment is read
+    /// once, for two keys.
+    fn get(&self, key: &[u8]) -> Option<&'a [u8]> {
+        self.0.split(|b| *b == 0).find_map(|entry| entry.strip_prefix(key)?.strip_prefix(b"="))
+    }
 }
 
 /// The probe's own choice (`_directory_plan` in assets/gpuscope_probe.py):
 /// `GPUSCOPE_PROBE_DIR`, else `$XDG_RUNTIME_DIR/gpuscope/probes` when that
 /// is a directory of the user's, else `/tmp/gpuscope-UID/probes`.
-fn probe_dir(env: &HashMap<&[u8], &[u8]>, inner_uid: u32, runtime_owned: impl Fn(&Path) -> bool) -> Option<PathBuf> {
+fn probe_dir(env: &Environ<'_>, inner_uid: u32, runtime_owned: impl Fn(&Path) -> bool) -> Option<PathBuf> {
     let path_of = |key: &[u8]| env.get(key).filter(|v| !v.is_empty()).map(|v| PathBuf::from(OsStr::from_bytes(v)));
     if let Some(dir) = path_of(b"GPUSCOPE_PROBE_DIR") {
         // The probe makes a relative one absolute against its working
@@ -347,18 +353,19 @@ mod tests {
 
     #[test]
     fn the_probe_directory_is_chosen_as_the_probe_chooses_it() {
-        let env = |pairs: &[(&'static str, &'static str)]| -> HashMap<&'static [u8], &'static [u8]> {
-            pairs.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())).collect()
+        let env = |pairs: &[(&str, &str)]| -> Vec<u8> {
+            pairs.iter().map(|(k, v)| format!("{k}={v}\0")).collect::<String>().into()
         };
+        let dir = |raw: &[u8], uid, owned: fn(&Path) -> bool| probe_dir(&Environ(raw), uid, owned);
         let owned = |_: &Path| true;
         let not_owned = |_: &Path| false;
-        assert_eq!(probe_dir(&env(&[]), 1000, owned), Some(PathBuf::from("/tmp/gpuscope-1000/probes")));
+        assert_eq!(dir(&env(&[]), 1000, owned), Some(PathBuf::from("/tmp/gpuscope-1000/probes")));
         let xdg = env(&[("XDG_RUNTIME_DIR", "/run/user/1000")]);
-        assert_eq!(probe_dir(&xdg, 1000, owned), Some(PathBuf::from("/run/user/1000/gpuscope/probes")));
-        assert_eq!(probe_dir(&xdg, 1000, not_owned), Some(PathBuf::from("/tmp/gpuscope-1000/probes")));
+        assert_eq!(dir(&xdg, 1000, owned), Some(PathBuf::from("/run/user/1000/gpuscope/probes")));
+        assert_eq!(dir(&xdg, 1000, not_owned), Some(PathBuf::from("/tmp/gpuscope-1000/probes")));
         let shared = env(&[("GPUSCOPE_PROBE_DIR", "/shared/../scratch/./probes"), ("XDG_RUNTIME_DIR", "/run/user/1")]);
-        assert_eq!(probe_dir(&shared, 0, owned), Some(PathBuf::from("/scratch/probes")));
-        assert_eq!(probe_dir(&env(&[("GPUSCOPE_PROBE_DIR", "relative/probes")]), 0, owned), None);
+        assert_eq!(dir(&shared, 0, owned), Some(PathBuf::from("/scratch/probes")));
+        assert_eq!(dir(&env(&[("GPUSCOPE_PROBE_DIR", "relative/probes")]), 0, owned), None);
     }
 
     #[test]
@@ -392,9 +399,17 @@ mod tests {
 
     #[test]
     fn environ_is_split_on_nul_and_the_first_equals_sign() {
-        let env = parse_environ(b"A=1\0B=x=y\0broken\0\0C=\0");
-        assert_eq!(env.get(&b"B"[..]), Some(&&b"x=y"[..]));
-        assert_eq!(env.get(&b"C"[..]), Some(&&b""[..]));
-        assert!(!env.contains_key(&b"broken"[..]));
+        let env = Environ(b"A=1\0B=x=y\0broken\0\0C=\0AB=2\0");
+        assert_eq!(env.get(b"B"), Some(&b"x=y"[..]));
+        assert_eq!(env.get(b"C"), Some(&b""[..]));
+        assert_eq!(env.get(b"AB"), Some(&b"2"[..]), "a key is not a prefix of another");
+        assert_eq!(env.get(b"broken"), None);
+        assert_eq!(env.get(b""), None);
+    }
+
+    #[test]
+    fn of_a_repeated_key_the_first_counts_as_in_python() {
+        let env = Environ(b"GPUSCOPE_PROBE_DIR=/first\0GPUSCOPE_PROBE_DIR=/second\0");
+        assert_eq!(probe_dir(&env, 0, |_| true), Some(PathBuf::from("/first")));
     }
 }
