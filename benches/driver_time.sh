@@ -7,7 +7,9 @@
 # node, then each one's calls into the library by the simulator's call_log.
 # This build is timed twice: as it runs once the boot's first run has kept
 # the boards' maximum clocks (`after`), and as that first run (`first`,
-# each run given an empty runtime directory of its own).
+# each run given an empty runtime directory of its own); the other build
+# too (`before`, `before_first`).
+# GPUSCOPE_BENCH_PROCS sizes the node (node.sh; default 64).
 # Run: BEFORE_BIN=... NVITOP=... RUNS=15 bash benches/driver_time.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,23 +21,25 @@ mkdir -p $work/lib && ln -s $work/libnvidia-ml.so.1 $work/lib/libnvidia-ml.so.1
 python3 - "$work" <<'PY'
 import json, os, statistics, subprocess, sys, tempfile, time
 work = sys.argv[1]
+procs = int(os.environ.get("GPUSCOPE_BENCH_PROCS", "64"))
 lib = f"{work}/libnvidia-ml.so.1"
 os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(dir=work)
 cmds = {"after": [os.environ.get("GPUSCOPE_BENCH_BIN", "target/release/gpuscope"), "--nvml-lib", lib, "--json"]}
 cmds["first"] = cmds["after"]
 if os.environ.get("BEFORE_BIN"):
     cmds["before"] = [os.environ["BEFORE_BIN"], "--nvml-lib", lib, "--json"]
+    cmds["before_first"] = cmds["before"]
 if os.environ.get("NVITOP"):
     cmds["nvitop"] = [os.environ["NVITOP"], "-1"]
 env = dict(os.environ, LD_LIBRARY_PATH=f"{work}/lib")
 def env_of(name):
-    """`first` runs as the boot's first: nothing kept yet."""
-    return dict(env, XDG_RUNTIME_DIR=tempfile.mkdtemp(dir=work)) if name == "first" else env
+    """`first` and `before_first` run as the boot's first: nothing kept yet."""
+    return dict(env, XDG_RUNTIME_DIR=tempfile.mkdtemp(dir=work)) if name.endswith("first") else env
 for name, cmd in cmds.items():
     r = subprocess.run(cmd, env=env_of(name), capture_output=True, text=True)
     assert r.returncode == 0, (name, r.stderr[-2000:])
     if name != "nvitop":
-        s = json.loads(r.stdout); assert len(s["gpus"]) == 8 and len(s["processes"]) == 64
+        s = json.loads(r.stdout); assert len(s["gpus"]) == 8 and len(s["processes"]) == procs, len(s["processes"])
         print(name, "calls in the tick:", s["sources"]["nvml"].get("calls"))
     else:
         print("nvitop output lines:", len(r.stdout.splitlines()))
@@ -50,6 +54,8 @@ for n, v in runs.items():
 for other in ("first", "before", "nvitop"):
     if other in med:
         print(f"ratio of medians, {other}/after: {med[other] / med['after']:.2f}")
+if "before_first" in med:
+    print(f"ratio of medians, first/before_first: {med['first'] / med['before_first']:.2f}")
 # Library calls per run, by the simulator's own log.
 scen = open(f"{work}/scenario.toml").read()
 for name, cmd in cmds.items():

@@ -562,7 +562,7 @@ fn collector(settings: &Settings, for_dashboard: bool, calls: &Calls) -> Result<
     Ok(Collector {
         fallback,
         gpu: Box::new(gpu),
-        host: host(simulated),
+        host: host(simulated, for_dashboard),
         probes: probes(simulated),
         analyzer: Analyzer::new(&settings.history, settings.alerts.clone()),
         interval: settings.interval,
@@ -571,8 +571,9 @@ fn collector(settings: &Settings, for_dashboard: bool, calls: &Calls) -> Result<
 }
 
 /// The built-in demo's made-up processes get made-up host figures too.
-fn host(simulated: bool) -> Box<dyn crate::sources::HostSource> {
-    let real = ProcHost::new();
+/// The dashboard's reads stay on the poller's thread, as its NVML calls do.
+fn host(simulated: bool, for_dashboard: bool) -> Box<dyn crate::sources::HostSource> {
+    let real = if for_dashboard { ProcHost::new().on_one_thread() } else { ProcHost::new() };
     if simulated && std::env::var_os(SIM_SCENARIO_ENV).is_none() {
         Box::new(crate::sources::demo_host::DemoHost::new(real))
     } else {
