@@ -146,16 +146,16 @@ impl ProcHost {
         .with_pid_namespace(pidns::current(Path::new("/proc")))
     }
 
-    /// A bad override is reported, and the namespace then counts as unknown.
-    /// Keeps every read on the sampling thread. For the dashboard: its
-    /// first tick shows whenever it comes, and a thread started once keeps
-    /// its stack and TLS pages resident for good (the dashboard's peak RSS
-    /// at 8 x 64 went from 5.9-6.0 to 6.2-6.7 MiB with one).
+    /// Keeps every read on the sampling thread, for the dashboard, as
+    /// `NvmlSource::on_one_thread` does: its first tick shows whenever it
+    /// comes, and glibc keeps an ended thread's stack and TLS pages for
+    /// reuse.
     pub fn on_one_thread(mut self) -> Self {
         self.spread = false;
         self
     }
 
+    /// A bad override is reported, and the namespace then counts as unknown.
     fn with_pid_namespace(mut self, ns: Result<Option<PidNamespace>, String>) -> Self {
         (self.pid_namespace, self.pid_namespace_error) = match ns {
             Ok(ns) => (ns, None),
