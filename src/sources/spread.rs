@@ -40,9 +40,9 @@ pub fn on_threads<J: Send, R: Send>(jobs: Vec<J>, parallel: bool, work: impl Fn(
     slots.into_iter().filter_map(|slot| slot.into_inner().unwrap_or_else(PoisonError::into_inner).1).collect()
 }
 
-/// The CPUs this process may run on, by affinity and cgroup quota; read
-/// once, since working it out reads cgroup files and a one-shot needs it
-/// at most twice.
+/// The CPUs this process may run on, by affinity and cgroup quota; worked
+/// out once (it reads cgroup files), though a tick may spread work three
+/// times.
 fn cpus() -> usize {
     static CPUS: OnceLock<usize> = OnceLock::new();
     *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
