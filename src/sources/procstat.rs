@@ -263,10 +263,14 @@ pub fn is_own_view(proc_root: &Path) -> bool {
 /// NVML's own), so that the common limit of 1024 holds 512 processes. The
 /// others cost a whole `stat` read each tick, with its open and close.
 pub fn held_stat_budget() -> usize {
+    budget_for(soft_descriptor_limit())
+}
+
+/// The soft limit on open descriptors; Linux's usual 1024 where unreadable.
+fn soft_descriptor_limit() -> libc::rlim_t {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes the one struct it is given.
-    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 { limit.rlim_cur } else { 1024 };
-    budget_for(soft)
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 { limit.rlim_cur } else { 1024 }
 }
 
 fn budget_for(soft: libc::rlim_t) -> usize {
@@ -357,12 +361,7 @@ mod tests {
             let status = std::fs::read_to_string("/proc/self/status").unwrap();
             status.lines().find_map(|l| l.strip_prefix("FDSize:")).unwrap().trim().parse::<usize>().unwrap()
         };
-        let soft = {
-            let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-            // SAFETY: getrlimit writes the one struct it is given.
-            assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) }, 0);
-            usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX)
-        };
+        let soft = usize::try_from(soft_descriptor_limit()).unwrap_or(usize::MAX);
         reserve_descriptors();
         let want = (held_stat_budget() + 64).min(TABLE_AHEAD);
         if want <= soft {

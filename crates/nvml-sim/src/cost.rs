@@ -98,14 +98,16 @@ fn set_log(path: Option<&Path>) {
 /// Counts the call, logs it, and makes the caller wait what the driver
 /// would make it wait.
 pub(crate) fn enter(function: &str) {
-    enter_from(function, Begun::now());
+    enter_from(function, None);
 }
 
-/// `enter` for a call whose cost counts from `begun`, before the
-/// simulator's own work: nvml_costs.py timed nvmlInit around NVIDIA's
-/// binding loading the library and the driver reading its state, so the
-/// simulator's reading of its scenario is part of those 11.3 ms, not more.
-pub(crate) fn enter_from(function: &str, begun: Begun) {
+/// `enter` for a call whose cost counts from `begun` (else from now),
+/// before the simulator's own work: nvml_costs.py timed nvmlInit around
+/// NVIDIA's binding loading the library and the driver reading its state,
+/// so the simulator's reading of its scenario is part of those 11.3 ms,
+/// not more. The thread's CPU clock is read only when calls cost
+/// something: it is a system call, not the vDSO's.
+pub(crate) fn enter_from(function: &str, begun: Option<Begun>) {
     {
         let mut counts = lock(&COUNTS);
         let counts = counts.get_or_insert_with(HashMap::new);
@@ -120,6 +122,7 @@ pub(crate) fn enter_from(function: &str, begun: Begun) {
         let _ = file.write_all(format!("{function}\n").as_bytes());
     }
     if REALISTIC.load(Ordering::Relaxed) {
+        let begun = begun.unwrap_or_else(Begun::now);
         wait(&begun, cost_of(function), function == "nvmlDeviceGetPcieThroughput");
     }
 }

@@ -38,7 +38,7 @@ fn init(function: &str) -> nvmlReturn_t {
     let rc = call::guarded(|| state::lock().init(function));
     // After the scenario has said whether calls cost what a driver's do;
     // the time spent reading it counts towards init's cost.
-    cost::enter_from(function, begun);
+    cost::enter_from(function, Some(begun));
     if timing::init_hangs() {
         timing::hang();
     }
