@@ -514,6 +514,14 @@ mod tests {
         let enders: Vec<procstat::Ender> =
             children.iter().map(|c| procstat::Ender(i32::try_from(c.id()).unwrap())).collect();
         let pids: Vec<u32> = children.iter().map(std::process::Child::id).collect();
+        // `spawn` returns once the child's old memory is released, inside
+        // its `execve` (a vfork-style spawn) and before the kernel has laid
+        // out the new arguments, so `cmdline` can still read empty then.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while pids.iter().any(|&pid| procstat::command_line(Path::new("/proc"), pid) != ["sleep", "60"]) {
+            assert!(std::time::Instant::now() < deadline, "the children never finished their exec");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let mut host = ProcHost::new();
         // Descriptors for the first few only: the others stay on `stat`.
         host.max_open = 5;
