@@ -32,11 +32,30 @@ pub struct FileStat {
     pub is_file: bool,
 }
 
-fn c_name(name: &OsStr) -> io::Result<CString> {
-    if name.is_empty() || name.as_bytes().contains(&b'/') {
+/// A file name and its terminating NUL, held on the stack: a name is at
+/// most `NAME_MAX` (255) bytes, and the probe reader opens or checks every
+/// probe file by name on every tick.
+struct CName([u8; 256]);
+
+impl CName {
+    fn as_ptr(&self) -> *const libc::c_char {
+        self.0.as_ptr().cast()
+    }
+}
+
+fn c_name(name: &OsStr) -> io::Result<CName> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.contains(&b'/') {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a plain file name"));
     }
-    CString::new(name.as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a file name"))
+    if bytes.contains(&0) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "NUL in a file name"));
+    }
+    let mut buf = [0u8; 256];
+    // One byte stays for the NUL.
+    let room = buf.get_mut(..bytes.len()).filter(|r| r.len() < 256);
+    room.ok_or_else(|| io::Error::from_raw_os_error(libc::ENAMETOOLONG))?.copy_from_slice(bytes);
+    Ok(CName(buf))
 }
 
 fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
@@ -259,6 +278,20 @@ mod tests {
         sub.unlink(OsStr::new("b")).unwrap();
         assert!(sub.is(&std::fs::metadata(root.path().join("sub")).unwrap()));
         assert_ne!(random_hex(), random_hex());
+    }
+
+    #[test]
+    fn names_up_to_the_kernel_s_longest_and_no_further() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = DirFd::open(root.path()).unwrap();
+        let longest = "n".repeat(255);
+        io::Write::write_all(&mut dir.create_new(OsStr::new(&longest), 0o600).unwrap(), b"x").unwrap();
+        assert_eq!(dir.stat_nofollow(OsStr::new(&longest)).unwrap().len, 1);
+        let too_long = dir.open_file(OsStr::new(&"n".repeat(256))).unwrap_err();
+        assert_eq!(too_long.raw_os_error(), Some(libc::ENAMETOOLONG));
+        assert_eq!(dir.open_file(OsStr::new("a\0b")).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(dir.unlink(OsStr::new("")).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        dir.unlink(OsStr::new(&longest)).unwrap();
     }
 
     #[test]

@@ -146,13 +146,9 @@ fn join_across_namespaces(
 
 impl From<GpuProcess> for Process {
     fn from(p: GpuProcess) -> Self {
-        let known: Vec<u64> = p.gpus.iter().filter_map(|g| g.used_memory).collect();
-        Self {
-            gpu_memory_total: (!known.is_empty()).then(|| known.iter().sum()),
-            gpus: p.gpus,
-            name: p.driver_name.map(Arc::from),
-            ..Self::bare(p.pid)
-        }
+        // Summed without a list: this runs for every process on every tick.
+        let total = p.gpus.iter().filter_map(|g| g.used_memory).fold(None, |sum, m| Some(sum.unwrap_or(0) + m));
+        Self { gpu_memory_total: total, gpus: p.gpus, name: p.driver_name.map(Arc::from), ..Self::bare(p.pid) }
     }
 }
 

@@ -14,7 +14,6 @@
 //! claiming another PID, is never attached. Nothing here is ever removed:
 //! these files are not gpuscope's.
 
-use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
@@ -25,6 +24,7 @@ use std::time::{Duration, Instant, SystemTime};
 use super::ProbeReport;
 use super::file::{MAX_FILE_BYTES, ProbeFile, read_regular};
 use crate::dirfd::DirFd;
+use crate::hashing::{IntMap, IntSet};
 use crate::sources::procstat;
 
 /// `/proc/PID/environ` is a few KiB; a bound keeps a hostile one cheap.
@@ -56,11 +56,11 @@ pub struct ProcessViews {
     /// view, for the process's life (it writes where gpuscope reads, its
     /// probe could write nowhere readable, or it cannot be read from here:
     /// another user's process, to a gpuscope that is not root).
-    known: HashMap<u32, (u64, Option<Identity>)>,
+    known: IntMap<u32, (u64, Option<Identity>)>,
     /// When to look again at a process where nothing was found: most GPU
     /// processes run no probe, and the walk costs a handful of system calls
     /// each, so they are looked at every few seconds, not every tick.
-    retry_at: HashMap<u32, Instant>,
+    retry_at: IntMap<u32, Instant>,
     buf: Vec<u8>,
 }
 
@@ -116,7 +116,7 @@ impl ProcessViews {
     /// `own_dir` is where gpuscope itself reads probe files.
     pub fn new(proc_root: PathBuf, own_dir: &Path) -> Self {
         let own = OwnView::of(&proc_root, own_dir);
-        Self { proc_root, own, known: HashMap::new(), retry_at: HashMap::new(), buf: Vec::new() }
+        Self { proc_root, own, known: IntMap::default(), retry_at: IntMap::default(), buf: Vec::new() }
     }
 
     /// One process's probe file, read through its root; a process where
@@ -164,7 +164,7 @@ impl ProcessViews {
 
     /// Forgets processes not in `pids`, so the map stays small.
     pub fn retain(&mut self, pids: &[u32]) {
-        let pids: std::collections::HashSet<u32> = pids.iter().copied().collect();
+        let pids: IntSet<u32> = pids.iter().copied().collect();
         self.known.retain(|pid, _| pids.contains(pid));
         self.retry_at.retain(|pid, _| pids.contains(pid));
     }

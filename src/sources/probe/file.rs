@@ -53,26 +53,32 @@ pub fn read_regular(mut file: impl std::io::Read, size: u64, buf: &mut Vec<u8>) 
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ProbeFile {
-    pub format: String,
+    #[serde(deserialize_with = "shared::text")]
+    pub format: Arc<str>,
     pub version: u32,
     pub pid: u32,
     pub start_ticks: u64,
     /// `pid:[inode]` of the writer's PID namespace (probes since issue 11).
-    #[serde(default)]
-    pub pid_ns: Option<String>,
+    #[serde(default, deserialize_with = "shared::optional")]
+    pub pid_ns: Option<Arc<str>>,
     pub seq: u64,
     pub written_unix_ms: u64,
     pub interval_s: f64,
     pub errors: u64,
+    #[serde(deserialize_with = "shared::text")]
     pub framework: Arc<str>,
+    #[serde(default, deserialize_with = "shared::optional")]
     pub framework_version: Option<Arc<str>>,
+    #[serde(default, deserialize_with = "shared::optional")]
     pub backend: Option<Arc<str>>,
     /// The allocator settings in effect (runtime accessor or environment).
+    #[serde(default, deserialize_with = "shared::optional")]
     pub alloc_conf: Option<Arc<str>>,
     /// The variable the running version reads first: the one hints name.
+    #[serde(default, deserialize_with = "shared::optional")]
     pub alloc_conf_var: Option<Arc<str>>,
     /// "runtime" or "environment": where `alloc_conf` came from.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "shared::optional")]
     pub alloc_conf_source: Option<Arc<str>>,
     /// Both variables' raw values.
     #[serde(default)]
@@ -82,7 +88,7 @@ pub struct ProbeFile {
     /// then nothing can be inferred from it. `Some(None)`: unset.
     #[serde(default, deserialize_with = "present")]
     pub cuda_visible_devices: Option<Option<Arc<str>>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "shared::optional")]
     pub cuda_device_order: Option<Arc<str>>,
     /// OutOfMemoryErrors the probe itself saw raised.
     #[serde(default)]
@@ -90,20 +96,21 @@ pub struct ProbeFile {
     #[serde(default)]
     pub last_oom: Option<Vec<OomPostMortem>>,
     /// The distributed job: torchrun's run id, or MASTER_ADDR:MASTER_PORT.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "shared::optional")]
     pub job: Option<Arc<str>>,
     pub rank: Option<u32>,
     pub local_rank: Option<u32>,
     pub world_size: Option<u32>,
     pub pinned_host: Option<PinnedHost>,
+    #[serde(deserialize_with = "devices")]
     pub devices: Vec<ProbeDevice>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct AllocConfEnv {
-    #[serde(rename = "PYTORCH_ALLOC_CONF", default)]
+    #[serde(rename = "PYTORCH_ALLOC_CONF", default, deserialize_with = "shared::optional")]
     pub pytorch_alloc_conf: Option<Arc<str>>,
-    #[serde(rename = "PYTORCH_CUDA_ALLOC_CONF", default)]
+    #[serde(rename = "PYTORCH_CUDA_ALLOC_CONF", default, deserialize_with = "shared::optional")]
     pub pytorch_cuda_alloc_conf: Option<Arc<str>>,
 }
 
@@ -118,10 +125,11 @@ pub struct ProbeDevice {
     /// The framework's ordinal: CUDA's among the visible devices.
     pub index: u32,
     /// "GPU-…", "MIG-…", or bare, as the framework gives it.
-    pub uuid: Option<String>,
+    #[serde(default, deserialize_with = "shared::optional")]
+    pub uuid: Option<Arc<str>>,
     /// "domain:bus:device.0" in hex, where the framework gives it.
-    #[serde(default)]
-    pub pci_bus_id: Option<String>,
+    #[serde(default, deserialize_with = "shared::optional")]
+    pub pci_bus_id: Option<Arc<str>>,
     /// Bytes held by private pools (CUDA graphs), where reported.
     #[serde(default)]
     pub private_pools_reserved: Option<u64>,
@@ -148,7 +156,7 @@ impl ProbeFile {
     /// Parses and checks a file named `<pid>-<start_ticks>.json`.
     pub fn parse(text: &str, pid: u32, start_ticks: u64) -> Result<Self, String> {
         let mut f: Self = serde_json::from_str(text).map_err(|e| format!("not a probe file: {e}"))?;
-        if f.format != PROBE_FORMAT || f.version != 1 {
+        if &*f.format != PROBE_FORMAT || f.version != 1 {
             return Err(format!("unknown format {:?} version {}", f.format, f.version));
         }
         if (f.pid, f.start_ticks) != (pid, start_ticks) {
@@ -175,6 +183,7 @@ impl ProbeFile {
             &mut f.alloc_conf_source,
             &mut f.cuda_device_order,
             &mut f.job,
+            &mut f.pid_ns,
         ] {
             *s = s.take().map(sanitize_shared);
         }
@@ -191,18 +200,168 @@ impl ProbeFile {
             *v = sanitize_command(v).into();
         }
         for d in &mut f.devices {
-            d.uuid = d.uuid.as_deref().map(sanitize_command);
-            d.pci_bus_id = d.pci_bus_id.as_deref().map(sanitize_command);
+            d.uuid = d.uuid.take().map(sanitize_shared);
+            d.pci_bus_id = d.pci_bus_id.take().map(sanitize_shared);
         }
-        // The reader keeps each probe's parsed file. A list grows as it is
-        // read, to room for four devices (about 1.4 KB) for a rank's one:
-        // a kilobyte spare per probe, 128 KB at 128 probes.
+        // The reader keeps each probe's parsed file: no spare room kept
+        // (`devices` starts with room for one; a second grows it to four).
         f.devices.shrink_to_fit();
         if let Some(ooms) = &mut f.last_oom {
             ooms.shrink_to_fit();
         }
         Ok(f)
     }
+}
+
+/// The texts of probe files, each kept once. The ranks of a job write the
+/// same framework, version, backend, allocator settings and namespace, on
+/// the same few GPUs, and each probe writes them again every second: at
+/// 8 x 512 with 128 probed, parsing every text afresh took 1,400 of the
+/// poller's 4,400 allocations per tick. A text is read without a copy of
+/// its own (serde_json lends it, from the file or, when it has escapes,
+/// from its scratch buffer) and matched against the texts kept; only a new
+/// one is allocated.
+mod shared {
+    use std::cell::RefCell;
+    use std::fmt;
+    use std::sync::Arc;
+
+    use serde::Deserializer;
+    use serde::de::{Error, Visitor};
+
+    /// Texts kept per thread (the poller's, a test's); more distinct ones
+    /// than this replace the oldest, so a hostile file costs at most
+    /// `KEPT` x `LONGEST` bytes here.
+    const KEPT: usize = 64;
+    /// Longer texts are not kept: an allocator setting is a few dozen
+    /// bytes, a UUID 40.
+    const LONGEST: usize = 256;
+
+    #[derive(Default)]
+    struct Kept {
+        texts: Vec<Arc<str>>,
+        /// Where the next new text goes once `texts` is full.
+        next: usize,
+    }
+
+    thread_local! {
+        static KEPT_TEXTS: RefCell<Kept> = RefCell::default();
+    }
+
+    fn keep(text: &str) -> Arc<str> {
+        if text.len() > LONGEST {
+            return Arc::from(text);
+        }
+        KEPT_TEXTS.with_borrow_mut(|kept| {
+            if let Some(found) = kept.texts.iter().find(|t| ***t == *text) {
+                return Arc::clone(found);
+            }
+            let new: Arc<str> = Arc::from(text);
+            if kept.texts.len() < KEPT {
+                kept.texts.push(Arc::clone(&new));
+            } else if let Some(slot) = kept.texts.get_mut(kept.next) {
+                *slot = Arc::clone(&new);
+                kept.next = (kept.next + 1) % KEPT;
+            }
+            new
+        })
+    }
+
+    struct Text;
+
+    impl Visitor<'_> for Text {
+        type Value = Arc<str>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a string")
+        }
+
+        fn visit_str<E: Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(keep(v))
+        }
+    }
+
+    struct OptionalText;
+
+    impl<'de> Visitor<'de> for OptionalText {
+        type Value = Option<Arc<str>>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a string or null")
+        }
+
+        fn visit_none<E: Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            text(d).map(Some)
+        }
+    }
+
+    pub fn text<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<str>, D::Error> {
+        d.deserialize_str(Text)
+    }
+
+    /// A missing field is `None` too, by the field's `default`.
+    pub fn optional<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Arc<str>>, D::Error> {
+        d.deserialize_option(OptionalText)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn the_same_text_is_shared_and_new_ones_past_the_cap_replace_the_oldest() {
+            let parse = |json: &str| text(&mut serde_json::Deserializer::from_str(json)).unwrap();
+            let a = parse(r#""2.5.1""#);
+            assert!(Arc::ptr_eq(&a, &parse(r#""2.5.1""#)));
+            assert!(Arc::ptr_eq(&a, &parse(r#""2.5\u002e1""#)), "escaped, the same text");
+            let long = "x".repeat(LONGEST + 1);
+            let quoted = format!("{long:?}");
+            assert!(!Arc::ptr_eq(&parse(&quoted), &parse(&quoted)), "a long text is never kept");
+            for i in 0..KEPT {
+                parse(&format!("\"{i}\""));
+            }
+            KEPT_TEXTS.with_borrow(|k| assert_eq!(k.texts.len(), KEPT, "bounded"));
+            assert!(!Arc::ptr_eq(&a, &parse(r#""2.5.1""#)), "replaced once past the cap");
+            let none = |json: &str| optional(&mut serde_json::Deserializer::from_str(json)).unwrap();
+            assert_eq!(none("null"), None);
+            assert_eq!(none(r#""a""#).as_deref(), Some("a"));
+            assert!(optional(&mut serde_json::Deserializer::from_str("3")).is_err());
+            assert!(text(&mut serde_json::Deserializer::from_str("null")).is_err());
+        }
+    }
+}
+
+/// The device list, grown from room for one: a rank has one device, and
+/// a list grown by pushes alone takes room for four (about 1.4 KB kept
+/// per probe), which `parse` would then give back in a second allocation.
+fn devices<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ProbeDevice>, D::Error> {
+    struct Devices;
+
+    impl<'de> serde::de::Visitor<'de> for Devices {
+        type Value = Vec<ProbeDevice>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of devices")
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut list = Vec::with_capacity(seq.size_hint().unwrap_or(1).clamp(1, MAX_DEVICES));
+            while let Some(device) = seq.next_element()? {
+                list.push(device);
+            }
+            Ok(list)
+        }
+    }
+
+    d.deserialize_seq(Devices)
 }
 
 /// Tells a field that is there but null from one that is missing.

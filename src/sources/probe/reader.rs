@@ -262,7 +262,11 @@ impl FileProbes {
         self.buf.shrink_to(16 * 1024);
         let file = Arc::new(file?);
         let parsed = Parsed { key: opened.key, inode: opened.inode, file: Arc::clone(&file), late: false };
-        self.parsed.insert(name.to_owned(), parsed);
+        // In place where the name is known: no copy of it per new version.
+        match self.parsed.get_mut(name) {
+            Some(known) => *known = parsed,
+            None => drop(self.parsed.insert(name.to_owned(), parsed)),
+        }
         Ok((file, opened.modified))
     }
 
@@ -379,10 +383,12 @@ impl ProbeSource for FileProbes {
             Ok(listed) => listed,
             Err(error) => return ProbeSample { reports: Vec::new(), status: self.status(false, Some(error), 0) },
         };
-        let mut reports = Vec::new();
-        let mut present = HashSet::new();
+        // Sized by the last tick's count: the same files, nearly always.
+        let expected = self.parsed.len();
+        let mut reports = Vec::with_capacity(expected);
+        let mut present = HashSet::with_capacity(expected);
         // The same files by (PID, start ticks), for the maps keyed so.
-        let mut present_ids = IntSet::default();
+        let mut present_ids = IntSet::with_capacity_and_hasher(expected, Default::default());
         let mut temps = Vec::new();
         let mut ended = Vec::new();
         let now = SystemTime::now();
