@@ -115,18 +115,37 @@ fn samples(
     unsafe { sized::fill(room, 2, grow, |buf, count| f(dev.handle(), buf, count, last_seen_us)) }
 }
 
-/// The driver buffers several periods; a process's newest sample wins.
-fn newest_per_pid(samples: Vec<nvmlProcessUtilizationSample_t>) -> Vec<ProcessUtilization> {
-    let mut newest: HashMap<u32, (u64, ProcessUtilization)> = HashMap::new();
+/// The driver buffers several periods; a process's newest sample wins,
+/// and of two equally new, the later in the buffer (the sort is stable).
+/// Sorted by PID and time, the winner is the last of its PID's run: no map
+/// of PIDs to build per GPU per tick.
+fn newest_per_pid(mut samples: Vec<nvmlProcessUtilizationSample_t>) -> Vec<ProcessUtilization> {
+    samples.sort_by_key(|s| (s.pid, s.timeStamp));
+    let mut out: Vec<ProcessUtilization> = Vec::with_capacity(samples.len());
     for s in samples {
         let util =
             ProcessUtilization { pid: s.pid, sm: s.smUtil, memory: s.memUtil, encoder: s.encUtil, decoder: s.decUtil };
-        let entry = newest.entry(s.pid).or_insert((s.timeStamp, util));
-        if s.timeStamp >= entry.0 {
-            *entry = (s.timeStamp, util);
+        match out.last_mut() {
+            Some(last) if last.pid == s.pid => *last = util,
+            _ => out.push(util),
         }
     }
-    let mut out: Vec<ProcessUtilization> = newest.into_values().map(|(_, u)| u).collect();
-    out.sort_by_key(|u| u.pid);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(pid: u32, time: u64, sm: u32) -> nvmlProcessUtilizationSample_t {
+        nvmlProcessUtilizationSample_t { pid, timeStamp: time, smUtil: sm, memUtil: 0, encUtil: 0, decUtil: 0 }
+    }
+
+    #[test]
+    fn each_process_keeps_its_newest_sample_and_of_equals_the_later() {
+        let buffered = vec![sample(30, 5, 1), sample(10, 7, 2), sample(30, 9, 3), sample(10, 7, 4), sample(20, 1, 5)];
+        let kept: Vec<(u32, u32)> = newest_per_pid(buffered).iter().map(|u| (u.pid, u.sm)).collect();
+        assert_eq!(kept, [(10, 4), (20, 5), (30, 3)]);
+        assert!(newest_per_pid(Vec::new()).is_empty());
+    }
 }

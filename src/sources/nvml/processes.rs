@@ -2,7 +2,7 @@
 //! process can appear in both lists and on several GPUs. This folds them
 //! into one entry per PID.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
@@ -12,6 +12,7 @@ use nvml_wrapper::{Device, Nvml};
 use super::calls::Calls;
 use super::mig::MigHandle;
 use super::sized;
+use crate::hashing::IntMap;
 use crate::model::{MigDevice, ProcessGpu, ProcessType};
 use crate::sources::GpuProcess;
 
@@ -53,7 +54,9 @@ fn running(dev: &Device<'_>, list: List) -> Result<Vec<ProcessInfo>, NvmlError> 
 
 #[derive(Default)]
 pub struct ProcessMerger {
-    by_pid: BTreeMap<u32, Vec<ProcessGpu>>,
+    /// Hashed, and ordered once at the end: a tree ordered as it went
+    /// allocated a node per dozen processes, every tick.
+    by_pid: IntMap<u32, Vec<ProcessGpu>>,
 }
 
 impl ProcessMerger {
@@ -146,10 +149,14 @@ impl ProcessMerger {
     /// PIDs no longer on any GPU are dropped from `names`.
     pub fn finish(self, names: &mut HashMap<u32, Option<String>>) -> Vec<GpuProcess> {
         names.retain(|pid, _| self.by_pid.contains_key(pid));
-        self.by_pid
+        let mut merged: Vec<GpuProcess> = self
+            .by_pid
             .into_iter()
             .map(|(pid, gpus)| GpuProcess { pid, gpus, driver_name: names.get(&pid).cloned().flatten() })
-            .collect()
+            .collect();
+        // One entry per PID: unstable orders the same.
+        merged.sort_unstable_by_key(|p| p.pid);
+        merged
     }
 }
 
