@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The dashboard's own instructions over SECONDS (default 30) of steady
+# state, counted by callgrind on the simulated node (benches/node.sh; its
+# GPUSCOPE_BENCH_PROCS / _PROBED size it): start-up and the first ticks
+# are dumped apart after 15 s, then what follows is counted until the
+# dashboard quits. Unlike CPU time on a shared VM, the count comes out
+# nearly the same run after run, so two builds (GPUSCOPE_BENCH_BIN) can be
+# told apart by a few per cent. It counts user space only (gpuscope and the
+# simulated driver, under valgrind's clock): the kernel's side of the
+# system calls is benches/syscalls.sh's to count.
+# Needs valgrind (callgrind_control) and tmux. Run: bash benches/tui_instructions.sh [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-30}
+for tool in valgrind callgrind_control tmux; do
+  command -v "$tool" >/dev/null || { echo "$0: needs $tool" >&2; exit 1; }
+done
+source benches/node.sh
+node_up '{ min = 60, max = 99, period_s = 11, shape = "sine" }' '{ min = 7000, max = 9000, period_s = 30, shape = "ramp" }'
+sock="gpuscope-instructions-$$"
+trap 'tmux -L "$sock" kill-server 2>/dev/null || true; node_down' EXIT
+cat > "$work/run.sh" <<RUN
+export GPUSCOPE_SIM_SCENARIO=$GPUSCOPE_SIM_SCENARIO XDG_CONFIG_HOME=$work GPUSCOPE_PROBE_DIR=$work/probes LANG=C.UTF-8
+valgrind --tool=callgrind --dump-instr=no --callgrind-out-file=$work/callgrind.out --log-file=$work/valgrind.log \
+  $bin --nvml-lib $work/libnvidia-ml.so.1 ${GPUSCOPE_BENCH_ARGS:-}
+echo done > $work/done
+RUN
+tmux -L "$sock" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run.sh"
+sleep 15
+callgrind_control --dump >/dev/null 2>&1
+sleep "$seconds"
+tmux -L "$sock" send-keys q
+for _ in $(seq 300); do [ -e "$work/done" ] && break; sleep 0.2; done
+[ -e "$work/done" ] || { echo "$0: the dashboard did not quit" >&2; exit 1; }
+# The dump at exit holds what ran after the one at 15 s.
+total=$(awk '/^(summary|totals):/ { print $2; exit }' "$work/callgrind.out")
+echo "$bin over ${seconds}s after start-up: $total instructions ($(awk -v t="$total" -v s="$seconds" 'BEGIN { printf "%.1f", t / s / 1e6 }') million a second)"
