@@ -216,8 +216,8 @@ impl ProbeFile {
 /// The texts of probe files, each kept once. The ranks of a job write the
 /// same framework, version, backend, allocator settings and namespace, on
 /// the same few GPUs, and each probe writes them again every second: at
-/// 8 x 512 with 128 probed, parsing every text afresh took 1,400 of the
-/// poller's 4,400 allocations per tick. A text is read without a copy of
+/// 8 x 512 with 128 probed, parsing every text afresh took about 1,400 of
+/// the poller's 4,600 allocations per tick. A text is read without a copy of
 /// its own (serde_json lends it, from the file or, when it has escapes,
 /// from its scratch buffer) and matched against the texts kept; only a new
 /// one is allocated.
