@@ -381,8 +381,6 @@ fn host_name() -> Option<String> {
     String::from_utf8(buf[..end].to_vec()).ok()
 }
 
-/// What stays true for the life of the process; the rest comes from
-/// `/proc/PID/stat` each tick.
 /// Fewer processes seen at once than this are read on the sampling
 /// thread: starting a thread costs about what reading one process does.
 const SPREAD_FROM: usize = 16;
@@ -433,6 +431,8 @@ impl Sight {
     }
 }
 
+/// What stays true for the life of the process; the rest comes from
+/// `/proc/PID/stat` each tick.
 fn fixed_fields(p: &ProcessView, user: String) -> Fixed {
     let command = (!p.cmd.is_empty()).then(|| sanitize_command(&p.cmd.join(" ")));
     Fixed {
@@ -505,8 +505,8 @@ mod tests {
         assert!(host.known.is_empty(), "PIDs no longer asked for are forgotten");
     }
 
-    /// Read through its clock, a process still shows a new parent once its
-    /// parent exits: the parent is watched, and the child asked again.
+    /// Sampled together, processes first seen at once (read on several
+    /// threads) give what one sampling thread reads of them.
     #[test]
     fn many_processes_seen_at_once_are_read_as_one_at_a_time_is() {
         let mut children: Vec<std::process::Child> =
@@ -555,6 +555,8 @@ mod tests {
         }
     }
 
+    /// Read through its clock, a process still shows a new parent once its
+    /// parent exits: the parent is watched, and the child asked again.
     #[test]
     fn a_new_parent_is_seen_when_the_parent_exits() {
         use std::io::{BufRead, BufReader};

@@ -364,9 +364,10 @@ fn devices<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ProbeDevice>, D::Error
     d.deserialize_seq(Devices)
 }
 
-/// Tells a field that is there but null from one that is missing.
-fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
-    T::deserialize(d).map(Some)
+/// Tells a text field that is there but null from one that is missing;
+/// the text shared as the others are.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<Arc<str>>>, D::Error> {
+    shared::optional(d).map(Some)
 }
 
 /// The probe keeps 8 post-mortems of at most 16 segments and two pools;
