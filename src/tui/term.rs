@@ -235,6 +235,10 @@ fn diff(shown: &mut [Packed], next: &mut Canvas, out: &mut Vec<u32>) {
     let len = shown.len().min(next.cells().len());
     let mut i = 0;
     while i < len {
+        i = skip_shown(shown, next, i, len);
+        if i >= len {
+            break;
+        }
         let now = next.cells()[i];
         let before = std::mem::replace(&mut shown[i], now);
         let here = i;
@@ -258,6 +262,24 @@ fn diff(shown: &mut [Packed], next: &mut Canvas, out: &mut Vec<u32>) {
             i = trailing(shown, next, here + 1, here + usize::from(before.width()), true, out);
         }
     }
+}
+
+/// From `from`, the run of cells the terminal shows already, each one
+/// column wide and not a long grapheme: all the diff does with those is
+/// blank them, which here takes one pass, not a cell's full rules. Most of
+/// a frame where only numbers change is such runs. Returns the first cell
+/// after the run.
+fn skip_shown(shown: &[Packed], next: &mut Canvas, from: usize, len: usize) -> usize {
+    let (Some(shown), Some(cells)) = (shown.get(from..len), next.cells_mut().get_mut(from..len)) else { return len };
+    let mut run = 0;
+    for (before, now) in shown.iter().zip(cells.iter_mut()) {
+        if before != now || now.width() > 1 || now.symbol() == LONG {
+            break;
+        }
+        *now = Packed::BLANK;
+        run += 1;
+    }
+    from + run
 }
 
 /// The `n` cells from `from` that a wide cell covers: not compared, only

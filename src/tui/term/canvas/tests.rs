@@ -69,6 +69,8 @@ fn any_text() -> impl Strategy<Value = String> {
         Just("e\u{301}"),
         Just("\t"),
         Just("é"),
+        Just("°•▲▼→—"),
+        Just("Müller ½\u{A0}"),
     ];
     prop::collection::vec(piece, 0..5).prop_map(|p| p.concat())
 }
@@ -173,4 +175,21 @@ fn a_long_grapheme_drawn_over_reads_its_newest_text() {
     assert_eq!(canvas.cell(0).symbol(), "a\u{301}");
     canvas.put(0, 0, "x", 4, Style::new());
     assert_eq!(canvas.cell(0).symbol(), "x");
+}
+
+/// Every character `put` writes without ratatui's path lands where
+/// `Buffer::set_stringn` puts it: one column, a grapheme of its own, both
+/// beside ASCII and beside a wide character.
+#[test]
+fn every_simple_character_is_written_as_ratatui_writes_it() {
+    let simples: Vec<char> = (0..=u32::from(char::MAX)).filter_map(char::from_u32).filter(|&c| simple(c)).collect();
+    assert!(simples.len() > 600, "{} characters", simples.len());
+    for c in simples {
+        for text in [format!("a{c}b"), format!("名{c}{c}")] {
+            let (mut canvas, mut buf) = seeded(&[]);
+            let ours = canvas.put(1, 0, &text, 12, Style::new());
+            let theirs = buf.set_stringn(1, 0, &text, 11, Style::new()).0;
+            assert_eq!((ours, canvas.buffer(buf.area)), (theirs, buf), "U+{:04X}", u32::from(c));
+        }
+    }
 }
