@@ -24,8 +24,6 @@ pub mod update;
 
 use std::io;
 
-use ratatui::backend::CrosstermBackend;
-
 use crate::poller::{PollerControl, SnapshotRx};
 pub use event_loop::{FRAME, run_loop};
 pub(crate) use input::events;
@@ -49,7 +47,7 @@ pub async fn replay(
     options.real_terminal = true;
     let mut signals = signals::QuitSignals::new()?;
     let _guard = terminal::TerminalGuard::enter(options.mouse)?;
-    let mut terminal = term::Term::new(CrosstermBackend::new(io::stdout()))?;
+    let mut terminal = term::Term::new(term::stdout_backend())?;
     tokio::select! {
         result = run_loop(&mut terminal, input::events()?, snapshots, None, options) => result,
         _ = signals.recv() => Ok(()),
@@ -63,7 +61,7 @@ pub async fn run(snapshots: SnapshotRx, control: PollerControl, mut options: Tui
     options.real_terminal = true;
     let mut signals = signals::QuitSignals::new()?;
     let _guard = terminal::TerminalGuard::enter(options.mouse)?;
-    let mut terminal = term::Term::new(CrosstermBackend::new(io::stdout()))?;
+    let mut terminal = term::Term::new(term::stdout_backend())?;
     tokio::select! {
         result = run_loop(&mut terminal, input::events()?, snapshots, Some(control), options) => result,
         _ = signals.recv() => Ok(()),

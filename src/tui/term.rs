@@ -18,18 +18,25 @@
 //! `Terminal::draw` does: on a real terminal each ask opens `/dev/tty`.
 
 mod canvas;
+mod frame_out;
 mod lines;
 
 use std::io;
 
-use ratatui::backend::{Backend, ClearType};
+use ratatui::backend::{Backend, ClearType, CrosstermBackend};
 use ratatui::buffer::Cell;
 use ratatui::layout::Rect;
 use ratatui::widgets::Widget;
 
 pub use canvas::Canvas;
 use canvas::{LONG, Packed};
+pub use frame_out::FrameOut;
 pub use lines::Lines;
+
+/// The real terminal's backend: crossterm's, writing through `FrameOut`.
+pub fn stdout_backend() -> CrosstermBackend<FrameOut<io::Stdout>> {
+    CrosstermBackend::new(FrameOut::new(io::stdout()))
+}
 
 /// What the views draw on: the frame's canvas and its area. Offers the
 /// part of ratatui's `Frame` the views use.

@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use crossterm::event::{Event, KeyEventKind};
 use futures_util::{Stream, StreamExt};
-use ratatui::backend::{Backend, CrosstermBackend};
+use ratatui::backend::Backend;
 
 use super::FleetRx;
 use super::model::HostStatus;
-use crate::tui::term::Term;
+use crate::tui::term::{Term, stdout_backend};
 use crate::tui::{FRAME, TuiOptions};
 pub use render::draw;
 pub use state::{Flow, HostSort, Screen, ViewState};
@@ -25,7 +25,7 @@ pub async fn run(fleet: FleetRx, mut options: TuiOptions) -> io::Result<()> {
     options.real_terminal = true;
     let mut signals = crate::tui::signals::QuitSignals::new()?;
     let _guard = crate::tui::terminal::TerminalGuard::enter(false)?;
-    let mut terminal = Term::new(CrosstermBackend::new(io::stdout()))?;
+    let mut terminal = Term::new(stdout_backend())?;
     tokio::select! {
         result = run_loop(&mut terminal, crate::tui::events()?, fleet, options) => result,
         _ = signals.recv() => Ok(()),
