@@ -9,16 +9,17 @@
 //! flush that ends every frame (and every `execute!`) sends them in one
 //! write.
 //!
+//! A frame larger than `ROOM` (the first, a resize: a whole screen can be
+//! a hundred KiB) goes out `ROOM` at a time, so the writer never holds
+//! more than that: a frame where a few numbers change is a KiB or two.
+//!
 //! Held bytes are never written by a drop. A frame cut short by a panic
 //! is then lost rather than written after the panic hook has restored the
 //! terminal, where its escape sequences would land on the user's screen.
 
 use std::io::{self, Write};
 
-/// Room kept between frames: a frame where a few numbers change is a KiB
-/// or two; a whole screen (the first frame, a resize) can be a hundred,
-/// and is not kept.
-const KEEP: usize = 16 * 1024;
+const ROOM: usize = 16 * 1024;
 
 pub struct FrameOut<W: Write> {
     held: Vec<u8>,
@@ -31,28 +32,39 @@ impl<W: Write> FrameOut<W> {
     }
 }
 
+impl<W: Write> FrameOut<W> {
+    /// Writes out what is held. On an error, what reached the terminal is
+    /// unknown and the held bytes are dropped all the same: the caller
+    /// (`Term`) then sends every cell again, and half a frame sent twice
+    /// would only add to the mess.
+    fn send_held(&mut self) -> io::Result<()> {
+        let sent = if self.held.is_empty() { Ok(()) } else { self.out.write_all(&self.held) };
+        self.held.clear();
+        sent
+    }
+}
+
 impl<W: Write> Write for FrameOut<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.held.extend_from_slice(buf);
-        Ok(buf.len())
+        self.write_all(buf).map(|()| buf.len())
     }
 
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        if self.held.len() + buf.len() > ROOM {
+            self.send_held()?;
+        }
+        if buf.len() > ROOM {
+            return self.out.write_all(buf);
+        }
+        if self.held.capacity() == 0 {
+            self.held.reserve_exact(ROOM);
+        }
         self.held.extend_from_slice(buf);
         Ok(())
     }
 
-    /// Sends what is held. On an error, what reached the terminal is
-    /// unknown and the held bytes are dropped all the same: the caller
-    /// (`Term`) then sends every cell again, and half a frame sent twice
-    /// would only add to the mess.
     fn flush(&mut self) -> io::Result<()> {
-        let sent = if self.held.is_empty() { Ok(()) } else { self.out.write_all(&self.held) };
-        self.held.clear();
-        if self.held.capacity() > KEEP {
-            self.held.shrink_to(KEEP);
-        }
-        sent?;
+        self.send_held()?;
         self.out.flush()
     }
 }
@@ -123,13 +135,21 @@ mod tests {
     }
 
     #[test]
-    fn a_whole_screen_s_room_is_not_kept() {
+    fn a_whole_screen_goes_out_a_room_at_a_time_in_order() {
         let mut out = FrameOut::new(Recorder::default());
-        out.write_all(&vec![b'x'; 10 * KEEP]).unwrap();
+        let pieces: Vec<Vec<u8>> = (0..3000u32).map(|i| format!("\x1b[{i};1Hx").into_bytes()).collect();
+        for piece in &pieces {
+            out.write_all(piece).unwrap();
+            assert!(out.held.len() <= ROOM && out.held.capacity() <= ROOM);
+        }
+        out.write_all(&vec![b'y'; 3 * ROOM]).unwrap();
+        out.write_all(b"end").unwrap();
         out.flush().unwrap();
-        assert!(out.held.capacity() <= KEEP, "{} bytes kept", out.held.capacity());
-        out.write_all(&[b'y'; 100]).unwrap();
-        out.flush().unwrap();
-        assert_eq!(out.out.writes.last().map(Vec::len), Some(100));
+        let mut whole = pieces.concat();
+        whole.extend(vec![b'y'; 3 * ROOM]);
+        whole.extend(b"end");
+        assert_eq!(out.out.writes.concat(), whole);
+        assert!(out.out.writes.len() < 10, "{} writes", out.out.writes.len());
+        assert_eq!(out.out.flushes, 1);
     }
 }
