@@ -1,28 +1,26 @@
 //! Human units for people; JSON keeps raw bytes.
 
-const KIB: f64 = 1024.0;
+use std::fmt;
 
 /// Binary units, one decimal from GiB up: "512 MiB", "63.2 GiB".
 pub fn bytes(b: u64) -> String {
-    let b = b as f64;
-    let units = [("GiB", KIB.powi(3)), ("TiB", KIB.powi(4))];
-    if b < KIB.powi(3) {
-        return match b {
-            b if b < KIB => format!("{b:.0} B"),
-            b if b < KIB * KIB => format!("{:.0} KiB", b / KIB),
-            b => format!("{:.0} MiB", b / (KIB * KIB)),
-        };
+    match b {
+        0..KIB => format!("{b} B"),
+        KIB..MIB => Scaled::of(b, 10, false).with(" KiB"),
+        MIB..GIB => Scaled::of(b, 20, false).with(" MiB"),
+        GIB..TIB => Scaled::of(b, 30, true).with(" GiB"),
+        _ => Scaled::of(b, 40, true).with(" TiB"),
     }
-    let (name, size) = if b < units[1].1 { units[0] } else { units[1] };
-    format!("{:.1} {name}", b / size)
 }
 
 /// Pairs of figures share the unit of the larger: "63.2/79.6 GiB".
 pub fn bytes_pair(a: Option<u64>, b: Option<u64>) -> String {
     match (a, b) {
-        (Some(a), Some(b)) if b >= (1 << 30) => {
-            let g = KIB.powi(3);
-            format!("{:.1}/{:.1} GiB", a as f64 / g, b as f64 / g)
+        (Some(a), Some(b)) if b >= GIB => {
+            let mut out = Scaled::of(a, 30, true).with("/");
+            Scaled::of(b, 30, true).push_to(&mut out);
+            out.push_str(" GiB");
+            out
         }
         (a, b) => format!("{}/{}", opt(a, bytes), opt(b, bytes)),
     }
@@ -30,6 +28,82 @@ pub fn bytes_pair(a: Option<u64>, b: Option<u64>) -> String {
 
 pub fn opt<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
     v.map_or_else(|| "n/a".to_string(), f)
+}
+
+pub const KIB: u64 = 1 << 10;
+pub const MIB: u64 = 1 << 20;
+pub const GIB: u64 = 1 << 30;
+pub const TIB: u64 = 1 << 40;
+
+/// `b / 2^shift` with no decimal or one, written exactly as
+/// `format!("{:.0}", b as f64 / 2^shift)` (or `{:.1}`) writes it, from
+/// integers: float formatting's exact mode, and `format!` around it, cost
+/// about a thousand instructions a figure, and a frame of the process table
+/// writes hundreds. The rules it keeps: `b` is first rounded to an `f64`, as
+/// `as` does above 2^53; dividing by a power of two is then exact; and the
+/// last digit is rounded half to even, as `core::fmt` rounds the exact
+/// value (tests compare the two over ties, edges and random values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scaled {
+    /// The value in units of its last digit (2^64 x 10 >> shift: within a
+    /// u64 from a shift of 4 up, and every caller shifts by 10 or more).
+    digits: u64,
+    tenths: bool,
+}
+
+impl Scaled {
+    /// `shift` from 1 to 64.
+    pub fn of(b: u64, shift: u32, tenths: bool) -> Self {
+        // The integer the f64 holds: exact, at most 2^64.
+        let exact = b as f64 as u128;
+        let scaled = if tenths { exact * 10 } else { exact };
+        let shift = shift.clamp(1, 64);
+        let (whole, rest) = (scaled >> shift, scaled & ((1 << shift) - 1));
+        let half = 1 << (shift - 1);
+        let up = rest > half || (rest == half && whole % 2 == 1);
+        Self { digits: u64::try_from(whole + u128::from(up)).unwrap_or(u64::MAX), tenths }
+    }
+
+    /// The text, followed by `unit`, in a string of its own.
+    pub fn with(self, unit: &str) -> String {
+        let mut out = String::with_capacity(24 + unit.len());
+        self.push_to(&mut out);
+        out.push_str(unit);
+        out
+    }
+
+    pub fn push_to(self, out: &mut String) {
+        out.push_str(self.text(&mut [0; 24]));
+    }
+
+    /// The digits, right-aligned in `buf`: a u64 and a decimal point fit.
+    fn text(self, buf: &mut [u8; 24]) -> &str {
+        let mut at = buf.len();
+        let mut put = |byte: u8| {
+            at -= 1;
+            buf[at] = byte;
+        };
+        let mut n = self.digits;
+        if self.tenths {
+            put(b'0' + (n % 10) as u8);
+            put(b'.');
+            n /= 10;
+        }
+        loop {
+            put(b'0' + (n % 10) as u8);
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        std::str::from_utf8(&buf[at..]).unwrap_or("?")
+    }
+}
+
+impl fmt::Display for Scaled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.text(&mut [0; 24]))
+    }
 }
 
 #[cfg(test)]
@@ -45,5 +119,64 @@ mod tests {
         assert_eq!(bytes(3 << 40), "3.0 TiB");
         assert_eq!(bytes_pair(Some(1 << 30), Some(80 << 30)), "1.0/80.0 GiB");
         assert_eq!(bytes_pair(None, Some(512 << 20)), "n/a/512 MiB");
+    }
+
+    /// What `bytes` wrote before it formatted with integers: the reference.
+    fn by_float(b: u64) -> String {
+        let (f, k) = (b as f64, 1024.0_f64);
+        match f {
+            f if f < k => format!("{f:.0} B"),
+            f if f < k * k => format!("{:.0} KiB", f / k),
+            f if f < k.powi(3) => format!("{:.0} MiB", f / (k * k)),
+            f if f < k.powi(4) => format!("{:.1} GiB", f / k.powi(3)),
+            f => format!("{:.1} TiB", f / k.powi(4)),
+        }
+    }
+
+    fn by_float_scaled(b: u64, shift: i32, tenths: bool) -> String {
+        let x = b as f64 / 2f64.powi(shift);
+        if tenths { format!("{x:.1}") } else { format!("{x:.0}") }
+    }
+
+    /// Values at and around every kind of edge: exact ties of the last
+    /// digit (odd and even), a unit's boundary, and above 2^53 where `as
+    /// f64` rounds.
+    fn edges() -> Vec<u64> {
+        let mut out = vec![0, 1, 1023, u64::MAX, u64::MAX - 1, 1 << 53, (1 << 53) + 1, (1 << 63) + 1];
+        for shift in [10u32, 20, 30, 40] {
+            for k in 0..40u64 {
+                // k halves of a tenth, and of a whole unit.
+                let tie_tenth = (k << shift) / 20;
+                let tie_whole = (k << shift) / 2;
+                for base in [tie_tenth, tie_whole, (1u64 << shift).saturating_mul(k), (1 << shift) - 1] {
+                    out.extend([base.saturating_sub(1), base, base.saturating_add(1)]);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn integers_write_what_float_formatting_wrote() {
+        for b in edges() {
+            assert_eq!(bytes(b), by_float(b), "{b}");
+            for (shift, tenths) in [(10, false), (20, false), (30, true), (40, true), (30, false), (10, true)] {
+                let ours = Scaled::of(b, shift as u32, tenths).to_string();
+                assert_eq!(ours, by_float_scaled(b, shift, tenths), "{b} >> {shift}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_size_is_written_as_float_formatting_wrote_it(b in proptest::prelude::any::<u64>(), small in 0u64..(1 << 45)) {
+            for b in [b, small, b >> 20] {
+                proptest::prop_assert_eq!(bytes(b), by_float(b));
+                proptest::prop_assert_eq!(bytes_pair(Some(small), Some(b)), {
+                    let g = 1024f64.powi(3);
+                    if b >= GIB { format!("{:.1}/{:.1} GiB", small as f64 / g, b as f64 / g) } else { format!("{}/{}", by_float(small), by_float(b)) }
+                });
+            }
+        }
     }
 }

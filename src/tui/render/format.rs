@@ -1,15 +1,14 @@
 //! Short human forms for cells that have only a few columns.
 
-const KIB: f64 = 1024.0;
+use crate::units::{GIB, KIB, MIB, Scaled, TIB};
 
 /// "40.1G", "512M", "3K", "0": binary units in at most six columns.
 pub fn bytes_short(b: u64) -> String {
-    let f = b as f64;
-    match f {
-        f if f >= KIB.powi(4) => format!("{:.1}T", f / KIB.powi(4)),
-        f if f >= KIB.powi(3) => format!("{:.1}G", f / KIB.powi(3)),
-        f if f >= KIB.powi(2) => format!("{:.0}M", f / KIB.powi(2)),
-        f if f >= KIB => format!("{:.0}K", f / KIB),
+    match b {
+        TIB.. => Scaled::of(b, 40, true).with("T"),
+        GIB.. => Scaled::of(b, 30, true).with("G"),
+        MIB.. => Scaled::of(b, 20, false).with("M"),
+        KIB.. => Scaled::of(b, 10, false).with("K"),
         _ => format!("{b}"),
     }
 }
@@ -68,5 +67,27 @@ mod tests {
         assert_eq!(duration_short(600_000), "10m");
         assert_eq!(duration_short(90_000_000), "1d01h");
         assert_eq!(percent(None), "n/a");
+    }
+
+    /// What `bytes_short` wrote when it formatted floats.
+    fn by_float(b: u64) -> String {
+        let (f, k) = (b as f64, 1024.0_f64);
+        match f {
+            f if f >= k.powi(4) => format!("{:.1}T", f / k.powi(4)),
+            f if f >= k.powi(3) => format!("{:.1}G", f / k.powi(3)),
+            f if f >= k.powi(2) => format!("{:.0}M", f / k.powi(2)),
+            f if f >= k => format!("{:.0}K", f / k),
+            _ => format!("{b}"),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn short_bytes_are_what_float_formatting_wrote(b in proptest::prelude::any::<u64>(), k in 0u64..4096, shift in 0u32..44) {
+            // Random sizes, and halves of a digit at every scale (ties).
+            for b in [b, b >> 24, (k << shift) / 20, (k << shift) / 2, u64::MAX - k] {
+                proptest::prop_assert_eq!(bytes_short(b), by_float(b));
+            }
+        }
     }
 }
