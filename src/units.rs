@@ -1,7 +1,5 @@
 //! Human units for people; JSON keeps raw bytes.
 
-use std::fmt;
-
 /// Binary units, one decimal from GiB up: "512 MiB", "63.2 GiB".
 pub fn bytes(b: u64) -> String {
     match b {
@@ -73,36 +71,14 @@ impl Scaled {
     }
 
     pub fn push_to(self, out: &mut String) {
-        out.push_str(self.text(&mut [0; 24]));
-    }
-
-    /// The digits, right-aligned in `buf`: a u64 and a decimal point fit.
-    fn text(self, buf: &mut [u8; 24]) -> &str {
-        let mut at = buf.len();
-        let mut put = |byte: u8| {
-            at -= 1;
-            buf[at] = byte;
-        };
-        let mut n = self.digits;
+        let mut digits = itoa::Buffer::new();
         if self.tenths {
-            put(b'0' + (n % 10) as u8);
-            put(b'.');
-            n /= 10;
+            out.push_str(digits.format(self.digits / 10));
+            out.push('.');
+            out.push_str(digits.format(self.digits % 10));
+        } else {
+            out.push_str(digits.format(self.digits));
         }
-        loop {
-            put(b'0' + (n % 10) as u8);
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        std::str::from_utf8(&buf[at..]).unwrap_or("?")
-    }
-}
-
-impl fmt::Display for Scaled {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.text(&mut [0; 24]))
     }
 }
 
@@ -161,7 +137,7 @@ mod tests {
         for b in edges() {
             assert_eq!(bytes(b), by_float(b), "{b}");
             for (shift, tenths) in [(10, false), (20, false), (30, true), (40, true), (30, false), (10, true)] {
-                let ours = Scaled::of(b, shift as u32, tenths).to_string();
+                let ours = Scaled::of(b, shift as u32, tenths).with("");
                 assert_eq!(ours, by_float_scaled(b, shift, tenths), "{b} >> {shift}");
             }
         }

@@ -379,8 +379,8 @@ impl Canvas {
         &self.cells
     }
 
-    /// For the diff, which blanks runs of cells at once; a long grapheme's
-    /// text is kept apart, so only `blank` and the diff may make one blank.
+    /// For the diff's runs of blanking (`skip_shown`), which never blank a
+    /// long grapheme: its text is kept apart, in `long`.
     pub(super) fn cells_mut(&mut self) -> &mut [Packed] {
         &mut self.cells
     }

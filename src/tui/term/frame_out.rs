@@ -30,9 +30,7 @@ impl<W: Write> FrameOut<W> {
     pub fn new(out: W) -> Self {
         Self { held: Vec::new(), out }
     }
-}
 
-impl<W: Write> FrameOut<W> {
     /// Writes out what is held. On an error, what reached the terminal is
     /// unknown and the held bytes are dropped all the same: the caller
     /// (`Term`) then sends every cell again, and half a frame sent twice
