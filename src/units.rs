@@ -2,13 +2,51 @@
 
 /// Binary units, one decimal from GiB up: "512 MiB", "63.2 GiB".
 pub fn bytes(b: u64) -> String {
-    match b {
-        0..KIB => format!("{b} B"),
-        KIB..MIB => Scaled::of(b, 10, false).with(" KiB"),
-        MIB..GIB => Scaled::of(b, 20, false).with(" MiB"),
-        GIB..TIB => Scaled::of(b, 30, true).with(" GiB"),
-        _ => Scaled::of(b, 40, true).with(" TiB"),
+    let mut out = String::with_capacity(12);
+    push_bytes(&mut out, b);
+    out
+}
+
+/// `bytes` onto the end of `out`.
+pub fn push_bytes(out: &mut String, b: u64) {
+    let (scaled, unit) = match b {
+        0..KIB => (Scaled { digits: b, tenths: false }, " B"),
+        KIB..MIB => (Scaled::of(b, 10, false), " KiB"),
+        MIB..GIB => (Scaled::of(b, 20, false), " MiB"),
+        GIB..TIB => (Scaled::of(b, 30, true), " GiB"),
+        _ => (Scaled::of(b, 40, true), " TiB"),
+    };
+    scaled.push_to(out);
+    out.push_str(unit);
+}
+
+/// `v` with no decimal or one, exactly as `format!("{v:.0}")` (or
+/// `{v:.1}`) writes it, from integers where `v` allows (a power draw, a
+/// CPU percentage: from zero to 2^53), through `core::fmt` otherwise.
+/// An `f64` is an integer times a power of two; below 2^53 that power is
+/// at most 2^0, so the value is `Scaled`'s integer shifted right, rounded
+/// as it rounds.
+pub fn push_fixed(out: &mut String, v: f64, tenths: bool) {
+    use std::fmt::Write as _;
+    // Negative values (and -0.0, written "-0"), NaN, infinities and the
+    // very large: what the views never draw, left to `core::fmt`.
+    if v.is_sign_negative() || !v.is_finite() || v >= 9_007_199_254_740_992.0 {
+        let _ = if tenths { write!(out, "{v:.1}") } else { write!(out, "{v:.0}") };
+        return;
     }
+    let bits = v.to_bits();
+    let (exponent, fraction) = ((bits >> 52) & 0x7FF, bits & ((1 << 52) - 1));
+    // v = mantissa / 2^shift, with shift >= 0 below 2^53.
+    let (mantissa, shift) =
+        if exponent == 0 { (fraction, 1074) } else { (fraction | 1 << 52, 1075u64.saturating_sub(exponent)) };
+    let scaled = if shift == 0 {
+        Scaled { digits: if tenths { mantissa * 10 } else { mantissa }, tenths }
+    } else {
+        // Beyond a shift of 64 the value is below 2^-11 and rounds to zero
+        // both ways: `of`'s clamp at 64 keeps the rest below its half.
+        Scaled::of(mantissa, u32::try_from(shift).unwrap_or(64), tenths)
+    };
+    scaled.push_to(out);
 }
 
 /// Pairs of figures share the unit of the larger: "63.2/79.6 GiB".
@@ -85,6 +123,61 @@ impl Scaled {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fixed_decimals_read_as_float_formatting_writes_them() {
+        let ties = (0..400u32).map(|n| f64::from(n) / 20.0);
+        let edges = [
+            0.0,
+            f64::MIN_POSITIVE,
+            5e-324,
+            0.05,
+            0.04999999999999999,
+            0.45,
+            0.5,
+            1.5,
+            2.5,
+            2.25,
+            99.95,
+            1e15,
+            4_503_599_627_370_495.5,
+            4_503_599_627_370_496.0,
+            9_007_199_254_740_991.0,
+            9_007_199_254_740_992.0,
+            1e300,
+            -0.0,
+            -0.4,
+            -2.5,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ];
+        for v in ties.chain(edges) {
+            for tenths in [false, true] {
+                let mut ours = String::new();
+                push_fixed(&mut ours, v, tenths);
+                let theirs = if tenths { format!("{v:.1}") } else { format!("{v:.0}") };
+                assert_eq!(ours, theirs, "{v:e}, tenths {tenths}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fixed_decimals_match_float_formatting_at_random(
+            bits in proptest::num::u64::ANY,
+            small in 0.0..1e4f64,
+            large in 0.0..9.1e15f64,
+            tenths in proptest::bool::ANY,
+        ) {
+            for v in [f64::from_bits(bits), small, large] {
+                let mut ours = String::new();
+                push_fixed(&mut ours, v, tenths);
+                let theirs = if tenths { format!("{v:.1}") } else { format!("{v:.0}") };
+                proptest::prop_assert_eq!(ours, theirs);
+            }
+        }
+    }
 
     #[test]
     fn binary_units() {

@@ -5,9 +5,9 @@
 //! container, pod or Slurm job, and is the first to go after those.
 
 use crate::model::{ProbeState, Workload};
-use crate::tui::render::format::{duration_short, or_na};
+use crate::tui::render::format::push_duration_short;
 use crate::tui::rows::{Column, Row};
-use crate::units::bytes;
+use crate::units::{push_bytes, push_fixed};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Spec {
@@ -105,39 +105,75 @@ pub fn choose(width: usize, present: Present) -> (Vec<Spec>, usize) {
     (specs, command)
 }
 
-pub fn cell(row: &Row, column: Column, now_ms: u64) -> String {
+/// A row's value in `column`, onto the end of `out`: the table writes
+/// every cell of a row through one buffer, the figures from integers.
+pub fn cell_into(out: &mut String, row: &Row, column: Column, now_ms: u64) {
     let dev = row.device;
     let p = row.process;
     let stale = p.allocator.as_ref().is_some_and(|a| a.state != ProbeState::Fresh);
     // Figures from a quiet or exited probe are last words, marked so.
-    let alloc = |v: Option<u64>| or_na(v, |b| format!("{}{}", bytes(b), if stale { "?" } else { "" }));
+    let alloc = |out: &mut String, v: Option<u64>| match v {
+        Some(b) => {
+            push_bytes(out, b);
+            if stale {
+                out.push('?');
+            }
+        }
+        None => out.push_str(NA),
+    };
+    let mut digits = itoa::Buffer::new();
     match column {
         // "0:4": MIG device 4 of GPU 0, as in `-1`.
-        Column::Gpu => match row.gpu.mig_device {
-            Some(m) => format!("{}:{m}", row.key.gpu),
-            None => row.key.gpu.to_string(),
-        },
-        Column::Pid => row.key.pid.to_string(),
-        Column::User => p.user.as_deref().unwrap_or("n/a").to_owned(),
-        Column::Type => row.gpu.kind.short().to_string(),
-        Column::GpuMem => or_na(row.gpu.used_memory, bytes),
-        Column::Alloc => alloc(dev.and_then(|d| d.allocated)),
-        Column::Reserved => alloc(dev.and_then(|d| d.reserved)),
-        Column::Frag => or_na(dev.and_then(|d| d.fragmentation), |f| format!("{:.0}%", f * 100.0)),
-        Column::Peak => alloc(dev.and_then(|d| d.allocated_peak)),
-        Column::Cpu => or_na(p.cpu_percent, |c| format!("{c:.1}")),
-        Column::HostMem => or_na(p.host_memory, bytes),
-        Column::Time => or_na(p.start_time.as_ref(), |t| duration_short(now_ms.saturating_sub(t.time_unix_ms))),
-        Column::Workload => p.workload.as_deref().map_or_else(|| "-".into(), Workload::tag),
+        Column::Gpu => {
+            out.push_str(digits.format(row.key.gpu));
+            if let Some(m) = row.gpu.mig_device {
+                out.push(':');
+                out.push_str(digits.format(m));
+            }
+        }
+        Column::Pid => out.push_str(digits.format(row.key.pid)),
+        Column::User => out.push_str(p.user.as_deref().unwrap_or(NA)),
+        Column::Type => out.push_str(row.gpu.kind.short()),
+        Column::GpuMem => or_na_into(out, row.gpu.used_memory, push_bytes),
+        Column::Alloc => alloc(out, dev.and_then(|d| d.allocated)),
+        Column::Reserved => alloc(out, dev.and_then(|d| d.reserved)),
+        Column::Frag => or_na_into(out, dev.and_then(|d| d.fragmentation), |out, f| {
+            push_fixed(out, f * 100.0, false);
+            out.push('%');
+        }),
+        Column::Peak => alloc(out, dev.and_then(|d| d.allocated_peak)),
+        Column::Cpu => or_na_into(out, p.cpu_percent, |out, c| push_fixed(out, c, true)),
+        Column::HostMem => or_na_into(out, p.host_memory, push_bytes),
+        Column::Time => or_na_into(out, p.start_time.as_ref(), |out, t| {
+            push_duration_short(out, now_ms.saturating_sub(t.time_unix_ms));
+        }),
+        Column::Workload => out.push_str(&p.workload.as_deref().map_or_else(|| "-".into(), Workload::tag)),
         Column::Rank => match p.allocator.as_ref().map(|a| (a.rank, a.world_size)) {
-            Some((Some(rank), Some(world))) => format!("{rank}/{world}"),
-            Some((Some(rank), None)) => rank.to_string(),
-            _ => "-".into(),
+            Some((Some(rank), world)) => {
+                out.push_str(digits.format(rank));
+                if let Some(world) = world {
+                    out.push('/');
+                    out.push_str(digits.format(world));
+                }
+            }
+            _ => out.push('-'),
         },
-        Column::Pinned => alloc(p.allocator.as_ref().and_then(|a| a.pinned_host)),
+        Column::Pinned => alloc(out, p.allocator.as_ref().and_then(|a| a.pinned_host)),
         // A host PID seen from a container: NVML's name is all there is.
-        Column::Command if p.other_namespace => format!("[host] {}", row.command().unwrap_or("")),
-        Column::Command => row.command().unwrap_or("n/a").to_string(),
+        Column::Command if p.other_namespace => {
+            out.push_str("[host] ");
+            out.push_str(row.command().unwrap_or(""));
+        }
+        Column::Command => out.push_str(row.command().unwrap_or(NA)),
+    }
+}
+
+const NA: &str = "n/a";
+
+fn or_na_into<T>(out: &mut String, v: Option<T>, f: impl FnOnce(&mut String, T)) {
+    match v {
+        Some(v) => f(out, v),
+        None => out.push_str(NA),
     }
 }
 

@@ -29,21 +29,47 @@ pub fn interval(d: std::time::Duration) -> String {
 }
 
 pub fn duration_short(ms: u64) -> String {
+    let mut out = String::with_capacity(8);
+    push_duration_short(&mut out, ms);
+    out
+}
+
+/// `duration_short` onto the end of `out`, from integers (a process
+/// table's TIME column writes one a row): "4.2s", "42s", "5m", "5m07s",
+/// "3h", "3h05m", "2d", "2d07h".
+pub fn push_duration_short(out: &mut String, ms: u64) {
     let s = ms / 1000;
-    match s {
-        0..10 => format!("{:.1}s", ms as f64 / 1000.0),
-        10..60 => format!("{s}s"),
-        60..3600 if s.is_multiple_of(60) => format!("{}m", s / 60),
-        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
-        3600..86_400 if s.is_multiple_of(3600) => format!("{}h", s / 3600),
-        3600..86_400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
-        _ if s.is_multiple_of(86_400) => format!("{}d", s / 86_400),
-        _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
+    // The larger unit's size in seconds, and the smaller's.
+    let (unit, big_unit, part, small_unit) = match s {
+        0..10 => {
+            crate::units::push_fixed(out, ms as f64 / 1000.0, true);
+            return out.push('s');
+        }
+        10..60 => (1, 's', 1, 's'),
+        60..3600 => (60, 'm', 1, 's'),
+        3600..86_400 => (3600, 'h', 60, 'm'),
+        _ => (86_400, 'd', 3600, 'h'),
+    };
+    let mut digits = itoa::Buffer::new();
+    out.push_str(digits.format(s / unit));
+    out.push(big_unit);
+    // The smaller unit, in two digits, unless the larger is exact.
+    if !s.is_multiple_of(unit) {
+        let small = s % unit / part;
+        if small < 10 {
+            out.push('0');
+        }
+        out.push_str(digits.format(small));
+        out.push(small_unit);
     }
 }
 
 pub fn percent(v: Option<u32>) -> String {
-    v.map_or_else(|| "n/a".into(), |v| format!("{v}%"))
+    let Some(v) = v else { return "n/a".into() };
+    let mut out = String::with_capacity(4);
+    out.push_str(itoa::Buffer::new().format(v));
+    out.push('%');
+    out
 }
 
 pub fn or_na<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
@@ -67,6 +93,38 @@ mod tests {
         assert_eq!(duration_short(600_000), "10m");
         assert_eq!(duration_short(90_000_000), "1d01h");
         assert_eq!(percent(None), "n/a");
+    }
+
+    /// What `duration_short` wrote when it went through `format!`.
+    fn duration_by_format(ms: u64) -> String {
+        let s = ms / 1000;
+        match s {
+            0..10 => format!("{:.1}s", ms as f64 / 1000.0),
+            10..60 => format!("{s}s"),
+            60..3600 if s.is_multiple_of(60) => format!("{}m", s / 60),
+            60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+            3600..86_400 if s.is_multiple_of(3600) => format!("{}h", s / 3600),
+            3600..86_400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+            _ if s.is_multiple_of(86_400) => format!("{}d", s / 86_400),
+            _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
+        }
+    }
+
+    #[test]
+    fn durations_are_what_format_wrote_at_every_edge() {
+        let edges = [0, 1, 49, 50, 51, 949, 950, 951, 9_949, 9_950, 9_999, 10_000, 59_999, 60_000, 61_000, 3_599_999];
+        let more = [3_600_000, 3_601_000, 3_660_000, 86_399_999, 86_400_000, 86_401_000, 90_000_000, u64::MAX];
+        for ms in edges.into_iter().chain(more).chain((0..20_000).step_by(7)) {
+            assert_eq!(duration_short(ms), duration_by_format(ms), "{ms} ms");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn durations_are_what_format_wrote(ms in proptest::prelude::any::<u64>(), short in 0u64..200_000_000) {
+            proptest::prop_assert_eq!(duration_short(ms), duration_by_format(ms));
+            proptest::prop_assert_eq!(duration_short(short), duration_by_format(short));
+        }
     }
 
     /// What `bytes_short` wrote when it formatted floats.

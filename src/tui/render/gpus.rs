@@ -14,7 +14,7 @@ use crate::tui::render::format::{bytes_short, percent};
 use crate::tui::render::mig;
 use crate::tui::render::text::{left, right, spread, width, wrap};
 use crate::tui::term::Lines;
-use crate::units::bytes_pair;
+use crate::units::{bytes_pair, push_fixed};
 
 /// Rows wanted at width `w`: (two lines per GPU, one line per GPU).
 pub fn heights(snap: &Snapshot, w: usize) -> (u16, u16) {
@@ -128,12 +128,21 @@ fn temperature(ctx: &Ctx, gpu: &Gpu) -> Span<'static> {
     }
 }
 
+/// "312/700 W", in whole watts, rounded as `{:.0}` rounds.
 fn power(gpu: &Gpu) -> String {
+    let mut out = String::with_capacity(12);
     match (gpu.power_draw_w, gpu.power_limit_w) {
-        (Some(d), Some(l)) => format!("{d:.0}/{l:.0} W"),
-        (Some(d), None) => format!("{d:.0} W"),
-        _ => "n/a W".into(),
+        (Some(d), limit) => {
+            push_fixed(&mut out, d, false);
+            if let Some(l) = limit {
+                out.push('/');
+                push_fixed(&mut out, l, false);
+            }
+        }
+        _ => out.push_str("n/a"),
     }
+    out.push_str(" W");
+    out
 }
 
 fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, iw: usize, w: usize) -> [Line<'a>; 2] {

@@ -164,21 +164,26 @@ fn line<'a>(
     selected: bool,
 ) -> Line<'a> {
     let alarmed = snap.alerts.iter().any(|a| a.pid == Some(row.key.pid) && a.gpu.is_none_or(|g| g == row.key.gpu));
-    let mut spans = vec![
-        Span::styled(if selected { ">" } else { " " }, ctx.theme.title),
-        Span::styled(if alarmed { "!" } else { " " }, ctx.theme.crit),
-    ];
+    let mut spans = Vec::with_capacity(3);
+    spans.push(Span::styled(if selected { ">" } else { " " }, ctx.theme.title));
+    spans.push(Span::styled(if alarmed { "!" } else { " " }, ctx.theme.crit));
     let (ascii, cut) = (ctx.state.ascii, ctx.sym.cut);
     let mut text = String::with_capacity(specs.iter().map(|s| s.width + 1).sum::<usize>() + command_w);
+    // Each cell's value, one after another in the same buffer.
+    let mut value = String::with_capacity(32);
     for spec in specs {
-        let value = columns::cell(row, spec.column, ctx.now_ms);
+        value.clear();
+        columns::cell_into(&mut value, row, spec.column, ctx.now_ms);
         push_cell(&mut text, &clean_cow(&value, ascii), spec, cut);
     }
-    let command = columns::cell(row, Column::Command, ctx.now_ms);
-    let command = if branch.is_empty() {
-        clean_cow(&command, ascii)
-    } else {
-        format!("{branch}{}", clean_cow(&command, ascii)).into()
+    value.clear();
+    value.push_str(branch);
+    let tree = value.len();
+    columns::cell_into(&mut value, row, Column::Command, ctx.now_ms);
+    // The tree glyphs are the view's own; only the command is data.
+    let command = match clean_cow(&value[tree..], ascii) {
+        std::borrow::Cow::Borrowed(_) => std::borrow::Cow::Borrowed(&value[..]),
+        std::borrow::Cow::Owned(clean) => std::borrow::Cow::Owned(format!("{branch}{clean}")),
     };
     push_left(&mut text, &command, command_w, cut);
     spans.push(Span::raw(text));

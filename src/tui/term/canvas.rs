@@ -459,6 +459,11 @@ impl Canvas {
     /// both within the canvas, as `Buffer::set_stringn` would; returns
     /// where it stopped.
     pub fn put(&mut self, x: u16, y: u16, s: &str, end: u16, style: Style) -> u16 {
+        // Printable ASCII, most of a frame, is told and written a byte at a
+        // time, without decoding characters.
+        if s.bytes().all(|b| (0x20..0x7F).contains(&b)) {
+            return self.put_simple(x, y, s.bytes().map(u32::from), end, style);
+        }
         if !s.chars().all(simple) {
             // No grapheme is wider than two columns a character: the
             // buffer covers what `s` can reach, not the rest of the row.
@@ -469,6 +474,11 @@ impl Canvas {
             self.copy_back(&buf);
             return stopped;
         }
+        self.put_simple(x, y, s.chars().map(u32::from), end, style)
+    }
+
+    /// `put` for characters each one cell wide (`simple`), given as codes.
+    fn put_simple(&mut self, x: u16, y: u16, codes: impl Iterator<Item = u32>, end: u16, style: Style) -> u16 {
         let paint = Paint::of(style);
         let start = self.index(x, y);
         let Some(cells) = self.cells.get_mut(start..start + usize::from(end - x)) else { return x };
@@ -476,7 +486,7 @@ impl Canvas {
         // is asked once for each look the span lands on in a row.
         let mut last = None;
         let mut written = 0;
-        for (cell, c) in cells.iter_mut().zip(s.chars()) {
+        for (cell, code) in cells.iter_mut().zip(codes) {
             let look = match last {
                 Some((under, painted)) if under == cell.look => painted,
                 _ => {
@@ -485,7 +495,7 @@ impl Canvas {
                     painted
                 }
             };
-            *cell = Packed { glyph: u32::from(c) | 1 << WIDTH_SHIFT, look };
+            *cell = Packed { glyph: code | 1 << WIDTH_SHIFT, look };
             written += 1;
         }
         x + written
