@@ -30,7 +30,7 @@ use ratatui::layout::Rect;
 use ratatui::widgets::Widget;
 
 pub use ansi::Ansi;
-pub use canvas::Canvas;
+pub use canvas::{Canvas, printable_ascii};
 use canvas::{LONG, Packed};
 pub use frame_out::FrameOut;
 pub use lines::Lines;

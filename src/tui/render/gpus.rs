@@ -101,10 +101,12 @@ fn title<'a>(ctx: &Ctx, snap: &Snapshot, w: usize) -> Line<'a> {
 fn marker<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu) -> Vec<Span<'a>> {
     let focused = ctx.state.focus == Some(gpu.index) && ctx.state.focus_mig.is_none();
     let alarmed = gpu.state != GpuState::Ok || snap.alerts.iter().any(|a| a.gpu == Some(gpu.index));
-    vec![
-        Span::styled(if focused { ">" } else { " " }, ctx.theme.title),
-        Span::styled(if alarmed { "!" } else { " " }, ctx.theme.crit),
-    ]
+    // Room for the rest of a GPU's first line: its number, name and ten
+    // readings, without growing on the way.
+    let mut spans = Vec::with_capacity(16);
+    spans.push(Span::styled(if focused { ">" } else { " " }, ctx.theme.title));
+    spans.push(Span::styled(if alarmed { "!" } else { " " }, ctx.theme.crit));
+    spans
 }
 
 fn name(ctx: &Ctx, gpu: &Gpu, short: bool) -> String {

@@ -7,14 +7,11 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
 use crate::sources::{SHOWN_FOR_INVISIBLE, is_invisible};
+use crate::tui::term::printable_ascii;
 
 pub fn width(s: &str) -> usize {
     // Most of what a frame measures is printable ASCII, a column a byte.
     if printable_ascii(s) { s.len() } else { Span::raw(s).width() }
-}
-
-fn printable_ascii(s: &str) -> bool {
-    s.bytes().all(|b| (0x20..0x7F).contains(&b))
 }
 
 /// `s` cut to `max` columns, ending in `mark` when something was cut.

@@ -319,6 +319,14 @@ pub fn symbol_code(symbol: &str) -> u32 {
     }
 }
 
+/// Every byte from space to tilde: text that is one cell a byte. Asked of
+/// every span drawn, and again by the views that measure and clean text:
+/// without an early exit the loop goes 32 bytes at a time (a table row is
+/// some 200 bytes, nearly always all printable).
+pub fn printable_ascii(s: &str) -> bool {
+    s.bytes().fold(true, |all, b| all & (b.wrapping_sub(0x20) < 0x5F))
+}
+
 /// Modifiers that show on a blank cell, as ratatui's diff counts them.
 const VISIBLE_ON_BLANK: Modifier = Modifier::REVERSED
     .union(Modifier::UNDERLINED)
@@ -461,7 +469,7 @@ impl Canvas {
     pub fn put(&mut self, x: u16, y: u16, s: &str, end: u16, style: Style) -> u16 {
         // Printable ASCII, most of a frame, is told and written a byte at a
         // time, without decoding characters.
-        if s.bytes().all(|b| (0x20..0x7F).contains(&b)) {
+        if printable_ascii(s) {
             return self.put_simple(x, y, s.bytes().map(u32::from), end, style);
         }
         if !s.chars().all(simple) {

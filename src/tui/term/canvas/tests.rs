@@ -193,3 +193,13 @@ fn every_simple_character_is_written_as_ratatui_writes_it() {
         }
     }
 }
+
+proptest! {
+    #[test]
+    fn printable_ascii_is_space_to_tilde(s in any::<String>(), bytes in proptest::collection::vec(0x1Fu8..=0x7F, 0..80)) {
+        let ascii = String::from_utf8(bytes).unwrap();
+        for s in [s, ascii] {
+            prop_assert_eq!(printable_ascii(&s), s.bytes().all(|b| (b' '..=b'~').contains(&b)));
+        }
+    }
+}
