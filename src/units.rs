@@ -9,15 +9,22 @@ pub fn bytes(b: u64) -> String {
 
 /// `bytes` onto the end of `out`.
 pub fn push_bytes(out: &mut String, b: u64) {
-    let (scaled, unit) = match b {
-        0..KIB => (Scaled { digits: b, tenths: false }, " B"),
-        KIB..MIB => (Scaled::of(b, 10, false), " KiB"),
-        MIB..GIB => (Scaled::of(b, 20, false), " MiB"),
-        GIB..TIB => (Scaled::of(b, 30, true), " GiB"),
-        _ => (Scaled::of(b, 40, true), " TiB"),
-    };
+    let (scaled, unit) = binary(b);
     scaled.push_to(out);
-    out.push_str(unit);
+    out.push_str([" B", " KiB", " MiB", " GiB", " TiB"][unit]);
+}
+
+/// `b` in the largest binary unit it reaches (0 bytes, 1 KiB, 2 MiB,
+/// 3 GiB, 4 TiB), with one decimal from GiB up: the figure, and the unit's
+/// number, which each form names its own way.
+pub fn binary(b: u64) -> (Scaled, usize) {
+    match b {
+        0..KIB => (Scaled { digits: b, tenths: false }, 0),
+        KIB..MIB => (Scaled::of(b, 10, false), 1),
+        MIB..GIB => (Scaled::of(b, 20, false), 2),
+        GIB..TIB => (Scaled::of(b, 30, true), 3),
+        _ => (Scaled::of(b, 40, true), 4),
+    }
 }
 
 /// `v` with no decimal or one, exactly as `format!("{v:.0}")` (or

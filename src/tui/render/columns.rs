@@ -5,7 +5,7 @@
 //! container, pod or Slurm job, and is the first to go after those.
 
 use crate::model::{ProbeState, Workload};
-use crate::tui::render::format::push_duration_short;
+use crate::tui::render::format::{NA, or_na_into, push_duration_short};
 use crate::tui::rows::{Column, Row};
 use crate::units::{push_bytes, push_fixed};
 
@@ -165,15 +165,6 @@ pub fn cell_into(out: &mut String, row: &Row, column: Column, now_ms: u64) {
             out.push_str(row.command().unwrap_or(""));
         }
         Column::Command => out.push_str(row.command().unwrap_or(NA)),
-    }
-}
-
-const NA: &str = "n/a";
-
-fn or_na_into<T>(out: &mut String, v: Option<T>, f: impl FnOnce(&mut String, T)) {
-    match v {
-        Some(v) => f(out, v),
-        None => out.push_str(NA),
     }
 }
 

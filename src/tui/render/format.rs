@@ -1,16 +1,9 @@
 //! Short human forms for cells that have only a few columns.
 
-use crate::units::{GIB, KIB, MIB, Scaled, TIB};
-
 /// "40.1G", "512M", "3K", "0": binary units in at most six columns.
 pub fn bytes_short(b: u64) -> String {
-    match b {
-        TIB.. => Scaled::of(b, 40, true).with("T"),
-        GIB.. => Scaled::of(b, 30, true).with("G"),
-        MIB.. => Scaled::of(b, 20, false).with("M"),
-        KIB.. => Scaled::of(b, 10, false).with("K"),
-        _ => format!("{b}"),
-    }
+    let (scaled, unit) = crate::units::binary(b);
+    scaled.with(["", "K", "M", "G", "T"][unit])
 }
 
 /// "0.4s", "12s", "3m12s", "10m", "2h03m", "5d02h".
@@ -65,15 +58,26 @@ pub fn push_duration_short(out: &mut String, ms: u64) {
 }
 
 pub fn percent(v: Option<u32>) -> String {
-    let Some(v) = v else { return "n/a".into() };
+    let Some(v) = v else { return NA.into() };
     let mut out = String::with_capacity(4);
     out.push_str(itoa::Buffer::new().format(v));
     out.push('%');
     out
 }
 
+/// What a cell says for a figure that is unavailable.
+pub const NA: &str = "n/a";
+
 pub fn or_na<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
-    v.map_or_else(|| "n/a".into(), f)
+    v.map_or_else(|| NA.into(), f)
+}
+
+/// `or_na` onto the end of `out`.
+pub fn or_na_into<T>(out: &mut String, v: Option<T>, f: impl FnOnce(&mut String, T)) {
+    match v {
+        Some(v) => f(out, v),
+        None => out.push_str(NA),
+    }
 }
 
 #[cfg(test)]

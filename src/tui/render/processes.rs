@@ -177,14 +177,9 @@ fn line<'a>(
         push_cell(&mut text, &clean_cow(&value, ascii), spec, cut);
     }
     value.clear();
-    value.push_str(branch);
-    let tree = value.len();
     columns::cell_into(&mut value, row, Column::Command, ctx.now_ms);
-    // The tree glyphs are the view's own; only the command is data.
-    let command = match clean_cow(&value[tree..], ascii) {
-        std::borrow::Cow::Borrowed(_) => std::borrow::Cow::Borrowed(&value[..]),
-        std::borrow::Cow::Owned(clean) => std::borrow::Cow::Owned(format!("{branch}{clean}")),
-    };
+    let command = clean_cow(&value, ascii);
+    let command = if branch.is_empty() { command } else { format!("{branch}{command}").into() };
     push_left(&mut text, &command, command_w, cut);
     spans.push(Span::raw(text));
     let line = Line::from(spans);
