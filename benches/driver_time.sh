@@ -9,7 +9,8 @@
 # the boards' maximum clocks (`after`), and as that first run (`first`,
 # each run given an empty runtime directory of its own); the other build
 # too (`before`, `before_first`).
-# GPUSCOPE_BENCH_PROCS sizes the node (node.sh; default 64).
+# GPUSCOPE_BENCH_PROCS and GPUSCOPE_BENCH_GPUS size the node (node.sh;
+# default 64 and 8).
 # Run: BEFORE_BIN=... NVITOP=... RUNS=15 bash benches/driver_time.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,7 @@ python3 - "$work" <<'PY'
 import json, os, statistics, subprocess, sys, tempfile, time
 work = sys.argv[1]
 procs = int(os.environ.get("GPUSCOPE_BENCH_PROCS", "64"))
+gpus = int(os.environ.get("GPUSCOPE_BENCH_GPUS", "8"))
 lib = f"{work}/libnvidia-ml.so.1"
 os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(dir=work)
 cmds = {"after": [os.environ.get("GPUSCOPE_BENCH_BIN", "target/release/gpuscope"), "--nvml-lib", lib, "--json"]}
@@ -39,7 +41,7 @@ for name, cmd in cmds.items():
     r = subprocess.run(cmd, env=env_of(name), capture_output=True, text=True)
     assert r.returncode == 0, (name, r.stderr[-2000:])
     if name != "nvitop":
-        s = json.loads(r.stdout); assert len(s["gpus"]) == 8 and len(s["processes"]) == procs, len(s["processes"])
+        s = json.loads(r.stdout); assert len(s["gpus"]) == gpus and len(s["processes"]) == procs, len(s["processes"])
         print(name, "calls in the tick:", s["sources"]["nvml"].get("calls"))
     else:
         print("nvitop output lines:", len(r.stdout.splitlines()))

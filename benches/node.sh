@@ -1,8 +1,9 @@
 # Sourced by the whole-process benchmarks: a simulated node of 8 GPUs with
 # 64 real `sleep` processes (8 per GPU) and the release build of gpuscope.
 # GPUSCOPE_BENCH_PROCS (default 64) sets how many processes, spread over the
-# GPUs; GPUSCOPE_BENCH_PROBED (default 0) gives that many of them a probe
-# file in $work/probes, rewritten once a second as a live probe would
+# GPUs, and GPUSCOPE_BENCH_GPUS (default 8) how many GPUs;
+# GPUSCOPE_BENCH_PROBED (default 0) gives that many of them a probe file in
+# $work/probes, rewritten once a second as a live probe would
 # (the PyTorch fields of a rank on one GPU), so the scale target of 8 x 512
 # with 128 probed can be measured.
 # `node_up [UTIL] [USED_MIB]` sets $bin, $work (holding libnvidia-ml.so.1
@@ -18,7 +19,7 @@ node_up() {
   sim=$(ls -t "$target"/release/build/gpuscope-*/out/libgpuscope_nvml_sim.so | head -n 1)
   work=$(mktemp -d)
   pids=()
-  local procs=${GPUSCOPE_BENCH_PROCS:-64} probed=${GPUSCOPE_BENCH_PROBED:-0}
+  local procs=${GPUSCOPE_BENCH_PROCS:-64} probed=${GPUSCOPE_BENCH_PROBED:-0} gpus=${GPUSCOPE_BENCH_GPUS:-8}
   # The node's processes start with gpuscope's environment, as a user's
   # training started from the same shell does: their probes would write
   # where gpuscope reads.
@@ -27,9 +28,12 @@ node_up() {
   for _ in $(seq "$procs"); do sleep 86400 & pids+=($!); done
   cp "$sim" "$work/libnvidia-ml.so.1"
   local util=${1:-90} used=${2:-8000}
-  for g in $(seq 0 7); do
-    printf '[[gpu]]\nname = "NVIDIA H100 80GB HBM3"\nutilization_gpu = %s\n' "$util"
-    for ((i = g; i < procs; i += 8)); do
+  # The H100 SXM board an 8-GPU node carries has no fan of its own: on the
+  # one measured (driver 580.159.04) NumFans was 0 and FanSpeed
+  # NOT_SUPPORTED, so the node's boards say so too (`fans = 0`).
+  for ((g = 0; g < gpus; g++)); do
+    printf '[[gpu]]\nname = "NVIDIA H100 80GB HBM3"\nfans = 0\nutilization_gpu = %s\n' "$util"
+    for ((i = g; i < procs; i += gpus)); do
       printf '[[gpu.process]]\npid = %s\nused_mib = %s\n' "${pids[$i]}" "$used"
     done
   done > "$work/scenario.toml"

@@ -7,22 +7,20 @@
 //! step. Every id is checked for its exact shape, so a path that merely
 //! mentions `docker` or `job_` names nothing.
 
-use std::io::Read;
 use std::path::Path;
 
 use crate::model::{PodQos, Workload, WorkloadKind};
+use crate::sources::procstat;
 
 /// Far above any real cgroup file (a dozen short lines), so a hostile
 /// one cannot make gpuscope read without end.
-const MAX_BYTES: u64 = 64 * 1024;
+const MAX_BYTES: usize = 64 * 1024;
 
 /// Reads and parses `/proc/PID/cgroup` under `proc_root`; `None` when it
 /// cannot be read or names no workload.
 pub fn read(proc_root: &Path, pid: u32) -> Option<Workload> {
-    let file = std::fs::File::open(proc_root.join(pid.to_string()).join("cgroup")).ok()?;
-    let mut text = String::new();
-    file.take(MAX_BYTES).read_to_string(&mut text).ok()?;
-    parse(&text)
+    let raw = procstat::read_whole(&proc_root.join(pid.to_string()).join("cgroup"), MAX_BYTES).ok()?;
+    parse(std::str::from_utf8(&raw).ok()?)
 }
 
 /// The workload named by the most specific line: cgroup v2 has the one

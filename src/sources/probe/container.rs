@@ -15,7 +15,6 @@
 //! these files are not gpuscope's.
 
 use std::ffi::{OsStr, OsString};
-use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
@@ -28,7 +27,7 @@ use crate::hashing::{IntMap, IntSet};
 use crate::sources::procstat;
 
 /// `/proc/PID/environ` is a few KiB; a bound keeps a hostile one cheap.
-const MAX_ENVIRON: u64 = 256 * 1024;
+const MAX_ENVIRON: usize = 256 * 1024;
 
 /// What a process looks like from here, read once per process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,11 +237,15 @@ fn walk(root: DirFd, dir: &Path, uid: u32) -> Walked {
 /// and `environ`.
 fn identify(proc_root: &Path, pid: u32) -> Option<Identity> {
     let base = proc_root.join(pid.to_string());
-    let status = std::fs::read_to_string(base.join("status")).ok()?;
-    let (inner_pid, uid) = parse_status(&status)?;
-    let inner_uid = std::fs::read_to_string(base.join("uid_map")).ok().and_then(|m| inner_id(&m, uid)).unwrap_or(uid);
-    let mut environ = Vec::new();
-    std::fs::File::open(base.join("environ")).ok()?.take(MAX_ENVIRON).read_to_end(&mut environ).ok()?;
+    // The name on `status`'s first line is the process's own choice of
+    // bytes: read as UTF-8 it could fail the whole file.
+    let status = procstat::read_whole(&base.join("status"), usize::MAX).ok()?;
+    let (inner_pid, uid) = parse_status(&String::from_utf8_lossy(&status))?;
+    let inner_uid = procstat::read_whole(&base.join("uid_map"), usize::MAX)
+        .ok()
+        .and_then(|m| inner_id(&String::from_utf8_lossy(&m), uid))
+        .unwrap_or(uid);
+    let environ = procstat::read_whole(&base.join("environ"), MAX_ENVIRON).ok()?;
     let env = Environ(&environ);
     let runtime_owned = |runtime: &Path| runtime_dir_of(proc_root, pid, runtime, uid);
     let dir = probe_dir(&env, inner_uid, runtime_owned);
@@ -339,6 +342,19 @@ mod tests {
         let host = "Uid:\t0\t0\t0\t0\nNSpid:\t900\n";
         assert_eq!(parse_status(host), Some((900, 0)));
         assert_eq!(parse_status("Uid:\tx\nNSpid:\t1\n"), None);
+    }
+
+    #[test]
+    fn a_name_of_any_bytes_does_not_hide_the_identity() {
+        let proc_root = tempfile::tempdir().unwrap();
+        let base = proc_root.path().join("48213");
+        std::fs::create_dir(&base).unwrap();
+        std::fs::write(base.join("status"), b"Name:\tpy\xff\xfe\nUid:\t1000\t1000\t1000\t1000\nNSpid:\t48213\t57\n")
+            .unwrap();
+        std::fs::write(base.join("uid_map"), "         0     1000      1\n").unwrap();
+        std::fs::write(base.join("environ"), "GPUSCOPE_PROBE_DIR=/scratch/probes\0").unwrap();
+        let id = identify(proc_root.path(), 48213).unwrap();
+        assert_eq!((id.inner_pid, id.uid, id.dir.as_deref()), (57, 1000, Some(Path::new("/scratch/probes"))));
     }
 
     #[test]
