@@ -191,6 +191,45 @@ fn pcie_rates_come_from_the_counters_and_the_sampled_call_only_where_they_are_mi
 }
 
 #[test]
+fn on_a_driver_as_slow_as_a_real_one_the_pcie_window_spans_the_process_samples() {
+    // Ten busy GPUs: their per-process samples cost 2.5 ms of the driver's
+    // CPU each (realistic_costs), more than a window's 20 ms together, so
+    // from the third tick on the windows close among those calls rather
+    // than after a wait of their own. The first GPU's 32-bit counter wraps
+    // every 86 ms at 50 GB/s: the rates must still come out right.
+    let worker = common::Sleeper::spawn(&["60"]);
+    let busy = format!("[[gpu.process]]\npid = {}\nused_mib = 100\nsm_util = 40\n", worker.pid());
+    let mut scenario = String::from("realistic_costs = true\n");
+    scenario.push_str(&format!("[[gpu]]\npcie_tx_kib_s = 2000\npcie_rx_kib_s = 48828125\n{busy}"));
+    scenario.push_str(&format!("[[gpu]]\npcie_tx_kib_s = 1000\npcie_rx_kib_s = 3000\n{busy}"));
+    for _ in 0..8 {
+        scenario.push_str(&format!("[[gpu]]\n{busy}"));
+    }
+    let (sim, log) = logged(&scenario);
+    let docs = stream(&sim, "5");
+    assert_eq!(docs.len(), 5);
+    for d in &docs[1..] {
+        let p = &d["gpus"][0]["pcie"];
+        assert!(near(&p["tx_bytes_per_s"], 2000.0 * 1024.0) && near(&p["rx_bytes_per_s"], 50e9), "{p}");
+        let p = &d["gpus"][1]["pcie"];
+        assert!(near(&p["tx_bytes_per_s"], 1000.0 * 1024.0) && near(&p["rx_bytes_per_s"], 3000.0 * 1024.0), "{p}");
+        assert_eq!(d["gpus"][2]["process_utilization"][0]["sm"], 40);
+    }
+    // Ticks told apart by the device count each begins with: in a tick
+    // whose window spans the samples, some are asked between its two
+    // readings of the counters.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let ticks: Vec<Vec<&str>> = text.split("nvmlDeviceGetCount_v2\n").map(|t| t.lines().collect()).collect();
+    let spanning = ticks.iter().filter(|calls| {
+        let fields: Vec<usize> =
+            (calls.iter().enumerate()).filter(|(_, c)| **c == "nvmlDeviceGetFieldValues").map(|(at, _)| at).collect();
+        let (Some(&first), Some(&last)) = (fields.first(), fields.last()) else { return false };
+        fields.len() == 20 && calls[first..last].contains(&"nvmlDeviceGetProcessUtilization")
+    });
+    assert!(spanning.count() >= 2, "{} ticks", ticks.len());
+}
+
+#[test]
 fn settings_are_read_on_first_sight_not_every_tick() {
     let (sim, log) = logged("[[gpu]]\n[[gpu]]\n");
     let docs = stream(&sim, "3");
