@@ -5,7 +5,9 @@
 # GPUSCOPE_BENCH_PROBED (default 0) gives that many of them a probe file in
 # $work/probes, rewritten once a second as a live probe would
 # (the PyTorch fields of a rank on one GPU), so the scale target of 8 x 512
-# with 128 probed can be measured.
+# with 128 probed can be measured. GPUSCOPE_BENCH_CHURN=N ends N of the
+# unprobed processes every second and puts N new ones in their places
+# (benches/churn.py), as data-loader workers come and go.
 # `node_up [UTIL] [USED_MIB]` sets $bin, $work (holding libnvidia-ml.so.1
 # and scenario.toml) and $pids, and exports the GPUSCOPE_* variables;
 # UTIL and USED_MIB may be scenario values such as '{ min = 1, max = 9 }'.
@@ -37,6 +39,13 @@ node_up() {
       printf '[[gpu.process]]\npid = %s\nused_mib = %s\n' "${pids[$i]}" "$used"
     done
   done > "$work/scenario.toml"
+  local churn=${GPUSCOPE_BENCH_CHURN:-0}
+  if [ "$churn" -gt 0 ]; then
+    python3 benches/churn.py "$work/scenario.toml" "$churn" "${pids[@]:$probed}" &
+    # Those are churn.py's to end from now on: a PID it has ended may be
+    # another process's by the time node_down runs.
+    pids=("${pids[@]:0:$probed}" $!)
+  fi
   if [ "$probed" -gt 0 ]; then
     python3 benches/probe_files.py "$work/probes" "${pids[@]:0:$probed}" &
     pids+=($!)

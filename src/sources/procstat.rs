@@ -54,7 +54,7 @@ const FIRST_READ: usize = 8 * 1024;
 /// and doubles: eight reads and a `statx` for a `status`, where `environ`
 /// walks the process's memory again on each (environ_read in
 /// fs/proc/base.c). Counted by strace at 8 x 512: 34 reads a new process.
-pub fn read_whole(path: &Path, limit: usize) -> io::Result<Vec<u8>> {
+pub fn read_up_to(path: &Path, limit: usize) -> io::Result<Vec<u8>> {
     let mut file = File::open(path)?;
     let mut buf = vec![0; FIRST_READ.min(limit)];
     let mut len = 0;
@@ -190,7 +190,7 @@ pub fn name_in(stat: &[u8]) -> Option<String> {
 /// The real user ID of `/proc/PID/status` (its `Uid:` line holds the real,
 /// effective, saved and filesystem IDs); `None` when the process is gone.
 pub fn real_uid(proc_root: &Path, pid: u32) -> Option<u32> {
-    let status = read_whole(&pid_file(proc_root, pid, "status"), usize::MAX).ok()?;
+    let status = read_up_to(&pid_file(proc_root, pid, "status"), usize::MAX).ok()?;
     uid_in(&status)
 }
 
@@ -204,7 +204,7 @@ fn uid_in(status: &[u8]) -> Option<u32> {
 /// used before, gives them); none for a kernel thread, a zombie or a
 /// process gone.
 pub fn command_line(proc_root: &Path, pid: u32) -> Vec<String> {
-    read_whole(&pid_file(proc_root, pid, "cmdline"), usize::MAX).map(|raw| arguments(&raw)).unwrap_or_default()
+    read_up_to(&pid_file(proc_root, pid, "cmdline"), usize::MAX).map(|raw| arguments(&raw)).unwrap_or_default()
 }
 
 fn arguments(raw: &[u8]) -> Vec<String> {
@@ -261,7 +261,7 @@ pub fn parse(stat: &[u8]) -> Option<Stat> {
 /// The executable's name as the kernel keeps it (`/proc/PID/comm`, at
 /// most 15 bytes), made safe to print; `None` when there is no such process.
 pub fn comm(proc_root: &Path, pid: u32) -> Option<String> {
-    let raw = read_whole(&pid_file(proc_root, pid, "comm"), 4096).ok()?;
+    let raw = read_up_to(&pid_file(proc_root, pid, "comm"), 4096).ok()?;
     let name = super::sanitize_command(String::from_utf8_lossy(&raw).trim_end_matches('\n'));
     (!name.is_empty()).then_some(name)
 }
@@ -353,25 +353,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn read_whole_reads_every_byte_up_to_its_limit() {
+    fn read_up_to_reads_every_byte_up_to_its_limit() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         for len in [0, 1, FIRST_READ - 1, FIRST_READ, FIRST_READ + 1, 5 * FIRST_READ + 3] {
             let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
             std::fs::write(&path, &bytes).unwrap();
-            assert_eq!(read_whole(&path, usize::MAX).unwrap(), bytes, "{len} bytes");
+            assert_eq!(read_up_to(&path, usize::MAX).unwrap(), bytes, "{len} bytes");
             for limit in [0, 1, 100, FIRST_READ, FIRST_READ + 7] {
-                assert_eq!(read_whole(&path, limit).unwrap(), &bytes[..len.min(limit)], "{len} bytes, limit {limit}");
+                assert_eq!(read_up_to(&path, limit).unwrap(), &bytes[..len.min(limit)], "{len} bytes, limit {limit}");
             }
         }
-        assert!(read_whole(&dir.path().join("absent"), 10).is_err_and(|e| gone(&e)));
+        assert!(read_up_to(&dir.path().join("absent"), 10).is_err_and(|e| gone(&e)));
     }
 
     #[test]
-    fn read_whole_reads_proc_as_std_does() {
-        let status = read_whole(Path::new("/proc/self/status"), usize::MAX).unwrap();
+    fn read_up_to_reads_proc_as_std_does() {
+        let status = read_up_to(Path::new("/proc/self/status"), usize::MAX).unwrap();
         assert!(status.starts_with(b"Name:") && status.ends_with(b"\n"), "{}", String::from_utf8_lossy(&status));
-        let environ = read_whole(Path::new("/proc/self/environ"), usize::MAX).unwrap();
+        let environ = read_up_to(Path::new("/proc/self/environ"), usize::MAX).unwrap();
         assert_eq!(environ, std::fs::read("/proc/self/environ").unwrap());
     }
 

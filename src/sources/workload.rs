@@ -19,7 +19,7 @@ const MAX_BYTES: usize = 64 * 1024;
 /// Reads and parses `/proc/PID/cgroup` under `proc_root`; `None` when it
 /// cannot be read or names no workload.
 pub fn read(proc_root: &Path, pid: u32) -> Option<Workload> {
-    let raw = procstat::read_whole(&proc_root.join(pid.to_string()).join("cgroup"), MAX_BYTES).ok()?;
+    let raw = procstat::read_up_to(&proc_root.join(pid.to_string()).join("cgroup"), MAX_BYTES).ok()?;
     parse(std::str::from_utf8(&raw).ok()?)
 }
 

@@ -239,13 +239,13 @@ fn identify(proc_root: &Path, pid: u32) -> Option<Identity> {
     let base = proc_root.join(pid.to_string());
     // The name on `status`'s first line is the process's own choice of
     // bytes: read as UTF-8 it could fail the whole file.
-    let status = procstat::read_whole(&base.join("status"), usize::MAX).ok()?;
+    let status = procstat::read_up_to(&base.join("status"), usize::MAX).ok()?;
     let (inner_pid, uid) = parse_status(&String::from_utf8_lossy(&status))?;
-    let inner_uid = procstat::read_whole(&base.join("uid_map"), usize::MAX)
+    let inner_uid = procstat::read_up_to(&base.join("uid_map"), usize::MAX)
         .ok()
         .and_then(|m| inner_id(&String::from_utf8_lossy(&m), uid))
         .unwrap_or(uid);
-    let environ = procstat::read_whole(&base.join("environ"), MAX_ENVIRON).ok()?;
+    let environ = procstat::read_up_to(&base.join("environ"), MAX_ENVIRON).ok()?;
     let env = Environ(&environ);
     let runtime_owned = |runtime: &Path| runtime_dir_of(proc_root, pid, runtime, uid);
     let dir = probe_dir(&env, inner_uid, runtime_owned);
