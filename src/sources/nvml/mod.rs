@@ -464,10 +464,10 @@ fn close_windows(calls: &Calls, handles: &[Result<Device<'_>, NvmlError>], watch
 /// `pcie::WINDOW` has passed, between two GPUs' samples (so a window
 /// outlasts its 20 ms by one call at most, 2.5 ms on an H100, and stays
 /// within `pcie.rs`'s `WRAP_SAFE`), or after the last, with what is left
-/// of the wait. On an 8-GPU node of busy GPUs the samples
-/// alone are about 20 ms of the driver's CPU (tests/gpu/nvml_costs.py): the
-/// tick's wait, and the wake-up after it, are gone. Also how long the
-/// samples took, the windows aside.
+/// of the wait. On an 8-GPU node of busy GPUs the samples alone are about
+/// 20 ms of the driver's CPU (tests/gpu/nvml_costs.py): the tick's wait,
+/// and the wake-up after it, are gone. Also how long the samples took,
+/// the windows aside.
 fn samples_in_window<'d, 'n>(
     jobs: Vec<Sampled<'d, 'n>>,
     calls: &Calls,

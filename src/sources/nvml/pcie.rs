@@ -24,9 +24,10 @@
 //! with busy GPUs (2.5 ms a GPU on an H100), the window spans them instead
 //! and closes between two GPUs' samples once its 20 ms have passed: no
 //! wait, and on the simulated 8-GPU node with a real driver's costs a
-//! collection took 26 ms where it took 46 (`NvmlSource::read`). Only where the last
-//! reading is recent enough that a single wrap is all there can have been
-//! (`WRAP_SAFE`: ticks of 30 ms or less) is the delta between ticks used.
+//! collection took 26 ms where it took 46 (`NvmlSource::read`). Only where
+//! the last reading is recent enough that a single wrap is all there can
+//! have been (`WRAP_SAFE`: ticks of 30 ms or less) is the delta between
+//! ticks used.
 //! The counter itself is exact: read back to back on that H100 under a
 //! 59 GB/s copy, it advanced every 0.11 ms. A 20 ms window still reads
 //! what the link did in those 20 ms, as NVML's own sample does: a copy
