@@ -4,6 +4,7 @@
 pub mod analysis;
 pub mod app;
 pub mod attach;
+pub mod bounded_read;
 pub mod bounds;
 pub mod check;
 pub mod cli;

@@ -121,17 +121,8 @@ pub fn open(path: &Path) -> io::Result<Input> {
 /// Up to the magic's length of leading bytes; a pipe may hand them over a
 /// few at a time.
 fn read_head(file: &mut File) -> io::Result<Vec<u8>> {
-    let mut head = vec![0u8; ZSTD_MAGIC.len()];
-    let mut got = 0;
-    while got < head.len() {
-        match file.read(&mut head[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    head.truncate(got);
+    let mut head = Vec::new();
+    crate::bounded_read::read_into(file, &mut head, ZSTD_MAGIC.len(), None)?;
     Ok(head)
 }
 

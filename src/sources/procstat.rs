@@ -44,36 +44,17 @@ pub fn pid_file(proc_root: &Path, pid: u32, name: &str) -> PathBuf {
     path
 }
 
-/// Room for any `/proc/PID` text file gpuscope reads on first sight
-/// (`status` is about 1.5 KiB, `environ` a few KiB) in one read.
-const FIRST_READ: usize = 8 * 1024;
-
 /// A small file whole, at most `limit` bytes of it: one read into a buffer
-/// with room, and one more that finds the end. `std::fs::read` sizes its
-/// buffer by `statx`, and procfs says 0, so it starts with a 32-byte read
-/// and doubles: eight reads and a `statx` for a `status`, where `environ`
-/// walks the process's memory again on each (environ_read in
-/// fs/proc/base.c). Counted by strace in a one-shot at 8 x 512: 34 reads
-/// and 5 `statx` a process before, 12 reads and 1 `statx` now.
+/// with room, and one more that finds the end (`bounded_read::read_into`).
+/// `std::fs::read` sizes its buffer by `statx`, and procfs says 0, so it
+/// starts with a 32-byte read and doubles: eight reads and a `statx` for a
+/// `status`, where `environ` walks the process's memory again on each
+/// (environ_read in fs/proc/base.c). Counted by strace in a one-shot at
+/// 8 x 512: 34 reads and 5 `statx` a process before, 12 reads and 1
+/// `statx` now.
 pub fn read_up_to(path: &Path, limit: usize) -> io::Result<Vec<u8>> {
-    let mut file = File::open(path)?;
-    let mut buf = vec![0; FIRST_READ.min(limit)];
-    let mut len = 0;
-    loop {
-        if len == buf.len() {
-            if len >= limit {
-                break;
-            }
-            buf.resize(len.saturating_mul(2).min(limit), 0);
-        }
-        match io::Read::read(&mut file, buf.get_mut(len..).unwrap_or_default()) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    buf.truncate(len);
+    let mut buf = Vec::new();
+    crate::bounded_read::read_into(File::open(path)?, &mut buf, limit, None)?;
     Ok(buf)
 }
 
@@ -357,11 +338,11 @@ mod tests {
     fn read_up_to_reads_every_byte_up_to_its_limit() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        for len in [0, 1, FIRST_READ - 1, FIRST_READ, FIRST_READ + 1, 5 * FIRST_READ + 3] {
+        for len in [0, 1, 8191, 8192, 8193, 5 * 8192 + 3] {
             let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
             std::fs::write(&path, &bytes).unwrap();
             assert_eq!(read_up_to(&path, usize::MAX).unwrap(), bytes, "{len} bytes");
-            for limit in [0, 1, 100, FIRST_READ, FIRST_READ + 7] {
+            for limit in [0, 1, 100, 8192, 8192 + 7] {
                 assert_eq!(read_up_to(&path, limit).unwrap(), &bytes[..len.min(limit)], "{len} bytes, limit {limit}");
             }
         }

@@ -344,7 +344,7 @@ impl NvmlSource {
             None => {
                 let begun = Instant::now();
                 let samples = on_threads(sampled, heavy, |mut job| {
-                    let samples = job.batch.read(job.index, job.dev, calls, job.idle);
+                    let samples = job.read(calls);
                     (job, samples)
                 });
                 if !heavy {
@@ -426,6 +426,12 @@ struct Sampled<'d, 'n> {
     batch: process_util::Batch,
 }
 
+impl Sampled<'_, '_> {
+    fn read(&mut self, calls: &Calls) -> Option<Vec<crate::model::ProcessUtilization>> {
+        self.batch.read(self.index, self.dev, calls, self.idle)
+    }
+}
+
 /// A GPU's per-process samples, read.
 type SampledRead<'d, 'n> = (Sampled<'d, 'n>, Option<Vec<crate::model::ProcessUtilization>>);
 
@@ -484,7 +490,7 @@ fn samples_in_window<'d, 'n>(
             open = false;
         }
         let begun = Instant::now();
-        let samples = job.batch.read(job.index, job.dev, calls, job.idle);
+        let samples = job.read(calls);
         took += begun.elapsed();
         out.push((job, samples));
     }

@@ -95,7 +95,7 @@ pub struct PcieState {
     /// A window opened and not yet closed: one that spans the tick's
     /// per-process samples (`NvmlSource::read`) closes after `read` has
     /// run, and its rates go in then (`take_windowed`).
-    pending: bool,
+    window_open: bool,
     /// Without counters: the last sample of each direction, and whether
     /// TX is sampled next.
     sampled: Pcie,
@@ -107,7 +107,7 @@ impl PcieState {
         if let Some(pcie) = self.windowed.take() {
             return pcie;
         }
-        if self.pending {
+        if self.window_open {
             return Pcie::default();
         }
         // A 32-bit counter last read too long ago for a delta, with no
@@ -148,19 +148,19 @@ impl PcieState {
     pub fn open(&mut self, dev: &Device<'_>, calls: &Calls, gpu: u32) -> bool {
         self.windowed = None;
         self.last = read_tracked(dev, calls, gpu);
-        self.pending = self.last.is_some();
-        self.pending
+        self.window_open = self.last.is_some();
+        self.window_open
     }
 
     /// Whether a window is open, waiting for `close`.
     pub fn is_open(&self) -> bool {
-        self.pending
+        self.window_open
     }
 
     /// The window's second reading; the rates over the window are what
     /// this tick's `read`, or `take_windowed` after it, gives.
     pub fn close(&mut self, dev: &Device<'_>, calls: &Calls, gpu: u32) {
-        self.pending = false;
+        self.window_open = false;
         let (Some(before), Some(now)) = (self.last, read_tracked(dev, calls, gpu)) else {
             self.last = None;
             return;

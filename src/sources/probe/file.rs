@@ -16,39 +16,13 @@ const MAX_DEVICES: usize = 64;
 
 /// Reads an opened regular file of `size` bytes (its metadata's) into
 /// `buf`, at most `MAX_FILE_BYTES + 1` of it: in one read where the size
-/// holds, where `read_to_end` takes two (the second to find the end). A
-/// regular file's read returns less than asked only at its end, so once
-/// the stated size is in, a buffer left with room proves the whole file
-/// is. Reads that stop short of the size (a file system that hands out
-/// pieces) go on; a file that grew is read on to its end or the limit, as
-/// `read_to_end` would. A probe replaces its file by renaming a new one
-/// over it, so what was opened does not change.
-pub fn read_regular(mut file: impl std::io::Read, size: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
+/// holds, where `read_to_end` takes two (`bounded_read::read_into`). A
+/// file that grew is read on to its end or the limit, as `read_to_end`
+/// would. A probe replaces its file by renaming a new one over it, so what
+/// was opened does not change.
+pub fn read_regular(file: impl std::io::Read, size: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
     let limit = usize::try_from(MAX_FILE_BYTES + 1).unwrap_or(usize::MAX);
-    let want = usize::try_from(size).unwrap_or(usize::MAX).saturating_add(1).min(limit);
-    buf.clear();
-    buf.resize(want, 0);
-    let mut filled = 0;
-    loop {
-        match file.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-        if filled < buf.len() {
-            if filled as u64 >= size {
-                break;
-            }
-            continue;
-        }
-        if buf.len() >= limit {
-            break;
-        }
-        buf.resize(buf.len().saturating_mul(2).min(limit), 0);
-    }
-    buf.truncate(filled);
-    Ok(())
+    crate::bounded_read::read_into(file, buf, limit, Some(size))
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
