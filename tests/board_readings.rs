@@ -230,6 +230,22 @@ fn on_a_driver_as_slow_as_a_real_one_the_pcie_window_spans_the_process_samples()
 }
 
 #[test]
+fn each_tick_asks_nvml_for_one_gpu_s_handle_not_every_one() {
+    // nvitop and nvtop hold their handles from start to end. gpuscope reads
+    // through the handles it holds too, and asks for one index's each tick,
+    // in turn, to see GPUs that swapped places (tests/gpus_come_and_go.rs).
+    let (sim, log) = logged("[[gpu]]\n[[gpu]]\n[[gpu]]\n[[gpu]]\n");
+    let docs = stream(&sim, "6");
+    assert_eq!(docs.len(), 6);
+    assert!(docs.iter().all(|d| d["gpus"].as_array().unwrap().iter().all(|g| g["memory"]["used"].is_u64())));
+    // Four when NVML is loaded, then one a tick: 4 + 6, and a seventh tick
+    // may have begun when the sixth snapshot ended the run.
+    let asked = calls_to(&log, "nvmlDeviceGetHandleByIndex_v2");
+    assert!((10..=11).contains(&asked), "{asked} handles asked for");
+    assert!(calls_to(&log, "nvmlDeviceGetMemoryInfo_v2") >= 24, "every GPU read every tick");
+}
+
+#[test]
 fn settings_are_read_on_first_sight_not_every_tick() {
     let (sim, log) = logged("[[gpu]]\n[[gpu]]\n");
     let docs = stream(&sim, "3");

@@ -106,3 +106,40 @@ fn a_selected_gpu_is_followed_by_its_uuid() {
     let indices: Vec<u64> = seen.iter().map(|l| l[0].0).collect();
     assert!(indices.contains(&1) && indices.contains(&0), "B moved from index 1 to 0: {indices:?}");
 }
+
+#[test]
+fn a_gpu_replaced_at_its_index_is_never_shown_with_the_old_one_s_readings() {
+    // B leaves and C takes index 1 in the same moment: the count does not
+    // change, and each tick asks NVML for one index's handle only. B's kept
+    // handle then names nothing, which the tick notices at its first call.
+    let sim = Sim::new(
+        r#"
+[[gpu]]
+uuid = "GPU-aaaaaaaa-0000-0000-0000-000000000000"
+memory_used_mib = 1000
+[[gpu]]
+uuid = "GPU-bbbbbbbb-0000-0000-0000-000000000000"
+memory_used_mib = 2000
+[[gpu]]
+uuid = "GPU-cccccccc-0000-0000-0000-000000000000"
+memory_used_mib = 3000
+
+[[topology]]
+at_s = 0
+gpus = [0, 1]
+[[topology]]
+at_s = 1.0
+gpus = [0, 2]
+"#,
+    );
+    let out = sim.gpuscope().args(["--json", "--watch", "--interval", "100ms", "--count", "20"]).output().unwrap();
+    assert_success(&out);
+    let mut distinct: Vec<Vec<(u64, String)>> = Vec::new();
+    for l in layouts(&out.stdout) {
+        if distinct.last() != Some(&l) {
+            distinct.push(l);
+        }
+    }
+    let expected = [layout(&[(0, "aaaaaaaa"), (1, "bbbbbbbb")]), layout(&[(0, "aaaaaaaa"), (1, "cccccccc")])];
+    assert_eq!(distinct, expected, "the change seen at once, and no line with an error in between");
+}

@@ -32,9 +32,11 @@ pub struct DeviceStatic {
     /// The firmware's version, asked once (`Some(None)`: it could not be
     /// read) and only to find the board's kept maximum clocks (`boards.rs`).
     vbios: Option<Option<String>>,
-    /// The handle NVML gave for this index last time. Comparing it costs
-    /// nothing, and a different one means a different device may sit at
-    /// this index now.
+    /// The handle NVML gave for this index last time (its address, 0 for
+    /// none), from the session that is open: `enumerate` gives every
+    /// device a fresh one whenever NVML is loaded. Most ticks read through
+    /// it (`kept`) rather than ask for it again; a different one for the
+    /// same index means a different device may sit there now.
     handle: usize,
     /// Not facts but per-GPU state that must follow the GPU, not its
     /// index: the PCIe counters between ticks, the settings read seldom.
@@ -124,6 +126,23 @@ impl DeviceStatic {
         self.slow.due()
     }
 
+    /// The device behind the handle NVML gave last time, without asking
+    /// NVML again. NVML keeps a device's handle for as long as the library
+    /// stays loaded (`nvmlShutdown` ends it), as nvitop and nvtop rely on
+    /// too, holding theirs from start to end; a GPU that falls off the bus
+    /// keeps its handle, whose calls then answer GPU_IS_LOST.
+    pub fn kept<'n>(&self, nvml: &'n Nvml) -> Option<Device<'n>> {
+        if self.handle == 0 {
+            return None;
+        }
+        let handle = std::ptr::with_exposed_provenance_mut(self.handle);
+        // SAFETY: `handle` is one NVML handed out in `nvml`'s session: the
+        // source drops every device's handle with the session and takes
+        // fresh ones from `enumerate` for the next (see `handle`). NVML
+        // only ever sees it again; Rust never dereferences it.
+        Some(unsafe { Device::new(handle, nvml) })
+    }
+
     /// Whether NVML now hands out another handle for this index.
     pub fn moved(&self, dev: &Device<'_>) -> bool {
         handle_of(dev) != self.handle
@@ -154,8 +173,9 @@ impl DeviceStatic {
 }
 
 fn handle_of(dev: &Device<'_>) -> usize {
-    // SAFETY: the pointer's value is compared, never dereferenced.
-    unsafe { dev.handle() }.addr()
+    // SAFETY: the pointer's value is kept and compared, never dereferenced
+    // here; exposed, so that `kept` may hand the same pointer back to NVML.
+    unsafe { dev.handle() }.expose_provenance()
 }
 
 /// Every device NVML lists now, by index. Statics already read for a UUID
@@ -223,7 +243,13 @@ impl Reader<'_> {
     }
 
     pub(super) fn take<T>(&mut self, what: &'static str, call: impl FnOnce() -> Result<T, NvmlError>) -> Option<T> {
-        match self.calls.track(what, Some(self.gpu), call) {
+        let result = self.calls.track(what, Some(self.gpu), call);
+        self.keep(what, result)
+    }
+
+    /// `take` for a call already made.
+    fn keep<T>(&mut self, what: &'static str, result: Result<T, NvmlError>) -> Option<T> {
+        match result {
             Ok(v) => Some(v),
             Err(NvmlError::GpuLost) => {
                 self.lost = true;
@@ -248,15 +274,23 @@ impl Reader<'_> {
     }
 }
 
-pub fn read_gpu(dev: &Device<'_>, st: &mut DeviceStatic, calls: &Calls) -> Gpu {
+/// The GPU's readings through `dev`; `None` where `dev` is a handle `kept`
+/// from an earlier tick that NVML now says names no device (its first call
+/// answers INVALID_ARGUMENT: the GPU has gone, and another may have taken
+/// its index, the count unchanged), so that the tick asks again by index.
+pub fn read_gpu(dev: &Device<'_>, st: &mut DeviceStatic, calls: &Calls, kept: bool) -> Option<Gpu> {
     let mut r = Reader { lost: false, error: None, failures: 0, calls, gpu: st.index };
     let mut gpu = st.apply(Gpu::blank(st.index, GpuState::Ok));
     // Memory first: if the GPU has fallen off the bus, this says so and the
     // remaining calls (each of which would fail the same way) are skipped.
-    let mem = r.take("memory", || dev.memory_info());
+    let mem = calls.track("memory", Some(st.index), || dev.memory_info());
+    if kept && matches!(mem, Err(NvmlError::InvalidArg)) {
+        return None;
+    }
+    let mem = r.keep("memory", mem);
     if r.lost {
         gpu.state = GpuState::Lost;
-        return gpu;
+        return Some(gpu);
     }
     gpu.memory = GpuMemory {
         total: mem.as_ref().map(|m| m.total),
@@ -293,10 +327,10 @@ pub fn read_gpu(dev: &Device<'_>, st: &mut DeviceStatic, calls: &Calls) -> Gpu {
     if r.lost {
         // Lost part-way through: what was read may be from before the loss,
         // so none of it is shown.
-        return st.apply(Gpu::blank(st.index, GpuState::Lost));
+        return Some(st.apply(Gpu::blank(st.index, GpuState::Lost)));
     }
     gpu.error = r.error;
-    gpu
+    Some(gpu)
 }
 
 fn milliwatts(mw: u32) -> f64 {

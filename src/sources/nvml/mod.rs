@@ -50,7 +50,7 @@ pub struct NvmlSource {
     /// Every device NVML lists, by index; `watched` are the selected ones.
     all: Vec<DeviceStatic>,
     watched: Vec<DeviceStatic>,
-    /// Set when a reading failed: the next tick checks, one call per
+    /// Set when a reading failed: the next tick checks, two calls per
     /// device, that each index still holds the GPU it held.
     suspect: bool,
     driver: Driver,
@@ -76,6 +76,8 @@ pub struct NvmlSource {
     /// The boot's kept maximum clocks (`boards.rs`): `None` until a GPU
     /// first wants them after NVML (re)starts, then whether they can be.
     boards: Option<Option<Boards>>,
+    /// Counts ticks: which watched GPU's handle this tick asks NVML for.
+    handle_turn: usize,
 }
 
 /// Selected GPUs: by UUID, or by index where the UUID could not be read.
@@ -165,6 +167,7 @@ impl NvmlSource {
             links: Links::default(),
             samples_took: None,
             boards: None,
+            handle_turn: 0,
         }
     }
 
@@ -231,9 +234,10 @@ impl NvmlSource {
 
     /// GPUs come and go (a reset, hot-plug, a driver reload): the count is
     /// read every tick; when it differs, or a reading failed last tick, or
-    /// (see `read`) NVML hands out another handle for an index, the UUIDs
-    /// are read, and a change re-enumerates. So a UUID is never shown with
-    /// another GPU's readings, and a new GPU is shown from its first tick.
+    /// (see `read`) NVML hands out another handle for the index asked, the
+    /// UUIDs are read, and a change re-enumerates. Readings go through each
+    /// GPU's own handle, so a UUID is never shown with another GPU's
+    /// readings, and a GPU that arrives is shown from its first tick.
     fn follow_devices(&mut self) {
         let Some(nvml) = self.nvml.as_deref() else { return };
         let count = self.calls.track("nvmlDeviceGetCount", None, || nvml.device_count());
@@ -257,19 +261,32 @@ impl NvmlSource {
     }
 
     /// The watched GPUs' readings and processes; `None` when an index's
-    /// handle is not the one it was (comparing costs nothing: the handle is
-    /// fetched to read the GPU anyway), unless `adopt_handles` and the
-    /// device behind it still has the UUID it had.
+    /// handle is not the one it was, unless `adopt_handles` and the device
+    /// behind it still has the UUID it had.
     fn read(&mut self, adopt_handles: bool) -> Option<(Vec<Gpu>, Vec<crate::sources::GpuProcess>)> {
         let nvml = self.nvml.as_deref()?;
         let calls = &self.calls;
         let mut gpus = Vec::with_capacity(self.watched.len());
         let mut merger = ProcessMerger::default();
         // Every handle first: one that moved ends the read before any GPU
-        // is asked anything.
+        // is asked anything. Each tick asks NVML for one index's handle,
+        // in turn, and reads the others through the handles they had: a
+        // GPU that left or came changes the count, read first
+        // (`follow_devices`), and one that is lost says so through its own
+        // handle; GPUs that only swapped places are found within as many
+        // ticks as there are GPUs, each shown meanwhile with its own
+        // readings under its old index.
+        let asked = self.handle_turn % self.watched.len().max(1);
+        self.handle_turn = self.handle_turn.wrapping_add(1);
         let mut handles = Vec::with_capacity(self.watched.len());
-        for st in &self.watched {
-            let dev = calls.track("nvmlDeviceGetHandleByIndex", Some(st.index), || nvml.device_by_index(st.index));
+        let mut kept = Vec::with_capacity(self.watched.len());
+        for (at, st) in self.watched.iter().enumerate() {
+            let held = st.kept(nvml).filter(|_| at != asked && !adopt_handles);
+            kept.push(held.is_some());
+            let dev = held.map_or_else(
+                || calls.track("nvmlDeviceGetHandleByIndex", Some(st.index), || nvml.device_by_index(st.index)),
+                Ok,
+            );
             if let Ok(dev) = &dev
                 && st.moved(dev)
                 && !(adopt_handles && st.same_uuid(dev, calls))
@@ -296,8 +313,14 @@ impl NvmlSource {
             let file = library::loaded_file(&self.spec);
             self.boards = Some(file.and_then(|f| Boards::open(&f, self.driver.driver_version.as_deref())));
         }
-        let firsts =
-            first_pass(&mut self.watched, &handles, calls, heavy, self.boards.as_ref().and_then(Option::as_ref));
+        let firsts = first_pass(
+            &mut self.watched,
+            &handles,
+            &kept,
+            calls,
+            heavy,
+            self.boards.as_ref().and_then(Option::as_ref),
+        )?;
         // Only a tick that read the slow readings can have asked the driver
         // for maximum clocks.
         if slow && let Some(Some(boards)) = &mut self.boards {
@@ -384,30 +407,33 @@ impl NvmlSource {
 /// the ordinary readings they would spread, and so do heavy ticks after
 /// one that took less than `SPREAD_FROM`, and all of the dashboard's
 /// (`NvmlSource::on_one_thread`).
+/// `None` where a handle `kept` from an earlier tick names no device now.
 fn first_pass(
     watched: &mut [DeviceStatic],
     handles: &[Result<Device<'_>, NvmlError>],
+    kept: &[bool],
     calls: &Calls,
     heavy: bool,
     boards: Option<&Boards>,
-) -> Vec<Gpu> {
-    let jobs: Vec<_> = watched.iter_mut().zip(handles).collect();
-    on_threads(jobs, heavy, |(st, dev)| match dev {
+) -> Option<Vec<Gpu>> {
+    let jobs: Vec<_> = watched.iter_mut().zip(handles).zip(kept).collect();
+    let gpus = on_threads(jobs, heavy, |((st, dev), &kept)| match dev {
         Ok(dev) => {
             st.adopt(dev);
             st.refresh(dev, calls);
             if let Some(boards) = boards {
                 st.seed_max_clocks(dev, boards, calls);
             }
-            read_gpu(dev, st, calls)
+            read_gpu(dev, st, calls, kept)
         }
-        Err(NvmlError::GpuLost) => st.apply(Gpu::blank(st.index, GpuState::Lost)),
+        Err(NvmlError::GpuLost) => Some(st.apply(Gpu::blank(st.index, GpuState::Lost))),
         Err(e) => {
             let mut gpu = st.apply(Gpu::blank(st.index, GpuState::Error));
             gpu.error = Some(e.to_string());
-            gpu
+            Some(gpu)
         }
-    })
+    });
+    gpus.into_iter().collect()
 }
 
 /// A tick that read the slow readings in less (a driver that answers in
