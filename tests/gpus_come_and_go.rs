@@ -10,19 +10,16 @@ mod common;
 use common::{MIB, Sim, assert_success};
 use serde_json::Value;
 
-/// Three GPUs told apart by their used memory; A leaves, C arrives, then
-/// the order changes with the count unchanged.
-const SCENARIO: &str = r#"
-[[gpu]]
-uuid = "GPU-aaaaaaaa-0000-0000-0000-000000000000"
-memory_used_mib = 1000
-[[gpu]]
-uuid = "GPU-bbbbbbbb-0000-0000-0000-000000000000"
-memory_used_mib = 2000
-[[gpu]]
-uuid = "GPU-cccccccc-0000-0000-0000-000000000000"
-memory_used_mib = 3000
+/// Three GPUs told apart by their used memory, and when they are where.
+fn scenario(topology: &str) -> String {
+    let gpus = [("aaaaaaaa", 1000), ("bbbbbbbb", 2000), ("cccccccc", 3000)].map(|(id, mib)| {
+        format!("[[gpu]]\nuuid = \"GPU-{id}-0000-0000-0000-000000000000\"\nmemory_used_mib = {mib}\n")
+    });
+    format!("{}\n{topology}", gpus.concat())
+}
 
+/// A leaves, C arrives, then the order changes with the count unchanged.
+const MOVES: &str = r#"
 [[topology]]
 at_s = 0
 gpus = [0, 1]
@@ -72,7 +69,7 @@ fn layout(spec: &[(u64, &str)]) -> Vec<(u64, String)> {
 
 #[test]
 fn the_watch_follows_gpus_that_come_go_and_move() {
-    let sim = Sim::new(SCENARIO);
+    let sim = Sim::new(&scenario(MOVES));
     let out = sim.gpuscope().args(["--json", "--watch", "--interval", "100ms", "--count", "45"]).output().unwrap();
     assert_success(&out);
     let seen = layouts(&out.stdout);
@@ -93,7 +90,7 @@ fn the_watch_follows_gpus_that_come_go_and_move() {
 
 #[test]
 fn a_selected_gpu_is_followed_by_its_uuid() {
-    let sim = Sim::new(SCENARIO);
+    let sim = Sim::new(&scenario(MOVES));
     // GPU 1 at start is B; it stays B wherever it moves.
     let out = sim
         .gpuscope()
@@ -112,26 +109,7 @@ fn a_gpu_replaced_at_its_index_is_never_shown_with_the_old_one_s_readings() {
     // B leaves and C takes index 1 in the same moment: the count does not
     // change, and each tick asks NVML for one index's handle only. B's kept
     // handle then names nothing, which the tick notices at its first call.
-    let sim = Sim::new(
-        r#"
-[[gpu]]
-uuid = "GPU-aaaaaaaa-0000-0000-0000-000000000000"
-memory_used_mib = 1000
-[[gpu]]
-uuid = "GPU-bbbbbbbb-0000-0000-0000-000000000000"
-memory_used_mib = 2000
-[[gpu]]
-uuid = "GPU-cccccccc-0000-0000-0000-000000000000"
-memory_used_mib = 3000
-
-[[topology]]
-at_s = 0
-gpus = [0, 1]
-[[topology]]
-at_s = 1.0
-gpus = [0, 2]
-"#,
-    );
+    let sim = Sim::new(&scenario("[[topology]]\nat_s = 0\ngpus = [0, 1]\n[[topology]]\nat_s = 1.0\ngpus = [0, 2]\n"));
     let out = sim.gpuscope().args(["--json", "--watch", "--interval", "100ms", "--count", "20"]).output().unwrap();
     assert_success(&out);
     let mut distinct: Vec<Vec<(u64, String)>> = Vec::new();
