@@ -217,7 +217,10 @@ fn on_a_driver_as_slow_as_a_real_one_the_pcie_window_spans_the_process_samples()
     }
     // Ticks told apart by the device count each begins with: in a tick
     // whose window spans the samples, some are asked between its two
-    // readings of the counters.
+    // readings of the counters. Ticks 3 to 5 can span them; one is enough
+    // (with the overlap switched off, none does): on a CPU shared with
+    // other work the readings before the samples may use up a window's
+    // 20 ms on their own.
     let text = std::fs::read_to_string(&log).unwrap();
     let ticks: Vec<Vec<&str>> = text.split("nvmlDeviceGetCount_v2\n").map(|t| t.lines().collect()).collect();
     let spanning = ticks.iter().filter(|calls| {
@@ -226,7 +229,7 @@ fn on_a_driver_as_slow_as_a_real_one_the_pcie_window_spans_the_process_samples()
         let (Some(&first), Some(&last)) = (fields.first(), fields.last()) else { return false };
         fields.len() == 20 && calls[first..last].contains(&"nvmlDeviceGetProcessUtilization")
     });
-    assert!(spanning.count() >= 2, "{} ticks", ticks.len());
+    assert!(spanning.count() >= 1, "{} ticks", ticks.len());
 }
 
 #[test]

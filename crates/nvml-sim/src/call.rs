@@ -43,6 +43,7 @@ pub(crate) struct Dev<'a> {
     pub gpu: &'a Gpu,
     pub mig: Option<&'a MigDevice>,
     pub t: f64,
+    pub unix_us: i64,
 }
 
 /// The handle of the GPU at `position` among the scenario's `[[gpu]]`.
@@ -135,5 +136,5 @@ pub(crate) fn resolve<'a>(ctx: &Ctx<'a>, handle: nvmlDevice_t) -> Result<Dev<'a>
         Some(_) => return Err(INVALID_ARGUMENT),
         None => None,
     };
-    Ok(Dev { index: index as u32, position, gpu, mig, t: ctx.t })
+    Ok(Dev { index: index as u32, position, gpu, mig, t: ctx.t, unix_us: ctx.unix_us })
 }

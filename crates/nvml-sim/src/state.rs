@@ -25,6 +25,8 @@ struct Live {
     scenario: Scenario,
     source: Source,
     started: Instant,
+    /// `started` by the wall clock, in microseconds since 1970.
+    started_unix_us: i64,
     last_check: Instant,
     /// The file version last acted on, loaded or reported as broken, so
     /// that a broken file is complained about once rather than per call.
@@ -34,7 +36,11 @@ struct Live {
 /// What a call sees: the scenario and the time at which to evaluate it.
 pub(crate) struct Ctx<'a> {
     pub scenario: &'a Scenario,
+    /// Seconds since init: what every reading is a function of.
     pub t: f64,
+    /// The same moment by the wall clock, in microseconds since 1970, as
+    /// NVML stamps a field value (`nvmlFieldValue_t.timestamp`).
+    pub unix_us: i64,
 }
 
 /// A panic inside a call poisons the mutex; the state itself stays
@@ -73,7 +79,10 @@ impl State {
         cost::apply(&scenario);
         let now = Instant::now();
         timing::set_hang(now, scenario.hang_after_s);
-        self.live = Some(Live { refcount: 1, scenario, source, started: now, last_check: now, seen });
+        let started_unix_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+        self.live = Some(Live { refcount: 1, scenario, source, started: now, started_unix_us, last_check: now, seen });
         Ok(())
     }
 
@@ -108,7 +117,9 @@ impl State {
         if let Some(err) = live.scenario.init_error {
             return Err(code::init_error(err));
         }
-        Ok(Ctx { scenario: &live.scenario, t: live.started.elapsed().as_secs_f64() })
+        let elapsed = live.started.elapsed();
+        let unix_us = live.started_unix_us.saturating_add(i64::try_from(elapsed.as_micros()).unwrap_or(i64::MAX));
+        Ok(Ctx { scenario: &live.scenario, t: elapsed.as_secs_f64(), unix_us })
     }
 }
 

@@ -20,6 +20,9 @@ use nvml_wrapper_sys::bindings::{
 pub struct Unsigned {
     pub value: u64,
     pub wraps_at_32_bits: bool,
+    /// When the driver read it, by its own stamp (nvml.h: "CPU Timestamp
+    /// of this value in microseconds since 1970"); 0 where it gave none.
+    pub stamp_us: i64,
 }
 
 /// The values of `wanted` (field id, scope id), in order: `Some` where
@@ -48,13 +51,14 @@ pub fn read(dev: &Device<'_>, wanted: &[(u32, u32)]) -> Result<Vec<Option<Unsign
             if v.nvmlReturn != nvmlReturn_enum_NVML_SUCCESS {
                 return None;
             }
-            match v.valueType {
+            let (value, wraps_at_32_bits) = match v.valueType {
                 // SAFETY: valueType says the union holds an unsigned long long.
-                ULL => Some(Unsigned { value: unsafe { v.value.ullVal }, wraps_at_32_bits: false }),
+                ULL => (unsafe { v.value.ullVal }, false),
                 // SAFETY: valueType says the union holds an unsigned int.
-                UI => Some(Unsigned { value: u64::from(unsafe { v.value.uiVal }), wraps_at_32_bits: true }),
-                _ => None,
-            }
+                UI => (u64::from(unsafe { v.value.uiVal }), true),
+                _ => return None,
+            };
+            Some(Unsigned { value, wraps_at_32_bits, stamp_us: v.timestamp })
         })
         .collect())
 }

@@ -53,7 +53,7 @@ use nvml_wrapper_sys::bindings::field_id::{NVML_FI_DEV_PCIE_COUNT_RX_BYTES, NVML
 
 use super::calls::Calls;
 use super::device::Reader;
-use super::fields::{self, rate, rate_32};
+use super::fields::{self, Unsigned, rate, rate_32};
 use crate::model::Pcie;
 
 /// How long a 32-bit counter is watched within a tick: NVML's own
@@ -68,20 +68,52 @@ const WRAP_SAFE: Duration = Duration::from_millis(33);
 /// One reading of both counters.
 #[derive(Debug, Clone, Copy)]
 struct Counters {
+    /// The middle of the call, by gpuscope's clock: the counters were read
+    /// at most `took / 2` either side of it.
     at: Instant,
-    tx: u64,
-    rx: u64,
-    wraps_at_32_bits: bool,
+    took: Duration,
+    tx: Unsigned,
+    rx: Unsigned,
 }
 
 impl Counters {
     /// The rates from `before` to `self`.
     fn since(&self, before: &Counters) -> Pcie {
-        let secs = self.at.duration_since(before.at).as_secs_f64();
-        let f = if self.wraps_at_32_bits { rate_32 } else { rate };
-        Pcie { tx_bytes_per_s: f(before.tx, self.tx, secs), rx_bytes_per_s: f(before.rx, self.rx, secs) }
+        let rate_of = |b: &Unsigned, a: &Unsigned| {
+            let secs = interval(before, self, b.stamp_us, a.stamp_us).as_secs_f64();
+            if a.wraps_at_32_bits || b.wraps_at_32_bits {
+                rate_32(b.value, a.value, secs)
+            } else {
+                rate(b.value, a.value, secs)
+            }
+        };
+        Pcie { tx_bytes_per_s: rate_of(&before.tx, &self.tx), rx_bytes_per_s: rate_of(&before.rx, &self.rx) }
+    }
+
+    fn wraps_at_32_bits(&self) -> bool {
+        self.tx.wraps_at_32_bits || self.rx.wraps_at_32_bits
     }
 }
+
+/// The time between two readings of a counter. A call can take far
+/// longer than the driver needs to read it: the thread may wait its turn
+/// for a CPU on a busy node, and over a 20 ms window a 2 ms wait in one
+/// reading and not the other would be a rate 10 % off. So the driver's
+/// stamps of the two values are used where they are within what
+/// gpuscope's clock allows (each value read within its call); else, or
+/// without stamps (0), the time between the middles of the two calls, off
+/// by at most half their lengths.
+fn interval(before: &Counters, after: &Counters, stamp_before: i64, stamp_after: i64) -> Duration {
+    let ours = after.at.saturating_duration_since(before.at);
+    let slack = (before.took + after.took) / 2 + STAMP_RESOLUTION;
+    let stamped = (stamp_before > 0 && stamp_after > stamp_before)
+        .then(|| u64::try_from(stamp_after - stamp_before).ok().map(Duration::from_micros))
+        .flatten();
+    stamped.filter(|d| d.abs_diff(ours) <= slack).unwrap_or(ours)
+}
+
+/// A stamp is in whole microseconds: two of them may each be off by one.
+const STAMP_RESOLUTION: Duration = Duration::from_micros(2);
 
 /// One GPU's PCIe state between ticks.
 #[derive(Debug, Clone, Default)]
@@ -116,8 +148,7 @@ impl PcieState {
         // before this one ran. A fresh start.
         let stale = self.wants_window();
         if self.counters != Some(false) {
-            let now = Instant::now();
-            match r.take("PCIe counters", || counters(dev, now)) {
+            match r.take("PCIe counters", || counters(dev)) {
                 Some(Some(c)) => {
                     self.counters = Some(true);
                     let pcie = self.last.filter(|_| !stale).map(|l| c.since(&l)).unwrap_or_default();
@@ -139,7 +170,7 @@ impl PcieState {
     /// `close`): the last reading is of a 32-bit counter, too long ago for
     /// a delta that cannot have wrapped twice.
     pub fn wants_window(&self) -> bool {
-        self.last.is_some_and(|l| l.wraps_at_32_bits && l.at.elapsed() > WRAP_SAFE)
+        self.last.is_some_and(|l| l.wraps_at_32_bits() && l.at.elapsed() > WRAP_SAFE)
     }
 
     /// The window's first reading; `false` where it failed (the rates stay
@@ -188,21 +219,62 @@ impl PcieState {
 }
 
 fn read_tracked(dev: &Device<'_>, calls: &Calls, gpu: u32) -> Option<Counters> {
-    calls.track("PCIe counters", Some(gpu), || counters(dev, Instant::now())).ok().flatten()
+    calls.track("PCIe counters", Some(gpu), || counters(dev)).ok().flatten()
 }
 
 /// Both counters, or `None` where the driver lacks them (the call, or
 /// either field, NOT_SUPPORTED).
-fn counters(dev: &Device<'_>, at: Instant) -> Result<Option<Counters>, NvmlError> {
+fn counters(dev: &Device<'_>) -> Result<Option<Counters>, NvmlError> {
     let wanted = [(NVML_FI_DEV_PCIE_COUNT_TX_BYTES, 0), (NVML_FI_DEV_PCIE_COUNT_RX_BYTES, 0)];
-    match fields::read(dev, &wanted) {
+    let begun = Instant::now();
+    let read = fields::read(dev, &wanted);
+    let took = begun.elapsed();
+    match read {
         Ok(v) => Ok(v.first().copied().flatten().zip(v.get(1).copied().flatten()).map(|(tx, rx)| Counters {
-            at,
-            tx: tx.value,
-            rx: rx.value,
-            wraps_at_32_bits: tx.wraps_at_32_bits || rx.wraps_at_32_bits,
+            at: begun + took / 2,
+            took,
+            tx,
+            rx,
         })),
         Err(NvmlError::NotSupported | NvmlError::FunctionNotFound | NvmlError::FailedToLoadSymbol(_)) => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(at: Instant, took_us: u64, stamp_us: i64, value: u64) -> Counters {
+        let counter = Unsigned { value, wraps_at_32_bits: true, stamp_us };
+        Counters { at, took: Duration::from_micros(took_us), tx: counter, rx: counter }
+    }
+
+    #[test]
+    fn the_driver_s_stamps_time_a_window_whose_second_call_waited_for_a_cpu() {
+        // The second call took 4 ms, its thread waiting for a CPU before
+        // the driver read the counter: by the calls' middles the window is
+        // 22 ms, by the driver's stamps the 20 ms it was.
+        let t0 = Instant::now();
+        let (before, after) =
+            (reading(t0, 300, 1_000_000, 0), reading(t0 + Duration::from_millis(22), 4_000, 1_020_000, 1 << 30));
+        assert_eq!(interval(&before, &after, 1_000_000, 1_020_000), Duration::from_millis(20));
+        assert_eq!(after.since(&before).rx_bytes_per_s, Some(((1u64 << 30) as f64 / 0.020).round() as u64));
+    }
+
+    #[test]
+    fn stamps_that_gpuscope_s_clock_rules_out_are_not_used() {
+        let t0 = Instant::now();
+        let before = reading(t0, 300, 1_000_000, 0);
+        let after = reading(t0 + Duration::from_millis(20), 300, 0, 0);
+        let ours = Duration::from_millis(20);
+        // None at all; a wall clock stepped back or forward between them;
+        // stamps that disagree with the calls by more than their lengths.
+        for (b, a) in [(0, 0), (1_000_000, 0), (1_000_000, 999_000), (1_000_000, 2_000_000), (1_000_000, 1_021_000)] {
+            assert_eq!(interval(&before, &after, b, a), ours, "stamps {b} and {a}");
+        }
+        // Within half of each call's length (and a microsecond each of
+        // rounding), they are.
+        assert_eq!(interval(&before, &after, 1_000_000, 1_020_302), Duration::from_micros(20_302));
     }
 }

@@ -49,9 +49,10 @@ pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
         // SAFETY: NVML's contract: `values` points at `count` entries the
         // caller owns and has filled with field ids.
         let values = unsafe { std::slice::from_raw_parts_mut(values, n) };
-        let micros = (dev.t * 1e6) as i64;
         for v in values {
-            v.timestamp = micros;
+            // nvml.h: "CPU Timestamp of this value in microseconds since
+            // 1970": the moment the counters below are read at.
+            v.timestamp = dev.unix_us;
             v.latencyUsec = 0;
             match counter(dev, v.fieldId, v.scopeId) {
                 Some(total) if matches!(v.fieldId, FI_PCIE_TX_BYTES | FI_PCIE_RX_BYTES) => {
