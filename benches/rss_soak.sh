@@ -2,7 +2,9 @@
 # Whether the dashboard's memory stays bounded over a long run: the release
 # build in a 200x60 tmux pane on the simulated node (8 GPUs x 64 processes,
 # numbers changing every tick), its resident memory (VmRSS) and peak
-# (VmHWM) read every SAMPLE seconds for SECONDS. The history keeps bounded
+# (VmHWM) read every SAMPLE seconds for SECONDS, the resident memory split
+# into what is the program's own (RssAnon: heap, stacks) and the pages of
+# mapped files (RssFile: its code and the libraries'). The history keeps bounded
 # rings whatever the interval, so after the first window fills (ten
 # minutes by default) the figure must stop rising: the summary compares the
 # last sample with the one at a third of the run.
@@ -32,7 +34,8 @@ while :; do
   t=$(($(date +%s) - start))
   rss=$(kib VmRSS)
   samples+=("$rss")
-  awk -v t="$t" -v r="$rss" -v p="$(kib VmHWM)" 'BEGIN { printf "%6ds  RSS %6.1f MiB (%d KiB)  peak %6.1f MiB (%d KiB)\n", t, r / 1024, r, p / 1024, p }'
+  awk -v t="$t" -v r="$rss" -v p="$(kib VmHWM)" -v a="$(kib RssAnon)" -v f="$(kib RssFile)" 'BEGIN {
+    printf "%6ds  RSS %6.1f MiB (%d KiB: heap and stacks %d, mapped files %d)  peak %6.1f MiB (%d KiB)\n", t, r / 1024, r, a, f, p / 1024, p }'
   [ "$t" -ge "$seconds" ] && break
   sleep "$every"
 done

@@ -315,21 +315,7 @@ fn after_idle(b: &mut criterion::Bencher, mut work: impl FnMut()) {
 fn render(c: &mut Criterion, template: &gpuscope::model::Snapshot) {
     let t0 = template.time.time_unix_ms;
     let clock = Clock::manual(t0 + 600_000);
-    let options = TuiOptions {
-        ascii: false,
-        color: true,
-        read_only: false,
-        interval: Duration::from_secs(1),
-        clock: clock.clone(),
-        replay: None,
-        real_terminal: false,
-        mouse: false,
-        probe_dir: "/nonexistent".into(),
-        notice: None,
-        only: Default::default(),
-        history: None,
-        span: Duration::from_secs(600),
-    };
+    let options = TuiOptions::offscreen(clock.clone());
     let mut state = State::new(&options);
     for s in 0..=600 {
         let mut snap = template.clone();

@@ -43,6 +43,27 @@ pub struct TuiOptions {
 }
 
 impl TuiOptions {
+    /// A dashboard drawn into a buffer, not a terminal (benchmarks and
+    /// tests): Unicode and colour, a 1 s interval, no probe directory, no
+    /// replay, the charts reaching back ten minutes, time from `clock`.
+    pub fn offscreen(clock: Clock) -> Self {
+        Self {
+            ascii: false,
+            color: true,
+            read_only: false,
+            interval: Duration::from_secs(1),
+            clock,
+            replay: None,
+            real_terminal: false,
+            mouse: false,
+            probe_dir: "/nonexistent/gpuscope-probes".into(),
+            notice: None,
+            only: crate::settings::ProcessFilter::default(),
+            history: None,
+            span: Duration::from_secs(600),
+        }
+    }
+
     pub fn from_env(settings: &Settings) -> Self {
         let var = |name: &str| std::env::var(name).ok();
         let flags = settings.dashboard;

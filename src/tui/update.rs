@@ -332,21 +332,7 @@ mod tests {
     use crate::tui::{Clock, TuiOptions};
 
     fn options(interval: Duration) -> TuiOptions {
-        TuiOptions {
-            ascii: false,
-            color: false,
-            read_only: false,
-            interval,
-            clock: Clock::manual(0),
-            replay: None,
-            real_terminal: false,
-            mouse: false,
-            probe_dir: "/nonexistent".into(),
-            notice: None,
-            only: Default::default(),
-            history: None,
-            span: Duration::from_secs(600),
-        }
+        TuiOptions { color: false, interval, ..TuiOptions::offscreen(Clock::manual(0)) }
     }
 
     fn state(interval: Duration) -> State {

@@ -55,21 +55,7 @@ impl Spec {
 }
 
 pub fn options() -> TuiOptions {
-    TuiOptions {
-        ascii: false,
-        color: true,
-        read_only: false,
-        interval: Duration::from_secs(1),
-        clock: Clock::manual(T0 + 400),
-        replay: None,
-        real_terminal: false,
-        mouse: true,
-        probe_dir: "/nonexistent/gpuscope-probes".into(),
-        notice: None,
-        only: Default::default(),
-        history: None,
-        span: Duration::from_secs(600),
-    }
+    TuiOptions { mouse: true, ..TuiOptions::offscreen(Clock::manual(T0 + 400)) }
 }
 
 /// A state that has seen ten minutes of snapshots ending at `T0`.
