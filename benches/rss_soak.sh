@@ -4,8 +4,9 @@
 # numbers changing every tick), its resident memory (VmRSS) and peak
 # (VmHWM) read every SAMPLE seconds for SECONDS, the resident memory split
 # into what is the program's own (RssAnon: heap, stacks) and the pages of
-# mapped files (RssFile: its code and the libraries'). The history keeps bounded
-# rings whatever the interval, so after the first window fills (ten
+# mapped files (RssFile: its code and the libraries', mapped as it first
+# runs). The history keeps bounded rings whatever the interval, so after
+# the first window fills (ten
 # minutes by default) the figure must stop rising: the summary compares the
 # last sample with the one at a third of the run.
 # GPUSCOPE_BENCH_ARGS sets the interval (say "--interval 10ms": 100 ticks a

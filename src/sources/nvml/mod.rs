@@ -260,9 +260,10 @@ impl NvmlSource {
         }
     }
 
-    /// The watched GPUs' readings and processes; `None` when an index's
-    /// handle is not the one it was, unless `adopt_handles` and the device
-    /// behind it still has the UUID it had.
+    /// The watched GPUs' readings and processes; `None` when the index
+    /// asked this tick has another handle than it had, unless
+    /// `adopt_handles` (every index asked) and the device behind it still
+    /// has the UUID it had, or when a kept handle names no device now.
     fn read(&mut self, adopt_handles: bool) -> Option<(Vec<Gpu>, Vec<crate::sources::GpuProcess>)> {
         let nvml = self.nvml.as_deref()?;
         let calls = &self.calls;
@@ -407,6 +408,7 @@ impl NvmlSource {
 /// the ordinary readings they would spread, and so do heavy ticks after
 /// one that took less than `SPREAD_FROM`, and all of the dashboard's
 /// (`NvmlSource::on_one_thread`).
+///
 /// `None` where a handle `kept` from an earlier tick names no device now.
 fn first_pass(
     watched: &mut [DeviceStatic],
