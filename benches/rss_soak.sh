@@ -6,9 +6,9 @@
 # into what is the program's own (RssAnon: heap, stacks) and the pages of
 # mapped files (RssFile: its code and the libraries', mapped as it first
 # runs). The history keeps bounded rings whatever the interval, so after
-# the first window fills (ten
-# minutes by default) the figure must stop rising: the summary compares the
-# last sample with the one at a third of the run.
+# the first window fills (ten minutes by default) the figure must stop
+# rising: the summary compares the last sample with the one at a third of
+# the run.
 # GPUSCOPE_BENCH_ARGS sets the interval (say "--interval 10ms": 100 ticks a
 # second, an hour of which is 4x the ticks of a day at 1 s); node.sh's
 # GPUSCOPE_BENCH_PROCS / _PROBED size the node. After `--`, another monitor
