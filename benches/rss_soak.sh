@@ -33,10 +33,12 @@ start=$(date +%s)
 while :; do
   [ -d "/proc/$pid" ] || { echo "rss_soak.sh: ${1:-gpuscope} exited" >&2; exit 1; }
   t=$(($(date +%s) - start))
-  rss=$(kib VmRSS)
-  samples+=("$rss")
-  awk -v t="$t" -v r="$rss" -v p="$(kib VmHWM)" -v a="$(kib RssAnon)" -v f="$(kib RssFile)" 'BEGIN {
-    printf "%6ds  RSS %6.1f MiB (%d KiB: heap and stacks %d, mapped files %d)  peak %6.1f MiB (%d KiB)\n", t, r / 1024, r, a, f, p / 1024, p }'
+  # One read of status a sample, so that the figures are of one moment.
+  line=$(awk -v t="$t" '{ v[$1] = $2 } END { r = v["VmRSS:"]; p = v["VmHWM:"]
+    printf "%d %6ds  RSS %6.1f MiB (%d KiB: heap and stacks %d, mapped files %d)  peak %6.1f MiB (%d KiB)\n",
+      r, t, r / 1024, r, v["RssAnon:"], v["RssFile:"], p / 1024, p }' "/proc/$pid/status")
+  samples+=("${line%% *}")
+  echo "${line#* }"
   [ "$t" -ge "$seconds" ] && break
   sleep "$every"
 done

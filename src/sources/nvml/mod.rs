@@ -283,12 +283,15 @@ impl NvmlSource {
         let mut kept = Vec::with_capacity(self.watched.len());
         for (at, st) in self.watched.iter().enumerate() {
             let held = st.kept(nvml).filter(|_| at != asked && !adopt_handles);
-            kept.push(held.is_some());
+            let asked_now = held.is_none();
+            kept.push(!asked_now);
             let dev = held.map_or_else(
                 || calls.track("nvmlDeviceGetHandleByIndex", Some(st.index), || nvml.device_by_index(st.index)),
                 Ok,
             );
-            if let Ok(dev) = &dev
+            // Only a handle just asked for can differ from the one kept.
+            if asked_now
+                && let Ok(dev) = &dev
                 && st.moved(dev)
                 && !(adopt_handles && st.same_uuid(dev, calls))
             {
