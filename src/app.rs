@@ -286,7 +286,7 @@ fn foreign_hint(e: &clap::Error) -> Option<&'static str> {
 fn watch(cli: &Cli) -> Result<(), AppError> {
     let settings = Settings::resolve(cli)?;
     if settings.mode == Mode::Tui {
-        let collector = collector(&settings, true, &Calls::default())?;
+        let collector = collector(&settings, Feeds::Dashboard, &Calls::default())?;
         // In the header, where the dashboard's user sees it (a line on
         // stderr would only show after quitting).
         // The charts draw from the analyzer's history: one copy, and every
@@ -303,7 +303,8 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
         return result.map_err(AppError::Output);
     }
     let started = Instant::now();
-    let headless = Headless::start(&settings, bounds::later(started, settings.timeout))?;
+    let max_clocks = shows_max_clocks(&settings);
+    let headless = Headless::start(&settings, bounds::later(started, settings.timeout), max_clocks)?;
     // One-shots: the whole run within the timeout. A stream: each line
     // within an interval and the timeout of the one before.
     let patience = settings.interval.saturating_add(settings.timeout);
@@ -339,7 +340,8 @@ fn check(cli: &Cli, window: Duration, fail_on: &[AlertKind]) -> Result<u8, AppEr
     let started = Instant::now();
     let window_end = bounds::later(started, window);
     let deadline = bounds::later(window_end, settings.timeout);
-    let headless = match Headless::start(&settings, deadline) {
+    // Its report is the alerts, and no rule reads the maximum clocks.
+    let headless = match Headless::start(&settings, deadline, false) {
         Ok(started) => started,
         Err(AppError::DriverSilent(silence)) => return check_silent(&silence, None),
         Err(e) => return Err(e),
@@ -379,7 +381,7 @@ fn serve(cli: &Cli, options: crate::serve::Options) -> Result<(), AppError> {
     // before NVML is touched (exit 2).
     let settings = Settings::resolve(cli)?;
     let prepared = crate::serve::Prepared::load(options)?;
-    let headless = Headless::start(&settings, bounds::later(Instant::now(), settings.timeout))?;
+    let headless = Headless::start(&settings, bounds::later(Instant::now(), settings.timeout), true)?;
     let served = headless.finish(HOOKS_AT_EXIT, |rx, _| crate::serve::run(prepared, rx, settings.interval));
     Ok(served?)
 }
@@ -398,7 +400,8 @@ fn record(
         eprintln!("gpuscope: {note}");
     }
     let started = Instant::now();
-    let headless = match Headless::start(&settings, bounds::later(started, settings.timeout)) {
+    // Replayed as JSON, a recording shows every reading.
+    let headless = match Headless::start(&settings, bounds::later(started, settings.timeout), true) {
         Ok(started) => started,
         Err(e) => {
             target.discard_if_unused();
@@ -441,8 +444,9 @@ struct Headless {
 }
 
 impl Headless {
-    fn start(settings: &Settings, deadline: Instant) -> Result<Self, AppError> {
-        let (rx, calls) = start_polling(settings, deadline)?;
+    /// `max_clocks`: whether the output shows the GPUs' maximum clocks.
+    fn start(settings: &Settings, deadline: Instant, max_clocks: bool) -> Result<Self, AppError> {
+        let (rx, calls) = start_polling(settings, deadline, max_clocks)?;
         Ok(Self { rx, calls, runtime: runtime()? })
     }
 
@@ -461,7 +465,7 @@ impl Headless {
 /// Opens NVML and starts the poller for a headless mode. A driver that has
 /// not answered by `deadline` (a hung `nvmlInit`) is `DriverSilent`: the
 /// opening thread is left behind, and dies with the process.
-fn start_polling(settings: &Settings, deadline: Instant) -> Result<(SnapshotRx, Calls), AppError> {
+fn start_polling(settings: &Settings, deadline: Instant, max_clocks: bool) -> Result<(SnapshotRx, Calls), AppError> {
     let started = Instant::now();
     let calls = Calls::default();
     let (tx, opened) = std::sync::mpsc::channel();
@@ -469,7 +473,7 @@ fn start_polling(settings: &Settings, deadline: Instant) -> Result<(SnapshotRx, 
     std::thread::Builder::new()
         .name("gpuscope-open".into())
         .spawn(move || {
-            let _ = tx.send(collector(&owned, false, &tracked));
+            let _ = tx.send(collector(&owned, Feeds::Headless { max_clocks }, &tracked));
         })
         .map_err(AppError::Runtime)?;
     let left = deadline.saturating_duration_since(Instant::now());
@@ -535,7 +539,8 @@ fn runtime() -> Result<tokio::runtime::Runtime, AppError> {
 /// as the data's age or NVML's error (retried with backoff), never as a
 /// blank terminal. Every headless command needs the driver up front, and a
 /// missing one is exit 2, not an empty report.
-fn collector(settings: &Settings, for_dashboard: bool, calls: &Calls) -> Result<Collector, AppError> {
+fn collector(settings: &Settings, feeds: Feeds, calls: &Calls) -> Result<Collector, AppError> {
+    let for_dashboard = feeds == Feeds::Dashboard;
     let unopened = || {
         let simulated = settings.library == LibrarySpec::Simulated;
         (NvmlSource::unopened(settings.library.clone(), settings.selectors.clone()), simulated)
@@ -559,6 +564,7 @@ fn collector(settings: &Settings, for_dashboard: bool, calls: &Calls) -> Result<
         }
     };
     let gpu = if for_dashboard { gpu.on_one_thread() } else { gpu };
+    let gpu = if feeds == (Feeds::Headless { max_clocks: true }) { gpu } else { gpu.without_max_clocks() };
     Ok(Collector {
         fallback,
         gpu: Box::new(gpu),
@@ -568,6 +574,26 @@ fn collector(settings: &Settings, for_dashboard: bool, calls: &Calls) -> Result<
         interval: settings.interval,
         simulated,
     })
+}
+
+/// What a collector's snapshots are for, so that it asks the driver
+/// nothing they never show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Feeds {
+    /// The dashboard, which shows no maximum clocks.
+    Dashboard,
+    /// A headless mode; `max_clocks`: whether its output shows them.
+    Headless { max_clocks: bool },
+}
+
+/// Whether a snapshot mode's output shows the GPUs' maximum clocks: JSON
+/// does, and a query that names them; the tables do not.
+fn shows_max_clocks(settings: &Settings) -> bool {
+    match settings.mode {
+        Mode::Json | Mode::JsonStream { .. } => true,
+        Mode::Query { .. } => settings.query.as_ref().is_some_and(query::Query::names_max_clocks),
+        Mode::Table | Mode::TableStream { .. } | Mode::Tui => false,
+    }
 }
 
 /// The built-in demo's made-up processes get made-up host figures too.
@@ -663,4 +689,40 @@ async fn emit(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::MaxClocks;
+
+    fn settings(args: &[&str]) -> Settings {
+        let cli = Cli::try_parse_from(std::iter::once("gpuscope").chain(args.iter().copied())).unwrap();
+        Settings::resolve(&cli).unwrap()
+    }
+
+    #[test]
+    fn only_json_and_queries_that_name_them_show_the_maximum_clocks() {
+        let cases: [(&[&str], bool); 7] = [
+            (&["--json"], true),
+            (&["--json", "-l", "1"], true),
+            (&["--query-gpu=index,clocks.max.gr", "--format=csv"], true),
+            (&["--query-gpu=index,clocks.gr", "--format=csv"], false),
+            (&["-1"], false),
+            (&["-1", "-l", "1"], false),
+            (&["--query-compute-apps=pid", "--format=csv"], false),
+        ];
+        for (args, shows) in cases {
+            assert_eq!(shows_max_clocks(&settings(args)), shows, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn the_dashboard_never_asks_the_maximum_clocks() {
+        let mut collector = collector(&settings(&["--demo"]), Feeds::Dashboard, &Calls::default()).unwrap();
+        let snap = collector.tick();
+        assert!(snap.gpus.len() > 1, "{:?}", snap.sources);
+        assert!(snap.gpus.iter().all(|g| g.max_clocks == MaxClocks::default()));
+        assert!(snap.gpus.iter().any(|g| g.clocks.sm_mhz.is_some()), "the current clocks are read");
+    }
 }

@@ -361,6 +361,33 @@ fn maximum_clocks_are_kept_for_the_boot_and_asked_again_only_of_new_firmware() {
 }
 
 #[test]
+fn the_maximum_clocks_are_asked_only_by_outputs_that_show_them() {
+    let (sim, log) = logged("[[gpu]]\nmax_sm_clock_mhz = 1755\n[[gpu]]\n");
+    let run = |args: &[&str]| {
+        let out = sim.gpuscope().args(args).output().unwrap();
+        assert!(out.status.code().is_some_and(|c| c < 2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // The table, `check`, and a query of other fields show none of them.
+    assert!(run(&["-1"]).contains("SM "), "the table shows the current clocks");
+    run(&["check", "--for", "0s"]);
+    assert!(run(&["--query-gpu=index,clocks.sm", "--format=csv,noheader"]).starts_with("0, "));
+    assert_eq!(calls_to(&log, "nvmlDeviceGetMaxClockInfo"), 0);
+    assert_eq!(calls_to(&log, "nvmlDeviceGetVbiosVersion"), 0, "not even to look for kept ones");
+    assert!(!sim.dir.path().join("gpuscope/boards").exists(), "nothing kept that was not asked");
+
+    // A query that names one asks them, four a GPU, and keeps them.
+    let csv = run(&["--query-gpu=index,clocks.max.sm", "--format=csv,noheader"]);
+    assert!(csv.starts_with("0, 1755 MHz\n1, "), "{csv}");
+    assert_eq!(calls_to(&log, "nvmlDeviceGetMaxClockInfo"), 8);
+    // JSON shows them: the ones the query kept.
+    let doc = sim.json(&[]);
+    assert_eq!(doc["gpus"][0]["max_clocks"]["sm_mhz"], 1755);
+    assert!(doc["gpus"][1]["max_clocks"]["memory_mhz"].as_u64().is_some());
+    assert_eq!(calls_to(&log, "nvmlDeviceGetMaxClockInfo"), 8);
+}
+
+#[test]
 fn without_the_firmware_version_or_with_a_file_not_gpuscopes_the_clocks_are_asked_each_time() {
     // A driver that lacks nvmlDeviceGetVbiosVersion: nothing to key on.
     let (sim, log) = logged("missing_functions = [\"nvmlDeviceGetVbiosVersion\"]\n[[gpu]]\n");

@@ -110,6 +110,15 @@ impl Query {
         Ok(Self { target, format, columns })
     }
 
+    /// Whether a column is one of the maximum clocks (`clocks.max.*`),
+    /// which the driver is slow to give and is asked only for a query
+    /// that shows them.
+    pub fn names_max_clocks(&self) -> bool {
+        self.columns
+            .iter()
+            .any(|c| matches!(c, Column::Gpu(f, _) if f.names.iter().any(|n| n.starts_with("clocks.max."))))
+    }
+
     /// The header line, with each unit in brackets (kept under `nounits`,
     /// as nvidia-smi does).
     pub fn header(&self) -> String {

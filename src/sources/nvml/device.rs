@@ -116,6 +116,11 @@ impl DeviceStatic {
         }
     }
 
+    /// See `Slow::forgo_max_clocks`.
+    pub fn forgo_max_clocks(&mut self) {
+        self.slow.forgo_max_clocks();
+    }
+
     pub fn needs_max_clocks(&self) -> bool {
         self.slow.needs_max_clocks()
     }

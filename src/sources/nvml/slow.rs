@@ -94,6 +94,13 @@ impl Slow {
         self.max_clocks.is_none()
     }
 
+    /// For an output that never shows the maximum clocks: they are not
+    /// asked of the driver, nor kept for the boot, and read as unknown.
+    pub fn forgo_max_clocks(&mut self) {
+        self.max_clocks = Some(MaxClocks::default());
+        self.fresh = false;
+    }
+
     /// Clocks kept from an earlier run of the same board and firmware.
     pub fn seed_max_clocks(&mut self, clocks: MaxClocks) {
         self.max_clocks = Some(clocks);
