@@ -22,7 +22,7 @@ use crate::query::{self, QueryError};
 use crate::recording;
 use crate::settings::{Mode, Settings, SettingsError};
 use crate::sources::host::ProcHost;
-use crate::sources::nvml::{Calls, InitError, LibrarySpec, NvmlSource};
+use crate::sources::nvml::{Calls, InitError, LibrarySpec, NvmlSource, Wanted};
 use crate::sources::probe::{self, DemoProbes, FileProbes, ProbeSource};
 use crate::tui;
 
@@ -303,8 +303,7 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
         return result.map_err(AppError::Output);
     }
     let started = Instant::now();
-    let max_clocks = shows_max_clocks(&settings);
-    let headless = Headless::start(&settings, bounds::later(started, settings.timeout), max_clocks)?;
+    let headless = Headless::start(&settings, bounds::later(started, settings.timeout), wanted_by(&settings))?;
     // One-shots: the whole run within the timeout. A stream: each line
     // within an interval and the timeout of the one before.
     let patience = settings.interval.saturating_add(settings.timeout);
@@ -340,8 +339,8 @@ fn check(cli: &Cli, window: Duration, fail_on: &[AlertKind]) -> Result<u8, AppEr
     let started = Instant::now();
     let window_end = bounds::later(started, window);
     let deadline = bounds::later(window_end, settings.timeout);
-    // Its report is the alerts, and no rule reads the maximum clocks.
-    let headless = match Headless::start(&settings, deadline, false) {
+    // Its report is the alerts, whose rules read what every output gets.
+    let headless = match Headless::start(&settings, deadline, Wanted::NONE) {
         Ok(started) => started,
         Err(AppError::DriverSilent(silence)) => return check_silent(&silence, None),
         Err(e) => return Err(e),
@@ -381,7 +380,7 @@ fn serve(cli: &Cli, options: crate::serve::Options) -> Result<(), AppError> {
     // before NVML is touched (exit 2).
     let settings = Settings::resolve(cli)?;
     let prepared = crate::serve::Prepared::load(options)?;
-    let headless = Headless::start(&settings, bounds::later(Instant::now(), settings.timeout), true)?;
+    let headless = Headless::start(&settings, bounds::later(Instant::now(), settings.timeout), Wanted::ALL)?;
     let served = headless.finish(HOOKS_AT_EXIT, |rx, _| crate::serve::run(prepared, rx, settings.interval));
     Ok(served?)
 }
@@ -401,7 +400,7 @@ fn record(
     }
     let started = Instant::now();
     // Replayed as JSON, a recording shows every reading.
-    let headless = match Headless::start(&settings, bounds::later(started, settings.timeout), true) {
+    let headless = match Headless::start(&settings, bounds::later(started, settings.timeout), Wanted::ALL) {
         Ok(started) => started,
         Err(e) => {
             target.discard_if_unused();
@@ -444,9 +443,8 @@ struct Headless {
 }
 
 impl Headless {
-    /// `max_clocks`: whether the output shows the GPUs' maximum clocks.
-    fn start(settings: &Settings, deadline: Instant, max_clocks: bool) -> Result<Self, AppError> {
-        let (rx, calls) = start_polling(settings, deadline, max_clocks)?;
+    fn start(settings: &Settings, deadline: Instant, wanted: Wanted) -> Result<Self, AppError> {
+        let (rx, calls) = start_polling(settings, deadline, wanted)?;
         Ok(Self { rx, calls, runtime: runtime()? })
     }
 
@@ -465,7 +463,7 @@ impl Headless {
 /// Opens NVML and starts the poller for a headless mode. A driver that has
 /// not answered by `deadline` (a hung `nvmlInit`) is `DriverSilent`: the
 /// opening thread is left behind, and dies with the process.
-fn start_polling(settings: &Settings, deadline: Instant, max_clocks: bool) -> Result<(SnapshotRx, Calls), AppError> {
+fn start_polling(settings: &Settings, deadline: Instant, wanted: Wanted) -> Result<(SnapshotRx, Calls), AppError> {
     let started = Instant::now();
     let calls = Calls::default();
     let (tx, opened) = std::sync::mpsc::channel();
@@ -473,7 +471,7 @@ fn start_polling(settings: &Settings, deadline: Instant, max_clocks: bool) -> Re
     std::thread::Builder::new()
         .name("gpuscope-open".into())
         .spawn(move || {
-            let _ = tx.send(collector(&owned, Feeds::Headless { max_clocks }, &tracked));
+            let _ = tx.send(collector(&owned, Feeds::Headless(wanted), &tracked));
         })
         .map_err(AppError::Runtime)?;
     let left = deadline.saturating_duration_since(Instant::now());
@@ -564,7 +562,10 @@ fn collector(settings: &Settings, feeds: Feeds, calls: &Calls) -> Result<Collect
         }
     };
     let gpu = if for_dashboard { gpu.on_one_thread() } else { gpu };
-    let gpu = if feeds == (Feeds::Headless { max_clocks: true }) { gpu } else { gpu.without_max_clocks() };
+    let gpu = gpu.asking(match feeds {
+        Feeds::Dashboard => Wanted::DASHBOARD,
+        Feeds::Headless(wanted) => wanted,
+    });
     Ok(Collector {
         fallback,
         gpu: Box::new(gpu),
@@ -576,23 +577,27 @@ fn collector(settings: &Settings, feeds: Feeds, calls: &Calls) -> Result<Collect
     })
 }
 
-/// What a collector's snapshots are for, so that it asks the driver
-/// nothing they never show.
+/// What a collector's snapshots are for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Feeds {
-    /// The dashboard, which shows no maximum clocks.
     Dashboard,
-    /// A headless mode; `max_clocks`: whether its output shows them.
-    Headless { max_clocks: bool },
+    /// A headless mode, asking the driver what its output shows.
+    Headless(Wanted),
 }
 
-/// Whether a snapshot mode's output shows the GPUs' maximum clocks: JSON
-/// does, and a query that names them; the tables do not.
-fn shows_max_clocks(settings: &Settings) -> bool {
+/// What a snapshot mode's output shows (`sources/nvml/wanted.rs`): JSON
+/// everything; the tables what `Wanted::TABLE` says; a query everything
+/// but the per-process samples (no query field is one), and the maximum
+/// clocks only where it names them.
+fn wanted_by(settings: &Settings) -> Wanted {
     match settings.mode {
-        Mode::Json | Mode::JsonStream { .. } => true,
-        Mode::Query { .. } => settings.query.as_ref().is_some_and(query::Query::names_max_clocks),
-        Mode::Table | Mode::TableStream { .. } | Mode::Tui => false,
+        Mode::Json | Mode::JsonStream { .. } => Wanted::ALL,
+        Mode::Query { .. } => Wanted {
+            max_clocks: settings.query.as_ref().is_some_and(query::Query::names_max_clocks),
+            process_samples: false,
+            ..Wanted::ALL
+        },
+        Mode::Table | Mode::TableStream { .. } | Mode::Tui => Wanted::TABLE,
     }
 }
 
@@ -694,7 +699,6 @@ async fn emit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::MaxClocks;
 
     fn settings(args: &[&str]) -> Settings {
         let cli = Cli::try_parse_from(std::iter::once("gpuscope").chain(args.iter().copied())).unwrap();
@@ -702,27 +706,36 @@ mod tests {
     }
 
     #[test]
-    fn only_json_and_queries_that_name_them_show_the_maximum_clocks() {
-        let cases: [(&[&str], bool); 7] = [
-            (&["--json"], true),
-            (&["--json", "-l", "1"], true),
-            (&["--query-gpu=index,clocks.max.gr", "--format=csv"], true),
-            (&["--query-gpu=index,clocks.gr", "--format=csv"], false),
-            (&["-1"], false),
-            (&["-1", "-l", "1"], false),
-            (&["--query-compute-apps=pid", "--format=csv"], false),
+    fn json_asks_everything_a_query_what_fields_can_show_the_tables_what_they_show() {
+        let query = Wanted { max_clocks: false, process_samples: false, ..Wanted::ALL };
+        let cases: [(&[&str], Wanted); 7] = [
+            (&["--json"], Wanted::ALL),
+            (&["--json", "-l", "1"], Wanted::ALL),
+            (&["--query-gpu=index,clocks.max.gr", "--format=csv"], Wanted { max_clocks: true, ..query }),
+            (&["--query-gpu=index,clocks.gr", "--format=csv"], query),
+            (&["-1"], Wanted::TABLE),
+            (&["-1", "-l", "1"], Wanted::TABLE),
+            (&["--query-compute-apps=pid", "--format=csv"], query),
         ];
-        for (args, shows) in cases {
-            assert_eq!(shows_max_clocks(&settings(args)), shows, "{args:?}");
+        for (args, wanted) in cases {
+            assert_eq!(wanted_by(&settings(args)), wanted, "{args:?}");
         }
     }
 
     #[test]
-    fn the_dashboard_never_asks_the_maximum_clocks() {
+    fn the_dashboard_asks_only_what_it_shows() {
         let mut collector = collector(&settings(&["--demo"]), Feeds::Dashboard, &Calls::default()).unwrap();
         let snap = collector.tick();
         assert!(snap.gpus.len() > 1, "{:?}", snap.sources);
-        assert!(snap.gpus.iter().all(|g| g.max_clocks == MaxClocks::default()));
-        assert!(snap.gpus.iter().any(|g| g.clocks.sm_mhz.is_some()), "the current clocks are read");
+        for gpu in &snap.gpus {
+            let mut blank = gpu.clone();
+            Wanted::DASHBOARD.blank(&mut blank);
+            assert_eq!(&blank, gpu, "GPU {}: nothing read that the dashboard does not show", gpu.index);
+        }
+        assert!(
+            snap.gpus.iter().any(|g| g.process_utilization.is_some()),
+            "a GPU's details show its processes' SM use"
+        );
+        assert!(snap.gpus.iter().any(|g| g.power_draw_w.is_some() && g.temperature_c.is_some()));
     }
 }

@@ -388,6 +388,77 @@ fn the_maximum_clocks_are_asked_only_by_outputs_that_show_them() {
 }
 
 #[test]
+fn per_process_samples_are_asked_only_by_outputs_that_show_them() {
+    let worker = common::Sleeper::spawn(&["60"]);
+    let (sim, log) =
+        logged(&format!("[[gpu]]\n[[gpu.process]]\npid = {}\nused_mib = 100\nsm_util = 40\n", worker.pid()));
+    let asked = || calls_to(&log, "nvmlDeviceGetProcessUtilization");
+    for args in [&["-1"][..], &["check", "--for", "0s"], &["--query-compute-apps=pid,used_memory", "--format=csv"]] {
+        let out = sim.gpuscope().args(args).output().unwrap();
+        assert!(out.status.code().is_some_and(|c| c < 2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let csv = sim.gpuscope().args(["--query-compute-apps=pid", "--format=csv,noheader"]).output().unwrap().stdout;
+    assert_eq!(String::from_utf8(csv).unwrap(), format!("{}\n", worker.pid()), "the process is listed");
+    assert_eq!(asked(), 0, "none of them shows a process's SM use");
+    let doc = sim.json(&[]);
+    assert_eq!(doc["gpus"][0]["process_utilization"][0]["sm"], 40);
+    assert_eq!(asked(), 1);
+}
+
+/// The functions one run of gpuscope with `args` called, and how often.
+fn calls_of(sim: &Sim, log: &std::path::Path, args: &[&str]) -> std::collections::HashMap<String, usize> {
+    std::fs::write(log, "").unwrap();
+    let out = sim.gpuscope().args(args).output().unwrap();
+    assert!(out.status.code().is_some_and(|c| c < 2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let mut calls = std::collections::HashMap::new();
+    for line in std::fs::read_to_string(log).unwrap().lines() {
+        *calls.entry(line.to_owned()).or_default() += 1;
+    }
+    calls
+}
+
+#[test]
+fn each_output_asks_the_driver_only_for_what_it_shows() {
+    let worker = common::Sleeper::spawn(&["60"]);
+    let (sim, log) = logged(&format!("[[gpu]]\n[[gpu.process]]\npid = {}\nused_mib = 100\n[[gpu]]\n", worker.pid()));
+    let every = ["nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetTemperature"]
+        .into_iter()
+        .chain(["nvmlDeviceGetPowerUsage", "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPerformanceState"])
+        .chain(["nvmlDeviceGetMigMode", "nvmlDeviceGetComputeRunningProcesses_v3"]);
+    let table =
+        ["nvmlDeviceGetClockInfo", "nvmlDeviceGetFieldValues", "nvmlDeviceGetEncoderUtilization"].into_iter().chain([
+            "nvmlDeviceGetCurrentClocksThrottleReasons",
+            "nvmlDeviceGetTotalEccErrors",
+            "nvmlDeviceGetRemappedRows",
+        ]);
+    let settings = ["nvmlDeviceGetSerial", "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetComputeMode"]
+        .into_iter()
+        .chain(["nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetAccountingMode"]);
+    let dear = ["nvmlDeviceGetMaxClockInfo", "nvmlDeviceGetProcessUtilization"];
+    let (every, table, settings): (Vec<_>, Vec<_>, Vec<_>) = (every.collect(), table.collect(), settings.collect());
+
+    let json = calls_of(&sim, &log, &["--json"]);
+    for f in every.iter().chain(&table).chain(&settings).chain(&dear) {
+        assert!(json.contains_key(*f), "JSON shows what {f} says");
+    }
+    let one = calls_of(&sim, &log, &["-1"]);
+    for f in every.iter().chain(&table) {
+        assert!(one.contains_key(*f), "-1 shows what {f} says");
+    }
+    for f in settings.iter().chain(&dear) {
+        assert!(!one.contains_key(*f), "-1 does not show what {f} says");
+    }
+    let check = calls_of(&sim, &log, &["check", "--for", "0s"]);
+    for f in &every {
+        assert!(check.contains_key(*f), "the rules read what {f} says");
+    }
+    for f in table.iter().chain(&settings).chain(&dear) {
+        assert!(!check.contains_key(*f), "no rule reads what {f} says");
+    }
+    assert!(check.values().sum::<usize>() * 2 < json.values().sum::<usize>(), "{check:?}\n{json:?}");
+}
+
+#[test]
 fn without_the_firmware_version_or_with_a_file_not_gpuscopes_the_clocks_are_asked_each_time() {
     // A driver that lacks nvmlDeviceGetVbiosVersion: nothing to key on.
     let (sim, log) = logged("missing_functions = [\"nvmlDeviceGetVbiosVersion\"]\n[[gpu]]\n");

@@ -8,10 +8,14 @@ mod tui_fixtures;
 
 use std::sync::Arc;
 
+use gpuscope::sources::nvml::Wanted;
 use gpuscope::tui::keys::Action;
 use gpuscope::tui::update::apply;
 use gpuscope::tui::{Clock, State, TuiOptions};
-use tui_fixtures::{Spec, T0, options, render, render_text, snapshot, state, state_with, uses_color, without_nvml};
+use tui_fixtures::{
+    Spec, T0, options, render, render_text, snapshot, snapshot_at, state, state_with, uses_color, with_every_reading,
+    without_nvml,
+};
 
 fn act(state: &mut State, actions: &[Action]) {
     for a in actions {
@@ -767,4 +771,61 @@ fn help_fits_80x24_in_every_mode() {
             assert!(refused || text.contains(keys), "{name}: {keys}:\n{text}");
         }
     }
+}
+
+/// Ten minutes of snapshots, every GPU given every reading, then those of
+/// the groups `wanted` does not ask taken away again.
+fn state_asking(spec: Spec, wanted: Wanted) -> State {
+    let mut state = State::new(&options());
+    for step in (0..=120u64).rev() {
+        let mut snap = with_every_reading(snapshot_at(spec, T0 - step * 5000, step));
+        snap.gpus.iter_mut().for_each(|g| wanted.blank(g));
+        state.on_snapshot(Arc::new(snap));
+    }
+    state
+}
+
+/// Eight GPUs, one lost, with alerts.
+fn every_kind() -> Spec {
+    Spec { alerts: true, lost: Some(5), ..Spec::gpus(8).probed() }
+}
+
+/// A snapshot with every reading, and the same as a source asking only
+/// `wanted` reads it, which must differ.
+fn with_and_without(wanted: Wanted) -> (gpuscope::model::Snapshot, gpuscope::model::Snapshot) {
+    let full = with_every_reading(snapshot(every_kind()));
+    let mut asked = full.clone();
+    asked.gpus.iter_mut().for_each(|g| wanted.blank(g));
+    assert_ne!(asked.gpus, full.gpus, "{wanted:?} leaves readings unasked");
+    (full, asked)
+}
+
+#[test]
+fn the_dashboard_shows_no_reading_it_does_not_ask_the_driver_for() {
+    with_and_without(Wanted::DASHBOARD);
+    let spec = every_kind();
+    let (mut full, mut asked) = (state_asking(spec, Wanted::ALL), state_asking(spec, Wanted::DASHBOARD));
+    let views: [&[Action]; 6] = [
+        &[],
+        &[Action::FocusNext],
+        &[Action::Back, Action::Move(1), Action::OpenDetail],
+        &[Action::Back, Action::AlertList],
+        &[Action::Back, Action::Tree],
+        &[Action::Tree, Action::GroupByJob],
+    ];
+    for actions in views {
+        act(&mut full, actions);
+        act(&mut asked, actions);
+        for (w, h) in [(80, 24), (200, 50)] {
+            assert_eq!(render_text(&mut asked, w, h), render_text(&mut full, w, h), "{actions:?} at {w}x{h}");
+        }
+    }
+}
+
+#[test]
+fn the_table_shows_no_reading_it_does_not_ask_the_driver_for() {
+    let (full, asked) = with_and_without(Wanted::TABLE);
+    let text = gpuscope::output::table::render(&full);
+    assert!(text.contains("sw_power_cap") && text.contains("remapped rows"), "what it asks, it shows:\n{text}");
+    assert_eq!(gpuscope::output::table::render(&asked), text);
 }

@@ -532,3 +532,37 @@ pub fn replay_handle() -> (
     let history = gpuscope::history::Store::shared(Duration::from_secs(600));
     (Handle { commands, status, history }, (commands_rx, status_tx))
 }
+
+/// `snap` with a value for every reading some output leaves unasked
+/// (`gpuscope::sources::nvml::Wanted`) on each GPU that answers: a test
+/// takes them away again with `Wanted::blank` and finds the output the same.
+pub fn with_every_reading(snap: Snapshot) -> Snapshot {
+    let mut v = serde_json::to_value(&snap).expect("a snapshot serialises");
+    for gpu in v["gpus"].as_array_mut().into_iter().flatten() {
+        if gpu["state"] != "ok" {
+            continue;
+        }
+        let pid = 4_123_401 + gpu["index"].as_u64().unwrap_or(0);
+        gpu["utilization"]["encoder"] = json!(7);
+        gpu["utilization"]["decoder"] = json!(3);
+        let patch = json!({
+            "fan_percent": 41,
+            "clocks": { "sm_mhz": 1755, "memory_mhz": 2619, "graphics_mhz": 1755, "video_mhz": 1545 },
+            "pcie": { "tx_bytes_per_s": 5_000_000_000u64, "rx_bytes_per_s": 9_000_000_000u64 },
+            "throttle_reasons": ["sw_power_cap"],
+            "max_clocks": { "sm_mhz": 1980, "memory_mhz": 2619, "graphics_mhz": 1980, "video_mhz": 1755 },
+            "ecc": { "mode_current": true, "mode_pending": true, "corrected_volatile": 3, "uncorrected_volatile": 1,
+                     "corrected_aggregate": 12, "uncorrected_aggregate": 1, "retired_pages_pending": true },
+            "remapped_rows": { "correctable": 2, "uncorrectable": 1, "pending": true, "failure": false },
+            "bar1_memory": { "total": 137_438_953_472u64, "used": 1_073_741_824u64, "free": 136_365_211_648u64 },
+            "serial": "1654123456789", "persistence_mode": true, "compute_mode": "exclusive_process",
+            "power_management_limit_w": 650.0,
+            "accounting": { "enabled": true, "buffer_size": 4000, "processes": [] },
+            "process_utilization": [{ "pid": pid, "sm": 57, "memory": 20, "encoder": 0, "decoder": 0 }],
+        });
+        for (key, value) in patch.as_object().into_iter().flatten() {
+            gpu[key] = value.clone();
+        }
+    }
+    from_json(v)
+}

@@ -10,6 +10,7 @@ use super::boards::Boards;
 use super::calls::Calls;
 use super::pcie::PcieState;
 use super::slow::Slow;
+use super::wanted::Wanted;
 use crate::model::{Clocks, Gpu, GpuMemory, GpuState, Utilization};
 use crate::sources::GpuIdentity;
 
@@ -283,7 +284,8 @@ impl Reader<'_> {
 /// from an earlier tick that NVML now says names no device (its first call
 /// answers INVALID_ARGUMENT: the GPU has gone, and another may have taken
 /// its index, the count unchanged), so that the tick asks again by index.
-pub fn read_gpu(dev: &Device<'_>, st: &mut DeviceStatic, calls: &Calls, kept: bool) -> Option<Gpu> {
+/// Only what `wanted` asks is read; the rest stays unknown.
+pub fn read_gpu(dev: &Device<'_>, st: &mut DeviceStatic, calls: &Calls, kept: bool, wanted: Wanted) -> Option<Gpu> {
     let mut r = Reader { lost: false, error: None, failures: 0, calls, gpu: st.index };
     let mut gpu = st.apply(Gpu::blank(st.index, GpuState::Ok));
     // Memory first: if the GPU has fallen off the bus, this says so and the
@@ -307,27 +309,37 @@ pub fn read_gpu(dev: &Device<'_>, st: &mut DeviceStatic, calls: &Calls, kept: bo
     gpu.utilization = Utilization {
         gpu: util.as_ref().map(|u| u.gpu),
         memory: util.as_ref().map(|u| u.memory),
-        encoder: r.take("encoder", || dev.encoder_utilization()).map(|u| u.utilization),
-        decoder: r.take("decoder", || dev.decoder_utilization()).map(|u| u.utilization),
+        ..Utilization::default()
     };
+    if wanted.codecs {
+        gpu.utilization.encoder = r.take("encoder", || dev.encoder_utilization()).map(|u| u.utilization);
+        gpu.utilization.decoder = r.take("decoder", || dev.decoder_utilization()).map(|u| u.utilization);
+    }
     gpu.temperature_c = r.take("temperature", || dev.temperature(TemperatureSensor::Gpu));
     gpu.fan_percent = match st.fans {
+        _ if !wanted.fan => None,
         Some(Some(0)) => None,
         _ => r.take("fan", || dev.fan_speed(0)),
     };
     gpu.power_draw_w = r.take("power", || dev.power_usage()).map(milliwatts);
-    gpu.clocks = Clocks {
-        sm_mhz: r.take("SM clock", || dev.clock_info(Clock::SM)),
-        memory_mhz: r.take("memory clock", || dev.clock_info(Clock::Memory)),
-        ..Clocks::default()
-    };
-    gpu.pcie = st.pcie.read(&mut r, dev);
+    if wanted.clocks {
+        gpu.clocks = Clocks {
+            sm_mhz: r.take("SM clock", || dev.clock_info(Clock::SM)),
+            memory_mhz: r.take("memory clock", || dev.clock_info(Clock::Memory)),
+            ..Clocks::default()
+        };
+    }
+    if wanted.pcie {
+        gpu.pcie = st.pcie.read(&mut r, dev);
+    }
     gpu.performance_state = r.take("performance state", || dev.performance_state()).and_then(pstate_name);
-    gpu.throttle_reasons = r.take("throttle reasons", || dev.current_throttle_reasons()).map(|reasons| {
-        reasons.iter_names().map(|(name, _)| name.to_ascii_lowercase()).filter(|n| n != "none").collect()
-    });
-    st.slow.apply(&mut r, dev, &mut gpu);
-    super::settings::read(&mut r, dev, &mut gpu, st.slow.accounting());
+    if wanted.clocks {
+        gpu.throttle_reasons = r.take("throttle reasons", || dev.current_throttle_reasons()).map(|reasons| {
+            reasons.iter_names().map(|(name, _)| name.to_ascii_lowercase()).filter(|n| n != "none").collect()
+        });
+    }
+    st.slow.apply(&mut r, dev, &mut gpu, wanted);
+    super::settings::read(&mut r, dev, &mut gpu, st.slow.accounting(), wanted.clocks);
 
     if r.lost {
         // Lost part-way through: what was read may be from before the loss,

@@ -16,6 +16,7 @@ mod processes;
 mod settings;
 mod sized;
 mod slow;
+mod wanted;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -35,6 +36,7 @@ use mig::MigStatics;
 use nvlink::Links;
 use process_util::ProcessUtil;
 use processes::ProcessMerger;
+pub use wanted::Wanted;
 
 pub struct NvmlSource {
     spec: LibrarySpec,
@@ -78,8 +80,8 @@ pub struct NvmlSource {
     boards: Option<Option<Boards>>,
     /// Counts ticks: which watched GPU's handle this tick asks NVML for.
     handle_turn: usize,
-    /// Whether the GPUs' maximum clocks are asked (`without_max_clocks`).
-    max_clocks: bool,
+    /// What the output shows, and so asks of the driver (`asking`).
+    wanted: Wanted,
 }
 
 /// Selected GPUs: by UUID, or by index where the UUID could not be read.
@@ -170,7 +172,7 @@ impl NvmlSource {
             samples_took: None,
             boards: None,
             handle_turn: 0,
-            max_clocks: true,
+            wanted: Wanted::ALL,
         }
     }
 
@@ -183,14 +185,16 @@ impl NvmlSource {
         self
     }
 
-    /// Never asks the maximum clocks, for an output that does not show
-    /// them: the dashboard, `-1`, `check`, and queries of other fields.
-    /// They are the dearest call of all (1.4 ms of the driver's CPU each,
-    /// four a GPU: `boards.rs`), asked on a GPU's first tick, so on an
-    /// 8-GPU node the first tick after boot is 45 ms of driver CPU lighter.
-    pub fn without_max_clocks(mut self) -> Self {
-        self.max_clocks = false;
-        self.all.iter_mut().chain(&mut self.watched).for_each(DeviceStatic::forgo_max_clocks);
+    /// Asks the driver only for what the output shows (`wanted.rs`); the
+    /// rest stays unknown. Without the maximum clocks, for instance, an
+    /// 8-GPU node's first tick after boot costs 45 ms less of the driver's
+    /// CPU, and without the per-process samples every tick of a busy one
+    /// 20 ms less.
+    pub fn asking(mut self, wanted: Wanted) -> Self {
+        self.wanted = wanted;
+        if !wanted.max_clocks {
+            self.all.iter_mut().chain(&mut self.watched).for_each(DeviceStatic::forgo_max_clocks);
+        }
         self
     }
 
@@ -223,7 +227,7 @@ impl NvmlSource {
     }
 
     fn set_devices(&mut self, mut all: Vec<DeviceStatic>) {
-        if !self.max_clocks {
+        if !self.wanted.max_clocks {
             all.iter_mut().for_each(DeviceStatic::forgo_max_clocks);
         }
         self.watched = all.iter().filter(|d| self.chosen.as_ref().is_none_or(|c| c.keeps(d))).cloned().collect();
@@ -341,6 +345,7 @@ impl NvmlSource {
             calls,
             heavy,
             self.boards.as_ref().and_then(Option::as_ref),
+            self.wanted,
         )?;
         // Only a tick that read the slow readings can have asked the driver
         // for maximum clocks.
@@ -368,8 +373,10 @@ impl NvmlSource {
                 let listed = merger.add_device(st.index, dev, &migs, only.is_none(), calls);
                 let key = st.uuid.clone().unwrap_or_else(|| st.index.to_string());
                 gpu.nvlink = self.links.read(key.clone(), st.index, dev, calls);
-                let batch = self.process_util.take(&key);
-                sampled.push(Sampled { at: gpus.len(), key, index: st.index, dev, idle: listed == 0, batch });
+                if self.wanted.process_samples {
+                    let batch = self.process_util.take(&key);
+                    sampled.push(Sampled { at: gpus.len(), key, index: st.index, dev, idle: listed == 0, batch });
+                }
             }
             self.suspect |= gpu.error.is_some();
             gpus.push(gpu);
@@ -437,6 +444,7 @@ fn first_pass(
     calls: &Calls,
     heavy: bool,
     boards: Option<&Boards>,
+    wanted: Wanted,
 ) -> Option<Vec<Gpu>> {
     let jobs: Vec<_> = watched.iter_mut().zip(handles).zip(kept).collect();
     let gpus = on_threads(jobs, heavy, |((st, dev), &kept)| match dev {
@@ -446,7 +454,7 @@ fn first_pass(
             if let Some(boards) = boards {
                 st.seed_max_clocks(dev, boards, calls);
             }
-            read_gpu(dev, st, calls, kept)
+            read_gpu(dev, st, calls, kept, wanted)
         }
         Err(NvmlError::GpuLost) => Some(st.apply(Gpu::blank(st.index, GpuState::Lost))),
         Err(e) => {

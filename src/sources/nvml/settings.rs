@@ -14,10 +14,19 @@ use nvml_wrapper::error::{NvmlError, nvml_try};
 use crate::model::{AccountedProcess, Accounting, Bar1Memory, Ecc, Gpu, RemappedRows};
 
 /// The readings that change while the GPU runs; the settings are in
-/// `slow.rs`. `accounting`: whether accounting is on, and its buffer size.
-pub fn read(r: &mut Reader<'_>, dev: &Device<'_>, gpu: &mut Gpu, accounting: Option<(bool, Option<u32>)>) {
-    gpu.clocks.graphics_mhz = r.take("graphics clock", || dev.clock_info(Clock::Graphics));
-    gpu.clocks.video_mhz = r.take("video clock", || dev.clock_info(Clock::Video));
+/// `slow.rs`. `accounting`: whether accounting is on, and its buffer size
+/// (`None` where not asked); `clocks`: whether the clocks are asked.
+pub fn read(
+    r: &mut Reader<'_>,
+    dev: &Device<'_>,
+    gpu: &mut Gpu,
+    accounting: Option<(bool, Option<u32>)>,
+    clocks: bool,
+) {
+    if clocks {
+        gpu.clocks.graphics_mhz = r.take("graphics clock", || dev.clock_info(Clock::Graphics));
+        gpu.clocks.video_mhz = r.take("video clock", || dev.clock_info(Clock::Video));
+    }
     gpu.accounting = accounting.map(|(enabled, buffer_size)| accounted(r, dev, enabled, buffer_size));
 }
 

@@ -16,6 +16,7 @@ use nvml_wrapper::Device;
 use nvml_wrapper::enum_wrappers::device::{Clock, ComputeMode as NvmlComputeMode};
 
 use super::device::Reader;
+use super::wanted::Wanted;
 use crate::model::{Bar1Memory, ComputeMode, Ecc, Gpu, MaxClocks, MigMode, RemappedRows};
 
 /// How stale a changed setting may be shown: `nvidia-smi -pl` or `-c`
@@ -60,12 +61,13 @@ impl Slow {
         self.read_at.is_none_or(|at| at.elapsed() >= REFRESH)
     }
 
-    /// Reads them again when due, and puts them into `gpu`.
-    pub fn apply(&mut self, r: &mut Reader<'_>, dev: &Device<'_>, gpu: &mut Gpu) {
+    /// Reads them again when due, those `wanted` asks, and puts them into
+    /// `gpu`.
+    pub fn apply(&mut self, r: &mut Reader<'_>, dev: &Device<'_>, gpu: &mut Gpu, wanted: Wanted) {
         if self.due() {
             let serial = self.read_at.map(|_| self.v.serial.clone());
             let failed = r.failures();
-            let v = Readings::read(r, dev, self.max_clocks.clone(), serial);
+            let v = Readings::read(r, dev, self.max_clocks.clone(), serial, wanted);
             // Readings from a GPU lost part-way through are not kept.
             if !r.lost() {
                 if self.max_clocks.is_none() && r.failures() == failed {
@@ -120,43 +122,42 @@ impl Slow {
 }
 
 impl Readings {
-    /// `max_clocks` and `serial`: as known already, where they are.
+    /// `max_clocks` and `serial`: as known already, where they are. The
+    /// health counters and the settings only where `wanted` asks them.
     fn read(
         r: &mut Reader<'_>,
         dev: &Device<'_>,
         max_clocks: Option<MaxClocks>,
         serial: Option<Option<String>>,
+        wanted: Wanted,
     ) -> Self {
         let watts = |mw: u32| f64::from(mw) / 1000.0;
-        let ecc = r.take("ECC mode", || dev.is_ecc_enabled());
-        let (ecc_counts, remapped_rows, bar1) = super::settings::health(r, dev);
-        let max_clocks = max_clocks.unwrap_or_else(|| MaxClocks {
+        let mut v = Self::default();
+        if wanted.health {
+            v.ecc_mode = r.take("ECC mode", || dev.is_ecc_enabled()).map(|m| (m.currently_enabled, m.pending_enabled));
+            (v.ecc_counts, v.remapped_rows, v.bar1) = super::settings::health(r, dev);
+        }
+        v.max_clocks = max_clocks.unwrap_or_else(|| MaxClocks {
             sm_mhz: r.take("max SM clock", || dev.max_clock_info(Clock::SM)),
             memory_mhz: r.take("max memory clock", || dev.max_clock_info(Clock::Memory)),
             graphics_mhz: r.take("max graphics clock", || dev.max_clock_info(Clock::Graphics)),
             video_mhz: r.take("max video clock", || dev.max_clock_info(Clock::Video)),
         });
-        let serial = serial.unwrap_or_else(|| r.take("serial", || dev.serial()));
-        Self {
-            ecc_counts,
-            remapped_rows,
-            bar1,
-            power_limit_w: r.take("power limit", || dev.enforced_power_limit()).map(watts),
-            power_management_limit_w: r.take("power management limit", || dev.power_management_limit()).map(watts),
-            serial,
-            persistence_mode: r.take("persistence mode", || dev.is_in_persistent_mode()),
-            compute_mode: r.take("compute mode", || dev.compute_mode()).map(compute_mode),
-            max_clocks,
-            ecc_mode: ecc.map(|m| (m.currently_enabled, m.pending_enabled)),
-            // NVML_DEVICE_MIG_ENABLE is 1 (nvml.h).
-            mig_mode: r
-                .take("MIG mode", || dev.mig_mode())
-                .map(|m| MigMode { current: m.current == 1, pending: m.pending == 1 }),
-            accounting: r.take("accounting mode", || dev.is_accounting_enabled()).map(|on| {
+        v.power_limit_w = r.take("power limit", || dev.enforced_power_limit()).map(watts);
+        if wanted.settings {
+            v.serial = serial.unwrap_or_else(|| r.take("serial", || dev.serial()));
+            v.power_management_limit_w = r.take("power management limit", || dev.power_management_limit()).map(watts);
+            v.persistence_mode = r.take("persistence mode", || dev.is_in_persistent_mode());
+            v.compute_mode = r.take("compute mode", || dev.compute_mode()).map(compute_mode);
+            v.accounting = r.take("accounting mode", || dev.is_accounting_enabled()).map(|on| {
                 let size = r.take("accounting buffer size", || dev.accounting_buffer_size());
                 (on, size)
-            }),
+            });
         }
+        // NVML_DEVICE_MIG_ENABLE is 1 (nvml.h).
+        v.mig_mode =
+            r.take("MIG mode", || dev.mig_mode()).map(|m| MigMode { current: m.current == 1, pending: m.pending == 1 });
+        v
     }
 }
 

@@ -1,0 +1,101 @@
+//! Which readings an output shows, so that the driver is asked for those
+//! alone. Every output gets a GPU's identity and state, memory,
+//! utilisation, temperature, power draw and enforced limit, performance
+//! state, MIG mode and devices, NVLink and the process lists: the alerts'
+//! rules and every view read them. The groups here are what some outputs
+//! never show. JSON, a recording and the exporter show all of them; `-1`
+//! all but the maximum clocks, the per-process samples and the settings;
+//! the dashboard only the per-process samples (in a GPU's details);
+//! `check`, whose report is the alerts, none.
+
+use crate::model::{Bar1Memory, Clocks, Ecc, Gpu, MaxClocks, Pcie, RemappedRows};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wanted {
+    /// The maximum clocks: on a GPU's first tick, four calls of about
+    /// 1.4 ms of the driver's CPU each (`boards.rs`).
+    pub max_clocks: bool,
+    /// Each process's SM use: every tick, 2.5 ms of the driver's CPU for
+    /// each GPU running a process (tests/gpu/nvml_costs.py).
+    pub process_samples: bool,
+    /// The current SM, memory, graphics and video clocks, and why they are
+    /// held down: five calls a tick.
+    pub clocks: bool,
+    /// PCIe rates: two field-value calls a tick, 0.3 ms each (`pcie.rs`).
+    pub pcie: bool,
+    /// The fan's speed: 160 µs a call, every tick.
+    pub fan: bool,
+    /// The encoder's and decoder's utilisation.
+    pub codecs: bool,
+    /// ECC mode and error totals, pages pending retirement, remapped rows,
+    /// BAR1: eight calls every 10 s (`slow.rs`).
+    pub health: bool,
+    /// The serial number, persistence and compute modes, the power
+    /// management limit, and accounting.
+    pub settings: bool,
+}
+
+impl Wanted {
+    pub const ALL: Self = Self {
+        max_clocks: true,
+        process_samples: true,
+        clocks: true,
+        pcie: true,
+        fan: true,
+        codecs: true,
+        health: true,
+        settings: true,
+    };
+    pub const NONE: Self = Self {
+        max_clocks: false,
+        process_samples: false,
+        clocks: false,
+        pcie: false,
+        fan: false,
+        codecs: false,
+        health: false,
+        settings: false,
+    };
+    /// What the dashboard shows: a GPU's processes' SM use in its details.
+    pub const DASHBOARD: Self = Self { process_samples: true, ..Self::NONE };
+    /// What `-1`'s table shows.
+    pub const TABLE: Self = Self { clocks: true, pcie: true, fan: true, codecs: true, health: true, ..Self::NONE };
+
+    /// `gpu` as a source asking only these would have read it: every
+    /// reading of a group not asked unknown. What a test compares an
+    /// output with, to show that it shows nothing it does not ask.
+    pub fn blank(self, gpu: &mut Gpu) {
+        if !self.max_clocks {
+            gpu.max_clocks = MaxClocks::default();
+        }
+        if !self.process_samples {
+            gpu.process_utilization = None;
+        }
+        if !self.clocks {
+            gpu.clocks = Clocks::default();
+            gpu.throttle_reasons = None;
+        }
+        if !self.pcie {
+            gpu.pcie = Pcie::default();
+        }
+        if !self.fan {
+            gpu.fan_percent = None;
+        }
+        if !self.codecs {
+            gpu.utilization.encoder = None;
+            gpu.utilization.decoder = None;
+        }
+        if !self.health {
+            gpu.ecc = Ecc::default();
+            gpu.remapped_rows = RemappedRows::default();
+            gpu.bar1_memory = Bar1Memory::default();
+        }
+        if !self.settings {
+            gpu.serial = None;
+            gpu.persistence_mode = None;
+            gpu.compute_mode = None;
+            gpu.power_management_limit_w = None;
+            gpu.accounting = None;
+        }
+    }
+}
