@@ -2,10 +2,10 @@
 //! Each is about 1.4 ms of the driver's CPU (nvmlDeviceGetMaxClockInfo on
 //! an H100, driver 580.159.04: tests/gpu/nvml_costs.py), four a GPU: on an
 //! 8-GPU node 45 ms, more than every other call of a one-shot together.
-//! So they are asked only by outputs that show them
-//! (`NvmlSource::without_max_clocks`), and kept, for the rest of the boot, in `boards` in gpuscope's
-//! own directory (`$XDG_RUNTIME_DIR/gpuscope`, else `/tmp/gpuscope-UID`),
-//! and a one-shot after the first asks the driver only what moves.
+//! So they are asked only by outputs that show them (`wanted.rs`), and
+//! kept, for the rest of the boot, in `boards` in gpuscope's own directory
+//! (`$XDG_RUNTIME_DIR/gpuscope`, else `/tmp/gpuscope-UID`), and a one-shot
+//! after the first asks the driver only what moves.
 //!
 //! An entry counts only while nothing that could change the answer has
 //! changed: the same boot (`/proc/sys/kernel/random/boot_id`), the same
