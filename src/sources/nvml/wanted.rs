@@ -5,7 +5,7 @@
 //! rules and every view read them. The groups here are what some outputs
 //! never show. JSON, a recording and the exporter show all of them; `-1`
 //! all but the maximum clocks, the per-process samples and the settings;
-//! the dashboard only the per-process samples (in a GPU's details);
+//! the dashboard only the per-process samples (in a process's details);
 //! `check`, whose report is the alerts, none.
 
 use crate::model::{Bar1Memory, Clocks, Ecc, Gpu, MaxClocks, Pcie, RemappedRows};
