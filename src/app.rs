@@ -586,17 +586,12 @@ enum Feeds {
 }
 
 /// What a snapshot mode's output shows (`sources/nvml/wanted.rs`): JSON
-/// everything; the tables what `Wanted::TABLE` says; a query everything
-/// but the per-process samples (no query field is one), and the maximum
-/// clocks only where it names them.
+/// everything; the tables what `Wanted::TABLE` says; a query what its
+/// fields show.
 fn wanted_by(settings: &Settings) -> Wanted {
     match settings.mode {
         Mode::Json | Mode::JsonStream { .. } => Wanted::ALL,
-        Mode::Query { .. } => Wanted {
-            max_clocks: settings.query.as_ref().is_some_and(query::Query::names_max_clocks),
-            process_samples: false,
-            ..Wanted::ALL
-        },
+        Mode::Query { .. } => settings.query.as_ref().map_or(Wanted::ALL, query::Query::wanted),
         Mode::Table | Mode::TableStream { .. } | Mode::Tui => Wanted::TABLE,
     }
 }
@@ -706,16 +701,19 @@ mod tests {
     }
 
     #[test]
-    fn json_asks_everything_a_query_what_fields_can_show_the_tables_what_they_show() {
-        let query = Wanted { max_clocks: false, process_samples: false, ..Wanted::ALL };
-        let cases: [(&[&str], Wanted); 7] = [
+    fn json_asks_everything_a_query_what_its_fields_show_the_tables_what_they_show() {
+        let cases: [(&[&str], Wanted); 8] = [
             (&["--json"], Wanted::ALL),
             (&["--json", "-l", "1"], Wanted::ALL),
-            (&["--query-gpu=index,clocks.max.gr", "--format=csv"], Wanted { max_clocks: true, ..query }),
-            (&["--query-gpu=index,clocks.gr", "--format=csv"], query),
+            (&["--query-gpu=index,clocks.max.gr", "--format=csv"], Wanted { max_clocks: true, ..Wanted::NONE }),
+            (&["--query-gpu=index,memory.used,utilization.gpu", "--format=csv"], Wanted::NONE),
+            (
+                &["--query-gpu=fan.speed,clocks.gr,ecc.mode.current,serial", "--format=csv"],
+                Wanted { fan: true, clocks: true, health: true, settings: true, ..Wanted::NONE },
+            ),
             (&["-1"], Wanted::TABLE),
             (&["-1", "-l", "1"], Wanted::TABLE),
-            (&["--query-compute-apps=pid", "--format=csv"], query),
+            (&["--query-compute-apps=pid,used_memory", "--format=csv"], Wanted::NONE),
         ];
         for (args, wanted) in cases {
             assert_eq!(wanted_by(&settings(args)), wanted, "{args:?}");

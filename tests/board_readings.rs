@@ -449,11 +449,14 @@ fn each_output_asks_the_driver_only_for_what_it_shows() {
         assert!(!one.contains_key(*f), "-1 does not show what {f} says");
     }
     let check = calls_of(&sim, &log, &["check", "--for", "0s"]);
-    for f in &every {
-        assert!(check.contains_key(*f), "the rules read what {f} says");
-    }
-    for f in table.iter().chain(&settings).chain(&dear) {
-        assert!(!check.contains_key(*f), "no rule reads what {f} says");
+    let query = calls_of(&sim, &log, &["--query-gpu=index,memory.used,utilization.gpu", "--format=csv"]);
+    for (what, calls) in [("the rules", &check), ("the query", &query)] {
+        for f in &every {
+            assert!(calls.contains_key(*f), "{what}: every output reads what {f} says");
+        }
+        for f in table.iter().chain(&settings).chain(&dear) {
+            assert!(!calls.contains_key(*f), "{what}: nothing shows what {f} says");
+        }
     }
     assert!(check.values().sum::<usize>() * 2 < json.values().sum::<usize>(), "{check:?}\n{json:?}");
 }

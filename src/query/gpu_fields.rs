@@ -3,6 +3,7 @@
 
 use super::cell::Cell;
 use crate::model::{ComputeMode, Gpu, GpuState, Snapshot};
+use crate::sources::nvml::Wanted;
 
 /// One GPU's row: the snapshot it belongs to and the GPU.
 pub struct Row<'a> {
@@ -297,6 +298,30 @@ fn compute_mode(m: ComputeMode) -> &'static str {
     }
 }
 
+/// What the driver must be asked for this field's value, beyond what every
+/// output reads (`Wanted`), by the field's name: a query asks for no more
+/// than its fields show.
+pub fn wants(field: &GpuField) -> Wanted {
+    let name = field.names[0];
+    let group = |w: fn(&mut Wanted)| {
+        let mut wanted = Wanted::NONE;
+        w(&mut wanted);
+        wanted
+    };
+    match name {
+        "serial" | "persistence_mode" | "compute_mode" | "power.limit" => group(|w| w.settings = true),
+        _ if name.starts_with("accounting.") => group(|w| w.settings = true),
+        "fan.speed" => group(|w| w.fan = true),
+        "utilization.encoder" | "utilization.decoder" => group(|w| w.codecs = true),
+        _ if name.starts_with("clocks.current.") || name.starts_with("clocks_throttle_reasons.") => {
+            group(|w| w.clocks = true)
+        }
+        _ if name.starts_with("clocks.max.") => group(|w| w.max_clocks = true),
+        _ if name.starts_with("ecc.") || name.starts_with("retired_pages.") => group(|w| w.health = true),
+        _ => Wanted::NONE,
+    }
+}
+
 /// The field of that name or alias, and the header it is written under.
 pub fn find(name: &str) -> Option<(&'static GpuField, String)> {
     let field = GPU_FIELDS.iter().find(|f| f.names.contains(&name))?;
@@ -324,6 +349,39 @@ mod tests {
         all.sort_unstable();
         all.dedup();
         assert_eq!(all.len(), n);
+    }
+
+    /// A GPU with every reading, as far as the exporter's test snapshot
+    /// leaves any out.
+    fn every_reading() -> Snapshot {
+        let mut snap = crate::serve::metrics::tests::snapshot();
+        snap.driver.driver_version = Some("580.159.04".into());
+        let gpu = &mut snap.gpus[0];
+        (gpu.serial, gpu.compute_mode) = (Some("1654123456789".into()), Some(ComputeMode::ExclusiveProcess));
+        (gpu.clocks.graphics_mhz, gpu.clocks.video_mhz) = (Some(1755), Some(1545));
+        gpu.max_clocks = crate::model::MaxClocks {
+            sm_mhz: Some(1980),
+            memory_mhz: Some(2619),
+            graphics_mhz: Some(1980),
+            video_mhz: Some(1755),
+        };
+        gpu.throttle_reasons = Some(vec!["sw_power_cap".into(), "hw_slowdown".into()]);
+        gpu.mig_mode = Some(crate::model::MigMode { current: true, pending: false });
+        gpu.performance_state = Some("P0".into());
+        snap
+    }
+
+    #[test]
+    fn every_field_shows_the_same_with_only_what_it_asks_the_driver_for() {
+        let full = every_reading();
+        for field in GPU_FIELDS {
+            let mut asked = full.clone();
+            asked.gpus.iter_mut().for_each(|g| wants(field).blank(g));
+            let cell = |snap: &Snapshot| field.cell(&Row { snap, gpu: &snap.gpus[0], timestamp: "t" });
+            let shown = cell(&full);
+            assert!(!matches!(shown, Cell::NotAvailable), "{}: a reading to show", field.names[0]);
+            assert_eq!(cell(&asked), shown, "{}", field.names[0]);
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod help;
 use std::fmt::Write as _;
 
 use crate::model::{ProcessType, Snapshot};
+use crate::sources::nvml::Wanted;
 pub use app_fields::APP_FIELDS;
 use app_fields::{AppField, AppRow};
 pub use cell::Cell;
@@ -110,13 +111,14 @@ impl Query {
         Ok(Self { target, format, columns })
     }
 
-    /// Whether a column is one of the maximum clocks (`clocks.max.*`),
-    /// which the driver is slow to give and is asked only for a query
-    /// that shows them.
-    pub fn names_max_clocks(&self) -> bool {
-        self.columns
-            .iter()
-            .any(|c| matches!(c, Column::Gpu(f, _) if f.names.iter().any(|n| n.starts_with("clocks.max."))))
+    /// What the driver must be asked for the columns' values, beyond what
+    /// every output reads: no query field is a process's SM use, and the
+    /// compute apps' fields are the process lists' and names.
+    pub fn wanted(&self) -> Wanted {
+        self.columns.iter().fold(Wanted::NONE, |w, c| match c {
+            Column::Gpu(f, _) => w.or(gpu_fields::wants(f)),
+            Column::App(..) => w,
+        })
     }
 
     /// The header line, with each unit in brackets (kept under `nounits`,

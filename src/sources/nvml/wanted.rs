@@ -5,7 +5,8 @@
 //! rules and every view read them. The groups here are what some outputs
 //! never show. JSON, a recording and the exporter show all of them; `-1`
 //! all but the maximum clocks, the per-process samples and the settings;
-//! the dashboard only the per-process samples (in a process's details);
+//! a query what its fields show (`query::gpu_fields::wants`); the
+//! dashboard only the per-process samples (in a process's details);
 //! `check`, whose report is the alerts, none.
 
 use crate::model::{Bar1Memory, Clocks, Ecc, Gpu, MaxClocks, Pcie, RemappedRows};
@@ -60,6 +61,20 @@ impl Wanted {
     pub const DASHBOARD: Self = Self { process_samples: true, ..Self::NONE };
     /// What `-1`'s table shows.
     pub const TABLE: Self = Self { clocks: true, pcie: true, fan: true, codecs: true, health: true, ..Self::NONE };
+
+    /// What either asks.
+    pub const fn or(self, other: Self) -> Self {
+        Self {
+            max_clocks: self.max_clocks || other.max_clocks,
+            process_samples: self.process_samples || other.process_samples,
+            clocks: self.clocks || other.clocks,
+            pcie: self.pcie || other.pcie,
+            fan: self.fan || other.fan,
+            codecs: self.codecs || other.codecs,
+            health: self.health || other.health,
+            settings: self.settings || other.settings,
+        }
+    }
 
     /// `gpu` as a source asking only these would have read it: every
     /// reading of a group not asked unknown. What a test compares an
