@@ -303,22 +303,17 @@ fn compute_mode(m: ComputeMode) -> &'static str {
 /// than its fields show.
 pub fn wants(field: &GpuField) -> Wanted {
     let name = field.names[0];
-    let group = |w: fn(&mut Wanted)| {
-        let mut wanted = Wanted::NONE;
-        w(&mut wanted);
-        wanted
-    };
+    let has = |prefix: &str| name.starts_with(prefix);
+    let none = Wanted::NONE;
     match name {
-        "serial" | "persistence_mode" | "compute_mode" | "power.limit" => group(|w| w.settings = true),
-        _ if name.starts_with("accounting.") => group(|w| w.settings = true),
-        "fan.speed" => group(|w| w.fan = true),
-        "utilization.encoder" | "utilization.decoder" => group(|w| w.codecs = true),
-        _ if name.starts_with("clocks.current.") || name.starts_with("clocks_throttle_reasons.") => {
-            group(|w| w.clocks = true)
-        }
-        _ if name.starts_with("clocks.max.") => group(|w| w.max_clocks = true),
-        _ if name.starts_with("ecc.") || name.starts_with("retired_pages.") => group(|w| w.health = true),
-        _ => Wanted::NONE,
+        "serial" | "persistence_mode" | "compute_mode" | "power.limit" => Wanted { settings: true, ..none },
+        _ if has("accounting.") => Wanted { settings: true, ..none },
+        "fan.speed" => Wanted { fan: true, ..none },
+        "utilization.encoder" | "utilization.decoder" => Wanted { codecs: true, ..none },
+        _ if has("clocks.current.") || has("clocks_throttle_reasons.") => Wanted { clocks: true, ..none },
+        _ if has("clocks.max.") => Wanted { max_clocks: true, ..none },
+        _ if has("ecc.") || has("retired_pages.") => Wanted { health: true, ..none },
+        _ => none,
     }
 }
 
@@ -351,8 +346,8 @@ mod tests {
         assert_eq!(all.len(), n);
     }
 
-    /// A GPU with every reading, as far as the exporter's test snapshot
-    /// leaves any out.
+    /// The exporter's test snapshot with what it leaves out filled in, so
+    /// that every field of its first GPU has a value.
     fn every_reading() -> Snapshot {
         let mut snap = crate::serve::metrics::tests::snapshot();
         snap.driver.driver_version = Some("580.159.04".into());
