@@ -15,9 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source benches/node.sh
-node_up
-trap node_down EXIT
-export GPUSCOPE_SIM_REALISTIC_COSTS=1 GPUSCOPE_PID_NAMESPACE=host
+costed_node_up
 mkdir -p $work/lib && ln -s $work/libnvidia-ml.so.1 $work/lib/libnvidia-ml.so.1
 python3 - "$work" <<'PY'
 import json, os, statistics, subprocess, sys, tempfile, time

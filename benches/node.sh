@@ -72,6 +72,14 @@ RUN
   pid=$(cat "$work/pid")
 }
 
+# node_up with a real driver's per-call costs (the simulator's
+# realistic_costs), torn down on exit: the one-shot benchmarks' node.
+costed_node_up() {
+  node_up
+  trap node_down EXIT
+  export GPUSCOPE_SIM_REALISTIC_COSTS=1 GPUSCOPE_PID_NAMESPACE=host
+}
+
 node_down() {
   [ -z "${sock:-}" ] || tmux -L "$sock" kill-server 2>/dev/null || true
   kill "${pids[@]}" 2>/dev/null || true

@@ -12,9 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source benches/node.sh
-node_up
-trap node_down EXIT
-export GPUSCOPE_SIM_REALISTIC_COSTS=1 GPUSCOPE_PID_NAMESPACE=host
+costed_node_up
 python3 - "$work" "$bin" <<'PY'
 import os, resource, statistics, subprocess, sys, tempfile, time
 work, new = sys.argv[1], sys.argv[2]

@@ -322,24 +322,23 @@ pub fn read_gpu(dev: &Device<'_>, st: &mut DeviceStatic, calls: &Calls, kept: bo
         _ => r.take("fan", || dev.fan_speed(0)),
     };
     gpu.power_draw_w = r.take("power", || dev.power_usage()).map(milliwatts);
+    gpu.performance_state = r.take("performance state", || dev.performance_state()).and_then(pstate_name);
     if wanted.clocks {
         gpu.clocks = Clocks {
             sm_mhz: r.take("SM clock", || dev.clock_info(Clock::SM)),
             memory_mhz: r.take("memory clock", || dev.clock_info(Clock::Memory)),
-            ..Clocks::default()
+            graphics_mhz: r.take("graphics clock", || dev.clock_info(Clock::Graphics)),
+            video_mhz: r.take("video clock", || dev.clock_info(Clock::Video)),
         };
-    }
-    if wanted.pcie {
-        gpu.pcie = st.pcie.read(&mut r, dev);
-    }
-    gpu.performance_state = r.take("performance state", || dev.performance_state()).and_then(pstate_name);
-    if wanted.clocks {
         gpu.throttle_reasons = r.take("throttle reasons", || dev.current_throttle_reasons()).map(|reasons| {
             reasons.iter_names().map(|(name, _)| name.to_ascii_lowercase()).filter(|n| n != "none").collect()
         });
     }
+    if wanted.pcie {
+        gpu.pcie = st.pcie.read(&mut r, dev);
+    }
     st.slow.apply(&mut r, dev, &mut gpu, wanted);
-    super::settings::read(&mut r, dev, &mut gpu, st.slow.accounting(), wanted.clocks);
+    super::settings::read(&mut r, dev, &mut gpu, st.slow.accounting());
 
     if r.lost {
         // Lost part-way through: what was read may be from before the loss,

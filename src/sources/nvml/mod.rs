@@ -192,9 +192,10 @@ impl NvmlSource {
     /// 20 ms less.
     pub fn asking(mut self, wanted: Wanted) -> Self {
         self.wanted = wanted;
-        if !wanted.max_clocks {
-            self.all.iter_mut().chain(&mut self.watched).for_each(DeviceStatic::forgo_max_clocks);
-        }
+        // Devices already listed (a source opened before this) are set
+        // again, as `set_devices` prepares them for what is asked.
+        let all = std::mem::take(&mut self.all);
+        self.set_devices(all);
         self
     }
 

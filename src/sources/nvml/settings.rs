@@ -1,10 +1,10 @@
-//! What nvidia-smi users query beside the live readings: graphics and
-//! video clocks, ECC errors, remapped rows, accounting and BAR1 (the
-//! settings, read less often, are in `slow.rs`). Each reading on its own:
+//! What nvidia-smi users query beside the live readings: ECC errors,
+//! remapped rows, accounting and BAR1 (the settings, read less often, are
+//! in `slow.rs`). Each reading on its own:
 //! one the board does not have is `None`, never 0.
 
 use nvml_wrapper::Device;
-use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError};
+use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
 
 use super::device::Reader;
 use std::ffi::c_uint;
@@ -13,20 +13,10 @@ use nvml_wrapper::error::{NvmlError, nvml_try};
 
 use crate::model::{AccountedProcess, Accounting, Bar1Memory, Ecc, Gpu, RemappedRows};
 
-/// The readings that change while the GPU runs; the settings are in
-/// `slow.rs`. `accounting`: whether accounting is on, and its buffer size
-/// (`None` where not asked); `clocks`: whether the clocks are asked.
-pub fn read(
-    r: &mut Reader<'_>,
-    dev: &Device<'_>,
-    gpu: &mut Gpu,
-    accounting: Option<(bool, Option<u32>)>,
-    clocks: bool,
-) {
-    if clocks {
-        gpu.clocks.graphics_mhz = r.take("graphics clock", || dev.clock_info(Clock::Graphics));
-        gpu.clocks.video_mhz = r.take("video clock", || dev.clock_info(Clock::Video));
-    }
+/// The accounted processes, each tick; the settings are in `slow.rs`.
+/// `accounting`: whether accounting is on, and its buffer size (`None`
+/// where not asked).
+pub fn read(r: &mut Reader<'_>, dev: &Device<'_>, gpu: &mut Gpu, accounting: Option<(bool, Option<u32>)>) {
     gpu.accounting = accounting.map(|(enabled, buffer_size)| accounted(r, dev, enabled, buffer_size));
 }
 
