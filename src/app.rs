@@ -308,8 +308,7 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
     // within an interval and the timeout of the one before.
     let patience = settings.interval.saturating_add(settings.timeout);
     let first = Wait { since: started, deadline: bounds::later(started, settings.timeout) };
-    let one_shot = matches!(settings.mode, Mode::Json | Mode::Table | Mode::Query { looping: false, .. });
-    let hooks = if one_shot { HOOKS_ONE_SHOT } else { HOOKS_AT_EXIT };
+    let hooks = if settings.mode.one_shot() { HOOKS_ONE_SHOT } else { HOOKS_AT_EXIT };
     headless.finish(hooks, |rx, calls| async move {
         let calls = &calls;
         match settings.mode {
@@ -587,13 +586,17 @@ enum Feeds {
 
 /// What a snapshot mode's output shows (`sources/nvml/wanted.rs`): JSON
 /// everything; the tables what `Wanted::TABLE` says; a query what its
-/// fields show.
+/// fields show. A run of one snapshot shows no PCIe rates, which need two
+/// readings of the byte counters (`sources/nvml/pcie.rs`), so it does not
+/// ask for the first: 0.3 ms of the driver's CPU a GPU, and on boards
+/// without the counters a throughput sample that blocks for 20 ms.
 fn wanted_by(settings: &Settings) -> Wanted {
-    match settings.mode {
+    let shown = match settings.mode {
         Mode::Json | Mode::JsonStream { .. } => Wanted::ALL,
         Mode::Query { .. } => settings.query.as_ref().map_or(Wanted::ALL, query::Query::wanted),
         Mode::Table | Mode::TableStream { .. } | Mode::Tui => Wanted::TABLE,
-    }
+    };
+    if settings.mode.one_shot() { Wanted { pcie: false, ..shown } } else { shown }
 }
 
 /// The built-in demo's made-up processes get made-up host figures too.
@@ -701,17 +704,20 @@ mod tests {
     }
 
     #[test]
-    fn json_asks_everything_a_query_what_its_fields_show_the_tables_what_they_show() {
-        let cases: [(&[&str], Wanted); 8] = [
-            (&["--json"], Wanted::ALL),
+    fn each_mode_asks_what_its_output_shows_and_one_snapshot_no_pcie_rates() {
+        let one_shot = |wanted| Wanted { pcie: false, ..wanted };
+        let cases: [(&[&str], Wanted); 10] = [
+            (&["--json"], one_shot(Wanted::ALL)),
             (&["--json", "-l", "1"], Wanted::ALL),
+            (&["--json", "-l", "1", "--count", "1"], one_shot(Wanted::ALL)),
+            (&["--json", "-l", "1", "--count", "2"], Wanted::ALL),
             (&["--query-gpu=index,clocks.max.gr", "--format=csv"], Wanted { max_clocks: true, ..Wanted::NONE }),
             (&["--query-gpu=index,memory.used,utilization.gpu", "--format=csv"], Wanted::NONE),
             (
                 &["--query-gpu=fan.speed,clocks.gr,ecc.mode.current,serial", "--format=csv"],
                 Wanted { fan: true, clocks: true, health: true, settings: true, ..Wanted::NONE },
             ),
-            (&["-1"], Wanted::TABLE),
+            (&["-1"], one_shot(Wanted::TABLE)),
             (&["-1", "-l", "1"], Wanted::TABLE),
             (&["--query-compute-apps=pid,used_memory", "--format=csv"], Wanted::NONE),
         ];

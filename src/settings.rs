@@ -28,6 +28,22 @@ pub enum Mode {
     Tui,
 }
 
+impl Mode {
+    /// Whether the run ends with its first snapshot: `--json`, `-1`, a
+    /// query without `-l`, or a stream of `--count 1`.
+    pub fn one_shot(&self) -> bool {
+        matches!(
+            self,
+            Self::Json
+                | Self::Table
+                | Self::Query { looping: false, .. }
+                | Self::JsonStream { count: Some(1) }
+                | Self::TableStream { count: Some(1) }
+                | Self::Query { count: Some(1), .. }
+        )
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub mode: Mode,

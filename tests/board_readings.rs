@@ -425,12 +425,11 @@ fn each_output_asks_the_driver_only_for_what_it_shows() {
         .into_iter()
         .chain(["nvmlDeviceGetPowerUsage", "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPerformanceState"])
         .chain(["nvmlDeviceGetMigMode", "nvmlDeviceGetComputeRunningProcesses_v3"]);
-    let table =
-        ["nvmlDeviceGetClockInfo", "nvmlDeviceGetFieldValues", "nvmlDeviceGetEncoderUtilization"].into_iter().chain([
-            "nvmlDeviceGetCurrentClocksThrottleReasons",
-            "nvmlDeviceGetTotalEccErrors",
-            "nvmlDeviceGetRemappedRows",
-        ]);
+    let table = ["nvmlDeviceGetClockInfo", "nvmlDeviceGetEncoderUtilization"].into_iter().chain([
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+        "nvmlDeviceGetTotalEccErrors",
+        "nvmlDeviceGetRemappedRows",
+    ]);
     let settings = ["nvmlDeviceGetSerial", "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetComputeMode"]
         .into_iter()
         .chain(["nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetAccountingMode"]);
@@ -459,6 +458,26 @@ fn each_output_asks_the_driver_only_for_what_it_shows() {
         }
     }
     assert!(check.values().sum::<usize>() * 2 < json.values().sum::<usize>(), "{check:?}\n{json:?}");
+    // PCIe rates need two readings of the counters: a run of one snapshot
+    // shows none, so it reads none; a stream reads them from its first tick.
+    for (what, calls) in [("--json", &json), ("-1", &one), ("the rules", &check), ("the query", &query)] {
+        assert!(!calls.contains_key("nvmlDeviceGetFieldValues"), "{what}: {calls:?}");
+    }
+    for args in [&["-1", "-lms", "100", "--count", "2"][..], &["--json", "-lms", "100", "--count", "2"]] {
+        let stream = calls_of(&sim, &log, args);
+        assert!(stream.get("nvmlDeviceGetFieldValues").is_some_and(|&n| n >= 2), "{args:?}: {stream:?}");
+    }
+}
+
+#[test]
+fn a_one_shot_on_a_board_without_pcie_counters_waits_for_no_throughput_sample() {
+    let (sim, log) = logged("[[gpu]]\nunsupported = [\"pcie_counters\"]\npcie_rx_kib_s = 700\n");
+    for args in [&["--json"][..], &["-1"]] {
+        let calls = calls_of(&sim, &log, args);
+        assert!(!calls.contains_key("nvmlDeviceGetPcieThroughput"), "{args:?}: {calls:?}");
+    }
+    let pcie = &sim.json(&[])["gpus"][0]["pcie"];
+    assert_eq!(pcie, &serde_json::json!({"tx_bytes_per_s": null, "rx_bytes_per_s": null}));
 }
 
 #[test]

@@ -4,9 +4,10 @@
 //! Where the driver has the cumulative counters
 //! `NVML_FI_DEV_PCIE_COUNT_TX_BYTES` / `_RX_BYTES` (nvml.h, field ids 197
 //! and 198, bytes), both are read in one `nvmlDeviceGetFieldValues` call
-//! instead. Rates are `null` on a GPU's first tick (so in a one-shot
-//! `--json`, `-1`, `check` or `--query-gpu`: one snapshot has no interval
-//! to measure over; nvidia-smi's defaults show no PCIe throughput either).
+//! instead. Rates are `null` on a GPU's first tick. A run of one snapshot
+//! (`--json`, `-1`, `check`, `--query-gpu`) has no interval to measure
+//! over, and reads neither the counters nor a sample (`app::wanted_by`);
+//! nvidia-smi's defaults show no PCIe throughput either.
 //!
 //! A real driver keeps those counters in 32 bits that wrap ("Value can be
 //! wrapped", nvml.h): an H100 with driver 580.159.04 answered
@@ -41,8 +42,7 @@
 //! Where the counters are missing (older boards and drivers) the sampled
 //! throughput stands in, one direction per tick, RX and TX in turn, each
 //! shown until its next sample: a 20 ms sample stands for a whole tick
-//! either way, and this halves the time the driver blocks. A one-shot
-//! there shows RX, and TX as `null`.
+//! either way, and this halves the time the driver blocks.
 
 use std::time::{Duration, Instant};
 
