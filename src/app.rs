@@ -303,7 +303,8 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
         return result.map_err(AppError::Output);
     }
     let started = Instant::now();
-    let headless = Headless::start(&settings, bounds::later(started, settings.timeout), wanted_by(&settings))?;
+    let feeds = Feeds::Headless { wanted: wanted_by(&settings), once: settings.mode.one_shot() };
+    let headless = Headless::start(&settings, bounds::later(started, settings.timeout), feeds)?;
     // One-shots: the whole run within the timeout. A stream: each line
     // within an interval and the timeout of the one before.
     let patience = settings.interval.saturating_add(settings.timeout);
@@ -339,7 +340,7 @@ fn check(cli: &Cli, window: Duration, fail_on: &[AlertKind]) -> Result<u8, AppEr
     let window_end = bounds::later(started, window);
     let deadline = bounds::later(window_end, settings.timeout);
     // Its report is the alerts, whose rules read what every output gets.
-    let headless = match Headless::start(&settings, deadline, Wanted::NONE) {
+    let headless = match Headless::start(&settings, deadline, Feeds::streaming(Wanted::NONE)) {
         Ok(started) => started,
         Err(AppError::DriverSilent(silence)) => return check_silent(&silence, None),
         Err(e) => return Err(e),
@@ -379,7 +380,8 @@ fn serve(cli: &Cli, options: crate::serve::Options) -> Result<(), AppError> {
     // before NVML is touched (exit 2).
     let settings = Settings::resolve(cli)?;
     let prepared = crate::serve::Prepared::load(options)?;
-    let headless = Headless::start(&settings, bounds::later(Instant::now(), settings.timeout), Wanted::ALL)?;
+    let deadline = bounds::later(Instant::now(), settings.timeout);
+    let headless = Headless::start(&settings, deadline, Feeds::streaming(Wanted::ALL))?;
     let served = headless.finish(HOOKS_AT_EXIT, |rx, _| crate::serve::run(prepared, rx, settings.interval));
     Ok(served?)
 }
@@ -399,13 +401,14 @@ fn record(
     }
     let started = Instant::now();
     // Replayed as JSON, a recording shows every reading.
-    let headless = match Headless::start(&settings, bounds::later(started, settings.timeout), Wanted::ALL) {
-        Ok(started) => started,
-        Err(e) => {
-            target.discard_if_unused();
-            return Err(e);
-        }
-    };
+    let headless =
+        match Headless::start(&settings, bounds::later(started, settings.timeout), Feeds::streaming(Wanted::ALL)) {
+            Ok(started) => started,
+            Err(e) => {
+                target.discard_if_unused();
+                return Err(e);
+            }
+        };
     let (newest, calls) = (headless.rx.clone(), headless.calls.clone());
     let written = headless.finish(HOOKS_AT_EXIT, |rx, _| recording::record(rx, target, duration));
     let written = written.map_err(|source| AppError::Record { path: path.to_path_buf(), source })?;
@@ -442,8 +445,8 @@ struct Headless {
 }
 
 impl Headless {
-    fn start(settings: &Settings, deadline: Instant, wanted: Wanted) -> Result<Self, AppError> {
-        let (rx, calls) = start_polling(settings, deadline, wanted)?;
+    fn start(settings: &Settings, deadline: Instant, feeds: Feeds) -> Result<Self, AppError> {
+        let (rx, calls) = start_polling(settings, deadline, feeds)?;
         Ok(Self { rx, calls, runtime: runtime()? })
     }
 
@@ -462,7 +465,7 @@ impl Headless {
 /// Opens NVML and starts the poller for a headless mode. A driver that has
 /// not answered by `deadline` (a hung `nvmlInit`) is `DriverSilent`: the
 /// opening thread is left behind, and dies with the process.
-fn start_polling(settings: &Settings, deadline: Instant, wanted: Wanted) -> Result<(SnapshotRx, Calls), AppError> {
+fn start_polling(settings: &Settings, deadline: Instant, feeds: Feeds) -> Result<(SnapshotRx, Calls), AppError> {
     let started = Instant::now();
     let calls = Calls::default();
     let (tx, opened) = std::sync::mpsc::channel();
@@ -470,7 +473,7 @@ fn start_polling(settings: &Settings, deadline: Instant, wanted: Wanted) -> Resu
     std::thread::Builder::new()
         .name("gpuscope-open".into())
         .spawn(move || {
-            let _ = tx.send(collector(&owned, Feeds::Headless(wanted), &tracked));
+            let _ = tx.send(collector(&owned, feeds, &tracked));
         })
         .map_err(AppError::Runtime)?;
     let left = deadline.saturating_duration_since(Instant::now());
@@ -537,7 +540,10 @@ fn runtime() -> Result<tokio::runtime::Runtime, AppError> {
 /// blank terminal. Every headless command needs the driver up front, and a
 /// missing one is exit 2, not an empty report.
 fn collector(settings: &Settings, feeds: Feeds, calls: &Calls) -> Result<Collector, AppError> {
-    let for_dashboard = feeds == Feeds::Dashboard;
+    let (for_dashboard, once) = match feeds {
+        Feeds::Dashboard => (true, false),
+        Feeds::Headless { once, .. } => (false, once),
+    };
     let unopened = || {
         let simulated = settings.library == LibrarySpec::Simulated;
         (NvmlSource::unopened(settings.library.clone(), settings.selectors.clone()), simulated)
@@ -563,12 +569,12 @@ fn collector(settings: &Settings, feeds: Feeds, calls: &Calls) -> Result<Collect
     let gpu = if for_dashboard { gpu.on_one_thread() } else { gpu };
     let gpu = gpu.asking(match feeds {
         Feeds::Dashboard => Wanted::DASHBOARD,
-        Feeds::Headless(wanted) => wanted,
+        Feeds::Headless { wanted, .. } => wanted,
     });
     Ok(Collector {
         fallback,
         gpu: Box::new(gpu),
-        host: host(simulated, for_dashboard),
+        host: host(simulated, for_dashboard, once),
         probes: probes(simulated),
         analyzer: Analyzer::new(&settings.history, settings.alerts.clone()),
         interval: settings.interval,
@@ -580,8 +586,20 @@ fn collector(settings: &Settings, feeds: Feeds, calls: &Calls) -> Result<Collect
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Feeds {
     Dashboard,
-    /// A headless mode, asking the driver what its output shows.
-    Headless(Wanted),
+    /// A headless mode, asking the driver what its output shows; `once`
+    /// where it ends with its first snapshot.
+    Headless {
+        wanted: Wanted,
+        once: bool,
+    },
+}
+
+impl Feeds {
+    /// A headless mode of many snapshots: `check`'s window, the exporter,
+    /// a recording.
+    const fn streaming(wanted: Wanted) -> Self {
+        Self::Headless { wanted, once: false }
+    }
 }
 
 /// What a snapshot mode's output shows (`sources/nvml/wanted.rs`): JSON
@@ -600,9 +618,17 @@ fn wanted_by(settings: &Settings) -> Wanted {
 }
 
 /// The built-in demo's made-up processes get made-up host figures too.
-/// The dashboard's reads stay on the poller's thread, as its NVML calls do.
-fn host(simulated: bool, for_dashboard: bool) -> Box<dyn crate::sources::HostSource> {
-    let real = if for_dashboard { ProcHost::new().on_one_thread() } else { ProcHost::new() };
+/// The dashboard's reads stay on the poller's thread, as its NVML calls do;
+/// a run of one snapshot keeps nothing open for a next.
+fn host(simulated: bool, for_dashboard: bool, once: bool) -> Box<dyn crate::sources::HostSource> {
+    let real = ProcHost::new();
+    let real = if for_dashboard {
+        real.on_one_thread()
+    } else if once {
+        real.for_one_snapshot()
+    } else {
+        real
+    };
     if simulated && std::env::var_os(SIM_SCENARIO_ENV).is_none() {
         Box::new(crate::sources::demo_host::DemoHost::new(real))
     } else {

@@ -155,6 +155,16 @@ impl ProcHost {
         self
     }
 
+    /// Holds no descriptor for later readings, for a run of one snapshot:
+    /// at first sight each would cost an open of `statm`, its CPU-time
+    /// clock asked for and read, and `statm` read, all for a next tick
+    /// that never comes. The snapshot's figures are the same: a first
+    /// sight's come from `stat`.
+    pub fn for_one_snapshot(mut self) -> Self {
+        self.max_open = 0;
+        self
+    }
+
     /// A bad override is reported, and the namespace then counts as unknown.
     fn with_pid_namespace(mut self, ns: Result<Option<PidNamespace>, String>) -> Self {
         (self.pid_namespace, self.pid_namespace_error) = match ns {
@@ -557,6 +567,26 @@ mod tests {
 
     /// Read through its clock, a process still shows a new parent once its
     /// parent exits: the parent is watched, and the child asked again.
+    #[test]
+    fn one_snapshot_s_figures_are_the_same_without_a_descriptor_held() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pids = [std::process::id(), child.id()];
+        let mut held = ProcHost::new();
+        let mut once = ProcHost::new().for_one_snapshot();
+        let (a, b) = (held.sample(&pids), once.sample(&pids));
+        let _ = child.kill();
+        let _ = child.wait();
+        for pid in pids {
+            let (a, b) = (&a.processes[&pid], &b.processes[&pid]);
+            assert_eq!((&a.name, &a.user, &a.command, &a.start_time), (&b.name, &b.user, &b.command, &b.start_time));
+            assert_eq!((a.cpu_percent, b.cpu_percent), (None, None), "no rate from one reading");
+            assert_eq!(a.parent_pid, b.parent_pid);
+            assert!(b.memory.is_some_and(|m| m > 0), "{b:?}");
+            assert!(held.known[&pid].tracked.is_some());
+            assert!(once.known[&pid].tracked.is_none(), "nothing held open for a next tick");
+        }
+    }
+
     #[test]
     fn a_new_parent_is_seen_when_the_parent_exits() {
         use std::io::{BufRead, BufReader};
