@@ -401,14 +401,14 @@ fn record(
     }
     let started = Instant::now();
     // Replayed as JSON, a recording shows every reading.
-    let headless =
-        match Headless::start(&settings, bounds::later(started, settings.timeout), Feeds::streaming(Wanted::ALL)) {
-            Ok(started) => started,
-            Err(e) => {
-                target.discard_if_unused();
-                return Err(e);
-            }
-        };
+    let deadline = bounds::later(started, settings.timeout);
+    let headless = match Headless::start(&settings, deadline, Feeds::streaming(Wanted::ALL)) {
+        Ok(started) => started,
+        Err(e) => {
+            target.discard_if_unused();
+            return Err(e);
+        }
+    };
     let (newest, calls) = (headless.rx.clone(), headless.calls.clone());
     let written = headless.finish(HOOKS_AT_EXIT, |rx, _| recording::record(rx, target, duration));
     let written = written.map_err(|source| AppError::Record { path: path.to_path_buf(), source })?;

@@ -565,8 +565,6 @@ mod tests {
         }
     }
 
-    /// Read through its clock, a process still shows a new parent once its
-    /// parent exits: the parent is watched, and the child asked again.
     #[test]
     fn one_snapshot_s_figures_are_the_same_without_a_descriptor_held() {
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
@@ -587,6 +585,8 @@ mod tests {
         }
     }
 
+    /// Read through its clock, a process still shows a new parent once its
+    /// parent exits: the parent is watched, and the child asked again.
     #[test]
     fn a_new_parent_is_seen_when_the_parent_exits() {
         use std::io::{BufRead, BufReader};

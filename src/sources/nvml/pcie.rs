@@ -5,9 +5,10 @@
 //! `NVML_FI_DEV_PCIE_COUNT_TX_BYTES` / `_RX_BYTES` (nvml.h, field ids 197
 //! and 198, bytes), both are read in one `nvmlDeviceGetFieldValues` call
 //! instead. Rates are `null` on a GPU's first tick. A run of one snapshot
-//! (`--json`, `-1`, `check`, `--query-gpu`) has no interval to measure
-//! over, and reads neither the counters nor a sample (`app::wanted_by`);
-//! nvidia-smi's defaults show no PCIe throughput either.
+//! (`--json`, `-1`, a `--query-gpu` without `-l`) has no interval to
+//! measure over, and reads neither the counters nor a sample
+//! (`app::wanted_by`), as `check`, whose rules do not read them, never
+//! does; nvidia-smi's defaults show no PCIe throughput either.
 //!
 //! A real driver keeps those counters in 32 bits that wrap ("Value can be
 //! wrapped", nvml.h): an H100 with driver 580.159.04 answered
