@@ -25,15 +25,19 @@ modes = {
     "json": ["--json"],
 }
 
+def children_cpu():
+    """CPU seconds used by the children waited for so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
 def run(path, args, runtime_dir):
     """Wall and CPU time of one run, in ms."""
     env = dict(os.environ, XDG_RUNTIME_DIR=runtime_dir)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = children_cpu()
     start = time.perf_counter()
     subprocess.run([path, "--nvml-lib", lib, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     wall = (time.perf_counter() - start) * 1000
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    return wall, (children_cpu() - before) * 1000
 
 # Once each, so that the kept runs find the maximum clocks kept.
 for b, path in bins.items():
@@ -58,11 +62,10 @@ secs = int(os.environ.get("SECS", "20"))
 for m, args in [("-1 -l 1", ["-1", "-l", "1"]), ("query -l 1", modes["query"] + ["-l", "1"])]:
     for b, path in bins.items():
         env = dict(os.environ, XDG_RUNTIME_DIR=kept[b])
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        before = children_cpu()
         p = subprocess.Popen([path, "--nvml-lib", lib, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(secs)
         p.terminate()
         p.wait()
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        print(f"{m} {b}: {after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime:.3f} s CPU over {secs} s")
+        print(f"{m} {b}: {children_cpu() - before:.3f} s CPU over {secs} s")
 PY
