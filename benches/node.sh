@@ -11,10 +11,12 @@
 # `node_up [UTIL] [USED_MIB]` sets $bin, $work (holding libnvidia-ml.so.1
 # and scenario.toml) and $pids, and exports the GPUSCOPE_* variables;
 # UTIL and USED_MIB may be scenario values such as '{ min = 1, max = 9 }'.
+# It first warns when other work keeps the CPUs busy (`warn_if_busy`).
 # `node_down` removes it all.
 node_up() {
   # GPUSCOPE_BENCH_BIN measures another build (say, the last release's).
   [ -n "${GPUSCOPE_BENCH_BIN:-}" ] || cargo build --release --quiet
+  warn_if_busy
   local target=${CARGO_TARGET_DIR:-$PWD/target}
   bin=${GPUSCOPE_BENCH_BIN:-$target/release/gpuscope}
   local sim
@@ -78,6 +80,35 @@ costed_node_up() {
   node_up
   trap node_down EXIT
   export GPUSCOPE_SIM_REALISTIC_COSTS=1 GPUSCOPE_PID_NAMESPACE=host
+}
+
+# Says so on stderr when something else keeps this machine's CPUs busy
+# before a run starts: its figures would not be this machine's. A build
+# beside a one-shot benchmark (2 CPUs) made `--json` 44 ms where the same
+# binary took 32 ms alone, and the boot's first run 87 ms where it took
+# 54. Over half a second, from /proc/stat's first line (user nice system
+# idle iowait irq softirq steal ...); more than a quarter of a CPU busy
+# is more than this machine does idle (a few percent).
+warn_if_busy() {
+  local a b
+  a=$(cpu_jiffies)
+  sleep 0.5
+  b=$(cpu_jiffies)
+  local busy=$((${b% *} - ${a% *})) total=$((${b#* } - ${a#* })) cpus
+  cpus=$(nproc)
+  # Hundredths of a CPU, busy on average over the half second.
+  local used=$((total > 0 ? busy * cpus * 100 / total : 0))
+  if [ "$used" -gt 25 ]; then
+    printf '%s: warning: %d.%02d CPUs were busy before this run started; its figures will be noisy (see top)\n' \
+      "$0" $((used / 100)) $((used % 100)) >&2
+  fi
+}
+
+# "BUSY TOTAL": jiffies of all CPUs since boot, busy and in all.
+cpu_jiffies() {
+  local _cpu user nice system idle iowait irq softirq steal _rest
+  read -r _cpu user nice system idle iowait irq softirq steal _rest < /proc/stat
+  echo "$((user + nice + system + irq + softirq + steal)) $((user + nice + system + idle + iowait + irq + softirq + steal))"
 }
 
 node_down() {
