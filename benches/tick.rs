@@ -155,6 +155,7 @@ fn bench(c: &mut Criterion) {
         interval: Duration::from_secs(1),
         simulated: true,
         fallback: None,
+        reads: gpuscope::collect::Reads::ALL,
     };
     let first = collector.tick();
     assert_eq!((first.gpus.len(), first.processes.len()), (GPUS, PROCESSES));

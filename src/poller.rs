@@ -146,6 +146,7 @@ mod tests {
             interval: Duration::from_millis(5),
             simulated: false,
             fallback: None,
+            reads: crate::collect::Reads::ALL,
         };
         let (mut rx, control, handle) = spawn(collector).unwrap();
         control.set_interval(Duration::from_millis(7));

@@ -196,6 +196,7 @@ async fn plus_and_minus_change_the_pollers_interval() {
         interval: Duration::from_secs(1),
         simulated: false,
         fallback: None,
+        reads: gpuscope::collect::Reads::ALL,
     };
     let (_rx, control, _poller) = gpuscope::poller::spawn(collector).unwrap();
     let d = Dashboard::start(four_gpus(), Some(control.clone()), options());

@@ -25,6 +25,33 @@ pub struct Collector {
     pub simulated: bool,
     /// Why simulated GPUs stand in for the driver (`--demo=auto`).
     pub fallback: Option<String>,
+    /// What the output shows of the processes and the probes, and so
+    /// reads besides the driver.
+    pub reads: Reads,
+}
+
+/// What a collection reads besides the driver, by what its output shows,
+/// as `sources::nvml::Wanted` says what it asks the driver. `--query-gpu`
+/// shows neither: a GPU process's first sight costs several reads of
+/// `/proc` (its `stat`, `status`, command line), and looking for its
+/// probe file three more (`status`, `uid_map`, `environ`). On 8 GPUs x 64
+/// processes that was 4 of the 7 ms of CPU such a one-shot spent beside
+/// the driver's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reads {
+    /// The processes' host figures (name, user, command line, CPU time,
+    /// resident memory), and the driver's names for those the host
+    /// cannot name. Without them a process is its PID and its GPUs.
+    pub processes: bool,
+    /// The probes' files: the allocators' figures, and the processes
+    /// probed that are on no GPU.
+    pub probes: bool,
+}
+
+impl Reads {
+    pub const ALL: Self = Self { processes: true, probes: true };
+    /// The GPUs' readings alone.
+    pub const NONE: Self = Self { processes: false, probes: false };
 }
 
 impl Collector {
@@ -42,13 +69,21 @@ impl Collector {
         let gpu_pids: Vec<u32> = gpu.processes.iter().map(|p| p.pid).collect();
         // Host PIDs are not looked up as local ones.
         let foreign = nvml_pids_are_foreign(self.host.pid_namespace(), self.simulated);
-        let probes = if foreign { self.probes.sample() } else { self.probes.sample_with(&gpu_pids) };
-        let mut pids = if foreign { Vec::new() } else { gpu_pids };
+        let probes = match (self.reads.probes, foreign) {
+            // Nothing read, so nothing to say of the directory.
+            (false, _) => ProbeSample::default(),
+            (true, true) => self.probes.sample(),
+            (true, false) => self.probes.sample_with(&gpu_pids),
+        };
+        let mut pids = if foreign || !self.reads.processes { Vec::new() } else { gpu_pids };
         pids.extend(probes.reports.iter().filter(|r| r.alive).map(|r| r.file.pid));
         pids.sort_unstable();
         pids.dedup();
+        // The machine's own figures still: they cost two small reads.
         let host = self.host.sample(&pids);
-        self.name_unnamed(&mut gpu, &host, foreign);
+        if self.reads.processes {
+            self.name_unnamed(&mut gpu, &host, foreign);
+        }
         let mut snap = assemble(gpu, host, probes, time, self.interval, self.simulated);
         snap.collection_ms = started.elapsed().as_secs_f64() * 1000.0;
         snap
@@ -293,10 +328,70 @@ mod tests {
             interval: Duration::from_secs(1),
             simulated: false,
             fallback: None,
+            reads: Reads::ALL,
         };
         let snap = c.tick();
         assert_eq!(asked.lock().unwrap().as_slice(), [vec![7]]);
         assert_eq!(snap.processes.iter().filter(|p| p.other_namespace).count(), 2);
+    }
+
+    /// A collector over GPU processes 7, 42 and 43, none named by the
+    /// driver's sample, with probe 7's file; what it asked each source.
+    fn reading(reads: Reads) -> (Snapshot, Vec<Vec<u32>>, Vec<Vec<u32>>, u32) {
+        let mut gpu = gpu_sample(&[7, 42, 43]);
+        gpu.processes.iter_mut().for_each(|p| p.driver_name = None);
+        let gpu = ScriptedGpu::new([gpu]).with_driver_names([(43, "nvml-43".to_owned())]);
+        let host = ScriptedHost::new([host_sample(Some(PidNamespace::Host))]);
+        let probes = ScriptedProbes::new([probes(&[7])]);
+        let (names, hosted, sampled) = (gpu.asked_names.clone(), host.asked.clone(), probes.sampled.clone());
+        let mut c = Collector {
+            gpu: Box::new(gpu),
+            host: Box::new(host),
+            probes: Box::new(probes),
+            analyzer: Analyzer::new(&HistoryConfig::default(), AlertsConfig::default()),
+            interval: Duration::from_secs(1),
+            simulated: false,
+            fallback: None,
+            reads,
+        };
+        let snap = c.tick();
+        let (names, hosted, sampled) =
+            (names.lock().unwrap().clone(), hosted.lock().unwrap().clone(), *sampled.lock().unwrap());
+        (snap, names, hosted, sampled)
+    }
+
+    #[test]
+    fn the_processes_and_the_probes_are_read_only_where_the_output_shows_them() {
+        let (all, names, hosted, sampled) = reading(Reads::ALL);
+        assert_eq!((names, hosted, sampled), (vec![vec![43]], vec![vec![7, 42, 43]], 1));
+        assert_eq!(at(&all, 42).name.as_deref(), Some("bash"));
+        assert!(at(&all, 7).allocator.is_some());
+
+        // `--query-gpu`: the machine's figures, no process's, no probe's.
+        let (none, names, hosted, sampled) = reading(Reads::NONE);
+        assert_eq!((names, hosted, sampled), (Vec::<Vec<u32>>::new(), vec![vec![]], 0));
+        assert_eq!(
+            none.gpus,
+            all.gpus
+                .iter()
+                .cloned()
+                .map(|mut g| {
+                    g.allocator = None;
+                    g
+                })
+                .collect::<Vec<_>>(),
+            "the GPUs' readings are the same, less the probes' sums"
+        );
+        assert_eq!(none.processes.iter().map(|p| p.pid).collect::<Vec<_>>(), [7, 42, 43]);
+        assert!(none.processes.iter().all(|p| p.name.is_none() && p.user.is_none() && p.allocator.is_none()));
+        assert_eq!(none.host, all.host);
+
+        // `--query-compute-apps`: the processes, named, without the probes.
+        let (apps, names, hosted, sampled) = reading(Reads { processes: true, probes: false });
+        assert_eq!((names, hosted, sampled), (vec![vec![43]], vec![vec![7, 42, 43]], 0));
+        assert_eq!(at(&apps, 42).name.as_deref(), Some("bash"));
+        assert_eq!(at(&apps, 43).name.as_deref(), Some("nvml-43"));
+        assert!(at(&apps, 7).allocator.is_none());
     }
 
     /// GPU processes 42 (the host names it), 43 (gone from the host) and 7
@@ -320,6 +415,7 @@ mod tests {
             interval: Duration::from_secs(1),
             simulated: false,
             fallback: None,
+            reads: Reads::ALL,
         };
         let snap = c.tick();
         let asked = asked.lock().unwrap().clone();

@@ -10,6 +10,7 @@ mod help;
 
 use std::fmt::Write as _;
 
+use crate::collect::Reads;
 use crate::model::{ProcessType, Snapshot};
 use crate::sources::nvml::Wanted;
 pub use app_fields::APP_FIELDS;
@@ -119,6 +120,16 @@ impl Query {
             Column::Gpu(f, _) => w.or(gpu_fields::wants(f)),
             Column::App(..) => w,
         })
+    }
+
+    /// What the rows show besides the GPUs: a compute app's name comes
+    /// from the host (its command line) or the driver; no column is a
+    /// probe's.
+    pub fn reads(&self) -> Reads {
+        match self.target {
+            Target::Gpu => Reads::NONE,
+            Target::ComputeApps => Reads { processes: true, probes: false },
+        }
     }
 
     /// The header line, with each unit in brackets (kept under `nounits`,

@@ -47,8 +47,8 @@ impl GpuSource for ScriptedGpu {
     }
 }
 
-/// Also records which PIDs it was asked about, so tests can check that the
-/// host is asked only for GPU processes.
+/// Answers only for the PIDs asked, and records them, so tests can check
+/// that the host is asked only for GPU processes.
 pub struct ScriptedHost {
     script: VecDeque<HostSample>,
     last: HostSample,
@@ -70,7 +70,11 @@ impl HostSource for ScriptedHost {
         if let Some(next) = self.script.pop_front() {
             self.last = next;
         }
-        self.last.clone()
+        // As the real host: figures of the processes asked about, and no
+        // others.
+        let mut sample = self.last.clone();
+        sample.processes.retain(|pid| pids.contains(&pid));
+        sample
     }
 
     fn pid_namespace(&self) -> Option<crate::model::PidNamespace> {
@@ -78,19 +82,23 @@ impl HostSource for ScriptedHost {
     }
 }
 
+/// Also counts the samples taken, so tests can check that the probes are
+/// read only where the output shows them.
 pub struct ScriptedProbes {
     script: VecDeque<ProbeSample>,
     last: ProbeSample,
+    pub sampled: Arc<Mutex<u32>>,
 }
 
 impl ScriptedProbes {
     pub fn new(script: impl IntoIterator<Item = ProbeSample>) -> Self {
-        Self { script: script.into_iter().collect(), last: ProbeSample::default() }
+        Self { script: script.into_iter().collect(), last: ProbeSample::default(), sampled: Arc::default() }
     }
 }
 
 impl ProbeSource for ScriptedProbes {
     fn sample(&mut self) -> ProbeSample {
+        *self.sampled.lock().unwrap_or_else(std::sync::PoisonError::into_inner) += 1;
         if let Some(next) = self.script.pop_front() {
             self.last = next;
         }

@@ -157,6 +157,11 @@ impl HostProcesses {
         self.0.get_mut(i).map(|(_, p)| std::mem::take(p))
     }
 
+    /// Keeps the processes whose PID `keep` says.
+    pub fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
+        self.0.retain(|(pid, _)| keep(*pid));
+    }
+
     pub fn len(&self) -> usize {
         self.0.len()
     }
