@@ -623,10 +623,11 @@ fn wanted_by(settings: &Settings) -> Wanted {
 
 /// What a snapshot mode's output shows of the processes and the probes
 /// (`collect::Reads`): a query what its columns show, every other output
-/// both.
+/// both. The alerts' rules judge them too, and a query's alerts reach an
+/// `[alerts] exec` hook: with one set, a query reads them all.
 fn reads_by(settings: &Settings) -> Reads {
     match (&settings.mode, &settings.query) {
-        (Mode::Query { .. }, Some(query)) => query.reads(),
+        (Mode::Query { .. }, Some(query)) if settings.alerts.exec.is_empty() => query.reads(),
         _ => Reads::ALL,
     }
 }
@@ -780,6 +781,9 @@ mod tests {
         ];
         for (args, reads) in cases {
             assert_eq!(reads_by(&settings(args)), reads, "{args:?}");
+            let mut hooked = settings(args);
+            hooked.alerts.exec = vec!["/bin/true".to_owned()];
+            assert_eq!(reads_by(&hooked), Reads::ALL, "{args:?} with an exec hook, whose alerts judge everything");
         }
     }
 
