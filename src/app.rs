@@ -303,8 +303,7 @@ fn watch(cli: &Cli) -> Result<(), AppError> {
         return result.map_err(AppError::Output);
     }
     let started = Instant::now();
-    let feeds =
-        Feeds::Headless { wanted: wanted_by(&settings), reads: reads_by(&settings), once: settings.mode.one_shot() };
+    let feeds = Feeds::Headless { wanted: wanted_by(&settings), once: settings.mode.one_shot() };
     let headless = Headless::start(&settings, bounds::later(started, settings.timeout), feeds)?;
     // One-shots: the whole run within the timeout. A stream: each line
     // within an interval and the timeout of the one before.
@@ -541,9 +540,9 @@ fn runtime() -> Result<tokio::runtime::Runtime, AppError> {
 /// blank terminal. Every headless command needs the driver up front, and a
 /// missing one is exit 2, not an empty report.
 fn collector(settings: &Settings, feeds: Feeds, calls: &Calls) -> Result<Collector, AppError> {
-    let (for_dashboard, once, reads) = match feeds {
-        Feeds::Dashboard => (true, false, Reads::ALL),
-        Feeds::Headless { once, reads, .. } => (false, once, reads),
+    let (for_dashboard, once) = match feeds {
+        Feeds::Dashboard => (true, false),
+        Feeds::Headless { once, .. } => (false, once),
     };
     let unopened = || {
         let simulated = settings.library == LibrarySpec::Simulated;
@@ -580,7 +579,7 @@ fn collector(settings: &Settings, feeds: Feeds, calls: &Calls) -> Result<Collect
         analyzer: Analyzer::new(&settings.history, settings.alerts.clone()),
         interval: settings.interval,
         simulated,
-        reads,
+        reads: reads_by(settings),
     })
 }
 
@@ -588,21 +587,19 @@ fn collector(settings: &Settings, feeds: Feeds, calls: &Calls) -> Result<Collect
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Feeds {
     Dashboard,
-    /// A headless mode, asking the driver and reading the rest by what
-    /// its output shows; `once` where it ends with its first snapshot.
+    /// A headless mode, asking the driver what its output shows; `once`
+    /// where it ends with its first snapshot.
     Headless {
         wanted: Wanted,
-        reads: Reads,
         once: bool,
     },
 }
 
 impl Feeds {
     /// A headless mode of many snapshots: `check`'s window, the exporter,
-    /// a recording. Each shows the processes, and the probes' figures:
-    /// `check`'s rules judge the allocators too.
+    /// a recording.
     const fn streaming(wanted: Wanted) -> Self {
-        Self::Headless { wanted, reads: Reads::ALL, once: false }
+        Self::Headless { wanted, once: false }
     }
 }
 
@@ -621,10 +618,12 @@ fn wanted_by(settings: &Settings) -> Wanted {
     if settings.mode.one_shot() { Wanted { pcie: false, ..shown } } else { shown }
 }
 
-/// What a snapshot mode's output shows of the processes and the probes
+/// What the output shows of the processes and the probes
 /// (`collect::Reads`): a query what its columns show, every other output
-/// both. The alerts' rules judge them too, and a query's alerts reach an
-/// `[alerts] exec` hook: with one set, a query reads them all.
+/// (the dashboard, JSON, the tables, and `check`, the exporter and
+/// recordings, which take no query) both. The alerts' rules judge them
+/// too, and a query's alerts reach an `[alerts] exec` hook: with one set,
+/// a query reads them all.
 fn reads_by(settings: &Settings) -> Reads {
     match (&settings.mode, &settings.query) {
         (Mode::Query { .. }, Some(query)) if settings.alerts.exec.is_empty() => query.reads(),
@@ -769,15 +768,14 @@ mod tests {
 
     #[test]
     fn a_query_reads_the_processes_and_the_probes_only_where_its_columns_show_them() {
-        let apps = Reads { processes: true, probes: false };
         let cases: [(&[&str], Reads); 7] = [
             (&["--json"], Reads::ALL),
             (&["--json", "-l", "1"], Reads::ALL),
             (&["-1"], Reads::ALL),
             (&["--query-gpu=index,memory.used,utilization.gpu", "--format=csv"], Reads::NONE),
             (&["--query-gpu=index,memory.used", "--format=csv", "-l", "1"], Reads::NONE),
-            (&["--query-compute-apps=pid,process_name,used_memory", "--format=csv"], apps),
-            (&["--query-compute-apps=pid", "--format=csv", "--loop-ms", "500"], apps),
+            (&["--query-compute-apps=pid,process_name,used_memory", "--format=csv"], Reads::PROCESSES),
+            (&["--query-compute-apps=pid", "--format=csv", "--loop-ms", "500"], Reads::PROCESSES),
         ];
         for (args, reads) in cases {
             assert_eq!(reads_by(&settings(args)), reads, "{args:?}");

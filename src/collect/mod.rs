@@ -52,6 +52,8 @@ impl Reads {
     pub const ALL: Self = Self { processes: true, probes: true };
     /// The GPUs' readings alone.
     pub const NONE: Self = Self { processes: false, probes: false };
+    /// The processes, without the probes.
+    pub const PROCESSES: Self = Self { processes: true, probes: false };
 }
 
 impl Collector {
@@ -316,21 +318,27 @@ mod tests {
         assert_eq!(at(&snap, 42).user.as_deref(), Some("mallory"));
     }
 
-    #[test]
-    fn in_a_container_the_host_is_not_asked_about_host_pids() {
-        let host = ScriptedHost::new([host_sample(Some(PidNamespace::Container))]);
-        let asked = host.asked.clone();
-        let mut c = Collector {
-            gpu: Box::new(ScriptedGpu::new([gpu_sample(&[42, 43])])),
+    /// A collector over scripted sources, at a 1 s interval.
+    fn scripted(gpu: ScriptedGpu, host: ScriptedHost, probes: ScriptedProbes, reads: Reads) -> Collector {
+        Collector {
+            gpu: Box::new(gpu),
             host: Box::new(host),
-            probes: Box::new(ScriptedProbes::new([probes(&[7])])),
+            probes: Box::new(probes),
             analyzer: Analyzer::new(&HistoryConfig::default(), AlertsConfig::default()),
             interval: Duration::from_secs(1),
             simulated: false,
             fallback: None,
-            reads: Reads::ALL,
-        };
-        let snap = c.tick();
+            reads,
+        }
+    }
+
+    #[test]
+    fn in_a_container_the_host_is_not_asked_about_host_pids() {
+        let host = ScriptedHost::new([host_sample(Some(PidNamespace::Container))]);
+        let asked = host.asked.clone();
+        let snap =
+            scripted(ScriptedGpu::new([gpu_sample(&[42, 43])]), host, ScriptedProbes::new([probes(&[7])]), Reads::ALL)
+                .tick();
         assert_eq!(asked.lock().unwrap().as_slice(), [vec![7]]);
         assert_eq!(snap.processes.iter().filter(|p| p.other_namespace).count(), 2);
     }
@@ -344,17 +352,7 @@ mod tests {
         let host = ScriptedHost::new([host_sample(Some(PidNamespace::Host))]);
         let probes = ScriptedProbes::new([probes(&[7])]);
         let (names, hosted, sampled) = (gpu.asked_names.clone(), host.asked.clone(), probes.sampled.clone());
-        let mut c = Collector {
-            gpu: Box::new(gpu),
-            host: Box::new(host),
-            probes: Box::new(probes),
-            analyzer: Analyzer::new(&HistoryConfig::default(), AlertsConfig::default()),
-            interval: Duration::from_secs(1),
-            simulated: false,
-            fallback: None,
-            reads,
-        };
-        let snap = c.tick();
+        let snap = scripted(gpu, host, probes, reads).tick();
         let (names, hosted, sampled) =
             (names.lock().unwrap().clone(), hosted.lock().unwrap().clone(), *sampled.lock().unwrap());
         (snap, names, hosted, sampled)
@@ -387,7 +385,7 @@ mod tests {
         assert_eq!(none.host, all.host);
 
         // `--query-compute-apps`: the processes, named, without the probes.
-        let (apps, names, hosted, sampled) = reading(Reads { processes: true, probes: false });
+        let (apps, names, hosted, sampled) = reading(Reads::PROCESSES);
         assert_eq!((names, hosted, sampled), (vec![vec![43]], vec![vec![7, 42, 43]], 0));
         assert_eq!(at(&apps, 42).name.as_deref(), Some("bash"));
         assert_eq!(at(&apps, 43).name.as_deref(), Some("nvml-43"));
@@ -407,17 +405,7 @@ mod tests {
         let names = [(7, "trainer".to_owned()), (42, "nvml-42".to_owned()), (43, "nvml-43".to_owned())];
         let gpu = ScriptedGpu::new([gpu]).with_driver_names(names);
         let asked = gpu.asked_names.clone();
-        let mut c = Collector {
-            gpu: Box::new(gpu),
-            host: Box::new(ScriptedHost::new([host])),
-            probes: Box::new(ScriptedProbes::new([probes(&[])])),
-            analyzer: Analyzer::new(&HistoryConfig::default(), AlertsConfig::default()),
-            interval: Duration::from_secs(1),
-            simulated: false,
-            fallback: None,
-            reads: Reads::ALL,
-        };
-        let snap = c.tick();
+        let snap = scripted(gpu, ScriptedHost::new([host]), ScriptedProbes::new([probes(&[])]), Reads::ALL).tick();
         let asked = asked.lock().unwrap().clone();
         (snap, asked)
     }

@@ -128,7 +128,7 @@ impl Query {
     pub fn reads(&self) -> Reads {
         match self.target {
             Target::Gpu => Reads::NONE,
-            Target::ComputeApps => Reads { processes: true, probes: false },
+            Target::ComputeApps => Reads::PROCESSES,
         }
     }
 
