@@ -36,7 +36,7 @@ node_up() {
   # one measured (driver 580.159.04) NumFans was 0 and FanSpeed
   # NOT_SUPPORTED, so the node's boards say so too (`fans = 0`).
   for ((g = 0; g < gpus; g++)); do
-    printf '[[gpu]]\nname = "NVIDIA H100 80GB HBM3"\nfans = 0\nutilization_gpu = %s\n' "$util"
+    printf '[[gpu]]\nname = "NVIDIA H100 80GB HBM3"\nuuid = "GPU-%s"\nfans = 0\nutilization_gpu = %s\n' "$(bench_uuid "$g")" "$util"
     for ((i = g; i < procs; i += gpus)); do
       printf '[[gpu.process]]\npid = %s\nused_mib = %s\n' "${pids[$i]}" "$used"
     done
@@ -49,10 +49,17 @@ node_up() {
     pids=("${pids[@]:0:$probed}" $!)
   fi
   if [ "$probed" -gt 0 ]; then
-    python3 benches/probe_files.py "$work/probes" "${pids[@]:0:$probed}" &
+    # Each probed process names the GPU it runs on (the i-th is on GPU
+    # i % gpus) by its UUID, as a real probe does.
+    local ranks=()
+    for ((i = 0; i < probed; i++)); do ranks+=("${pids[$i]}:$(bench_uuid $((i % gpus)))"); done
+    python3 benches/probe_files.py "$work/probes" "${ranks[@]}" &
     pids+=($!)
   fi
 }
+
+# GPU $1's UUID without NVML's "GPU-", as PyTorch gives it to the probe.
+bench_uuid() { printf '00000000-5c0b-4e5a-9d1e-%012x' "$1"; }
 
 # `dashboard_up [PEER COMMAND]` runs the dashboard in a 200x60 tmux pane on
 # the node (GPUSCOPE_BENCH_ARGS added to its flags), or the peer command in

@@ -77,9 +77,10 @@ fn probe_dir_for(root: &Path, pids: &[u32]) -> std::path::PathBuf {
     for d in [probe_dir.parent().unwrap(), probe_dir.as_path()] {
         std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     }
-    for &pid in pids {
+    // `scenario` puts the i-th process on GPU i % GPUS.
+    for (i, &pid) in pids.iter().enumerate() {
         let ticks = start_ticks(Path::new("/proc"), pid).unwrap();
-        std::fs::write(probe_dir.join(format!("{pid}-{ticks}.json")), probe_file(pid, ticks)).unwrap();
+        std::fs::write(probe_dir.join(format!("{pid}-{ticks}.json")), probe_file(pid, ticks, i % GPUS)).unwrap();
     }
     probe_dir
 }
@@ -104,6 +105,7 @@ fn scenario(pids: &[u32]) -> String {
     for g in 0..GPUS {
         // No fan of its own, as the H100 SXM measured (benches/node.sh).
         s.push_str("[[gpu]]\nname = \"NVIDIA H100 80GB HBM3\"\nfans = 0\nutilization_gpu = 90\nthrottle_reasons = 4\nmemory_reserved_mib = 521\n");
+        s.push_str(&format!("uuid = \"GPU-{}\"\n", bare_uuid(g)));
         for pid in pids.iter().skip(g).step_by(GPUS) {
             s.push_str(&format!("[[gpu.process]]\npid = {pid}\nused_mib = 8000\n"));
         }
@@ -111,7 +113,16 @@ fn scenario(pids: &[u32]) -> String {
     s
 }
 
-fn probe_file(pid: u32, ticks: u64) -> String {
+/// GPU `g`'s UUID as PyTorch gives it, without NVML's "GPU-"; the
+/// scenario gives each GPU its own.
+fn bare_uuid(g: usize) -> String {
+    format!("00000000-5c0b-4e5a-9d1e-{g:012x}")
+}
+
+/// What a probed rank on GPU `gpu` writes: its device named by UUID, as
+/// PyTorch's device properties give it, so the figures are joined to the
+/// GPU as a real probe's are.
+fn probe_file(pid: u32, ticks: u64, gpu: usize) -> String {
     let g = 1u64 << 30;
     serde_json::json!({
         "format": "gpuscope-probe", "version": 1, "pid": pid, "start_ticks": ticks, "seq": 1,
@@ -119,7 +130,7 @@ fn probe_file(pid: u32, ticks: u64) -> String {
         "framework_version": "2.5.1", "backend": "native", "alloc_conf": "expandable_segments:False",
         "alloc_conf_var": "PYTORCH_CUDA_ALLOC_CONF", "expandable_segments": false, "rank": 0, "local_rank": 0,
         "world_size": 64, "pinned_host": {"current": g, "peak": g},
-        "devices": [{"index": 0, "uuid": null, "allocated": 20 * g, "allocated_peak": 24 * g, "reserved": 30 * g,
+        "devices": [{"index": 0, "uuid": bare_uuid(gpu), "allocated": 20 * g, "allocated_peak": 24 * g, "reserved": 30 * g,
             "reserved_peak": 32 * g, "active": 20 * g, "active_peak": 24 * g, "inactive_split": 2 * g,
             "inactive_split_peak": 3 * g, "requested": 20 * g, "requested_peak": 24 * g, "segments": 400,
             "alloc_retries": 0, "ooms": 0, "device_allocs": 1500, "device_frees": 1100,

@@ -10,7 +10,8 @@
 # measured on the same machine (see README, Benchmarks, on virtual
 # machines).
 # GPUSCOPE_BENCH_ARGS adds flags to gpuscope's command line (say
-# "--interval 10ms"); node.sh's GPUSCOPE_BENCH_PROCS / _PROBED size the node.
+# "--interval 10ms"); node.sh's GPUSCOPE_BENCH_PROCS / _PROBED size the node;
+# GPUSCOPE_BENCH_WARMUP (seconds, default 5) is how long it runs before.
 # Run: bash benches/tui_cpu.sh [SECONDS] [-- PEER COMMAND...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +24,10 @@ source benches/node.sh
 node_up '{ min = 60, max = 99, period_s = 11, shape = "sine" }' '{ min = 7000, max = 9000, period_s = 30, shape = "ramp" }'
 trap node_down EXIT
 dashboard_up "$@"
-sleep 5 # start-up, first snapshots
+# Start-up and the first snapshots; GPUSCOPE_BENCH_WARMUP=70 measures once
+# the rules' one-minute windows are full (the fragmentation rule reads its
+# window each tick), rather than the first minute.
+sleep "${GPUSCOPE_BENCH_WARMUP:-5}"
 tmux -L "$sock" pipe-pane -o "cat > $work/tty.bytes"
 # Nanoseconds on a CPU, summed over the threads (schedstat): /proc/PID/stat
 # counts in clock ticks of 10 ms, too coarse for a tenth of a second a minute.
