@@ -316,6 +316,27 @@ proptest! {
         }
     }
 
+    /// One field over a window reads as that field of each bucket over the
+    /// same window, in every tier and for a field out of range too.
+    #[test]
+    fn one_field_over_a_window_reads_as_the_buckets_do(
+        steps in prop::collection::vec((1u64..3_000, prop::array::uniform2(prop::option::of(-1e6f64..1e6))), 0..200),
+        span in prop_oneof![0u64..70_000, Just(u64::MAX)],
+    ) {
+        let mut s: Series<2> = Series::new(&ONE);
+        let mut t = 0;
+        for (dt, v) in steps {
+            t += dt;
+            s.push(t, &v);
+        }
+        let read = |a: Agg| (a.count(), a.min(), a.max(), a.mean());
+        for field in 0..3 {
+            let by_field: Vec<_> = s.recent_field(span, field).map(read).collect();
+            let by_bucket: Vec<_> = s.recent(span).map(|b| read(b.get(field))).collect();
+            prop_assert_eq!(by_field, by_bucket);
+        }
+    }
+
     /// The same when fields first have a value at any point (or never): a
     /// column made late lines up with the buckets already held, and only
     /// the fields that ever had a value take memory.

@@ -16,6 +16,11 @@ const MIB: u64 = 1 << 20;
 pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
     let c = &i.config.fragmentation;
     let window_ms = u64::try_from(c.window.as_millis()).unwrap_or(u64::MAX);
+    // One list for every process's window, kept from one to the next:
+    // gathered afresh for each probed process every tick, a window of
+    // sixty buckets (the default minute) grew its list several times over
+    // and gave it back.
+    let mut scores: Vec<(f64, u32)> = Vec::new();
     for (pk, p, gpu) in process_gpus(i.snap) {
         let Some(series) = i.store.process(&pk) else { continue };
         let now = device(p, gpu);
@@ -30,14 +35,15 @@ pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
             continue;
         }
         let (min_reserved, min_split) = (c.min_reserved_mib * MIB, c.min_inactive_split_mib * MIB);
-        let mut scores: Vec<(f64, u32)> = series
-            .recent(window_ms)
-            .filter_map(|b| Some((b.get(FRAGMENTATION).mean()?, b.get(FRAGMENTATION).count())))
-            .collect();
+        // Far below the line, the window is not read.
+        if reserved < min_reserved / 2 || split < min_split / 2 {
+            v.insert(key(AlertKind::Fragmentation, gpu, Some(p.pid)), Verdict::Clear);
+            continue;
+        }
+        scores.clear();
+        scores.extend(series.recent_field(window_ms, FRAGMENTATION).filter_map(|f| Some((f.mean()?, f.count()))));
         let samples: usize = scores.iter().map(|(_, n)| *n as usize).sum();
-        let verdict = if reserved < min_reserved / 2 || split < min_split / 2 {
-            Verdict::Clear
-        } else if reserved < min_reserved || split < min_split || samples < c.min_samples {
+        let verdict = if reserved < min_reserved || split < min_split || samples < c.min_samples {
             // Near the eligibility line, or too few samples yet: no change
             // either way, so a process hovering at 2 GiB does not flap.
             Verdict::Hold

@@ -33,7 +33,7 @@ pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
         };
         let Some(series) = i.store.gpu(Some(gpu.index)) else { continue };
         // Each bucket's mean weighted by its samples: the plain average.
-        let (sum, n) = series.recent(window_ms).map(|b| b.get(UTIL)).fold((0.0, 0u64), |(sum, n), u| {
+        let (sum, n) = series.recent_field(window_ms, UTIL).fold((0.0, 0u64), |(sum, n), u| {
             (sum + u.mean().unwrap_or(0.0) * f64::from(u.count()), n + u64::from(u.count()))
         });
         // The average must cover the whole window, not a few samples.
