@@ -81,8 +81,10 @@ pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
 
 /// The median of values each standing for `n` samples (a bucket's mean):
 /// with one sample each, the plain median (the middle two averaged).
+/// Values that compare equal are the same figure, so their order among
+/// themselves cannot move the median: the sort need not be stable.
 fn median(values: &mut [(f64, u32)]) -> f64 {
-    values.sort_by(|a, b| a.0.total_cmp(&b.0));
+    values.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
     let n: u64 = values.iter().map(|(_, n)| u64::from(*n)).sum();
     let at = |rank: u64| {
         let mut seen = 0;
