@@ -129,7 +129,7 @@ impl<'a> Row<'a> {
 pub fn build<'a>(snap: &'a Snapshot, focus: Option<u32>, filter: &str, sort: Sort) -> Vec<Row<'a>> {
     let needle = filter.trim().to_lowercase();
     // Sized up front: collected through the filters, the list would grow
-    // nine times on its way to 512 rows.
+    // seven times on its way to 512 rows.
     let mut rows = Vec::with_capacity(snap.processes.iter().map(|p| p.gpus.len()).sum());
     rows.extend(
         snap.processes
