@@ -542,9 +542,14 @@ impl<const N: usize> Series<N> {
     /// there are), from the first whose newest sample is at `from_ms` or
     /// later. Times only grow, so the start is found by bisection.
     pub fn since(&self, from_ms: u64) -> impl DoubleEndedIterator<Item = Bucket<N>> + Clone + '_ {
-        let ring = self.ring_for(from_ms);
-        let start = ring.map_or(0, |r| r.first_from(from_ms));
+        let (ring, start) = self.start_of(from_ms);
         ring.into_iter().flat_map(move |r| r.buckets(start))
+    }
+
+    /// The ring `since(from_ms)` reads, and its first bucket there.
+    fn start_of(&self, from_ms: u64) -> (Option<&Ring<N>>, usize) {
+        let ring = self.ring_for(from_ms);
+        (ring, ring.map_or(0, |r| r.first_from(from_ms)))
     }
 
     fn ring_for(&self, from_ms: u64) -> Option<&Ring<N>> {
@@ -569,9 +574,7 @@ impl<const N: usize> Series<N> {
     /// each: a rule that judges one figure over its window each tick, for
     /// each of hundreds of processes, has no use for the others.
     pub fn recent_field(&self, span_ms: u64, field: usize) -> impl Iterator<Item = Agg> + '_ {
-        let from_ms = self.last_ms.map_or(0, |t| t.saturating_sub(span_ms));
-        let ring = self.ring_for(from_ms);
-        let start = ring.map_or(0, |r| r.first_from(from_ms));
+        let (ring, start) = self.start_of(self.last_ms.map_or(0, |t| t.saturating_sub(span_ms)));
         ring.into_iter().flat_map(move |r| r.field_from(start, field))
     }
 
