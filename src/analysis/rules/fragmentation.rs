@@ -24,20 +24,17 @@ pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
     for (pk, p, gpu) in process_gpus(i.snap) {
         let Some(series) = i.store.process(&pk) else { continue };
         let now = device(p, gpu);
+        let k = key(AlertKind::Fragmentation, gpu, Some(p.pid));
+        let (min_reserved, min_split) = (c.min_reserved_mib * MIB, c.min_inactive_split_mib * MIB);
         // No figure (cudaMallocAsync, expandable segments, no probe): the
-        // rule has nothing to say, and an alert raised before clears.
+        // rule has nothing to say, and an alert raised before clears. Far
+        // below the line, it clears too, without reading the window.
         let (Some(reserved), Some(split)) = (now.and_then(|d| d.reserved), now.and_then(|d| d.inactive_split)) else {
-            v.insert(key(AlertKind::Fragmentation, gpu, Some(p.pid)), Verdict::Clear);
+            v.insert(k, Verdict::Clear);
             continue;
         };
-        if now.and_then(|d| d.fragmentation).is_none() {
-            v.insert(key(AlertKind::Fragmentation, gpu, Some(p.pid)), Verdict::Clear);
-            continue;
-        }
-        let (min_reserved, min_split) = (c.min_reserved_mib * MIB, c.min_inactive_split_mib * MIB);
-        // Far below the line, the window is not read.
-        if reserved < min_reserved / 2 || split < min_split / 2 {
-            v.insert(key(AlertKind::Fragmentation, gpu, Some(p.pid)), Verdict::Clear);
+        if now.and_then(|d| d.fragmentation).is_none() || reserved < min_reserved / 2 || split < min_split / 2 {
+            v.insert(k, Verdict::Clear);
             continue;
         }
         scores.clear();
@@ -75,7 +72,7 @@ pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
                 Verdict::Hold
             }
         };
-        v.insert(key(AlertKind::Fragmentation, gpu, Some(p.pid)), verdict);
+        v.insert(k, verdict);
     }
 }
 
