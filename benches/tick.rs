@@ -36,6 +36,7 @@ use gpuscope::analysis::Analyzer;
 use gpuscope::analysis::config::{AlertsConfig, HistoryConfig};
 use gpuscope::collect::Collector;
 use gpuscope::model::Timestamp;
+use gpuscope::sources::Figures;
 use gpuscope::sources::host::ProcHost;
 use gpuscope::sources::nvml::{LibrarySpec, NvmlSource};
 use gpuscope::sources::probe::{FileProbes, ProbeSource};
@@ -243,8 +244,10 @@ fn host_floor(c: &mut Criterion, pids: &[u32]) {
         p.sort_unstable();
         p
     };
-    assert_eq!(gpuscope::sources::HostSource::sample(&mut host, &sorted).processes.len(), pids.len());
-    group.bench_function("host_sample", |b| b.iter(|| gpuscope::sources::HostSource::sample(&mut host, &sorted)));
+    assert_eq!(gpuscope::sources::HostSource::sample(&mut host, &sorted, &Figures::All).processes.len(), pids.len());
+    group.bench_function("host_sample", |b| {
+        b.iter(|| gpuscope::sources::HostSource::sample(&mut host, &sorted, &Figures::All))
+    });
     group.finish();
 }
 

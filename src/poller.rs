@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use crate::bounds;
 use crate::collect::Collector;
 use crate::model::Snapshot;
+use crate::sources::Figures;
 
 pub type SnapshotRx = watch::Receiver<Option<Arc<Snapshot>>>;
 
@@ -25,6 +26,7 @@ struct Wanted {
     interval: Duration,
     /// Set by `set_interval`, cleared by the thread when it takes it.
     changed: bool,
+    figures: Figures,
 }
 
 /// Steers a running poller.
@@ -51,6 +53,16 @@ impl PollerControl {
         self.shared.1.notify_all();
     }
 
+    /// Whose CPU time and resident memory the ticks from the next on read
+    /// (`collect::Reads::figures`); every process's until this is called.
+    pub fn set_figures(&self, figures: Figures) {
+        self.wanted().figures = figures;
+    }
+
+    pub fn figures(&self) -> Figures {
+        self.wanted().figures.clone()
+    }
+
     /// Sleeps until `deadline` or a new interval; returns the new one.
     fn wait(&self, deadline: Instant) -> Option<Duration> {
         let mut w = self.wanted();
@@ -72,7 +84,14 @@ impl PollerControl {
 pub fn spawn(collector: Collector) -> std::io::Result<(SnapshotRx, PollerControl, std::thread::JoinHandle<()>)> {
     let (tx, rx) = watch::channel(None);
     let control = PollerControl {
-        shared: Arc::new((Mutex::new(Wanted { interval: collector.interval, changed: false }), Condvar::new())),
+        shared: Arc::new((
+            Mutex::new(Wanted {
+                interval: collector.interval,
+                changed: false,
+                figures: collector.reads.figures.clone(),
+            }),
+            Condvar::new(),
+        )),
     };
     let steer = control.clone();
     let handle =
@@ -83,6 +102,7 @@ pub fn spawn(collector: Collector) -> std::io::Result<(SnapshotRx, PollerControl
 fn run(mut collector: Collector, tx: &watch::Sender<Option<Arc<Snapshot>>>, control: &PollerControl) {
     loop {
         let started = Instant::now();
+        collector.reads.figures = control.figures();
         let snap = collector.tick();
         if tx.send(Some(Arc::new(snap))).is_err() {
             return;
@@ -138,6 +158,7 @@ mod tests {
         };
         let scripted_host = ScriptedHost::new([host]);
         let asked = scripted_host.asked.clone();
+        let figures = scripted_host.figures.clone();
         let collector = Collector {
             gpu: Box::new(ScriptedGpu::new([gpu_sample(1), gpu_sample(2), gpu_sample(3)])),
             host: Box::new(scripted_host),
@@ -149,6 +170,8 @@ mod tests {
             reads: crate::collect::Reads::ALL,
         };
         let (mut rx, control, handle) = spawn(collector).unwrap();
+        let shown = Figures::Of(Arc::from([42]));
+        control.set_figures(shown.clone());
         control.set_interval(Duration::from_millis(7));
         assert_eq!(control.interval(), Duration::from_millis(10), "clamped to the minimum");
         let snap = loop {
@@ -166,5 +189,9 @@ mod tests {
         assert_eq!(snap.processes[0].name.as_deref(), Some("python3"));
         let asked = asked.lock().unwrap();
         assert!(asked.len() >= 3 && asked.iter().all(|pids| pids == &[42]), "{asked:?}");
+        // Every tick from the one after it was set reads what the table shows.
+        let figures = figures.lock().unwrap();
+        assert_eq!(figures.last(), Some(&shown), "{figures:?}");
+        assert!(figures.iter().all(|f| f == &shown || f == &Figures::All), "{figures:?}");
     }
 }

@@ -18,7 +18,7 @@ use gpuscope::tui::term::Term;
 use gpuscope::tui::{TuiOptions, run_loop};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
-use tui_fixtures::{SharedBackend, Spec, T0, options, snapshot, snapshot_at};
+use tui_fixtures::{SharedBackend, Spec, T0, many_processes, options, snapshot, snapshot_at};
 
 struct Dashboard {
     screen: SharedBackend,
@@ -183,8 +183,8 @@ async fn p_freezes_the_view_while_snapshots_keep_coming() {
     d.quit().await;
 }
 
-#[tokio::test]
-async fn plus_and_minus_change_the_pollers_interval() {
+/// A poller on scripted sources, for what the dashboard tells it.
+fn idle_poller() -> (gpuscope::poller::SnapshotRx, PollerControl, std::thread::JoinHandle<()>) {
     use gpuscope::analysis::Analyzer;
     use gpuscope::analysis::config::{AlertsConfig, HistoryConfig};
     use gpuscope::sources::fake::{ScriptedGpu, ScriptedHost, ScriptedProbes};
@@ -198,7 +198,12 @@ async fn plus_and_minus_change_the_pollers_interval() {
         fallback: None,
         reads: gpuscope::collect::Reads::ALL,
     };
-    let (_rx, control, _poller) = gpuscope::poller::spawn(collector).unwrap();
+    gpuscope::poller::spawn(collector).unwrap()
+}
+
+#[tokio::test]
+async fn plus_and_minus_change_the_pollers_interval() {
+    let (_rx, control, _poller) = idle_poller();
     let d = Dashboard::start(four_gpus(), Some(control.clone()), options());
     d.shows("every 1s").await;
     d.press(KeyCode::Char('+'));
@@ -209,6 +214,32 @@ async fn plus_and_minus_change_the_pollers_interval() {
     }
     d.shows("every 0.1s").await;
     assert_eq!(control.interval(), Duration::from_millis(100), "halving stops at 100ms");
+    d.quit().await;
+}
+
+/// The dashboard tells the poller whose CPU time and host memory to read:
+/// the rows near the screen, and every process's once the order is by CPU.
+#[tokio::test]
+async fn the_poller_reads_the_figures_of_the_rows_near_the_screen() {
+    use gpuscope::sources::Figures;
+    let (_rx, control, _poller) = idle_poller();
+    assert_eq!(control.figures(), Figures::All, "every process's until the dashboard says");
+    let d = Dashboard::start(Some(many_processes(100)), Some(control.clone()), options());
+    d.shows("1099").await;
+    let near = loop {
+        if let Figures::Of(pids) = control.figures() {
+            break pids;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(near.contains(&1099) && !near.contains(&1000) && near.is_sorted(), "{near:?}");
+    d.press(KeyCode::Char('s'));
+    d.shows("sort ALLOC").await;
+    for _ in 0..4 {
+        d.press(KeyCode::Char('s'));
+    }
+    d.shows("sort CPU").await;
+    assert_eq!(control.figures(), Figures::All);
     d.quit().await;
 }
 

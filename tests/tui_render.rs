@@ -13,8 +13,8 @@ use gpuscope::tui::keys::Action;
 use gpuscope::tui::update::apply;
 use gpuscope::tui::{Clock, State, TuiOptions};
 use tui_fixtures::{
-    Spec, T0, options, render, render_text, snapshot, snapshot_at, state, state_with, uses_color, with_every_reading,
-    without_nvml,
+    Spec, T0, many_processes, options, render, render_text, snapshot, snapshot_at, state, state_with, uses_color,
+    with_every_reading, without_nvml,
 };
 
 fn act(state: &mut State, actions: &[Action]) {
@@ -828,4 +828,51 @@ fn the_table_shows_no_reading_it_does_not_ask_the_driver_for() {
     let text = gpuscope::output::table::render(&full);
     assert!(text.contains("sw_power_cap") && text.contains("remapped rows"), "what it asks, it shows:\n{text}");
     assert_eq!(gpuscope::output::table::render(&asked), text);
+}
+
+/// After each frame the dashboard tells its poller whose CPU time and
+/// host memory to read: the rows on screen and a page either side, all
+/// of them where the order needs every process's, and no change while a
+/// view covers the table.
+#[test]
+fn the_table_names_the_processes_near_the_screen() {
+    let mut state = State::new(&options());
+    state.on_snapshot(Arc::new(many_processes(200)));
+    let draw = |state: &mut State| {
+        let mut terminal = gpuscope::tui::term::Term::new(ratatui::backend::TestBackend::new(80, 24)).unwrap();
+        let clock = Clock::manual(T0 + 400);
+        terminal.draw(|f| (state.page, state.hits) = gpuscope::tui::render::draw_with_hits(f, state, &clock)).unwrap();
+    };
+    // The largest first: PIDs from 1199 down.
+    let expected = |state: &State, from: usize, to: usize| {
+        let mut pids: Vec<u32> = state.rows()[from..to].iter().map(|r| r.key.pid).collect();
+        pids.sort_unstable();
+        pids
+    };
+    draw(&mut state);
+    let page = state.page;
+    assert!(page >= 3, "room for {page} rows");
+    assert_eq!(state.hits.near, Some(expected(&state, 0, 2 * page)), "the top: two pages");
+    act(&mut state, &[Action::Page(1); 5]);
+    draw(&mut state);
+    let selected = state.selected_index(&state.rows()).unwrap();
+    let offset = selected + 1 - page;
+    let near = expected(&state, offset - page, offset + 2 * page);
+    assert_eq!(state.hits.near.as_ref(), Some(&near));
+    for (_, target) in &state.hits.targets {
+        if let gpuscope::tui::mouse::Target::Row(key) = target {
+            assert!(near.binary_search(&key.pid).is_ok(), "{key:?} is drawn");
+        }
+    }
+    let figures = gpuscope::tui::steer::wanted(&state);
+    assert_eq!(figures, Some(gpuscope::sources::Figures::Of(Arc::from(near.as_slice()))));
+    assert!(near.len() == 3 * page && !figures.as_ref().unwrap().wants(1199), "{near:?}");
+    act(&mut state, &[Action::OpenDetail]);
+    draw(&mut state);
+    assert_eq!((state.hits.near.as_ref(), gpuscope::tui::steer::wanted(&state)), (None, None), "the details");
+    act(&mut state, &[Action::Back]);
+    act(&mut state, &[Action::SortNext; 5]);
+    draw(&mut state);
+    assert_eq!(state.sort.column, gpuscope::tui::rows::Column::Cpu);
+    assert_eq!(gpuscope::tui::steer::wanted(&state), Some(gpuscope::sources::Figures::All));
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use crate::analysis::Analyzer;
 use crate::model::{HostStatus, NvmlStatus, PidNamespace, Process, SCHEMA_VERSION, Snapshot, Sources, Timestamp};
 use crate::sources::probe::{ProbeReport, ProbeSample, ProbeSource};
-use crate::sources::{GpuProcess, GpuSample, GpuSource, HostProcess, HostSample, HostSource};
+use crate::sources::{Figures, GpuProcess, GpuSample, GpuSource, HostProcess, HostSample, HostSource};
 
 pub struct Collector {
     pub gpu: Box<dyn GpuSource>,
@@ -37,7 +37,7 @@ pub struct Collector {
 /// probe file three more (`status`, `uid_map`, `environ`). On 8 GPUs x 64
 /// processes that was 4 of the 7 ms of CPU such a one-shot spent beside
 /// the driver's own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reads {
     /// The processes' host figures (name, user, command line, CPU time,
     /// resident memory), and the driver's names for those the host
@@ -46,14 +46,18 @@ pub struct Reads {
     /// The probes' files: the allocators' figures, and the processes
     /// probed that are on no GPU.
     pub probes: bool,
+    /// Whose CPU time and resident memory, of the processes read: the
+    /// dashboard's poller sets it before each tick to what the table shows
+    /// (`poller::PollerControl::set_figures`).
+    pub figures: Figures,
 }
 
 impl Reads {
-    pub const ALL: Self = Self { processes: true, probes: true };
+    pub const ALL: Self = Self { processes: true, probes: true, figures: Figures::All };
     /// The GPUs' readings alone.
-    pub const NONE: Self = Self { processes: false, probes: false };
+    pub const NONE: Self = Self { processes: false, probes: false, figures: Figures::All };
     /// The processes, without the probes.
-    pub const PROCESSES: Self = Self { processes: true, probes: false };
+    pub const PROCESSES: Self = Self { processes: true, probes: false, figures: Figures::All };
 }
 
 impl Collector {
@@ -82,7 +86,7 @@ impl Collector {
         pids.sort_unstable();
         pids.dedup();
         // The machine's own figures still: they cost two small reads.
-        let host = self.host.sample(&pids);
+        let host = self.host.sample(&pids, &self.reads.figures);
         if self.reads.processes {
             self.name_unnamed(&mut gpu, &host, foreign);
         }

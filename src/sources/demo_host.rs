@@ -5,7 +5,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::{HostProcess, HostSample, HostSource};
+use super::{Figures, HostProcess, HostSample, HostSource};
 use crate::model::{PidNamespace, Timestamp};
 
 /// (PID, user, name, command, CPU %, resident GiB, hours running) of the
@@ -46,8 +46,8 @@ impl<H: HostSource> DemoHost<H> {
 }
 
 impl<H: HostSource> HostSource for DemoHost<H> {
-    fn sample(&mut self, pids: &[u32]) -> HostSample {
-        let mut sample = self.inner.sample(pids);
+    fn sample(&mut self, pids: &[u32], figures: &Figures) -> HostSample {
+        let mut sample = self.inner.sample(pids, figures);
         for &pid in pids {
             if !sample.processes.contains_key(&pid)
                 && let Some(p) = self.made_up(pid)
@@ -73,7 +73,7 @@ mod tests {
         let mut real = HostSample::default();
         real.processes.insert(4_123_402, HostProcess { user: Some("real".into()), ..HostProcess::default() });
         let mut host = DemoHost::new(ScriptedHost::new([real]));
-        let sample = host.sample(&[4_123_401, 4_123_402, 4_123_510, 77]);
+        let sample = host.sample(&[4_123_401, 4_123_402, 4_123_510, 77], &Figures::All);
         let rank0 = &sample.processes[&4_123_401];
         assert_eq!((rank0.user.as_deref(), rank0.parent_pid), (Some("alice"), Some(LAUNCHER)));
         assert_eq!(rank0.parent_name.as_deref(), Some("torchrun"));

@@ -5,7 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use super::probe::{ProbeSample, ProbeSource};
-use super::{GpuSample, GpuSource, HostSample, HostSource};
+use super::{Figures, GpuSample, GpuSource, HostSample, HostSource};
 
 pub struct ScriptedGpu {
     script: VecDeque<GpuSample>,
@@ -47,33 +47,40 @@ impl GpuSource for ScriptedGpu {
     }
 }
 
-/// Answers only for the PIDs asked, and records them, so tests can check
-/// that the host is asked only for GPU processes.
+/// Answers only for the PIDs asked, and records them and whose figures
+/// were wanted, so tests can check that the host is asked only for GPU
+/// processes, and for the figures the output shows.
 pub struct ScriptedHost {
     script: VecDeque<HostSample>,
     last: HostSample,
     pub asked: Arc<Mutex<Vec<Vec<u32>>>>,
+    pub figures: Arc<Mutex<Vec<Figures>>>,
 }
 
 impl ScriptedHost {
     pub fn new(script: impl IntoIterator<Item = HostSample>) -> Self {
-        Self { script: script.into_iter().collect(), last: HostSample::default(), asked: Arc::default() }
+        let script = script.into_iter().collect();
+        Self { script, last: HostSample::default(), asked: Arc::default(), figures: Arc::default() }
     }
 }
 
 impl HostSource for ScriptedHost {
-    fn sample(&mut self, pids: &[u32]) -> HostSample {
+    fn sample(&mut self, pids: &[u32], figures: &Figures) -> HostSample {
         // A test that panicked while holding the lock has failed already.
-        if let Ok(mut asked) = self.asked.lock() {
+        if let (Ok(mut asked), Ok(mut wanted)) = (self.asked.lock(), self.figures.lock()) {
             asked.push(pids.to_vec());
+            wanted.push(figures.clone());
         }
         if let Some(next) = self.script.pop_front() {
             self.last = next;
         }
-        // As the real host: figures of the processes asked about, and no
-        // others.
+        // As the real host: the processes asked about, and no others; the
+        // figures of those wanted alone.
         let mut sample = self.last.clone();
         sample.processes.retain(|pid| pids.contains(&pid));
+        for (_, p) in sample.processes.iter_mut().filter(|(pid, _)| !figures.wants(*pid)) {
+            (p.cpu_percent, p.memory) = (None, None);
+        }
         sample
     }
 

@@ -3,7 +3,8 @@
 //! from the `stat` read then, `status` and `cmdline`; after that, each tick
 //! reads only its CPU-time clock and its `statm` (`procstat::Tracked`), or
 //! `/proc/PID/stat` where no descriptor can be held, which is what makes a
-//! tick over hundreds of processes cheap. The parent, which only `stat`
+//! tick over hundreds of processes cheap; and where the output shows only
+//! some processes' figures (`Figures`), nothing at all of the others. The parent, which only `stat`
 //! tells, changes only when the parent exits: each tick reads the `stat` of
 //! each distinct parent (a launcher above many ranks, a shell) and asks a
 //! child again only when its parent has exited. The machine's own figures
@@ -18,7 +19,7 @@ use super::machine::Machine;
 use super::procstat::{self, Stat, Tracked};
 use super::spread::on_threads;
 use super::users::UserNames;
-use super::{HostProcess, HostProcesses, HostSample, HostSource, sanitize_command};
+use super::{Figures, HostProcess, HostProcesses, HostSample, HostSource, sanitize_command};
 use super::{pidns, workload};
 use crate::model::{Host, PidNamespace, SourceStatus, Timestamp, Workload};
 
@@ -57,6 +58,10 @@ struct Known {
     cpu_ns: u64,
     from_clock: bool,
     at: Instant,
+    /// Not read by the last sample (`Figures`): `cpu_ns` is from longer
+    /// ago than a tick, and a rate from it would be an average over
+    /// however long the process went unread, shown as this tick's.
+    skipped: bool,
     fixed: Fixed,
     parent: Option<Parent>,
 }
@@ -205,6 +210,7 @@ impl ProcHost {
                 cpu_ns: sight.cpu_ns,
                 from_clock: sight.from_clock,
                 at: now,
+                skipped: false,
                 fixed,
                 parent: None,
             };
@@ -215,6 +221,17 @@ impl ProcHost {
     /// Whether another descriptor may be held.
     fn room(&self) -> bool {
         self.known.len() < self.max_open
+    }
+
+    /// Whether a process can go unread this tick: one read through its
+    /// clock and `statm` last time, which will tell, when next read, whether
+    /// it is still the process first seen. Until then nothing is read of
+    /// it, so a PID that went to a new GPU process meanwhile shows the old
+    /// one's name and command line; one read through `stat` (its parent
+    /// unwatchable, or no descriptor to spare) is read as ever.
+    fn followed(&self, pid: u32) -> bool {
+        let Some(k) = self.known.get(&pid) else { return false };
+        k.tracked.is_some() && k.parent.as_ref().is_some_and(|p| p.start_ticks.is_some())
     }
 
     /// Through the clock and `statm` of a process followed since first
@@ -235,10 +252,11 @@ impl ProcHost {
     /// The parents of processes read through their clocks, each once: one
     /// that exited (gone, a zombie, or its PID another process's) has
     /// handed its children to another, so they are asked their `stat`.
-    fn check_parents(&mut self, readings: &mut [(u32, Reading)]) {
+    fn check_parents(&mut self, readings: &mut [(u32, Option<Reading>)]) {
         let proc_root = Path::new("/proc");
         let mut verdicts: IntMap<u32, bool> = IntMap::default();
-        for (pid, reading) in readings.iter_mut().filter(|(_, r)| r.parent.is_none()) {
+        let read = readings.iter_mut().filter_map(|(pid, r)| Some((pid, r.as_mut()?)));
+        for (pid, reading) in read.filter(|(_, r)| r.parent.is_none()) {
             let Some(k) = self.known.get(pid) else { continue };
             let Some(parent) = &k.parent else { continue };
             let still = *verdicts.entry(parent.pid).or_insert_with(|| {
@@ -255,26 +273,31 @@ impl ProcHost {
     }
 
     /// `parents` holds the parents read this sample: the ranks a launcher
-    /// started share one, read once for all of them.
+    /// started share one, read once for all of them. A process not read
+    /// (`None`) shows what it keeps for life, and no figures.
     fn process(
         &mut self,
         pid: u32,
-        reading: Reading,
+        reading: Option<Reading>,
         now: Instant,
         parents: &mut IntMap<u32, Parent>,
     ) -> Option<HostProcess> {
         let max_percent = f64::from(self.cpu_count.unwrap_or(1)) * 100.0;
         let page = self.page_size;
         let k = self.known.get_mut(&pid)?;
-        let seconds = now.duration_since(k.at).as_secs_f64();
-        let comparable = !reading.first && reading.from_clock == k.from_clock && seconds > 0.0;
-        let used = reading.cpu_ns.saturating_sub(k.cpu_ns) as f64 / 1e9;
-        // Tenths: finer is tick-rounding noise, not information.
-        let cpu_percent = comparable.then(|| ((used / seconds * 100.0).min(max_percent) * 10.0).round() / 10.0);
-        if !reading.first {
-            (k.cpu_ns, k.from_clock, k.at) = (reading.cpu_ns, reading.from_clock, now);
+        let mut cpu_percent = None;
+        if let Some(reading) = &reading {
+            let seconds = now.duration_since(k.at).as_secs_f64();
+            let comparable = !reading.first && !k.skipped && reading.from_clock == k.from_clock && seconds > 0.0;
+            let used = reading.cpu_ns.saturating_sub(k.cpu_ns) as f64 / 1e9;
+            // Tenths: finer is tick-rounding noise, not information.
+            cpu_percent = comparable.then(|| ((used / seconds * 100.0).min(max_percent) * 10.0).round() / 10.0);
+            if !reading.first {
+                (k.cpu_ns, k.from_clock, k.at) = (reading.cpu_ns, reading.from_clock, now);
+            }
         }
-        if let Some(ppid) = reading.parent.filter(|&pp| k.parent.as_ref().is_none_or(|p| p.pid != pp)) {
+        k.skipped = reading.is_none();
+        if let Some(ppid) = reading.and_then(|r| r.parent).filter(|&pp| k.parent.as_ref().is_none_or(|p| p.pid != pp)) {
             k.parent = Some(parents.entry(ppid).or_insert_with(|| Parent::read(ppid)).clone());
         }
         let fixed = k.fixed.clone();
@@ -286,14 +309,14 @@ impl ProcHost {
             parent_pid: k.parent.as_ref().map(|p| p.pid),
             parent_name: k.parent.as_ref().and_then(|p| p.name.clone()),
             cpu_percent,
-            memory: Some(reading.rss_pages.saturating_mul(page)),
+            memory: reading.map(|r| r.rss_pages.saturating_mul(page)),
             workload: fixed.workload,
         })
     }
 }
 
 impl HostSource for ProcHost {
-    fn sample(&mut self, pids: &[u32]) -> HostSample {
+    fn sample(&mut self, pids: &[u32], figures: &Figures) -> HostSample {
         // CPU usage is a difference between two readings: the first sample
         // of the machine, and of each process, has none to offer.
         let cpu_percent = self.machine.cpu_percent();
@@ -314,8 +337,12 @@ impl HostSource for ProcHost {
         let mut readings = Vec::with_capacity(pids.len());
         let mut fresh = Vec::new();
         for &pid in pids {
+            if !figures.wants(pid) && self.followed(pid) {
+                readings.push((pid, None));
+                continue;
+            }
             if let Some(reading) = self.read_tracked(pid) {
-                readings.push((pid, reading));
+                readings.push((pid, Some(reading)));
                 continue;
             }
             // Not in /proc: exited, or in a PID namespace this one cannot see.
@@ -333,13 +360,13 @@ impl HostSource for ProcHost {
                     if let Some(usage) = k.tracked.as_ref().and_then(|t| t.read(&mut self.buf)) {
                         (reading.cpu_ns, reading.from_clock, reading.rss_pages) = (usage.cpu_ns, true, usage.rss_pages);
                     }
-                    readings.push((pid, reading));
+                    readings.push((pid, Some(reading)));
                 }
                 _ => {
                     // A new process behind a known PID keeps nothing of the
                     // old one's, even should its first sight fail.
                     self.known.remove(&pid);
-                    readings.push((pid, Reading::of_stat(&stat, tps, true)));
+                    readings.push((pid, Some(Reading::of_stat(&stat, tps, true))));
                     fresh.push((pid, stat, procstat::name_in(&self.buf)));
                 }
             }
@@ -463,7 +490,7 @@ mod tests {
     fn sees_this_process() {
         let me = std::process::id();
         let mut host = ProcHost::new();
-        let first = host.sample(&[me, u32::MAX - 1]);
+        let first = host.sample(&[me, u32::MAX - 1], &Figures::All);
         assert!(first.host.memory_total.unwrap() > 0);
         assert_eq!(first.host.cpu_percent, None, "no CPU figure before a second reading");
         let p = &first.processes[&me];
@@ -492,7 +519,7 @@ mod tests {
         while cpu() < before + 5 {
             std::hint::black_box((0..10_000u64).sum::<u64>());
         }
-        let second = host.sample(&[me]);
+        let second = host.sample(&[me], &Figures::All);
         assert!(second.host.cpu_percent.is_some());
         let p = &second.processes[&me];
         let max = f64::from(host.cpu_count.unwrap()) * 100.0;
@@ -508,11 +535,50 @@ mod tests {
         // descriptor answers no more once that one is reaped.)
         let known = host.known.get_mut(&me).unwrap();
         (known.start_ticks, known.tracked) = (start + 1, None);
-        let recycled = host.sample(&[me]);
+        let recycled = host.sample(&[me], &Figures::All);
         assert_eq!(recycled.processes[&me].cpu_percent, None);
         assert_eq!(host.known[&me].start_ticks, start);
-        assert_eq!(host.sample(&[]).processes.len(), 0);
+        assert_eq!(host.sample(&[], &Figures::All).processes.len(), 0);
         assert!(host.known.is_empty(), "PIDs no longer asked for are forgotten");
+    }
+
+    /// A process followed through its clock and `statm` goes unread where
+    /// its figures are not wanted, and its rate starts over once it is
+    /// read again: one across the gap would be an average over it.
+    #[test]
+    fn a_process_whose_figures_are_not_wanted_is_not_read() {
+        let me = std::process::id();
+        let mut host = ProcHost::new();
+        let burn = || {
+            let cpu = || procstat::read(Path::new("/proc"), me).unwrap().cpu_ticks;
+            let before = cpu();
+            while cpu() < before + 2 {
+                std::hint::black_box((0..10_000u64).sum::<u64>());
+            }
+        };
+        let nobody = Figures::Of(Arc::from([]));
+        let only_me = Figures::Of(Arc::from([me]));
+        assert!(host.sample(&[me], &nobody).processes[&me].memory.is_some(), "a first sight reads `stat`");
+        let at = host.known[&me].at;
+        burn();
+        let unread = host.sample(&[me], &nobody);
+        let p = &unread.processes[&me];
+        assert_eq!((p.cpu_percent, p.memory), (None, None), "{p:?}");
+        assert!(p.command.is_some() && p.user.is_some() && p.parent_pid.is_some(), "what it keeps for life: {p:?}");
+        assert!(host.known[&me].tracked.is_some() && host.known[&me].at == at, "followed, and not read");
+        burn();
+        let again = &host.sample(&[me], &only_me).processes[&me];
+        assert_eq!(again.cpu_percent, None, "no rate across the unread tick");
+        assert!(again.memory.is_some_and(|m| m > 0));
+        burn();
+        let rate = &host.sample(&[me], &only_me).processes[&me];
+        assert!(rate.cpu_percent.is_some_and(|c| c > 0.0), "{rate:?}");
+        // One read through `stat` (no descriptor held) is read as ever.
+        host.known.get_mut(&me).unwrap().tracked = None;
+        assert!(host.sample(&[me], &nobody).processes[&me].memory.is_some());
+        // And `All` reads every process.
+        let all = &host.sample(&[me], &Figures::All).processes[&me];
+        assert!(all.memory.is_some());
     }
 
     /// Sampled together, processes first seen at once (read on several
@@ -535,11 +601,11 @@ mod tests {
         let mut host = ProcHost::new();
         // Descriptors for the first few only: the others stay on `stat`.
         host.max_open = 5;
-        let many = host.sample(&pids);
+        let many = host.sample(&pids, &Figures::All);
         let mut alone = ProcHost::new().on_one_thread();
         alone.max_open = 5;
-        let same = alone.sample(&pids);
-        let one = ProcHost::new().sample(&pids[..1]);
+        let same = alone.sample(&pids, &Figures::All);
+        let one = ProcHost::new().sample(&pids[..1], &Figures::All);
         for pid in &pids {
             let p = &many.processes[pid];
             assert_eq!(p.name.as_deref(), Some("sleep"));
@@ -569,9 +635,16 @@ mod tests {
     fn one_snapshot_s_figures_are_the_same_without_a_descriptor_held() {
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let pids = [std::process::id(), child.id()];
+        // Until its `execve` has laid out the new program, the child has no
+        // resident pages to count (see the test above).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while procstat::command_line(Path::new("/proc"), child.id()) != ["sleep", "30"] {
+            assert!(std::time::Instant::now() < deadline, "the child never finished its exec");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let mut held = ProcHost::new();
         let mut once = ProcHost::new().for_one_snapshot();
-        let (a, b) = (held.sample(&pids), once.sample(&pids));
+        let (a, b) = (held.sample(&pids, &Figures::All), once.sample(&pids, &Figures::All));
         let _ = child.kill();
         let _ = child.wait();
         for pid in pids {
@@ -605,14 +678,14 @@ mod tests {
         let _sleeper = procstat::Ender(i32::try_from(sleeper).unwrap());
         let mut host = ProcHost::new();
         for _ in 0..2 {
-            assert_eq!(host.sample(&[sleeper]).processes[&sleeper].parent_pid, Some(shell.id()));
+            assert_eq!(host.sample(&[sleeper], &Figures::All).processes[&sleeper].parent_pid, Some(shell.id()));
         }
         assert!(host.known[&sleeper].tracked.is_some(), "followed through its clock");
         drop(shell.stdin.take());
         shell.wait().unwrap();
         let now = procstat::read(Path::new("/proc"), sleeper).unwrap().parent;
         assert_ne!(now, shell.id());
-        let p = &host.sample(&[sleeper]).processes[&sleeper];
+        let p = &host.sample(&[sleeper], &Figures::All).processes[&sleeper];
         assert_eq!(p.parent_pid, Some(now), "{p:?}");
         assert_eq!(p.parent_name.as_deref(), procstat::comm(Path::new("/proc"), now).as_deref());
         assert!(p.cpu_percent.is_some(), "the rate goes on through the change");
@@ -621,7 +694,7 @@ mod tests {
     #[test]
     fn a_bad_namespace_override_is_reported_and_counts_as_unknown() {
         let mut host = ProcHost::new().with_pid_namespace(Err("GPUSCOPE_PID_NAMESPACE must be".into()));
-        let s = host.sample(&[]);
+        let s = host.sample(&[], &Figures::All);
         assert_eq!(s.status.error.as_deref(), Some("GPUSCOPE_PID_NAMESPACE must be"));
         assert_eq!((s.pid_namespace, host.pid_namespace()), (None, None));
         let host = ProcHost::new().with_pid_namespace(Ok(Some(PidNamespace::Container)));

@@ -27,6 +27,7 @@ use crate::tui::keys::Action;
 use crate::tui::options::{Clock, TuiOptions};
 use crate::tui::signals::{Stop, StopSignals};
 use crate::tui::state::{State, View};
+use crate::tui::steer::Steer;
 use crate::tui::term::Term;
 use crate::tui::update::{self, Effect};
 use crate::tui::{keys, kill, mouse, probe_tools, render, terminal};
@@ -78,6 +79,7 @@ where
     let mut replay_status = options.replay.as_ref().map(|r| r.status.clone());
     let mut stops = if options.real_terminal { Some(StopSignals::new()?) } else { None };
     let mut tools = Tools::new(options.probe_dir.clone());
+    let mut steer = Steer::default();
     // Start-up is over at the first frame with data, and `STARTUP` after
     // opening: the code only it ran is handed back then (`startup_code`),
     // located now, while start-up still runs. Only a dashboard on a real
@@ -90,6 +92,9 @@ where
             let mut drawn = (state.page, std::mem::take(&mut state.hits));
             terminal.draw(|frame| drawn = render::draw_with_hits(frame, &state, &clock))?;
             (state.page, state.hits) = drawn;
+            if let Some(control) = &control {
+                steer.after_frame(&state, control);
+            }
             last_draw = Some(Instant::now());
             if keyed {
                 last_key_draw = last_draw;

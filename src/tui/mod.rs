@@ -17,6 +17,7 @@ pub mod render;
 pub mod rows;
 pub(crate) mod signals;
 pub mod state;
+pub mod steer;
 pub mod term;
 pub(crate) mod terminal;
 pub mod tree;

@@ -12,6 +12,9 @@ use crate::tui::rows::RowKey;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Hits {
     pub targets: Vec<(Rect, Target)>,
+    /// The processes on screen and a page either side, sorted; `None`
+    /// where the frame drew no process table (`tui::steer`).
+    pub near: Option<Vec<u32>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +72,7 @@ mod tests {
                 (Rect::new(0, 5, 80, 2), Target::Gpu(3)),
                 (Rect::new(0, 12, 80, 1), Target::Row(RowKey { pid: 42, gpu: 3 })),
             ],
+            near: None,
         }
     }
 

@@ -128,6 +128,22 @@ fn sources_in(nvml: Value, container: bool) -> Value {
     })
 }
 
+/// One GPU and `n` processes on it, PIDs from 1000, each holding 1 MiB
+/// more than the one before.
+pub fn many_processes(n: u32) -> Snapshot {
+    let mut snap = snapshot(Spec::gpus(1));
+    let model = snap.processes[0].clone();
+    snap.processes = (0..n)
+        .map(|i| {
+            let mut p = model.clone();
+            p.pid = 1000 + i;
+            p.gpus[0].used_memory = Some(u64::from(i + 1) << 20);
+            p
+        })
+        .collect();
+    snap
+}
+
 pub fn from_json(v: Value) -> Snapshot {
     serde_json::from_value(v).expect("fixture matches the model")
 }

@@ -31,6 +31,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, hits: &mu
     };
     let at = |e: &Entry| matches!(e, Entry::Row { index, .. } if Some(*index) == selected);
     let offset = entries.iter().position(at).map_or(0, |s| (s + 1).saturating_sub(page));
+    hits.near = Some(near(rows, &entries, offset, page));
     for entry in entries.iter().skip(offset).take(page) {
         lines.push(match entry {
             Entry::Parent { pid, name } => parent_line(ctx, *pid, name.as_deref(), &specs, command_w),
@@ -46,6 +47,24 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, hits: &mu
     }
     frame.render_lines(Lines(lines), area);
     page
+}
+
+/// The PIDs of the rows on screen and of those a page above and below:
+/// the processes whose CPU time and resident memory the collector reads
+/// for the dashboard (`tui::steer`), so that a row a key brings into view
+/// has its figures at once. Sorted.
+fn near(rows: &[Row], entries: &[Entry], offset: usize, page: usize) -> Vec<u32> {
+    let from = offset.saturating_sub(page);
+    let to = offset.saturating_add(page.saturating_mul(2));
+    let span = entries.iter().take(to).skip(from);
+    let mut pids: Vec<u32> = (span.filter_map(|e| match e {
+        Entry::Row { index, .. } => rows.get(*index).map(|r| r.key.pid),
+        Entry::Parent { .. } => None,
+    }))
+    .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids
 }
 
 fn empty_reason(ctx: &Ctx, snap: &Snapshot) -> String {

@@ -1,0 +1,85 @@
+//! Whose CPU time and resident memory the poller reads for the dashboard.
+//! A process's `statm` and CPU-time clock are the largest part of a tick
+//! over hundreds of processes (at 8 x 512, 42 % of the dashboard's CPU
+//! time, most of it the kernel summing each process's resident pages over
+//! every CPU), and the table shows a few dozen rows. So the poller reads
+//! those of the rows on screen and a page either side, where a key that
+//! scrolls lands; every process's where the order is by CPU or host
+//! memory. A row further away shows `n/a` in those two columns until the
+//! tick after it comes near, and a paused view keeps what its snapshot
+//! read. JSON, the exporter and recordings read every process, as before.
+
+use std::sync::Arc;
+
+use crate::poller::PollerControl;
+use crate::sources::Figures;
+use crate::tui::rows::Column;
+use crate::tui::state::State;
+
+/// What the poller was last told, so that it is told only of changes.
+#[derive(Debug, Default)]
+pub struct Steer {
+    sent: Option<Figures>,
+}
+
+impl Steer {
+    /// After each frame.
+    pub fn after_frame(&mut self, state: &State, control: &PollerControl) {
+        let Some(wanted) = wanted(state) else { return };
+        if self.sent.as_ref() != Some(&wanted) {
+            control.set_figures(wanted.clone());
+            self.sent = Some(wanted);
+        }
+    }
+}
+
+/// `None`: as before. Before the first snapshot nothing is known to be on
+/// screen, and every process is read; a view drawn over the table (a
+/// process's details, the alert list) keeps the table's last set, which
+/// holds the process a detail view was opened on.
+pub fn wanted(state: &State) -> Option<Figures> {
+    state.shown()?;
+    if matches!(state.sort.column, Column::Cpu | Column::HostMem) {
+        return Some(Figures::All);
+    }
+    state.hits.near.as_deref().map(|pids| Figures::Of(Arc::from(pids)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Gpu, GpuState, Snapshot};
+    use crate::tui::TuiOptions;
+
+    fn state() -> State {
+        let mut s = State::new(&TuiOptions::offscreen(crate::tui::Clock::manual(0)));
+        let snap: Snapshot = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "time": "x", "time_unix_ms": 0, "interval_ms": 1000, "collection_ms": 0.0,
+            "simulated": false, "host": {}, "driver": {}, "gpus": [Gpu::blank(0, GpuState::Ok)], "processes": [],
+            "alerts": [],
+            "sources": { "nvml": { "ok": true, "error": null }, "host": { "ok": true, "error": null },
+                         "probes": { "ok": true, "error": null, "directory": null, "files": 0, "skipped": 0, "last_skipped": null } }
+        }))
+        .expect("a snapshot");
+        s.on_snapshot(Arc::new(snap));
+        s
+    }
+
+    #[test]
+    fn the_rows_near_the_screen_unless_the_order_needs_every_process() {
+        let mut s = State::new(&TuiOptions::offscreen(crate::tui::Clock::manual(0)));
+        s.hits.near = Some(vec![3, 7]);
+        assert_eq!(wanted(&s), None, "no snapshot yet: every process, as the poller starts");
+        let mut s = state();
+        assert_eq!(wanted(&s), None, "no table drawn yet");
+        s.hits.near = Some(vec![3, 7]);
+        assert_eq!(wanted(&s), Some(Figures::Of(Arc::from([3, 7]))));
+        for column in [Column::Cpu, Column::HostMem] {
+            s.sort.column = column;
+            assert_eq!(wanted(&s), Some(Figures::All), "{column:?}");
+        }
+        s.sort.column = Column::GpuMem;
+        s.hits.near = None;
+        assert_eq!(wanted(&s), None, "a view over the table keeps the table's set");
+    }
+}
