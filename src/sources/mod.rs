@@ -202,10 +202,7 @@ pub enum Figures {
     All,
     /// These PIDs' alone, sorted; the others' are `None` in the sample. The
     /// dashboard's: the rows on screen and a page either side of them
-    /// (`tui::steer`). At 8 x 512 reading the others' took 42 % of its CPU
-    /// time, the kernel's exact sum of a process's resident pages in
-    /// `statm` (`task_statm` on Linux 6.18) most of it, for figures no one
-    /// saw.
+    /// (`tui::steer` says why).
     Of(Arc<[u32]>),
 }
 

@@ -1,8 +1,9 @@
 //! Whose CPU time and resident memory the poller reads for the dashboard.
 //! A process's `statm` and CPU-time clock are the largest part of a tick
 //! over hundreds of processes (at 8 x 512, 42 % of the dashboard's CPU
-//! time, most of it the kernel summing each process's resident pages over
-//! every CPU), and the table shows a few dozen rows. So the poller reads
+//! time by `perf`, most of it the kernel summing each process's resident
+//! pages over every CPU: `task_statm` on Linux 6.18), and the table shows
+//! a few dozen rows. So the poller reads
 //! those of the rows on screen and a page either side, where a key that
 //! scrolls lands; every process's where the order is by CPU or host
 //! memory. A row further away shows `n/a` in those two columns until the
