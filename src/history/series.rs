@@ -567,14 +567,19 @@ impl<const N: usize> Series<N> {
 
     /// Buckets no older than `span_ms` before the newest sample.
     pub fn recent(&self, span_ms: u64) -> impl DoubleEndedIterator<Item = Bucket<N>> + Clone + '_ {
-        self.since(self.last_ms.map_or(0, |t| t.saturating_sub(span_ms)))
+        self.since(self.span_start(span_ms))
+    }
+
+    /// Where the last `span_ms` before the newest sample begin.
+    fn span_start(&self, span_ms: u64) -> u64 {
+        self.last_ms.map_or(0, |t| t.saturating_sub(span_ms))
     }
 
     /// `recent(span_ms)`'s buckets' `field` alone, as `b.get(field)` of
     /// each: a rule that judges one figure over its window each tick, for
     /// each of hundreds of processes, has no use for the others.
     pub fn recent_field(&self, span_ms: u64, field: usize) -> impl Iterator<Item = Agg> + '_ {
-        let (ring, start) = self.start_of(self.last_ms.map_or(0, |t| t.saturating_sub(span_ms)));
+        let (ring, start) = self.start_of(self.span_start(span_ms));
         ring.into_iter().flat_map(move |r| r.field_from(start, field))
     }
 

@@ -231,16 +231,18 @@ impl ProcHost {
     /// unwatchable, or no descriptor to spare) is read as ever.
     fn followed(&self, pid: u32) -> bool {
         let Some(k) = self.known.get(&pid) else { return false };
+        // A parent that cannot be watched leaves the child's `stat` to tell
+        // (and the clock is read there, once).
         k.tracked.is_some() && k.parent.as_ref().is_some_and(|p| p.start_ticks.is_some())
     }
 
     /// Through the clock and `statm` of a process followed since first
     /// sight; dropped once it fails (the process ended, or is a zombie).
     fn read_tracked(&mut self, pid: u32) -> Option<Reading> {
+        if !self.followed(pid) {
+            return None;
+        }
         let k = self.known.get_mut(&pid)?;
-        // A parent that cannot be watched leaves the child's `stat` to tell
-        // (and the clock is read there, once).
-        k.parent.as_ref().and_then(|p| p.start_ticks)?;
         let usage = k.tracked.as_ref()?.read(&mut self.buf);
         if usage.is_none() {
             k.tracked = None;

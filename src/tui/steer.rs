@@ -26,6 +26,14 @@ pub struct Steer {
 impl Steer {
     /// After each frame.
     pub fn after_frame(&mut self, state: &State, control: &PollerControl) {
+        let unchanged = match (&self.sent, state.hits.near.as_deref()) {
+            // The same PIDs as last frame, the usual case: nothing made.
+            (Some(Figures::Of(sent)), Some(near)) => **sent == *near && !needs_all(state),
+            _ => false,
+        };
+        if unchanged {
+            return;
+        }
         let Some(wanted) = wanted(state) else { return };
         if self.sent.as_ref() != Some(&wanted) {
             control.set_figures(wanted.clone());
@@ -40,10 +48,15 @@ impl Steer {
 /// holds the process a detail view was opened on.
 pub fn wanted(state: &State) -> Option<Figures> {
     state.shown()?;
-    if matches!(state.sort.column, Column::Cpu | Column::HostMem) {
+    if needs_all(state) {
         return Some(Figures::All);
     }
     state.hits.near.as_deref().map(|pids| Figures::Of(Arc::from(pids)))
+}
+
+/// An order by CPU or host memory needs every process's figure.
+fn needs_all(state: &State) -> bool {
+    matches!(state.sort.column, Column::Cpu | Column::HostMem)
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ const MIB: u64 = 1 << 20;
 pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
     let c = &i.config.fragmentation;
     let window_ms = u64::try_from(c.window.as_millis()).unwrap_or(u64::MAX);
+    let (min_reserved, min_split) = (c.min_reserved_mib * MIB, c.min_inactive_split_mib * MIB);
     // One list for every process's window, kept from one to the next:
     // gathered afresh for each probed process every tick, a window of
     // sixty buckets (the default minute) grew its list several times over
@@ -25,7 +26,6 @@ pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
         let Some(series) = i.store.process(&pk) else { continue };
         let now = device(p, gpu);
         let k = key(AlertKind::Fragmentation, gpu, Some(p.pid));
-        let (min_reserved, min_split) = (c.min_reserved_mib * MIB, c.min_inactive_split_mib * MIB);
         // No figure (cudaMallocAsync, expandable segments, no probe): the
         // rule has nothing to say, and an alert raised before clears. Far
         // below the line, it clears too, without reading the window.
