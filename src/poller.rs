@@ -100,13 +100,16 @@ pub fn spawn(collector: Collector) -> std::io::Result<(SnapshotRx, PollerControl
 }
 
 fn run(mut collector: Collector, tx: &watch::Sender<Option<Arc<Snapshot>>>, control: &PollerControl) {
+    let mut held: Held<Snapshot> = Held::default();
     loop {
+        held.free_older();
         let started = Instant::now();
         collector.reads.figures = control.figures();
-        let snap = collector.tick();
-        if tx.send(Some(Arc::new(snap))).is_err() {
+        let snap = Arc::new(collector.tick());
+        if tx.send(Some(Arc::clone(&snap))).is_err() {
             return;
         }
+        held.keep(snap);
         // A slow collection delays the next tick instead of causing a burst
         // of catch-up ticks: the deadline counts from when this one began.
         let mut deadline = bounds::later(started, collector.interval);
@@ -114,6 +117,35 @@ fn run(mut collector: Collector, tx: &watch::Sender<Option<Arc<Snapshot>>>, cont
             collector.interval = new;
             deadline = bounds::later(Instant::now(), new);
         }
+    }
+}
+
+/// The last two snapshots sent. A receiver lets each go when the next
+/// arrives, so its last hold, and the freeing of its hundreds of blocks,
+/// would be on the receiver's thread: glibc puts them in that thread's
+/// cache, and the next tick here finds this thread's cache empty and takes
+/// the arena's slow path for each block it makes. Held here one tick
+/// longer, the one before the last is freed on this thread, just before
+/// the tick that makes as many blocks again. At most two snapshots live at
+/// once, as before: the one shown, and the one being made.
+struct Held<T> {
+    older: Option<Arc<T>>,
+    last: Option<Arc<T>>,
+}
+
+impl<T> Default for Held<T> {
+    fn default() -> Self {
+        Self { older: None, last: None }
+    }
+}
+
+impl<T> Held<T> {
+    fn keep(&mut self, sent: Arc<T>) {
+        self.older = self.last.replace(sent);
+    }
+
+    fn free_older(&mut self) {
+        drop(self.older.take());
     }
 }
 
@@ -193,5 +225,24 @@ mod tests {
         let figures = figures.lock().unwrap();
         assert_eq!(figures.last(), Some(&shown), "{figures:?}");
         assert!(figures.iter().all(|f| f == &shown || f == &Figures::All), "{figures:?}");
+    }
+
+    #[test]
+    fn a_snapshot_is_freed_here_once_the_next_has_been_shown_a_tick() {
+        let mut held = Held::default();
+        let snap = Arc::new;
+        let first = snap(1);
+        let first_gone = Arc::downgrade(&first);
+        held.keep(first);
+        held.free_older();
+        let second = snap(2);
+        held.keep(Arc::clone(&second));
+        assert!(first_gone.upgrade().is_some(), "held while the receiver may still show it");
+        held.free_older();
+        assert!(first_gone.upgrade().is_none(), "freed here before the next tick");
+        held.keep(snap(3));
+        assert_eq!(Arc::strong_count(&second), 2, "the receiver's and the one held");
+        held.free_older();
+        assert_eq!(Arc::strong_count(&second), 1);
     }
 }

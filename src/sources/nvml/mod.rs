@@ -70,6 +70,8 @@ pub struct NvmlSource {
     calls: Calls,
     /// The newest per-process utilisation samples per device.
     process_util: ProcessUtil,
+    /// Folds the devices' process lists into one entry per PID.
+    merger: ProcessMerger,
     /// NVLink counters at the last tick, for rates.
     links: Links,
     /// How long the last tick's per-process samples took on one thread:
@@ -168,6 +170,7 @@ impl NvmlSource {
             mig: MigStatics::default(),
             calls: Calls::default(),
             process_util: ProcessUtil::default(),
+            merger: ProcessMerger::default(),
             links: Links::default(),
             samples_took: None,
             boards: None,
@@ -290,7 +293,7 @@ impl NvmlSource {
         let nvml = self.nvml.as_deref()?;
         let calls = &self.calls;
         let mut gpus = Vec::with_capacity(self.watched.len());
-        let mut merger = ProcessMerger::default();
+        self.merger.begin();
         // Every handle first: one that moved ends the read before any GPU
         // is asked anything. Each tick asks NVML for one index's handle,
         // in turn, and reads the others through the handles they had: a
@@ -371,7 +374,7 @@ impl NvmlSource {
                     migs.retain(|m| m.entry.uuid.as_ref().is_some_and(|u| only.contains(u)));
                 }
                 gpu.mig_devices = migs.iter().map(|m| m.entry.clone()).collect();
-                let listed = merger.add_device(st.index, dev, &migs, only.is_none(), calls);
+                let listed = self.merger.add_device(st.index, dev, &migs, only.is_none(), calls);
                 let key = st.uuid.clone().unwrap_or_else(|| st.index.to_string());
                 gpu.nvlink = self.links.read(key.clone(), st.index, dev, calls);
                 if self.wanted.process_samples {
@@ -418,7 +421,7 @@ impl NvmlSource {
             self.watched.iter().map(|st| st.uuid.clone().unwrap_or_else(|| st.index.to_string())).collect();
         self.process_util.retain(&keys);
         self.links.retain(&keys);
-        Some((gpus, merger.finish(&mut self.names)))
+        Some((gpus, self.merger.finish(&mut self.names)))
     }
 }
 

@@ -31,6 +31,8 @@ pub struct Batch {
     samples: Vec<ProcessUtilization>,
     /// Whether the device samples processes, once it has answered.
     sampled: Option<bool>,
+    /// The driver's buffer, kept from tick to tick (`sized::fill`).
+    buffer: Vec<nvmlProcessUtilizationSample_t>,
 }
 
 impl ProcessUtil {
@@ -69,11 +71,12 @@ impl Batch {
         }
         let last = batch.last_seen_us;
         let room = batch.samples.len();
-        match calls.track("nvmlDeviceGetProcessUtilization", Some(index), || samples(dev, last, room)) {
-            Ok(samples) => {
+        let buffer = &mut batch.buffer;
+        match calls.track("nvmlDeviceGetProcessUtilization", Some(index), || samples(dev, last, room, buffer)) {
+            Ok(()) => {
                 batch.sampled = Some(true);
-                batch.last_seen_us = samples.iter().map(|s| s.timeStamp).max().unwrap_or(last).max(last);
-                batch.samples = newest_per_pid(samples);
+                batch.last_seen_us = batch.buffer.iter().map(|s| s.timeStamp).max().unwrap_or(last).max(last);
+                newest_per_pid(&mut batch.buffer, &mut batch.samples);
                 Some(batch.samples.clone())
             }
             Err(NvmlError::NotFound) => {
@@ -93,8 +96,9 @@ impl Batch {
 /// keeps several sampling periods of each process.
 const MIN_ROOM: usize = 128;
 
-/// The samples newer than `last_seen_us`, in one driver call where they
-/// fit in room for 16 per process last seen (`MIN_ROOM` at least).
+/// The samples newer than `last_seen_us`, written to `into`, in one
+/// driver call where they fit in room for 16 per process last seen
+/// (`MIN_ROOM` at least).
 /// nvml-wrapper asks for the count first, a second call that costs as
 /// much as the first: 2.6 ms of CPU on an H100 (driver 580.159.04). Too
 /// small a buffer gets INSUFFICIENT_SIZE and the count needed (nvml.h),
@@ -103,7 +107,8 @@ fn samples(
     dev: &Device<'_>,
     last_seen_us: u64,
     processes: usize,
-) -> Result<Vec<nvmlProcessUtilizationSample_t>, NvmlError> {
+    into: &mut Vec<nvmlProcessUtilizationSample_t>,
+) -> Result<(), NvmlError> {
     let Ok(f) = dev.nvml().lib().nvmlDeviceGetProcessUtilization.as_ref() else {
         return Err(NvmlError::FunctionNotFound);
     };
@@ -112,17 +117,17 @@ fn samples(
     // SAFETY: nvmlProcessUtilizationSample_t is plain old data (all-zero is
     // valid); the handle is NVML's own, and NVML writes at most `count`
     // entries.
-    unsafe { sized::fill(room, 2, grow, |buf, count| f(dev.handle(), buf, count, last_seen_us)) }
+    unsafe { sized::fill(into, room, 2, grow, |buf, count| f(dev.handle(), buf, count, last_seen_us)) }
 }
 
 /// The driver buffers several periods; a process's newest sample wins,
 /// and of two equally new, the later in the buffer (the sort is stable).
 /// Sorted by PID and time, the winner is the last of its PID's run: no map
-/// of PIDs to build per GPU per tick.
-fn newest_per_pid(mut samples: Vec<nvmlProcessUtilizationSample_t>) -> Vec<ProcessUtilization> {
+/// of PIDs to build per GPU per tick. Written to `out`.
+fn newest_per_pid(samples: &mut [nvmlProcessUtilizationSample_t], out: &mut Vec<ProcessUtilization>) {
     samples.sort_by_key(|s| (s.pid, s.timeStamp));
-    let mut out: Vec<ProcessUtilization> = Vec::with_capacity(samples.len());
-    for s in samples {
+    out.clear();
+    for s in samples.iter() {
         let util =
             ProcessUtilization { pid: s.pid, sm: s.smUtil, memory: s.memUtil, encoder: s.encUtil, decoder: s.decUtil };
         match out.last_mut() {
@@ -130,7 +135,6 @@ fn newest_per_pid(mut samples: Vec<nvmlProcessUtilizationSample_t>) -> Vec<Proce
             _ => out.push(util),
         }
     }
-    out
 }
 
 #[cfg(test)]
@@ -143,9 +147,12 @@ mod tests {
 
     #[test]
     fn each_process_keeps_its_newest_sample_and_of_equals_the_later() {
-        let buffered = vec![sample(30, 5, 1), sample(10, 7, 2), sample(30, 9, 3), sample(10, 7, 4), sample(20, 1, 5)];
-        let kept: Vec<(u32, u32)> = newest_per_pid(buffered).iter().map(|u| (u.pid, u.sm)).collect();
-        assert_eq!(kept, [(10, 4), (20, 5), (30, 3)]);
-        assert!(newest_per_pid(Vec::new()).is_empty());
+        let mut buffered = [sample(30, 5, 1), sample(10, 7, 2), sample(30, 9, 3), sample(10, 7, 4), sample(20, 1, 5)];
+        let mut out = vec![ProcessUtilization { pid: 99, sm: 1, memory: 1, encoder: 1, decoder: 1 }];
+        newest_per_pid(&mut buffered, &mut out);
+        let kept: Vec<(u32, u32)> = out.iter().map(|u| (u.pid, u.sm)).collect();
+        assert_eq!(kept, [(10, 4), (20, 5), (30, 3)], "what was there before is gone");
+        newest_per_pid(&mut [], &mut out);
+        assert!(out.is_empty());
     }
 }
