@@ -162,7 +162,7 @@ mod tests {
         GpuSample {
             driver: Driver { driver_version: Some("560.35.03".into()), ..Driver::default() },
             gpus: vec![Gpu::blank(0, GpuState::Ok)],
-            all_gpus: Vec::new(),
+            all_gpus: Arc::default(),
             processes: vec![GpuProcess {
                 pid: 42,
                 gpus: vec![ProcessGpu {

@@ -63,7 +63,7 @@ pub struct GpuSample {
     pub gpus: Vec<Gpu>,
     /// Every GPU NVML enumerates, in its order; empty where the source
     /// does not know more than `gpus` (then `gpus` stands for it).
-    pub all_gpus: Vec<GpuIdentity>,
+    pub all_gpus: Arc<[GpuIdentity]>,
     pub processes: Vec<GpuProcess>,
     pub status: SourceStatus,
     /// NVML calls this sample made; `None` where the source does not count.

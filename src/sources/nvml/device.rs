@@ -57,6 +57,19 @@ impl DeviceStatic {
         }
     }
 
+    /// Whether `identity` says what `identity()` would, MIG devices aside.
+    pub fn identifies(&self, id: &GpuIdentity) -> bool {
+        id.index == self.index && id.uuid == self.uuid && id.name == self.name && id.pci_bus_id == self.pci_bus_id
+    }
+
+    /// A device as `read` makes it of an index with no handle, with these
+    /// names.
+    #[cfg(test)]
+    pub(super) fn named(index: u32, uuid: &str, name: &str, pci_bus_id: &str) -> Self {
+        let st = Self::read(index, None, Some(uuid.into()), &Calls::default());
+        Self { name: Some(name.into()), pci_bus_id: Some(pci_bus_id.into()), ..st }
+    }
+
     /// `uuid`: as just read by the caller, where it could be.
     fn read(index: u32, dev: Option<&Device<'_>>, uuid: Option<String>, calls: &Calls) -> Self {
         let mut st = Self {

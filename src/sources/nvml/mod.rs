@@ -19,13 +19,14 @@ mod slow;
 mod wanted;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
-use super::{GpuSample, GpuSource};
-use crate::model::{DeviceIds, Driver, Gpu, GpuSelector, GpuState, SourceStatus, select_gpus, select_migs};
+use super::{GpuIdentity, GpuSample, GpuSource};
+use crate::model::{DeviceIds, Driver, Gpu, GpuSelector, GpuState, MigDevice, SourceStatus, select_gpus, select_migs};
 use crate::sources::spread::on_threads;
 use backoff::Backoff;
 use boards::Boards;
@@ -72,6 +73,8 @@ pub struct NvmlSource {
     process_util: ProcessUtil,
     /// Folds the devices' process lists into one entry per PID.
     merger: ProcessMerger,
+    /// Every device's identity as the last tick gave it.
+    identities: Arc<[GpuIdentity]>,
     /// NVLink counters at the last tick, for rates.
     links: Links,
     /// How long the last tick's per-process samples took on one thread:
@@ -171,6 +174,7 @@ impl NvmlSource {
             calls: Calls::default(),
             process_util: ProcessUtil::default(),
             merger: ProcessMerger::default(),
+            identities: Arc::default(),
             links: Links::default(),
             samples_took: None,
             boards: None,
@@ -618,20 +622,72 @@ impl NvmlSource {
                 ..GpuSample::default()
             };
         };
-        // Every GPU NVML lists, watched or not: CUDA sees them all.
-        let all_gpus = (self.all.iter().map(DeviceStatic::identity))
-            .map(|mut id| {
-                if let Some(g) = gpus.iter().find(|g| g.index == id.index) {
-                    id.mig_devices.clone_from(&g.mig_devices);
-                }
-                id
-            })
-            .collect();
+        // Every GPU NVML lists, watched or not: CUDA sees them all. Made
+        // again only when one of them changed: otherwise each tick made
+        // two dozen strings of eight GPUs' names, UUIDs and bus ids.
+        if !same_identities(&self.identities, &self.all, &gpus) {
+            self.identities = (self.all.iter().map(DeviceStatic::identity))
+                .map(|mut id| {
+                    id.mig_devices = mig_devices_of(&gpus, id.index).to_vec();
+                    id
+                })
+                .collect();
+        }
+        let all_gpus = Arc::clone(&self.identities);
         GpuSample { driver: self.driver.clone(), gpus, all_gpus, processes, status: SourceStatus::ok(), calls: None }
     }
+}
+
+/// The MIG devices this tick read on GPU `index`: none where it is not
+/// watched.
+fn mig_devices_of(gpus: &[Gpu], index: u32) -> &[MigDevice] {
+    gpus.iter().find(|g| g.index == index).map_or(&[], |g| &g.mig_devices)
+}
+
+/// Whether `kept` is what `DeviceStatic::identity` and this tick's MIG
+/// devices would make of `all` now.
+fn same_identities(kept: &[GpuIdentity], all: &[DeviceStatic], gpus: &[Gpu]) -> bool {
+    kept.len() == all.len()
+        && kept.iter().zip(all).all(|(id, st)| st.identifies(id) && id.mig_devices == mig_devices_of(gpus, id.index))
 }
 
 /// Errors that mean the NVML session, not one device, is unusable.
 fn session_broken(e: &NvmlError) -> bool {
     matches!(e, NvmlError::Uninitialized | NvmlError::DriverNotLoaded | NvmlError::LibRmVersionMismatch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_identities_are_made_again_when_a_device_or_its_mig_devices_change() {
+        let all = vec![
+            DeviceStatic::named(0, "GPU-a", "NVIDIA H100", "00000000:1B:00.0"),
+            DeviceStatic::named(1, "GPU-b", "NVIDIA H100", "00000000:3B:00.0"),
+        ];
+        let gpus = vec![Gpu::blank(0, GpuState::Ok)];
+        let kept: Vec<GpuIdentity> = all.iter().map(DeviceStatic::identity).collect();
+        assert!(same_identities(&kept, &all, &gpus));
+        assert!(!same_identities(&kept[..1], &all, &gpus), "a device came");
+        let moved = [DeviceStatic::named(0, "GPU-b", "NVIDIA H100", "00000000:3B:00.0"), all[0].clone()];
+        assert!(!same_identities(&kept, &moved, &gpus), "two devices swapped places");
+        let renamed = [all[0].clone(), DeviceStatic::named(1, "GPU-b", "NVIDIA H200", "00000000:3B:00.0")];
+        assert!(!same_identities(&kept, &renamed, &gpus));
+        let mut with_mig = gpus.clone();
+        with_mig[0].mig_devices.push(MigDevice {
+            index: 0,
+            uuid: Some("MIG-1".into()),
+            name: None,
+            profile: None,
+            gpu_instance_id: Some(1),
+            compute_instance_id: Some(0),
+            memory: crate::model::MigMemory::default(),
+        });
+        assert!(!same_identities(&kept, &all, &with_mig), "MIG devices appeared on a watched GPU");
+        let mut kept_mig = kept.clone();
+        kept_mig[0].mig_devices.clone_from(&with_mig[0].mig_devices);
+        assert!(same_identities(&kept_mig, &all, &with_mig));
+        assert!(!same_identities(&kept_mig, &all, &gpus), "and went");
+    }
 }
