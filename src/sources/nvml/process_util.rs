@@ -9,6 +9,7 @@
 //! samples to give, so once the device has said whether it samples
 //! processes at all, it is not asked while it runs none.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use nvml_wrapper::Device;
@@ -31,8 +32,14 @@ pub struct Batch {
     samples: Vec<ProcessUtilization>,
     /// Whether the device samples processes, once it has answered.
     sampled: Option<bool>,
-    /// The driver's buffer, kept from tick to tick (`sized::fill`).
-    buffer: Vec<nvmlProcessUtilizationSample_t>,
+}
+
+std::thread_local! {
+    /// The driver's buffer, kept from tick to tick (`sized::fill`): one
+    /// a thread, not one a GPU. With room for 16 samples a process it is
+    /// 32 KiB at 64 processes a GPU: eight GPUs keeping one each would
+    /// keep a quarter of a MiB at 8 x 512.
+    static BUFFER: RefCell<Vec<nvmlProcessUtilizationSample_t>> = const { RefCell::new(Vec::new()) };
 }
 
 impl ProcessUtil {
@@ -71,12 +78,17 @@ impl Batch {
         }
         let last = batch.last_seen_us;
         let room = batch.samples.len();
-        let buffer = &mut batch.buffer;
-        match calls.track("nvmlDeviceGetProcessUtilization", Some(index), || samples(dev, last, room, buffer)) {
+        let read = BUFFER.with_borrow_mut(|buffer| {
+            let read = calls.track("nvmlDeviceGetProcessUtilization", Some(index), || samples(dev, last, room, buffer));
+            if read.is_ok() {
+                batch.last_seen_us = buffer.iter().map(|s| s.timeStamp).max().unwrap_or(last).max(last);
+                newest_per_pid(buffer, &mut batch.samples);
+            }
+            read
+        });
+        match read {
             Ok(()) => {
                 batch.sampled = Some(true);
-                batch.last_seen_us = batch.buffer.iter().map(|s| s.timeStamp).max().unwrap_or(last).max(last);
-                newest_per_pid(&mut batch.buffer, &mut batch.samples);
                 Some(batch.samples.clone())
             }
             Err(NvmlError::NotFound) => {
