@@ -81,6 +81,26 @@ RUN
   pid=$(cat "$work/pid")
 }
 
+# `grind_up VALGRIND_FLAGS...`: dashboard_up with valgrind (its log in
+# $work/valgrind.log) in front of the build measured, named in $measured.
+# `grind_quit` quits the dashboard and waits for valgrind to write.
+grind_up() {
+  measured=$bin
+  cat > "$work/grind.sh" <<GRIND
+#!/bin/sh
+exec valgrind $* --log-file=$work/valgrind.log $bin "\$@"
+GRIND
+  chmod +x "$work/grind.sh"
+  bin=$work/grind.sh
+  dashboard_up
+}
+
+grind_quit() {
+  tmux -L "$sock" send-keys q
+  for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  ! kill -0 "$pid" 2>/dev/null || { echo "$0: the dashboard did not quit" >&2; exit 1; }
+}
+
 # node_up with a real driver's per-call costs (the simulator's
 # realistic_costs), torn down on exit: the one-shot benchmarks' node.
 costed_node_up() {

@@ -20,18 +20,9 @@ done
 source benches/node.sh
 node_up '{ min = 60, max = 99, period_s = 11, shape = "sine" }' '{ min = 7000, max = 9000, period_s = 30, shape = "ramp" }'
 trap node_down EXIT
-measured=$bin
-cat > "$work/grind.sh" <<GRIND
-#!/bin/sh
-exec valgrind --tool=dhat --dhat-out-file=$work/dhat.json --log-file=$work/valgrind.log $bin "\$@"
-GRIND
-chmod +x "$work/grind.sh"
-bin=$work/grind.sh
-dashboard_up
+grind_up --tool=dhat --dhat-out-file="$work/dhat.json"
 sleep $((5 + seconds))
-tmux -L "$sock" send-keys q
-for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-! kill -0 "$pid" 2>/dev/null || { echo "$0: the dashboard did not quit" >&2; exit 1; }
+grind_quit
 echo "$measured over $((5 + seconds)) s, start-up included:"
 python3 - "$work/dhat.json" $((5 + seconds)) <<'PY'
 import json, sys

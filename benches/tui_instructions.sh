@@ -18,21 +18,11 @@ done
 source benches/node.sh
 node_up '{ min = 60, max = 99, period_s = 11, shape = "sine" }' '{ min = 7000, max = 9000, period_s = 30, shape = "ramp" }'
 trap node_down EXIT
-measured=$bin
-# The dashboard as node.sh starts it, with valgrind in front.
-cat > "$work/grind.sh" <<GRIND
-#!/bin/sh
-exec valgrind --tool=callgrind --dump-instr=no --callgrind-out-file=$work/callgrind.out --log-file=$work/valgrind.log $bin "\$@"
-GRIND
-chmod +x "$work/grind.sh"
-bin=$work/grind.sh
-dashboard_up
+grind_up --tool=callgrind --dump-instr=no --callgrind-out-file="$work/callgrind.out"
 sleep 15
 callgrind_control --dump >/dev/null 2>&1
 sleep "$seconds"
-tmux -L "$sock" send-keys q
-for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-! kill -0 "$pid" 2>/dev/null || { echo "$0: the dashboard did not quit" >&2; exit 1; }
+grind_quit
 # The dump at exit holds what ran after the one at 15 s.
 total=$(awk '/^(summary|totals):/ { print $2; exit }' "$work/callgrind.out")
 echo "$measured over ${seconds}s after start-up: $total instructions ($(awk -v t="$total" -v s="$seconds" 'BEGIN { printf "%.1f", t / s / 1e6 }') million a second)"
