@@ -127,7 +127,8 @@ fn run(mut collector: Collector, tx: &watch::Sender<Option<Arc<Snapshot>>>, cont
 /// the arena's slow path for each block it makes. Held here one tick
 /// longer, the one before the last is freed on this thread, just before
 /// the tick that makes as many blocks again. At most two snapshots live at
-/// once, as before: the one shown, and the one being made.
+/// once, as before: the one shown, and the one being made (between ticks,
+/// the one held).
 struct Held<T> {
     older: Option<Arc<T>>,
     last: Option<Arc<T>>,
