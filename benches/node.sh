@@ -58,6 +58,21 @@ node_up() {
   fi
 }
 
+# `node_up` with the GPUs every dashboard benchmark shows: utilisation a
+# sine between 60 and 99 %, used memory a ramp, so each frame has figures
+# that change, as a training job's do.
+busy_node_up() {
+  node_up '{ min = 60, max = 99, period_s = 11, shape = "sine" }' '{ min = 7000, max = 9000, period_s = 30, shape = "ramp" }'
+}
+
+# `needs TOOL...`: exits, naming the first missing, unless each is on PATH.
+needs() {
+  local tool
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null || { echo "$0: needs $tool" >&2; exit 1; }
+  done
+}
+
 # GPU $1's UUID without NVML's "GPU-", as PyTorch gives it to the probe.
 bench_uuid() { printf '00000000-5c0b-4e5a-9d1e-%012x' "$1"; }
 
@@ -66,7 +81,7 @@ bench_uuid() { printf '00000000-5c0b-4e5a-9d1e-%012x' "$1"; }
 # its place, loading the same simulated driver as libnvidia-ml.so.1; sets
 # $pid to what runs there. `node_down` ends it.
 dashboard_up() {
-  command -v tmux >/dev/null || { echo "$0: needs tmux" >&2; exit 1; }
+  needs tmux
   local peer=
   [ $# -gt 0 ] && peer=$(printf '%q ' "$@")
   sock="gpuscope-bench-$$"

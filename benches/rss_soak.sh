@@ -23,7 +23,7 @@ every=${2:-60}
 shift $(($# < 2 ? $# : 2))
 [ "${1:-}" = "--" ] && shift
 source benches/node.sh
-node_up '{ min = 60, max = 99, period_s = 11, shape = "sine" }' '{ min = 7000, max = 9000, period_s = 30, shape = "ramp" }'
+busy_node_up
 trap node_down EXIT
 dashboard_up "$@"
 kib() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$pid/status"; }

@@ -42,7 +42,7 @@ if [ ! -x /usr/sbin/sshd ] || ! command -v ssh >/dev/null || ! command -v ssh-ke
 fi
 
 source benches/node.sh
-node_up '{ min = 60, max = 99, period_s = 11, shape = "sine" }' '{ min = 7000, max = 9000, period_s = 30, shape = "ramp" }'
+busy_node_up
 tmp=$(mktemp -d)
 sock="gpuscope-ssh-$$"
 sshd_pid= proxy_pid= made_run_sshd=

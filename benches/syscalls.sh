@@ -13,8 +13,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-20}
 shift || true
 [ "${1:-}" = "--" ] && shift
-command -v strace >/dev/null || { echo "$0: needs strace" >&2; exit 1; }
 source benches/node.sh
+needs strace
 node_up
 trap node_down EXIT
 dashboard_up "$@"

@@ -21,7 +21,7 @@ shift || true
 peer=
 [ $# -gt 0 ] && peer=$(printf '%q ' "$@")
 source benches/node.sh
-node_up '{ min = 60, max = 99, period_s = 11, shape = "sine" }' '{ min = 7000, max = 9000, period_s = 30, shape = "ramp" }'
+busy_node_up
 trap node_down EXIT
 dashboard_up "$@"
 # Start-up and the first snapshots; GPUSCOPE_BENCH_WARMUP=70 measures once

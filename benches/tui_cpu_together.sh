@@ -23,9 +23,9 @@ rounds=3
 [ $# -gt 0 ] && [ "$1" != "--" ] && { seconds=$1; shift; }
 [ $# -gt 0 ] && [ "$1" != "--" ] && { rounds=$1; shift; }
 [ "${1:-}" = "--" ] && shift
-command -v tmux >/dev/null || { echo "$0: needs tmux" >&2; exit 1; }
 source benches/node.sh
-node_up '{ min = 60, max = 99, period_s = 11, shape = "sine" }' '{ min = 7000, max = 9000, period_s = 30, shape = "ramp" }'
+needs tmux
+busy_node_up
 names=(gpuscope)
 declare -A cmd=([gpuscope]="$bin --nvml-lib $work/libnvidia-ml.so.1 ${GPUSCOPE_BENCH_ARGS:-}")
 if [ -n "${GPUSCOPE_BENCH_OTHER:-}" ]; then

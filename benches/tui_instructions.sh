@@ -12,11 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
-for tool in valgrind callgrind_control tmux; do
-  command -v "$tool" >/dev/null || { echo "$0: needs $tool" >&2; exit 1; }
-done
 source benches/node.sh
-node_up '{ min = 60, max = 99, period_s = 11, shape = "sine" }' '{ min = 7000, max = 9000, period_s = 30, shape = "ramp" }'
+needs valgrind callgrind_control tmux
+busy_node_up
 trap node_down EXIT
 grind_up --tool=callgrind --dump-instr=no --callgrind-out-file="$work/callgrind.out"
 sleep 15

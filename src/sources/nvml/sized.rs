@@ -26,22 +26,28 @@ pub unsafe fn fill<T: Clone>(
     grow: impl Fn(usize, usize) -> usize,
     mut call: impl FnMut(*mut T, &mut c_uint) -> nvmlReturn_t,
 ) -> Result<(), NvmlError> {
-    for _ in 0..tries {
-        entries.clear();
-        // SAFETY: the caller vouches that all-zero is a valid `T`.
-        entries.resize(room, unsafe { std::mem::zeroed() });
-        let mut count = c_uint::try_from(room).map_err(|_| NvmlError::InvalidArg)?;
-        match call(entries.as_mut_ptr(), &mut count) {
-            INSUFFICIENT_SIZE => room = grow(usize::try_from(count).unwrap_or(usize::MAX), room),
-            code => {
-                let done = nvml_try(code);
-                entries.truncate(if done.is_ok() { usize::try_from(count).unwrap_or(usize::MAX) } else { 0 });
-                return done;
+    let filled = (|| {
+        for _ in 0..tries {
+            entries.clear();
+            // SAFETY: the caller vouches that all-zero is a valid `T`.
+            entries.resize(room, unsafe { std::mem::zeroed() });
+            let mut count = c_uint::try_from(room).map_err(|_| NvmlError::InvalidArg)?;
+            match call(entries.as_mut_ptr(), &mut count) {
+                INSUFFICIENT_SIZE => room = grow(usize::try_from(count).unwrap_or(usize::MAX), room),
+                code => {
+                    nvml_try(code)?;
+                    entries.truncate(usize::try_from(count).unwrap_or(usize::MAX));
+                    return Ok(());
+                }
             }
         }
+        Err(NvmlError::InsufficientSize(Some(room)))
+    })();
+    // Nothing of a failed call is left to be read as its entries.
+    if filled.is_err() {
+        entries.clear();
     }
-    entries.clear();
-    Err(NvmlError::InsufficientSize(Some(room)))
+    filled
 }
 
 #[cfg(test)]
