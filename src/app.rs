@@ -107,7 +107,6 @@ impl AppError {
 }
 
 pub fn main() -> ExitCode {
-    one_malloc_arena();
     // Before any thread starts (see there).
     crate::sources::procstat::reserve_descriptors();
     // Before the rest of memory is touched, so the peak is lower too.
@@ -116,6 +115,11 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return ExitCode::from(clap_exit(&e)),
     };
+    // `watch` knows only once it has its settings whether it makes one
+    // snapshot; every subcommand makes many, or none.
+    if cli.command.is_some() {
+        one_malloc_arena();
+    }
     let result = match &cli.command {
         None if cli.help_query_gpu => print(&query::help_gpu()),
         None if cli.help_query_compute_apps => print(&query::help_compute_apps()),
@@ -285,6 +289,9 @@ fn foreign_hint(e: &clap::Error) -> Option<&'static str> {
 /// The snapshot modes: collect, then hand snapshots to the chosen sink.
 fn watch(cli: &Cli) -> Result<(), AppError> {
     let settings = Settings::resolve(cli)?;
+    if !settings.mode.one_shot() {
+        one_malloc_arena();
+    }
     if settings.mode == Mode::Tui {
         let collector = collector(&settings, Feeds::Dashboard, &Calls::default())?;
         // In the header, where the dashboard's user sees it (a line on
@@ -520,7 +527,14 @@ fn replay(cli: &Cli, path: &std::path::Path, as_json: bool) -> Result<u8, AppErr
 /// glibc gives every thread that allocates an arena of its own, and the
 /// poller's kept about a megabyte resident apart from the main heap's free
 /// space; two threads that take turns gain nothing from separate arenas.
-/// Called before any thread starts.
+/// Called before any thread starts, by every mode but a run of one
+/// snapshot: that run's one tick is heavy, spread over the CPUs
+/// (`sources::spread`), and ends with the process. Threads that share an
+/// arena take turns at its lock: at 8 x 512, a `--json` whose looks at the
+/// processes ran on two threads and one arena switched context 100-190
+/// times a run and used 1.13 times the CPU of looking on one thread; with
+/// an arena each, about 10 times, and 0.79 of the build before's time (README,
+/// Benchmarks).
 fn one_malloc_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets an allocator parameter, and no other
@@ -575,7 +589,7 @@ fn collector(settings: &Settings, feeds: Feeds, calls: &Calls) -> Result<Collect
         fallback,
         gpu: Box::new(gpu),
         host: host(simulated, for_dashboard, once),
-        probes: probes(simulated),
+        probes: probes(simulated, for_dashboard),
         analyzer: Analyzer::new(&settings.history, settings.alerts.clone()),
         interval: settings.interval,
         simulated,
@@ -651,13 +665,14 @@ fn host(simulated: bool, for_dashboard: bool, once: bool) -> Box<dyn crate::sour
 }
 
 /// The built-in demo gets scripted probes for its processes; anything else
-/// reads the real probes' files.
-fn probes(simulated: bool) -> Box<dyn ProbeSource> {
+/// reads the real probes' files, the dashboard on the poller's thread alone,
+/// as its other reads.
+fn probes(simulated: bool, for_dashboard: bool) -> Box<dyn ProbeSource> {
     if simulated && std::env::var_os(SIM_SCENARIO_ENV).is_none() {
-        Box::new(DemoProbes::new())
-    } else {
-        Box::new(FileProbes::new(probe::default_dir()))
+        return Box::new(DemoProbes::new());
     }
+    let files = FileProbes::new(probe::default_dir());
+    Box::new(if for_dashboard { files.on_one_thread() } else { files })
 }
 
 /// Points the simulator at a scenario of the user's own (read by

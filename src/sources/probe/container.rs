@@ -25,6 +25,7 @@ use super::file::{MAX_FILE_BYTES, ProbeFile, read_regular};
 use crate::dirfd::DirFd;
 use crate::hashing::{IntMap, IntSet};
 use crate::sources::procstat;
+use crate::sources::spread::on_threads;
 
 /// `/proc/PID/environ` is a few KiB; a bound keeps a hostile one cheap.
 const MAX_ENVIRON: usize = 256 * 1024;
@@ -60,8 +61,26 @@ pub struct ProcessViews {
     /// processes run no probe, and the walk costs a handful of system calls
     /// each, so they are looked at every few seconds, not every tick.
     retry_at: IntMap<u32, Instant>,
-    buf: Vec<u8>,
+    /// Whether many looks at once may be spread over the CPUs.
+    spread: bool,
 }
+
+std::thread_local! {
+    /// The bytes of the last probe file read on this thread, kept for the
+    /// next: the sampling thread's stays, a helper's goes with it.
+    static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// What a look learned of a process it had not identified before: the
+/// start ticks of the process read, and its identity (`known`'s entry).
+type Learned = Option<(u64, Option<Identity>)>;
+
+/// Fewer processes due for a look at once than this are looked at on the
+/// sampling thread: a look is five small reads of `/proc` (about 30 µs),
+/// and starting a thread costs about what two do. A one-shot's first sight
+/// of a node's processes looks at all of them: 512 at 8 x 512, 13 ms on
+/// one thread.
+const SPREAD_FROM: usize = 16;
 
 /// A probe starts once its process has initialised CUDA: found within
 /// this long of its first file.
@@ -115,45 +134,67 @@ impl ProcessViews {
     /// `own_dir` is where gpuscope itself reads probe files.
     pub fn new(proc_root: PathBuf, own_dir: &Path) -> Self {
         let own = OwnView::of(&proc_root, own_dir);
-        Self { proc_root, own, known: IntMap::default(), retry_at: IntMap::default(), buf: Vec::new() }
+        Self { proc_root, own, known: IntMap::default(), retry_at: IntMap::default(), spread: true }
     }
 
-    /// One process's probe file, read through its root; a process where
-    /// none was found is looked at again only after `RETRY_AFTER`, or
-    /// `SETTLED_RETRY_AFTER` when there is nothing to look for.
-    pub fn read(&mut self, pid: u32) -> Outcome {
+    /// Keeps every look on the sampling thread (the dashboard's, as its
+    /// other sources do).
+    pub fn on_one_thread(mut self) -> Self {
+        self.spread = false;
+        self
+    }
+
+    /// Each process's probe file, read through its root, in the order
+    /// given; a process where none was found is looked at again only after
+    /// `RETRY_AFTER`, or `SETTLED_RETRY_AFTER` when there is nothing to
+    /// look for, and until then is not listed. Many due at once are looked
+    /// at on as many threads as there are CPUs (`sources::spread`).
+    pub fn read_all(&mut self, pids: impl Iterator<Item = u32>) -> Vec<Outcome> {
         let now = Instant::now();
-        if self.retry_at.get(&pid).is_some_and(|t| now < *t) {
-            return Err(None);
-        }
-        let outcome = self.look(pid);
-        match &outcome {
-            Ok(_) => {
-                self.retry_at.remove(&pid);
-            }
-            Err(_) => {
-                let settled = self.known.get(&pid).is_some_and(|(_, id)| id.is_none());
-                self.retry_at.insert(pid, now + if settled { SETTLED_RETRY_AFTER } else { RETRY_AFTER });
-            }
-        }
-        outcome
+        let due: Vec<u32> = pids.filter(|pid| self.retry_at.get(pid).is_none_or(|t| now >= *t)).collect();
+        let parallel = self.spread && due.len() >= SPREAD_FROM;
+        let this = &*self;
+        let looked = on_threads(due, parallel, |pid| (pid, this.look(pid)));
+        looked
+            .into_iter()
+            .map(|(pid, (outcome, learned))| {
+                if let Some(entry) = learned {
+                    self.known.insert(pid, entry);
+                }
+                match &outcome {
+                    Ok(_) => {
+                        self.retry_at.remove(&pid);
+                    }
+                    Err(_) => {
+                        let settled = self.known.get(&pid).is_some_and(|(_, id)| id.is_none());
+                        self.retry_at.insert(pid, now + if settled { SETTLED_RETRY_AFTER } else { RETRY_AFTER });
+                    }
+                }
+                outcome
+            })
+            .collect()
     }
 
-    fn look(&mut self, pid: u32) -> Outcome {
-        let ticks = procstat::start_ticks(&self.proc_root, pid).ok_or(None)?;
-        let identity = match self.known.get(&pid).filter(|(t, _)| *t == ticks) {
-            Some((_, id)) => id.clone(),
+    /// `pid`'s file, and what was learned of it on the way, which the
+    /// caller keeps: a look changes nothing here, so looks can run side by
+    /// side.
+    fn look(&self, pid: u32) -> (Outcome, Learned) {
+        let Some(ticks) = procstat::start_ticks(&self.proc_root, pid) else { return (Err(None), None) };
+        let (identity, learned) = match self.known.get(&pid).filter(|(t, _)| *t == ticks) {
+            Some((_, id)) => (id.clone(), None),
             None => {
                 let id = identify(&self.proc_root, pid).filter(|id| {
                     id.dir.is_some() && !self.own.as_ref().is_some_and(|own| own.covers(&self.proc_root, pid, id))
                 });
-                self.known.insert(pid, (ticks, id.clone()));
-                id
+                (id.clone(), Some((ticks, id)))
             }
-        }
-        .ok_or(None)?;
+        };
+        (identity.map_or(Err(None), |id| self.read_identified(pid, ticks, &id)), learned)
+    }
+
+    fn read_identified(&self, pid: u32, ticks: u64, identity: &Identity) -> Outcome {
         let dir = identity.dir.as_deref().ok_or(None)?;
-        let report = self.read_file(pid, ticks, &identity, dir)?;
+        let report = BUF.with_borrow_mut(|buf| self.read_file(pid, ticks, identity, dir, buf))?;
         // Still the same process after the read: the file was its own.
         if procstat::start_ticks(&self.proc_root, pid) != Some(ticks) {
             return Err(None);
@@ -168,7 +209,7 @@ impl ProcessViews {
         self.retry_at.retain(|pid, _| pids.contains(pid));
     }
 
-    fn read_file(&mut self, pid: u32, ticks: u64, id: &Identity, dir: &Path) -> Outcome {
+    fn read_file(&self, pid: u32, ticks: u64, id: &Identity, dir: &Path, buf: &mut Vec<u8>) -> Outcome {
         let root = DirFd::open(&self.proc_root.join(pid.to_string()).join("root")).map_err(|_| None)?;
         let probes = walk(root, dir, id.uid)?;
         let name = format!("{}-{ticks}.json", id.inner_pid);
@@ -178,8 +219,8 @@ impl ProcessViews {
         if !meta.is_file() || meta.uid() != id.uid || meta.len() > MAX_FILE_BYTES {
             return Err(Some(format!("{}not a regular file of uid {} within the size limit", shown(), id.uid)));
         }
-        read_regular(&file, meta.len(), &mut self.buf).map_err(|_| None)?;
-        let text = std::str::from_utf8(&self.buf).map_err(|_| Some(format!("{}not UTF-8", shown())))?;
+        read_regular(&file, meta.len(), buf).map_err(|_| None)?;
+        let text = std::str::from_utf8(buf).map_err(|_| Some(format!("{}not UTF-8", shown())))?;
         let mut parsed =
             ProbeFile::parse(text, id.inner_pid, ticks).map_err(|why| Some(format!("{}{why}", shown())))?;
         // Known by its PID in its own namespace; NVML and gpuscope know it
@@ -334,6 +375,86 @@ fn runtime_dir_of(proc_root: &Path, pid: u32, runtime: &Path, uid: u32) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A `/proc` of `pids`, each a process of this user whose probe writes
+    /// into `probes` (through a root that is this one), started at tick
+    /// `pid * 10`.
+    fn fake_proc(proc_root: &Path, probes: &Path, pids: std::ops::Range<u32>) {
+        let uid = super::super::dir::current_uid();
+        for pid in pids {
+            let base = proc_root.join(pid.to_string());
+            std::fs::create_dir(&base).unwrap();
+            let ticks = u64::from(pid) * 10;
+            let stat = format!(
+                "{pid} (python3) S 1 {pid} {pid} 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 {ticks} 1000 100 1 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n"
+            );
+            std::fs::write(base.join("stat"), stat).unwrap();
+            std::fs::write(
+                base.join("status"),
+                format!("Name:\tpython3\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nNSpid:\t{pid}\n"),
+            )
+            .unwrap();
+            std::fs::write(base.join("uid_map"), "0 0 4294967295\n").unwrap();
+            std::fs::write(base.join("environ"), format!("GPUSCOPE_PROBE_DIR={}\0", probes.display())).unwrap();
+            std::os::unix::fs::symlink("/", base.join("root")).unwrap();
+        }
+    }
+
+    /// What a read said of each process: its file's PID, or why not.
+    fn said(outcomes: &[Outcome]) -> Vec<Result<u32, Option<String>>> {
+        outcomes.iter().map(|o| o.as_ref().map(|r| r.file.pid).map_err(Clone::clone)).collect()
+    }
+
+    /// Many processes seen at once (a one-shot's first sight) are looked at
+    /// on several threads; what is read, what is learned and when each is
+    /// looked at again are as on one thread, in the order asked.
+    #[test]
+    fn looks_spread_over_threads_read_and_learn_what_one_thread_does() {
+        let scratch = tempfile::tempdir().unwrap();
+        let probes = scratch.path().join("run").join("probes");
+        std::fs::create_dir_all(&probes).unwrap();
+        for d in [probes.parent().unwrap(), probes.as_path()] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let proc_root = scratch.path().join("proc");
+        std::fs::create_dir(&proc_root).unwrap();
+        let pids = 1000..1000 + u32::try_from(SPREAD_FROM).unwrap() * 2;
+        fake_proc(&proc_root, &probes, pids.clone());
+        // Every third has a probe file; one of them is not a probe's.
+        for pid in pids.clone().step_by(3) {
+            let ticks = u64::from(pid) * 10;
+            let text = if pid == 1003 { "{ not json".to_owned() } else { super::super::file::sample_json(pid, ticks) };
+            std::fs::write(probes.join(format!("{pid}-{ticks}.json")), text).unwrap();
+        }
+        // Asked out of order, with a PID that runs nothing.
+        let asked: Vec<u32> = pids.clone().rev().chain([99]).collect();
+        let own_dir = scratch.path().join("elsewhere");
+        let mut spread = ProcessViews::new(proc_root.clone(), &own_dir);
+        let mut alone = ProcessViews::new(proc_root.clone(), &own_dir).on_one_thread();
+        let first = said(&spread.read_all(asked.iter().copied()));
+        assert_eq!(first, said(&alone.read_all(asked.iter().copied())));
+        let expected: Vec<Result<u32, Option<String>>> = asked
+            .iter()
+            .map(|&pid| match pid {
+                1003 => Err(Some(String::new())),
+                99 => Err(None),
+                p if (p - 1000) % 3 == 0 => Ok(p),
+                _ => Err(None),
+            })
+            .collect();
+        let blank_why = |v: Vec<Result<u32, Option<String>>>| -> Vec<_> {
+            v.into_iter().map(|r| r.map_err(|why| why.map(|_| String::new()))).collect()
+        };
+        assert_eq!(blank_why(first), expected);
+        assert_eq!(spread.known, alone.known);
+        assert_eq!(spread.known.len(), pids.len(), "every process of the fake /proc identified");
+        assert_eq!(spread.retry_at.keys().collect::<IntSet<_>>(), alone.retry_at.keys().collect::<IntSet<_>>());
+        // Those without a file wait their turn; those read are read again.
+        let again = said(&spread.read_all(asked.iter().copied()));
+        let read: Vec<u32> = pids.clone().step_by(3).filter(|&p| p != 1003).rev().collect();
+        assert_eq!(again, read.iter().map(|&p| Ok(p)).collect::<Vec<_>>());
+    }
 
     #[test]
     fn status_gives_the_innermost_pid_and_the_real_uid() {

@@ -97,6 +97,13 @@ impl FileProbes {
         Self::with_proc(dir, PathBuf::from("/proc"))
     }
 
+    /// Looks through the GPU processes' own views on the sampling thread
+    /// only (`ProcessViews::on_one_thread`), for the dashboard.
+    pub fn on_one_thread(mut self) -> Self {
+        self.views = self.views.on_one_thread();
+        self
+    }
+
     pub fn with_proc(dir: PathBuf, proc_root: PathBuf) -> Self {
         let views = ProcessViews::new(proc_root.clone(), &dir);
         Self {
@@ -344,8 +351,9 @@ impl ProbeSource for FileProbes {
         let mut sample = self.sample();
         let reported: IntSet<u32> = sample.reports.iter().map(|r| r.file.pid).collect();
         let me = std::process::id();
-        for &pid in gpu_pids.iter().filter(|&&p| p != me && !reported.contains(&p)) {
-            match self.views.read(pid) {
+        let unreported = gpu_pids.iter().copied().filter(|&p| p != me && !reported.contains(&p));
+        for outcome in self.views.read_all(unreported) {
+            match outcome {
                 Ok(report) => sample.reports.push(report),
                 Err(Some(why)) => {
                     if self.view_bad.len() > 1024 {
