@@ -589,7 +589,7 @@ fn collector(settings: &Settings, feeds: Feeds, calls: &Calls) -> Result<Collect
         fallback,
         gpu: Box::new(gpu),
         host: host(simulated, for_dashboard, once),
-        probes: probes(simulated, for_dashboard),
+        probes: probes(simulated, once),
         analyzer: Analyzer::new(&settings.history, settings.alerts.clone()),
         interval: settings.interval,
         simulated,
@@ -665,14 +665,14 @@ fn host(simulated: bool, for_dashboard: bool, once: bool) -> Box<dyn crate::sour
 }
 
 /// The built-in demo gets scripted probes for its processes; anything else
-/// reads the real probes' files, the dashboard on the poller's thread alone,
-/// as its other reads.
-fn probes(simulated: bool, for_dashboard: bool) -> Box<dyn ProbeSource> {
+/// reads the real probes' files, a run of one snapshot (`once`) spreading
+/// its first looks at many processes over the CPUs.
+fn probes(simulated: bool, once: bool) -> Box<dyn ProbeSource> {
     if simulated && std::env::var_os(SIM_SCENARIO_ENV).is_none() {
         return Box::new(DemoProbes::new());
     }
     let files = FileProbes::new(probe::default_dir());
-    Box::new(if for_dashboard { files.on_one_thread() } else { files })
+    Box::new(if once { files.spreading_looks() } else { files })
 }
 
 /// Points the simulator at a scenario of the user's own (read by

@@ -61,7 +61,8 @@ pub struct ProcessViews {
     /// processes run no probe, and the walk costs a handful of system calls
     /// each, so they are looked at every few seconds, not every tick.
     retry_at: IntMap<u32, Instant>,
-    /// Whether many looks at once may be spread over the CPUs.
+    /// Whether many looks at once may be spread over the CPUs
+    /// (`spreading`).
     spread: bool,
 }
 
@@ -134,21 +135,25 @@ impl ProcessViews {
     /// `own_dir` is where gpuscope itself reads probe files.
     pub fn new(proc_root: PathBuf, own_dir: &Path) -> Self {
         let own = OwnView::of(&proc_root, own_dir);
-        Self { proc_root, own, known: IntMap::default(), retry_at: IntMap::default(), spread: true }
+        Self { proc_root, own, known: IntMap::default(), retry_at: IntMap::default(), spread: false }
     }
 
-    /// Keeps every look on the sampling thread (the dashboard's, as its
-    /// other sources do).
-    pub fn on_one_thread(mut self) -> Self {
-        self.spread = false;
+    /// Looks at many processes due at once on as many threads as there
+    /// are CPUs, for a run of one snapshot, whose threads each have an
+    /// allocator arena of their own (`app::one_malloc_arena`). Every other
+    /// mode looks on the sampling thread: its threads share one arena,
+    /// and took turns at its lock often enough that two of them used more
+    /// CPU than one.
+    pub fn spreading(mut self) -> Self {
+        self.spread = true;
         self
     }
 
     /// Each process's probe file, read through its root, in the order
     /// given; a process where none was found is looked at again only after
     /// `RETRY_AFTER`, or `SETTLED_RETRY_AFTER` when there is nothing to
-    /// look for, and until then is not listed. Many due at once are looked
-    /// at on as many threads as there are CPUs (`sources::spread`).
+    /// look for, and until then is not listed. Many due at once may be
+    /// looked at on as many threads as there are CPUs (`spreading`).
     pub fn read_all(&mut self, pids: impl Iterator<Item = u32>) -> Vec<Outcome> {
         let now = Instant::now();
         let due: Vec<u32> = pids.filter(|pid| self.retry_at.get(pid).is_none_or(|t| now >= *t)).collect();
@@ -430,8 +435,8 @@ mod tests {
         // Asked out of order, with a PID that runs nothing.
         let asked: Vec<u32> = pids.clone().rev().chain([99]).collect();
         let own_dir = scratch.path().join("elsewhere");
-        let mut spread = ProcessViews::new(proc_root.clone(), &own_dir);
-        let mut alone = ProcessViews::new(proc_root.clone(), &own_dir).on_one_thread();
+        let mut spread = ProcessViews::new(proc_root.clone(), &own_dir).spreading();
+        let mut alone = ProcessViews::new(proc_root.clone(), &own_dir);
         let first = said(&spread.read_all(asked.iter().copied()));
         assert_eq!(first, said(&alone.read_all(asked.iter().copied())));
         let expected: Vec<Result<u32, Option<String>>> = asked

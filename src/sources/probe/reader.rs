@@ -97,10 +97,11 @@ impl FileProbes {
         Self::with_proc(dir, PathBuf::from("/proc"))
     }
 
-    /// Looks through the GPU processes' own views on the sampling thread
-    /// only (`ProcessViews::on_one_thread`), for the dashboard.
-    pub fn on_one_thread(mut self) -> Self {
-        self.views = self.views.on_one_thread();
+    /// Looks through many GPU processes' own views at once on as many
+    /// threads as there are CPUs (`ProcessViews::spreading`), for a run of
+    /// one snapshot.
+    pub fn spreading_looks(mut self) -> Self {
+        self.views = self.views.spreading();
         self
     }
 
