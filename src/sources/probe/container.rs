@@ -77,10 +77,11 @@ std::thread_local! {
 type Learned = Option<(u64, Option<Identity>)>;
 
 /// Fewer processes due for a look at once than this are looked at on the
-/// sampling thread: a look is five small reads of `/proc` (about 30 µs),
-/// and starting a thread costs about what two do. A one-shot's first sight
-/// of a node's processes looks at all of them: 512 at 8 x 512, 13 ms on
-/// one thread.
+/// calling thread, the bound `host.rs` puts on its first sights: below it
+/// starting threads costs more than it saves. A look reads a process's
+/// `stat`, `status`, `uid_map` and `environ`: 25-30 µs a process on the
+/// benchmarks' 2-CPU VM, by the time a one-shot spent on 512 of them on
+/// one thread (12-15 ms).
 const SPREAD_FROM: usize = 16;
 
 /// A probe starts once its process has initialised CUDA: found within
