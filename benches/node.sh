@@ -23,6 +23,7 @@ node_up() {
   sim=$(ls -t "$target"/release/build/gpuscope-*/out/libgpuscope_nvml_sim.so | head -n 1)
   work=$(mktemp -d)
   pids=()
+  panes=()
   local procs=${GPUSCOPE_BENCH_PROCS:-64} probed=${GPUSCOPE_BENCH_PROBED:-0} gpus=${GPUSCOPE_BENCH_GPUS:-8}
   # The node's processes start with gpuscope's environment, as a user's
   # training started from the same shell does: their probes would write
@@ -76,24 +77,46 @@ needs() {
 # GPU $1's UUID without NVML's "GPU-", as PyTorch gives it to the probe.
 bench_uuid() { printf '00000000-5c0b-4e5a-9d1e-%012x' "$1"; }
 
-# `dashboard_up [PEER COMMAND]` runs the dashboard in a 200x60 tmux pane on
-# the node (GPUSCOPE_BENCH_ARGS added to its flags), or the peer command in
-# its place, loading the same simulated driver as libnvidia-ml.so.1; sets
-# $pid to what runs there. `node_down` ends it.
-dashboard_up() {
+# `pane_up NAME COMMAND`: COMMAND (one string, quoted for a shell) in a
+# 200x60 tmux pane of its own, with the node's environment; sets $sock to
+# the pane's tmux server and $pid to what runs there. `panes_down` (or
+# `node_down`) ends every pane started.
+pane_up() {
   needs tmux
-  local peer=
-  [ $# -gt 0 ] && peer=$(printf '%q ' "$@")
-  sock="gpuscope-bench-$$"
-  cat > "$work/run.sh" <<RUN
+  local name=$1 command=$2
+  sock="gpuscope-bench-$$-$name"
+  panes+=("$sock")
+  rm -f "$work/pid-$name"
+  cat > "$work/run-$name.sh" <<RUN
 export GPUSCOPE_SIM_SCENARIO=$GPUSCOPE_SIM_SCENARIO XDG_CONFIG_HOME=$work GPUSCOPE_PROBE_DIR=$work/probes LANG=C.UTF-8
-echo \$\$ > $work/pid
-if [ -n "$peer" ]; then LD_LIBRARY_PATH=$work exec $peer; fi
-exec $bin --nvml-lib $work/libnvidia-ml.so.1 ${GPUSCOPE_BENCH_ARGS:-}
+echo \$\$ > $work/pid-$name
+exec $command
 RUN
-  tmux -L "$sock" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run.sh"
-  for _ in $(seq 100); do [ -s "$work/pid" ] && break; sleep 0.1; done
-  pid=$(cat "$work/pid")
+  tmux -L "$sock" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run-$name.sh"
+  for _ in $(seq 100); do [ -s "$work/pid-$name" ] && break; sleep 0.1; done
+  pid=$(cat "$work/pid-$name")
+}
+
+panes_down() {
+  local s
+  for s in "${panes[@]}"; do tmux -L "$s" kill-server 2>/dev/null || true; done
+  panes=()
+}
+
+# `peer_command COMMAND...`: the command quoted for `pane_up`, loading the
+# node's simulated driver as libnvidia-ml.so.1 (gpuscope is given it by
+# --nvml-lib instead).
+peer_command() { printf 'env LD_LIBRARY_PATH=%q %s' "$work" "$(printf '%q ' "$@")"; }
+
+# `dashboard_up [PEER COMMAND]` runs the dashboard in a pane on the node
+# (GPUSCOPE_BENCH_ARGS added to its flags), or the peer command in its
+# place; sets $pid to what runs there. `node_down` ends it.
+dashboard_up() {
+  if [ $# -gt 0 ]; then
+    pane_up dash "$(peer_command "$@")"
+  else
+    pane_up dash "$bin --nvml-lib $work/libnvidia-ml.so.1 ${GPUSCOPE_BENCH_ARGS:-}"
+  fi
 }
 
 # `grind_up VALGRIND_FLAGS...`: dashboard_up with valgrind (its log in
@@ -154,7 +177,7 @@ cpu_jiffies() {
 }
 
 node_down() {
-  [ -z "${sock:-}" ] || tmux -L "$sock" kill-server 2>/dev/null || true
+  panes_down
   kill "${pids[@]}" 2>/dev/null || true
   rm -rf "$work"
 }

@@ -34,28 +34,9 @@ if [ -n "${GPUSCOPE_BENCH_OTHER:-}" ]; then
 fi
 if [ $# -gt 0 ]; then
   names+=(peer)
-  cmd[peer]="$(printf '%q ' "$@")"
+  cmd[peer]="$(peer_command "$@")"
 fi
-socks=()
-stop_panes() {
-  for s in "${socks[@]}"; do tmux -L "$s" kill-server 2>/dev/null || true; done
-  socks=()
-}
-trap 'stop_panes; node_down' EXIT
-# `start NAME`: its command in a pane of its own, loading the simulated
-# driver as libnvidia-ml.so.1 (for a peer); its PID in $work/pid-NAME.
-start() {
-  local name=$1 s="gpuscope-together-$$-$1"
-  socks+=("$s")
-  rm -f "$work/pid-$name"
-  cat > "$work/run-$name.sh" <<RUN
-export GPUSCOPE_SIM_SCENARIO=$GPUSCOPE_SIM_SCENARIO XDG_CONFIG_HOME=$work GPUSCOPE_PROBE_DIR=$work/probes LANG=C.UTF-8
-echo \$\$ > $work/pid-$name
-LD_LIBRARY_PATH=$work exec ${cmd[$name]}
-RUN
-  tmux -L "$s" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run-$name.sh"
-  for _ in $(seq 100); do [ -s "$work/pid-$name" ] && break; sleep 0.1; done
-}
+trap node_down EXIT
 on_cpu() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ ns += $1 } END { printf "%d", ns }'; }
 for r in $(seq "$rounds"); do
   order=("${names[@]}")
@@ -63,14 +44,14 @@ for r in $(seq "$rounds"); do
     order=()
     for ((i = ${#names[@]} - 1; i >= 0; i--)); do order+=("${names[$i]}"); done
   fi
+  declare -A pid_of=() t0=()
   for name in "${order[@]}"; do
-    start "$name"
+    pane_up "$name" "${cmd[$name]}"
+    pid_of[$name]=$pid
     sleep 0.3
   done
   sleep "${GPUSCOPE_BENCH_WARMUP:-8}"
-  declare -A pid_of=() t0=()
   for name in "${names[@]}"; do
-    pid_of[$name]=$(cat "$work/pid-$name")
     t0[$name]=$(on_cpu "${pid_of[$name]}")
   done
   sleep "$seconds"
@@ -81,6 +62,6 @@ for r in $(seq "$rounds"); do
     line+=" $name CPU $(awk -v d=$((t1 - t0[$name])) 'BEGIN { printf "%.3f", d / 1e9 }') s, peak RSS $rss MiB;"
   done
   echo "$line"
-  stop_panes
+  panes_down
   sleep 1
 done

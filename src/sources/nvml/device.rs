@@ -58,8 +58,11 @@ impl DeviceStatic {
     }
 
     /// Whether `identity` says what `identity()` would, MIG devices aside.
-    pub fn identifies(&self, id: &GpuIdentity) -> bool {
-        id.index == self.index && id.uuid == self.uuid && id.name == self.name && id.pci_bus_id == self.pci_bus_id
+    /// Every field is named, so one added to `GpuIdentity` must be
+    /// compared here too.
+    pub fn identifies(&self, identity: &GpuIdentity) -> bool {
+        let GpuIdentity { index, uuid, name, pci_bus_id, mig_devices: _ } = identity;
+        *index == self.index && *uuid == self.uuid && *name == self.name && *pci_bus_id == self.pci_bus_id
     }
 
     /// A device as `read` makes it of an index with no handle, with these
