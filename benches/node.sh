@@ -79,12 +79,14 @@ bench_uuid() { printf '00000000-5c0b-4e5a-9d1e-%012x' "$1"; }
 
 # `pane_up NAME COMMAND`: COMMAND (one string, quoted for a shell) in a
 # 200x60 tmux pane of its own, with the node's environment; sets $sock to
-# the pane's tmux server and $pid to what runs there. `panes_down` (or
-# `node_down`) ends every pane started.
+# the pane's tmux server (a socket in $work: tmux 3.3 leaves a server's
+# socket behind when it is killed, and node_down removes $work) and $pid
+# to what runs there. `panes_down` (or `node_down`) ends every pane
+# started.
 pane_up() {
   needs tmux
   local name=$1 command=$2
-  sock="gpuscope-bench-$$-$name"
+  sock="$work/tmux-$name"
   panes+=("$sock")
   rm -f "$work/pid-$name"
   cat > "$work/run-$name.sh" <<RUN
@@ -92,14 +94,14 @@ export GPUSCOPE_SIM_SCENARIO=$GPUSCOPE_SIM_SCENARIO XDG_CONFIG_HOME=$work GPUSCO
 echo \$\$ > $work/pid-$name
 exec $command
 RUN
-  tmux -L "$sock" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run-$name.sh"
+  tmux -S "$sock" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run-$name.sh"
   for _ in $(seq 100); do [ -s "$work/pid-$name" ] && break; sleep 0.1; done
   pid=$(cat "$work/pid-$name")
 }
 
 panes_down() {
   local s
-  for s in "${panes[@]}"; do tmux -L "$s" kill-server 2>/dev/null || true; done
+  for s in "${panes[@]}"; do tmux -S "$s" kill-server 2>/dev/null || true; done
   panes=()
 }
 
@@ -134,7 +136,7 @@ GRIND
 }
 
 grind_quit() {
-  tmux -L "$sock" send-keys q
+  tmux -S "$sock" send-keys q
   for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
   ! kill -0 "$pid" 2>/dev/null || { echo "$0: the dashboard did not quit" >&2; exit 1; }
 }

@@ -36,9 +36,9 @@ class Control:
     """One tmux control-mode client; `run` sends a command and returns its
     output lines."""
 
-    def __init__(self, socket_name, session):
+    def __init__(self, socket_path, session):
         self.p = subprocess.Popen(
-            ["tmux", "-L", socket_name, "-C", "attach-session", "-t", session],
+            ["tmux", "-S", socket_path, "-C", "attach-session", "-t", session],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
@@ -126,7 +126,7 @@ def summary(name, xs, echo_ms, frame_ms):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("socket")
+    p.add_argument("socket", help="the tmux server's socket path (tmux -S)")
     p.add_argument("target", help="the tmux session")
     p.add_argument("mode", choices=["echo", "dashboard"])
     p.add_argument("--trials", type=int, default=20)

@@ -44,10 +44,10 @@ fi
 source benches/node.sh
 busy_node_up
 tmp=$(mktemp -d)
-sock="gpuscope-ssh-$$"
+sock="$tmp/tmux"
 sshd_pid= proxy_pid= made_run_sshd=
 cleanup() {
-  tmux -L "$sock" kill-server 2>/dev/null || true
+  tmux -S "$sock" kill-server 2>/dev/null || true
   [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null || true
   [ -n "$sshd_pid" ] && kill "$sshd_pid" 2>/dev/null || true
   [ -n "$sshd_pid" ] && wait "$sshd_pid" 2>/dev/null || true
@@ -127,7 +127,7 @@ proxy_stat() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); prin
 # tmux 3.3 dies on the next new-session with it set.)
 echo 'set -s exit-empty off' > "$tmp/tmux.conf"
 session() { # NAME REMOTE-COMMAND: a 200x50 pane running ssh through the link
-  tmux -L "$sock" -f "$tmp/tmux.conf" new-session -d -s "$1" -x 200 -y 50 "$ssh_cmd $(printf '%q' "$2"); sleep 600"
+  tmux -S "$sock" -f "$tmp/tmux.conf" new-session -d -s "$1" -x 200 -y 50 "$ssh_cmd $(printf '%q' "$2"); sleep 600"
 }
 cap=$([ "$rate_kbit" = 0 ] && echo "no cap" || echo "$rate_kbit kbit/s")
 echo "link: ${delay_ms} ms each way ($((2 * delay_ms)) ms round trip), $cap; loopback sshd $(/usr/sbin/sshd -V 2>&1 | cut -d, -f1)"
@@ -136,14 +136,14 @@ echo "link: ${delay_ms} ms each way ($((2 * delay_ms)) ms round trip), $cap; loo
 session echo 'stty raw -echo; printf READY; exec cat'
 python3 benches/pane_latency.py "$sock" echo echo --trials "$trials" --json "$tmp/echo.json"
 echo_ms=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["echo"]["median_ms"])' "$tmp/echo.json")
-tmux -L "$sock" kill-session -t echo
+tmux -S "$sock" kill-session -t echo
 
 # (b) the dashboard through the same link.
 remote="cd / && exec env GPUSCOPE_SIM_SCENARIO=$GPUSCOPE_SIM_SCENARIO XDG_CONFIG_HOME=$XDG_CONFIG_HOME \
 GPUSCOPE_PROBE_DIR=$GPUSCOPE_PROBE_DIR LANG=C.UTF-8 $bin --nvml-lib $work/libnvidia-ml.so.1 ${GPUSCOPE_BENCH_ARGS:-}"
 session dash "$remote"
 # The queue is watched from when the first screen has been painted.
-for _ in $(seq 300); do tmux -L "$sock" capture-pane -p -t dash | grep -q " Processes " && break; sleep 0.1; done
+for _ in $(seq 300); do tmux -S "$sock" capture-pane -p -t dash | grep -q " Processes " && break; sleep 0.1; done
 sleep 2
 kill -USR1 "$proxy_pid"
 python3 benches/pane_latency.py "$sock" dash dashboard --trials "$trials" --echo-ms "$echo_ms" --frame-ms "$frame_ms" \
@@ -170,5 +170,5 @@ echo "left alone ${bytes_seconds}s: server->client $(((s1 - s0) * 60 / bytes_sec
 if [ "$rate_kbit" != 0 ]; then
   echo "  bottleneck queue: longest wait $(proxy_stat 'round(queue_max_ms["s2c"], 1)') ms, at the end $(proxy_stat 'round(queue_now_ms["s2c"], 1)') ms"
 fi
-tmux -L "$sock" has-session -t dash 2>/dev/null && tmux -L "$sock" capture-pane -p -t dash | grep -q "Processes" ||
+tmux -S "$sock" has-session -t dash 2>/dev/null && tmux -S "$sock" capture-pane -p -t dash | grep -q "Processes" ||
   { echo "ssh_latency.sh: the dashboard is no longer on screen" >&2; exit 1; }

@@ -28,7 +28,7 @@ dashboard_up "$@"
 # the rules' one-minute windows are full (the fragmentation rule reads its
 # window each tick), rather than the first minute.
 sleep "${GPUSCOPE_BENCH_WARMUP:-5}"
-tmux -L "$sock" pipe-pane -o "cat > $work/tty.bytes"
+tmux -S "$sock" pipe-pane -o "cat > $work/tty.bytes"
 # Nanoseconds on a CPU, summed over the threads (schedstat): /proc/PID/stat
 # counts in clock ticks of 10 ms, too coarse for a tenth of a second a minute.
 # A thread that ends in between is lost; the dashboard's threads live as long

@@ -33,9 +33,9 @@ source benches/node.sh
 GPUSCOPE_BENCH_PROCS=${GPUSCOPE_BENCH_PROCS:-512} GPUSCOPE_BENCH_PROBED=${GPUSCOPE_BENCH_PROBED:-128} node_up \
   '{ min = 60, max = 99, period_s = 11, shape = "sine" }' '{ min = 7000, max = 9000, period_s = 30, shape = "ramp" }'
 profiles=$(mktemp -d)
-sock="gpuscope-hot-$$"
+sock="$profiles/tmux"
 server=
-trap 'tmux -L "$sock" kill-server 2>/dev/null || true; [ -z "$server" ] || kill "$server" 2>/dev/null || true; node_down; rm -rf "$profiles"' EXIT
+trap 'tmux -S "$sock" kill-server 2>/dev/null || true; [ -z "$server" ] || kill "$server" 2>/dev/null || true; node_down; rm -rf "$profiles"' EXIT
 grind() {
   local mode=$1
   shift
@@ -60,11 +60,11 @@ bin=$bin work=$work profiles=$profiles
 (grind $mode)
 echo done > $work/$mode.done
 RUN
-  tmux -L "$sock" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run.sh"
+  tmux -S "$sock" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run.sh"
   sleep 12
   callgrind_control --dump >/dev/null 2>&1
   sleep "$seconds"
-  tmux -L "$sock" send-keys q
+  tmux -S "$sock" send-keys q
   for _ in $(seq 300); do [ -e "$work/$mode.done" ] && break; sleep 0.2; done
   [ -e "$work/$mode.done" ] || { echo "hot_text.sh: the dashboard ($mode) did not quit" >&2; exit 1; }
 }

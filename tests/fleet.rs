@@ -11,6 +11,7 @@ mod serve_common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -327,14 +328,14 @@ fn a_bad_hosts_file_names_its_line() {
     assert!(err.contains("hosts, line 3: \"node2:99999\": \"99999\" is not a port"), "{err}");
 }
 
-/// `tmux -L SOCKET ARGS` on a server of this test's own.
-fn tmux(socket: &str, args: &[&str]) -> String {
-    let out = std::process::Command::new("tmux").arg("-L").arg(socket).args(args).output().unwrap();
+/// `tmux -S SOCKET ARGS` on a server of this test's own.
+fn tmux(socket: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("tmux").arg("-S").arg(socket).args(args).output().unwrap();
     assert!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn pane_until(socket: &str, what: &str, ok: impl Fn(&str) -> bool) -> String {
+fn pane_until(socket: &Path, what: &str, ok: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let screen = tmux(socket, &["capture-pane", "-p"]);
@@ -346,11 +347,11 @@ fn pane_until(socket: &str, what: &str, ok: impl Fn(&str) -> bool) -> String {
     }
 }
 
-struct KillServer(String);
+struct KillServer(PathBuf);
 
 impl Drop for KillServer {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("tmux").arg("-L").arg(&self.0).arg("kill-server").output();
+        let _ = std::process::Command::new("tmux").arg("-S").arg(&self.0).arg("kill-server").output();
     }
 }
 
@@ -358,7 +359,10 @@ impl Drop for KillServer {
 fn the_fleet_view_in_a_real_terminal() {
     let nodes = two_nodes();
     let list = format!("{},{}", nodes[0].addr(), nodes[1].addr());
-    let socket = format!("gpuscope-fleet-test-{}", std::process::id());
+    // The socket in a directory of the test's own (tmux 3.3 leaves a killed
+    // server's socket behind); the server is killed before it goes.
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("tmux");
     let _server = KillServer(socket.clone());
     tmux(&socket, &["-f", "/dev/null", "new-session", "-d", "-x", "100", "-y", "30", "bash", "--norc", "--noprofile"]);
     let bin = assert_cmd::cargo::cargo_bin("gpuscope");

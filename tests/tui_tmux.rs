@@ -12,9 +12,12 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 /// A tmux server for this test alone, killed when the test ends, however
-/// it ends.
+/// it ends. Its socket is in a temporary directory of the test's own:
+/// tmux 3.3 leaves a killed server's socket behind, and the directory goes
+/// with it.
 struct Tmux {
-    socket: String,
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl Tmux {
@@ -25,17 +28,15 @@ impl Tmux {
             "tmux is needed for this test and was not found; .ci/run installs it (apt-get install tmux)"
         );
         // One server per test: tests run in parallel, and each kills its own.
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let socket = format!("gpuscope-test-{}-{n}", std::process::id());
-        let tmux = Self { socket };
+        let dir = tempfile::tempdir().unwrap();
+        let tmux = Self { socket: dir.path().join("tmux"), _dir: dir };
         let (w, h) = (width.to_string(), height.to_string());
         tmux.run(&["-f", "/dev/null", "new-session", "-d", "-x", &w, "-y", &h, "bash", "--norc", "--noprofile"]);
         tmux
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        let out = Command::new("tmux").arg("-L").arg(&self.socket).args(args).output().unwrap();
+        let out = Command::new("tmux").arg("-S").arg(&self.socket).args(args).output().unwrap();
         assert!(out.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         out
     }
@@ -72,7 +73,7 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux").arg("-L").arg(&self.socket).arg("kill-server").output();
+        let _ = Command::new("tmux").arg("-S").arg(&self.socket).arg("kill-server").output();
     }
 }
 
