@@ -15,6 +15,17 @@
 # runs in gpuscope's place on a node of its own, as in tui_cpu.sh: two
 # copies of this script started together compare the two over the same
 # minutes (say, 11 minutes at 8 x 512 against nvtop).
+# GPUSCOPE_BENCH_SPEEDUP=N (at most 100; needs a C compiler) runs
+# gpuscope's wall clock N times as fast as the real one (fast_clock.c),
+# and its interval at 1 s / N: every snapshot is a second after the one
+# before on that clock, and what keeps time by it (the history, the rules,
+# the charts) lives through N seconds each second, so that
+# `GPUSCOPE_BENCH_SPEEDUP=100 rss_soak.sh 86400 1800` is a day at 1 s in
+# 14.4 minutes. SECONDS and SAMPLE are then on that clock. What stays
+# real: the monotonic clock and the waits on it, the kernel's pages, the
+# allocator, the node's processes (GPUSCOPE_BENCH_CHURN's turnover is per
+# real second), and the times gpuscope keeps on the monotonic clock (when
+# to look at a process again).
 # Run: bash benches/rss_soak.sh [SECONDS] [SAMPLE] [-- PEER COMMAND...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,16 +34,33 @@ every=${2:-60}
 shift $(($# < 2 ? $# : 2))
 [ "${1:-}" = "--" ] && shift
 source benches/node.sh
+speedup=${GPUSCOPE_BENCH_SPEEDUP:-1}
+if [ "$speedup" -ne 1 ]; then
+  [ $# -eq 0 ] || { echo "$0: GPUSCOPE_BENCH_SPEEDUP speeds up gpuscope only" >&2; exit 1; }
+  [ "$speedup" -ge 1 ] && [ "$speedup" -le 100 ] || { echo "$0: GPUSCOPE_BENCH_SPEEDUP must be 1 to 100 (the interval's floor is 10 ms)" >&2; exit 1; }
+  needs cc
+fi
 busy_node_up
 trap node_down EXIT
+if [ "$speedup" -ne 1 ]; then
+  cc -O2 -shared -fPIC -o "$work/fast_clock.so" benches/fast_clock.c -ldl
+  bin="env LD_PRELOAD=$work/fast_clock.so GPUSCOPE_FAST_CLOCK=$speedup $bin"
+  GPUSCOPE_BENCH_ARGS="--interval $((1000 / speedup))ms ${GPUSCOPE_BENCH_ARGS:-}"
+fi
 dashboard_up "$@"
+# The pane's shell hands over to the monitor (through env): sample that.
+for _ in $(seq 50); do
+  case $(cat "/proc/$pid/comm" 2>/dev/null) in bash | env) sleep 0.1 ;; *) break ;; esac
+done
 kib() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$pid/status"; }
-echo "${1:-gpuscope ${GPUSCOPE_BENCH_ARGS:-(1 s interval)}} for ${seconds}s, RSS every ${every}s"
+clock=
+[ "$speedup" -eq 1 ] || clock=" on a clock ${speedup} times as fast (a tick a second on it)"
+echo "${1:-gpuscope ${GPUSCOPE_BENCH_ARGS:-(1 s interval)}} for ${seconds}s, RSS every ${every}s$clock"
 samples=()
-start=$(date +%s)
+start=$(date +%s%N)
 while :; do
   [ -d "/proc/$pid" ] || { echo "rss_soak.sh: ${1:-gpuscope} exited" >&2; exit 1; }
-  t=$(($(date +%s) - start))
+  t=$((($(date +%s%N) - start) * speedup / 1000000000))
   # One read of status a sample, so that the figures are of one moment.
   line=$(awk -v t="$t" '{ v[$1] = $2 } END { r = v["VmRSS:"]; p = v["VmHWM:"]
     printf "%d %6ds  RSS %6.1f MiB (%d KiB: heap and stacks %d, mapped files %d)  peak %6.1f MiB (%d KiB)\n",
@@ -40,7 +68,7 @@ while :; do
   samples+=("${line%% *}")
   echo "${line#* }"
   [ "$t" -ge "$seconds" ] && break
-  sleep "$every"
+  sleep "$(awk -v e="$every" -v n="$speedup" 'BEGIN { print e / n }')"
 done
 n=${#samples[@]}
 third=${samples[$((n / 3))]}
