@@ -35,9 +35,11 @@ shift $(($# < 2 ? $# : 2))
 [ "${1:-}" = "--" ] && shift
 source benches/node.sh
 speedup=${GPUSCOPE_BENCH_SPEEDUP:-1}
+[[ "$speedup" =~ ^[0-9]+$ ]] && [ "$((10#$speedup))" -ge 1 ] && [ "$((10#$speedup))" -le 100 ] ||
+  { echo "$0: GPUSCOPE_BENCH_SPEEDUP must be a whole number from 1 to 100 (the interval's floor is 10 ms), not \"$speedup\"" >&2; exit 1; }
+speedup=$((10#$speedup))
 if [ "$speedup" -ne 1 ]; then
   [ $# -eq 0 ] || { echo "$0: GPUSCOPE_BENCH_SPEEDUP speeds up gpuscope only" >&2; exit 1; }
-  [ "$speedup" -ge 1 ] && [ "$speedup" -le 100 ] || { echo "$0: GPUSCOPE_BENCH_SPEEDUP must be 1 to 100 (the interval's floor is 10 ms)" >&2; exit 1; }
   needs cc
 fi
 busy_node_up
