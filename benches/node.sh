@@ -30,7 +30,12 @@ node_up() {
   # where gpuscope reads.
   export GPUSCOPE_SIM_SCENARIO="$work/scenario.toml" XDG_CONFIG_HOME="$work" GPUSCOPE_PROBE_DIR="$work/probes"
   # A day: long enough for the 24-hour memory run; node_down ends them.
-  for _ in $(seq "$procs"); do sleep 86400 & pids+=($!); done
+  # Disowned: the shell would report each one churn.py ends ("Killed").
+  for _ in $(seq "$procs"); do
+    sleep 86400 &
+    pids+=($!)
+    disown $!
+  done
   cp "$sim" "$work/libnvidia-ml.so.1"
   local util=${1:-90} used=${2:-8000}
   # The H100 SXM board an 8-GPU node carries has no fan of its own: on the
