@@ -86,8 +86,9 @@ bench_uuid() { printf '00000000-5c0b-4e5a-9d1e-%012x' "$1"; }
 # 200x60 tmux pane of its own, with the node's environment; sets $sock to
 # the pane's tmux server (a socket in $work: tmux 3.3 leaves a server's
 # socket behind when it is killed, and node_down removes $work) and $pid
-# to what runs there. `panes_down` (or `node_down`) ends every pane
-# started.
+# to what runs there, once the pane's shell has handed over to it (a
+# sample of $pid before that would be the shell's). `panes_down` (or
+# `node_down`) ends every pane started.
 pane_up() {
   needs tmux
   local name=$1 command=$2
@@ -102,6 +103,10 @@ RUN
   tmux -S "$sock" -f /dev/null new-session -d -x 200 -y 60 "bash $work/run-$name.sh"
   for _ in $(seq 100); do [ -s "$work/pid-$name" ] && break; sleep 0.1; done
   pid=$(cat "$work/pid-$name")
+  # The shell execs COMMAND, through env for a peer or a sped-up clock.
+  for _ in $(seq 50); do
+    case $(cat "/proc/$pid/comm" 2>/dev/null) in bash | env) sleep 0.1 ;; *) break ;; esac
+  done
 }
 
 panes_down() {

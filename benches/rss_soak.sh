@@ -50,10 +50,6 @@ if [ "$speedup" -ne 1 ]; then
   GPUSCOPE_BENCH_ARGS="--interval $((1000 / speedup))ms ${GPUSCOPE_BENCH_ARGS:-}"
 fi
 dashboard_up "$@"
-# The pane's shell hands over to the monitor (through env): sample that.
-for _ in $(seq 50); do
-  case $(cat "/proc/$pid/comm" 2>/dev/null) in bash | env) sleep 0.1 ;; *) break ;; esac
-done
 kib() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$pid/status"; }
 clock=
 [ "$speedup" -eq 1 ] || clock=" on a clock ${speedup} times as fast (a tick a second on it)"
