@@ -5,10 +5,15 @@
 # (VmHWM) read every SAMPLE seconds for SECONDS, the resident memory split
 # into what is the program's own (RssAnon: heap, stacks) and the pages of
 # mapped files (RssFile: its code and the libraries', mapped as it first
-# runs). The history keeps bounded rings whatever the interval, so after
-# the first window fills (ten minutes by default) the figure must stop
-# rising: the summary compares the last sample with the one at a third of
-# the run.
+# runs). The peak printed is the larger of VmHWM and every VmRSS sampled:
+# VmHWM is the larger of the resident size now and a mark the kernel
+# records only as memory is unmapped, from its per-CPU counters' running
+# totals, where VmRSS is their exact sum (Linux 6.18). So VmHWM alone can
+# read below a resident size seen before it: 160 KiB under the first
+# sample of a 10 ms run (2026-11-30). The history keeps bounded rings
+# whatever the interval, so after the first window fills (ten minutes by
+# default) the figure must stop rising: the summary compares the last
+# sample with the one at a third of the run.
 # GPUSCOPE_BENCH_ARGS sets the interval (say "--interval 10ms": 100 ticks a
 # second, an hour of which is 4x the ticks of a day at 1 s); node.sh's
 # GPUSCOPE_BENCH_PROCS / _PROBED size the node. After `--`, another monitor
@@ -55,15 +60,19 @@ clock=
 [ "$speedup" -eq 1 ] || clock=" on a clock ${speedup} times as fast (a tick a second on it)"
 echo "${1:-gpuscope ${GPUSCOPE_BENCH_ARGS:-(1 s interval)}} for ${seconds}s, RSS every ${every}s$clock"
 samples=()
+most=0
 start=$(date +%s%N)
 while :; do
   [ -d "/proc/$pid" ] || { echo "rss_soak.sh: ${1:-gpuscope} exited" >&2; exit 1; }
   t=$((($(date +%s%N) - start) * speedup / 1000000000))
   # One read of status a sample, so that the figures are of one moment.
-  line=$(awk -v t="$t" '{ v[$1] = $2 } END { r = v["VmRSS:"]; p = v["VmHWM:"]
-    printf "%d %6ds  RSS %6.1f MiB (%d KiB: heap and stacks %d, mapped files %d)  peak %6.1f MiB (%d KiB)\n",
-      r, t, r / 1024, r, v["RssAnon:"], v["RssFile:"], p / 1024, p }' "/proc/$pid/status")
+  line=$(awk -v t="$t" -v m="$most" '{ v[$1] = $2 } END { r = v["VmRSS:"]; p = v["VmHWM:"]
+    if (m > p) p = m; if (r > p) p = r
+    printf "%d %d %6ds  RSS %6.1f MiB (%d KiB: heap and stacks %d, mapped files %d)  peak %6.1f MiB (%d KiB)\n",
+      r, p, t, r / 1024, r, v["RssAnon:"], v["RssFile:"], p / 1024, p }' "/proc/$pid/status")
   samples+=("${line%% *}")
+  line=${line#* }
+  most=${line%% *}
   echo "${line#* }"
   [ "$t" -ge "$seconds" ] && break
   sleep "$(awk -v e="$every" -v n="$speedup" 'BEGIN { print e / n }')"
@@ -71,5 +80,5 @@ done
 n=${#samples[@]}
 third=${samples[$((n / 3))]}
 last=${samples[$((n - 1))]}
-awk -v a="$third" -v b="$last" -v p="$(kib VmHWM)" 'BEGIN {
+awk -v a="$third" -v b="$last" -v p="$(kib VmHWM)" -v m="$most" 'BEGIN { if (m > p) p = m
   printf "RSS at a third of the run %.1f MiB, at the end %.1f MiB (change %+d KiB); peak %.1f MiB\n", a / 1024, b / 1024, b - a, p / 1024 }'
