@@ -55,7 +55,6 @@ if [ "$speedup" -ne 1 ]; then
   GPUSCOPE_BENCH_ARGS="--interval $((1000 / speedup))ms ${GPUSCOPE_BENCH_ARGS:-}"
 fi
 dashboard_up "$@"
-kib() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$pid/status"; }
 clock=
 [ "$speedup" -eq 1 ] || clock=" on a clock ${speedup} times as fast (a tick a second on it)"
 echo "${1:-gpuscope ${GPUSCOPE_BENCH_ARGS:-(1 s interval)}} for ${seconds}s, RSS every ${every}s$clock"
@@ -80,5 +79,6 @@ done
 n=${#samples[@]}
 third=${samples[$((n / 3))]}
 last=${samples[$((n - 1))]}
-awk -v a="$third" -v b="$last" -v p="$(kib VmHWM)" -v m="$most" 'BEGIN { if (m > p) p = m
+# $most holds the largest of every VmHWM and VmRSS read.
+awk -v a="$third" -v b="$last" -v p="$most" 'BEGIN {
   printf "RSS at a third of the run %.1f MiB, at the end %.1f MiB (change %+d KiB); peak %.1f MiB\n", a / 1024, b / 1024, b - a, p / 1024 }'
