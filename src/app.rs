@@ -238,7 +238,7 @@ fn attach(pid: u32, script_only: bool) -> Result<u8, AppError> {
     use crate::attach;
     let target = attach::inspect(std::path::Path::new("/proc"), pid)?;
     if script_only {
-        let script = attach::prepare(&target)?;
+        let script = attach::prepare(&target)?.keep();
         return print(&format!("{}\n", script.display()));
     }
     attach::start(target.pid)?;
