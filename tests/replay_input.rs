@@ -237,3 +237,73 @@ fn a_record_that_collects_nothing_leaves_nothing() {
     assert_eq!(out.status.code(), Some(2));
     assert!(path.exists(), "not ours to remove");
 }
+
+/// Issue 55: a FIFO planted where `record --append` (or `--force`) is to
+/// write made it wait in `open()` for a reader forever, silent, before any
+/// `--timeout`. Refused at once, like the link and the device.
+#[test]
+fn record_refuses_a_planted_fifo_at_once() {
+    let sim = Sim::new(SCENARIO);
+    let fifo = sim.dir.path().join("planted.ndjson");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string; mkfifo only creates a file.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
+    // As another user would plant it in a shared directory.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        std::os::unix::fs::chown(&fifo, Some(65534), Some(65534)).unwrap();
+    }
+    for flags in [&["--append"][..], &["--force"][..]] {
+        // Were open() to block, this child would never end: the test's own
+        // deadline ends it and fails.
+        let mut child = sim
+            .gpuscope()
+            .arg("record")
+            .arg(&fifo)
+            .args(["--interval", "100ms", "--duration", "600ms"])
+            .args(flags)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{flags:?}: record still waits on the FIFO after 60 s");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert_eq!(status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains("FIFO") || stderr.contains("not a regular file"), "{flags:?}: {stderr}");
+        use std::os::unix::fs::FileTypeExt;
+        assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "left as it was");
+    }
+}
+
+/// `--append` and `--force` never write to another user's file, even one
+/// this user may write to (root's `record --force /tmp/x` on a file some
+/// user left there).
+#[test]
+fn record_never_continues_or_replaces_another_user_s_file() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("needs root to give a file to another user, which CI has; this run is not root");
+        return;
+    }
+    let sim = Sim::new(SCENARIO);
+    let path = recorded(&sim, "theirs.ndjson");
+    std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    for flags in [&["--append"][..], &["--force"][..]] {
+        let out = record(&sim, &path, flags);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains("belongs to uid 65534"), "{flags:?}: {stderr}");
+        assert_eq!(std::fs::read(&path).unwrap(), before, "{flags:?}: untouched");
+    }
+}

@@ -96,17 +96,18 @@ pub fn next_line(reader: &mut (impl BufRead + ?Sized), line: &mut Line, cap: usi
     }
 }
 
-/// The input as a line reader, decompressed when it is zstd, and whether
-/// it is a plain regular file (which can be indexed and seeked in place).
+/// The input as a line reader, decompressed when it is zstd.
 pub struct Input {
     pub reader: Box<dyn BufRead + Send>,
     pub zstd: bool,
-    pub regular: bool,
 }
 
 pub fn open(path: &Path) -> io::Result<Input> {
-    let mut file = File::open(path)?;
-    let regular = file.metadata()?.file_type().is_file();
+    from_file(File::open(path)?)
+}
+
+/// [`open`] for a file already open, read from where it stands.
+pub fn from_file(mut file: File) -> io::Result<Input> {
     let head = read_head(&mut file)?;
     let zstd = head == ZSTD_MAGIC;
     // The bytes looked at go back in front of the rest: a pipe cannot rewind.
@@ -115,7 +116,7 @@ pub fn open(path: &Path) -> io::Result<Input> {
         true => Box::new(BufReader::new(Tolerant(zstd::Decoder::new(joined)?))),
         false => Box::new(BufReader::with_capacity(1 << 16, joined)),
     };
-    Ok(Input { reader, zstd, regular })
+    Ok(Input { reader, zstd })
 }
 
 /// Up to the magic's length of leading bytes; a pipe may hand them over a

@@ -48,6 +48,8 @@ pub enum OpenError {
     Exists { path: PathBuf },
     #[error("cannot append to {path}: {why}")]
     Append { path: PathBuf, why: String },
+    #[error("cannot replace {path}: {why}")]
+    Replace { path: PathBuf, why: String },
     #[error("cannot write the recording {path}: {source}")]
     Write { path: PathBuf, source: io::Error },
 }
@@ -92,14 +94,21 @@ fn classify(line: &Line, first: bool) -> Kind {
 
 impl Recording {
     pub fn open(path: &Path) -> Result<Self, OpenError> {
+        let file = File::open(path).map_err(|source| OpenError::Io { path: path.to_path_buf(), source })?;
+        Self::from_file(path, file)
+    }
+
+    /// [`Recording::open`] for a file already open (at `path`, which only
+    /// names it in messages), read from its start.
+    pub fn from_file(path: &Path, file: File) -> Result<Self, OpenError> {
         let io_err = |source| OpenError::Io { path: path.to_path_buf(), source };
-        let mut input = lines::open(path).map_err(io_err)?;
-        if !input.regular {
+        if !file.metadata().map_err(io_err)?.file_type().is_file() {
             return Err(OpenError::NotSeekable { path: path.to_path_buf() });
         }
+        let mut input = lines::from_file(rewound(&file).map_err(io_err)?).map_err(io_err)?;
         let (data, too_long) = match input.zstd {
             true => spool(&mut input.reader).map_err(io_err)?,
-            false => (File::open(path).map_err(io_err)?, 0),
+            false => (rewound(&file).map_err(io_err)?, 0),
         };
         let mut rec =
             Self { path: path.to_path_buf(), header: None, entries: Vec::new(), skipped: Skipped::default(), data };
@@ -261,4 +270,13 @@ pub fn warn_if_newer(path: &Path, header: &Header) {
 fn trim(line: &[u8]) -> &[u8] {
     let end = line.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(0, |p| p + 1);
     &line[..end]
+}
+
+/// Another handle on the same open file, at its start. Handles made by
+/// `try_clone` share one offset, so each reader rewinds before it starts.
+pub fn rewound(file: &File) -> io::Result<File> {
+    use std::io::Seek;
+    let mut f = file.try_clone()?;
+    f.seek(io::SeekFrom::Start(0))?;
+    Ok(f)
 }

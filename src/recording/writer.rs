@@ -8,6 +8,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use super::lines;
+use super::reader::rewound;
 use super::{FORMAT, Header, OpenError, Recording, is_zstd};
 use crate::model::{SCHEMA_VERSION, Snapshot};
 
@@ -61,12 +62,9 @@ impl Target {
                 }
                 Err(e) => return Err(write_err(e)),
             },
-            (Existing::Replace, true) => (
-                replace_no_follow(path).map_err(write_err)?,
-                is_zstd(path),
-                false,
-                Some(format!("replacing {}", path.display())),
-            ),
+            (Existing::Replace, true) => {
+                (replace_no_follow(path)?, is_zstd(path), false, Some(format!("replacing {}", path.display())))
+            }
             (Existing::Append, true) => {
                 let (file, zstd, snapshots) = open_for_append(path)?;
                 let note = format!("appending to {} ({snapshots} snapshots in it)", path.display());
@@ -91,23 +89,51 @@ impl Target {
     }
 }
 
-/// `--force`: truncates the file at `path` itself, never what a link
-/// planted there points to (a root cron job's `record --force /tmp/x`
-/// would otherwise wipe any file of the system).
-fn replace_no_follow(path: &Path) -> io::Result<File> {
-    OpenOptions::new().write(true).truncate(true).create(true).custom_flags(libc::O_NOFOLLOW).open(path).map_err(|e| {
+/// `--force` and `--append` open what is there once, and only as a
+/// regular file of this user's: never through a link planted at the path
+/// (a root cron job's `record --force /tmp/x` would otherwise wipe any file
+/// of the system), never another user's file, and never blocking: opening
+/// a FIFO another user planted in a shared directory would wait for a
+/// reader forever, before any `--timeout` runs. Nothing is truncated until
+/// the checks pass.
+fn open_ours(path: &Path, options: &mut OpenOptions) -> Result<File, String> {
+    use std::os::unix::fs::MetadataExt;
+    let file = options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC).open(path).map_err(|e| {
         match e.raw_os_error() {
-            Some(libc::ELOOP) => io::Error::other("it is a symbolic link, and gpuscope does not write through links"),
-            _ => e,
+            Some(libc::ELOOP) => "it is a symbolic link, and gpuscope does not write through links".to_string(),
+            // O_WRONLY | O_NONBLOCK on a FIFO with no reader.
+            Some(libc::ENXIO) => "it is a FIFO, not a regular file".to_string(),
+            _ => e.to_string(),
         }
-    })
+    })?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.file_type().is_file() {
+        return Err("it is not a regular file (a FIFO, a device or a socket)".into());
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(format!("it belongs to uid {}, not to this user (uid {me})", meta.uid()));
+    }
+    Ok(file)
+}
+
+/// `--force`: the file at `path` itself, emptied once it proves ours.
+fn replace_no_follow(path: &Path) -> Result<File, OpenError> {
+    let refuse = |why: String| OpenError::Replace { path: path.to_path_buf(), why };
+    let file = open_ours(path, OpenOptions::new().write(true).create(true)).map_err(refuse)?;
+    file.set_len(0).map_err(|source| OpenError::Write { path: path.to_path_buf(), source })?;
+    Ok(file)
 }
 
 /// The existing file must be a whole recording of this schema, in the
-/// format it will be continued in.
+/// format it will be continued in. Everything is read through the one
+/// handle opened here, so the file checked is the file continued.
 fn open_for_append(path: &Path) -> Result<(File, bool, usize), OpenError> {
     let refuse = |why: String| OpenError::Append { path: path.to_path_buf(), why };
-    let rec = Recording::open(path)?;
+    let io_err = |source| OpenError::Io { path: path.to_path_buf(), source };
+    let mut file = open_ours(path, OpenOptions::new().read(true).append(true)).map_err(refuse)?;
+    let rec = Recording::from_file(path, rewound(&file).map_err(io_err)?)?;
     match &rec.header {
         None => return Err(refuse("it has no recording header (a bare --json --watch stream?)".into())),
         Some(h) if h.format != FORMAT || h.schema_version != SCHEMA_VERSION => {
@@ -118,28 +144,22 @@ fn open_for_append(path: &Path) -> Result<(File, bool, usize), OpenError> {
         }
         Some(_) => {}
     }
-    let zstd = lines::open(path).map_err(|source| OpenError::Io { path: path.to_path_buf(), source })?.zstd;
-    if zstd && !zstd_is_whole(path) {
+    let zstd = lines::from_file(rewound(&file).map_err(io_err)?).map_err(io_err)?.zstd;
+    if zstd && !zstd_is_whole(&file) {
         return Err(refuse(
             "its last zstd frame is unfinished (its writer was killed); lines appended after it could not be \
              read back"
                 .into(),
         ));
     }
-    let mut file = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|source| OpenError::Write { path: path.to_path_buf(), source })?;
     if !zstd {
         end_with_newline(&mut file).map_err(|source| OpenError::Write { path: path.to_path_buf(), source })?;
     }
     Ok((file, zstd, rec.len()))
 }
 
-fn zstd_is_whole(path: &Path) -> bool {
-    File::open(path).and_then(zstd::Decoder::new).and_then(|mut d| io::copy(&mut d, &mut io::sink())).is_ok()
+fn zstd_is_whole(file: &File) -> bool {
+    rewound(file).and_then(zstd::Decoder::new).and_then(|mut d| io::copy(&mut d, &mut io::sink())).is_ok()
 }
 
 /// A torn last line stays a line of its own: the next one starts fresh.

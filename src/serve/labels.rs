@@ -2,7 +2,7 @@
 //! value is a new series in every Prometheus that scrapes us.
 
 use crate::model::Process;
-use crate::sources::{SHOWN_FOR_INVISIBLE, is_invisible};
+use crate::sources::{NAME_MAX_CHARS, bounded};
 
 /// Command lines longer than this are cut: enough to tell `train.py` from
 /// `serve.py`, too little for a long argument list to bloat every series.
@@ -14,20 +14,13 @@ pub const COMMAND_MAX_CHARS: usize = 60;
 /// bidirectional override).
 pub fn command(p: &Process) -> String {
     let raw = p.command.as_deref().or(p.name.as_deref()).unwrap_or("");
-    let mut out = String::with_capacity(raw.len().min(COMMAND_MAX_CHARS * 4));
-    let mut chars = 0;
-    for word in raw.split(|c: char| c.is_whitespace() || c.is_control()).filter(|w| !w.is_empty()) {
-        for c in (chars > 0).then_some(' ').into_iter().chain(word.chars()) {
-            if chars == COMMAND_MAX_CHARS {
-                out.pop();
-                out.push('…');
-                return out;
-            }
-            out.push(if is_invisible(c) { SHOWN_FOR_INVISIBLE } else { c });
-            chars += 1;
-        }
-    }
-    out
+    bounded(raw, COMMAND_MAX_CHARS).into_owned()
+}
+
+/// Any other text from a process, as a label value: see
+/// [`crate::sources::bounded`].
+pub fn value(raw: &str) -> std::borrow::Cow<'_, str> {
+    bounded(raw, NAME_MAX_CHARS)
 }
 
 #[cfg(test)]

@@ -20,7 +20,9 @@ use std::sync::Arc;
 
 use crate::model::{Driver, Gpu, Host, MigDevice, PidNamespace, ProcessGpu, SourceStatus, Timestamp, Workload};
 
-pub use sanitize::{SHOWN_FOR_INVISIBLE, is_invisible, sanitize_command, sanitize_shared, visible};
+pub use sanitize::{
+    NAME_MAX_CHARS, SHOWN_FOR_INVISIBLE, bounded, is_invisible, sanitize_command, sanitize_shared, visible,
+};
 
 /// One GPU process as the driver sees it.
 #[derive(Debug, Clone, PartialEq)]

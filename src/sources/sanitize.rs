@@ -69,6 +69,51 @@ pub fn visible(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(shown.collect())
 }
 
+/// The most characters kept of a name a process gives (its job key, its
+/// user's name, as label values): a torchrun run id or
+/// `MASTER_ADDR:MASTER_PORT` fits with room to spare, and a Prometheus's
+/// `label_value_length_limit` is rarely set lower.
+pub const NAME_MAX_CHARS: usize = 128;
+
+/// A text from a process made fit for a label or a one-line cell: each
+/// run of whitespace and control characters one space (none at the ends),
+/// invisible characters as U+FFFD, and at most `max_chars` characters, the
+/// last an ellipsis where the text was cut. Every Prometheus label value a
+/// process supplies goes through here: each distinct value is a new series,
+/// and a Prometheus with `label_value_length_limit` rejects the whole
+/// scrape over one long value. Borrowed when the text is already tame.
+pub fn bounded(raw: &str, max_chars: usize) -> std::borrow::Cow<'_, str> {
+    let mut chars = 0;
+    let mut tame = true;
+    let mut after_space = true;
+    for c in raw.chars() {
+        let space = c.is_whitespace() || c.is_control();
+        chars += 1;
+        if chars > max_chars || is_invisible(c) || (space && (c != ' ' || after_space)) {
+            tame = false;
+            break;
+        }
+        after_space = space;
+    }
+    if tame && !after_space || raw.is_empty() {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let mut out = String::with_capacity(raw.len().min(max_chars * 4));
+    let mut chars = 0;
+    for word in raw.split(|c: char| c.is_whitespace() || c.is_control()).filter(|w| !w.is_empty()) {
+        for c in (chars > 0).then_some(' ').into_iter().chain(word.chars()) {
+            if chars == max_chars {
+                out.pop();
+                out.push('…');
+                return std::borrow::Cow::Owned(out);
+            }
+            out.push(if is_invisible(c) { SHOWN_FOR_INVISIBLE } else { c });
+            chars += 1;
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +144,34 @@ mod tests {
         assert_eq!(visible("evil\u{202E}txt.exe"), "evil\u{FFFD}txt.exe");
         assert_eq!(visible("zero\u{200B}width\u{FEFF}"), "zero\u{FFFD}width\u{FFFD}");
         assert_eq!(visible("tab\there"), "tab here");
+    }
+}
+
+#[cfg(test)]
+mod bounded_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn tame_text_is_borrowed_and_the_rest_cut_and_shown() {
+        assert!(matches!(bounded("10.1.2.3:29500", 8 + 8), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(bounded("a  b\t\nc ", 10), "a b c");
+        assert_eq!(bounded(" x", 10), "x");
+        assert_eq!(bounded("job\u{202E}cba", 10), "job\u{FFFD}cba");
+        assert_eq!(bounded("abcdef", 4), "abc…");
+        assert_eq!(bounded("abcd", 4), "abcd");
+        assert_eq!(bounded("", 4), "");
+        assert_eq!(bounded("  ", 4), "");
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_comes_out_short_visible_and_on_one_line(raw in any::<String>(), max in 1usize..200) {
+            let out = bounded(&raw, max);
+            prop_assert!(out.chars().count() <= max);
+            prop_assert!(!out.chars().any(|c| c.is_control() || is_invisible(c) || (c.is_whitespace() && c != ' ')));
+            prop_assert!(!out.starts_with(' ') && !out.ends_with(' ') && !out.contains("  "));
+            prop_assert_eq!(bounded(&out, max), out.clone(), "bounding is idempotent");
+        }
     }
 }

@@ -184,11 +184,11 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot) {
         .map(|p| Who {
             process: p,
             pid: p.pid.to_string(),
-            user: crate::sources::visible(p.user.as_deref().unwrap_or("")),
+            user: labels::value(p.user.as_deref().unwrap_or("")),
             command: labels::command(p),
             slurm_job: p.workload.as_ref().and_then(|w| w.slurm_job).map(|j| j.to_string()).unwrap_or_default(),
             rank: p.allocator.as_ref().and_then(|a| a.rank).map(|r| r.to_string()).unwrap_or_default(),
-            job_id: p.allocator.as_ref().and_then(|a| a.job.as_deref()).unwrap_or_default().to_string(),
+            job_id: labels::value(p.allocator.as_ref().and_then(|a| a.job.as_deref()).unwrap_or_default()).into_owned(),
             world_size: p.allocator.as_ref().and_then(|a| a.world_size).map(|n| n.to_string()).unwrap_or_default(),
         })
         .collect();

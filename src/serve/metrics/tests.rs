@@ -441,3 +441,33 @@ fn mig_devices_have_series_with_dcgm_exporter_s_labels() {
     let plain = l.iter().find(|l| l.starts_with("gpuscope_process_gpu_memory_bytes{gpu=\"0\",pid=\"4242\"")).unwrap();
     assert!(!plain.contains("GPU_I_ID"), "{plain}");
 }
+
+/// Issue 55: a probe file's job key of 60,000 characters, and a user name
+/// with a bidirectional override, must neither bloat `/metrics` nor reach
+/// a label raw. Every label value a process supplies is bounded.
+#[test]
+fn label_values_from_a_process_are_bounded_and_visible() {
+    let tame = encode(Format::Text, &snapshot(), 7);
+    let mut snap = snapshot();
+    let hostile = format!("{}\u{202E}{}", "j".repeat(30_000), "k".repeat(30_000));
+    for p in &mut snap.processes {
+        p.user = Some(format!("root\u{202E}{}", "u".repeat(10_000)).into());
+        p.command = Some(format!("python3 {}\u{202E}", "a".repeat(10_000)).into());
+        if let Some(a) = &mut p.allocator {
+            a.job = Some(hostile.as_str().into());
+        }
+    }
+    let body = encode(Format::Text, &snap, 7);
+    assert!(!body.contains('\u{202E}'), "no bidirectional override reaches a label");
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        let labels = line.split_once('{').map_or("", |(_, rest)| rest.rsplit_once('}').map_or("", |(l, _)| l));
+        for value in labels.split("\",").filter_map(|kv| kv.split_once("=\"").map(|(_, v)| v.trim_end_matches('"'))) {
+            assert!(value.chars().count() <= crate::sources::NAME_MAX_CHARS, "{} chars in {line:.200}", value.len());
+        }
+    }
+    // The same series as before, each a few hundred bytes longer at most.
+    let series = |b: &str| b.lines().filter(|l| !l.starts_with('#')).count();
+    assert_eq!(series(&body), series(&tame));
+    assert!(body.len() < tame.len() + series(&tame) * 3 * 4 * crate::sources::NAME_MAX_CHARS, "{} bytes", body.len());
+    promtool_accepts(&body);
+}

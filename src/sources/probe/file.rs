@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer};
 
 use crate::model::OomPostMortem;
-use crate::sources::{sanitize_command, sanitize_shared};
+use crate::sources::{NAME_MAX_CHARS, bounded, sanitize_command, sanitize_shared};
 
 pub const PROBE_FORMAT: &str = "gpuscope-probe";
 /// Real files are a few KiB; anything near this is not a probe's.
@@ -160,6 +160,14 @@ impl ProbeFile {
             &mut f.pid_ns,
         ] {
             *s = s.take().map(sanitize_shared);
+        }
+        // A job key is a torchrun run id or MASTER_ADDR:MASTER_PORT; one
+        // long enough to bloat every output and series that names the job
+        // is cut, as the exporter cuts every label value a process supplies.
+        if let Some(job) = &f.job
+            && let std::borrow::Cow::Owned(cut) = bounded(job, NAME_MAX_CHARS)
+        {
+            f.job = Some(cut.into());
         }
         if let Some(env) = &mut f.alloc_conf_env {
             for s in [&mut env.pytorch_alloc_conf, &mut env.pytorch_cuda_alloc_conf] {
@@ -407,6 +415,17 @@ mod tests {
             self.data = &self.data[n..];
             Ok(n)
         }
+    }
+
+    #[test]
+    fn a_job_key_long_enough_to_bloat_every_output_is_cut() {
+        let mut v: serde_json::Value = serde_json::from_str(&sample_json(42, 7)).unwrap();
+        v["job"] = format!("{}\u{202E}", "j".repeat(60_000)).into();
+        let job = ProbeFile::parse(&v.to_string(), 42, 7).unwrap().job.unwrap();
+        assert_eq!(job.chars().count(), NAME_MAX_CHARS);
+        assert!(job.ends_with('…') && !job.contains('\u{202E}'));
+        v["job"] = "10.1.2.3:29500".into();
+        assert_eq!(ProbeFile::parse(&v.to_string(), 42, 7).unwrap().job.as_deref(), Some("10.1.2.3:29500"));
     }
 
     #[test]
