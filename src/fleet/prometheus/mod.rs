@@ -16,7 +16,7 @@ use tokio::time::MissedTickBehavior;
 
 use super::client::Client;
 use super::hosts::{self, HostSpec};
-use super::model::{FLEET_SCHEMA_VERSION, Fleet, HostState, Source};
+use super::model::{Answer, FLEET_SCHEMA_VERSION, Fleet, HostState, Source};
 use super::poll::{FleetRx, now_ms};
 
 /// Prometheus's own default port.
@@ -132,7 +132,7 @@ fn apply(fleet: &mut Fleet, mut round: Round, placeholder: &str, now: u64) {
     for host in &mut fleet.hosts {
         let up = round.up.iter().find(|(i, _)| *i == host.host).map(|(_, up)| *up);
         match (round.snapshots.remove(&host.host), up) {
-            (Some(snap), Some(true) | None) => host.answered(Arc::new(snap), now),
+            (Some(snap), Some(true) | None) => host.answered(Answer::of(snap), now),
             (_, Some(false)) => host.failed("Prometheus: its last scrape failed (up == 0)".into(), now),
             (None, _) => host.failed("Prometheus holds no gpuscope series for it now".into(), now),
         }
