@@ -364,12 +364,41 @@ fn the_token_is_sent_and_a_refusal_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
     std::fs::write(&token, "s3cret-token\n").unwrap();
-    let v = fleet_json(&server.addr.to_string(), &["--token-file", token.to_str().unwrap()]);
+    let out = gpuscope()
+        .args(["fleet", &server.addr.to_string(), "--json", "--timeout", "10s", "--token-file"])
+        .arg(&token)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "loopback: no clear-text warning");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["hosts"][0]["status"], "unreachable");
     assert_eq!(v["hosts"][0]["error"], "HTTP 401: no token, no snapshot");
     let request = server.requests.lock().unwrap()[0].to_ascii_lowercase();
     assert!(request.starts_with("get /snapshot http/1.1\r\n"), "{request}");
     assert!(request.contains("authorization: bearer s3cret-token\r\n"), "{request}");
+}
+
+/// As `serve` warns of a token over plain HTTP beyond loopback, so does
+/// the fleet that sends it: once a host, however often it is named.
+#[test]
+fn a_token_for_a_plain_http_host_beyond_loopback_is_warned_of_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret-token\n").unwrap();
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    // TEST-NET-1 (RFC 5737): routed nowhere, so the attempt only times out.
+    let hosts = format!("192.0.2.1:9,{closed},http://192.0.2.1:9");
+    let out = gpuscope().args(["fleet", &hosts, "-1", "--timeout", "1s", "--token-file"]).arg(&token).output().unwrap();
+    assert_success(&out);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        err,
+        "gpuscope: warning: 192.0.2.1:9 is not a loopback address and speaks plain HTTP: the token \
+         (--token-file) and the answers cross the network in clear text; use https://192.0.2.1:9 with --ca\n"
+    );
+    let out = gpuscope().args(["fleet", "192.0.2.1:9", "-1", "--timeout", "1s"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "no token, nothing to warn of");
 }
 
 #[test]

@@ -99,10 +99,20 @@ pub fn start(args: &FleetArgs, interval: Duration, timeout: Duration) -> Result<
         if endpoint.spec.scheme == hosts::Scheme::Https && args.ca.is_none() {
             return Err(FleetError::Usage(format!("--prometheus {url}: https:// needs --ca PATH")));
         }
+        warn_of_clear_text_token(args, [&endpoint.spec]);
         return Ok(prometheus::spawn(endpoint, client, interval));
     }
     let list = host_list(args)?;
+    warn_of_clear_text_token(args, &list);
     Ok(poll::spawn_direct(&list, &client, interval))
+}
+
+fn warn_of_clear_text_token<'a>(args: &FleetArgs, hosts: impl IntoIterator<Item = &'a hosts::HostSpec>) {
+    if args.token_file.is_some() {
+        for warning in hosts::clear_text_token_warnings(hosts) {
+            eprintln!("gpuscope: warning: {warning}");
+        }
+    }
 }
 
 /// Until every host has had its first attempt, or for `timeout` at most:
