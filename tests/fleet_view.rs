@@ -55,6 +55,7 @@ fn fleet() -> Arc<Fleet> {
         time_unix_ms: T0,
         hosts,
         jobs,
+        capped: None,
     })
 }
 

@@ -35,6 +35,25 @@ pub struct Fleet {
     pub time_unix_ms: u64,
     pub hosts: Vec<HostState>,
     pub jobs: Vec<Job>,
+    /// What the source named beyond its caps at its newest answer (only
+    /// Prometheus has them); `null`: nothing was left out.
+    pub capped: Option<SourceCapped>,
+}
+
+/// Prometheus's instances and series of one tick, counted before the caps
+/// of `prometheus/mod.rs` kept the first of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SourceCapped {
+    pub instances_named: usize,
+    pub series_sent: usize,
+}
+
+impl SourceCapped {
+    /// "capped: kept 2048 of 45000 instances, 262144 of 300000 series".
+    pub fn text(&self) -> String {
+        let all = [(self.instances_named, MAX_INSTANCES, "instances"), (self.series_sent, MAX_SERIES, "series")];
+        kept_text(&all)
+    }
 }
 
 /// The most GPUs kept of one node's answer. One operating system drives at
@@ -47,6 +66,15 @@ pub const MAX_GPUS: usize = 1024;
 pub const MAX_PROCESSES: usize = 16_384;
 /// The most alerts (and alert events) kept: 4 a GPU at `MAX_GPUS`.
 pub const MAX_ALERTS: usize = 4096;
+
+/// The most instances kept of Prometheus's answer (`--prometheus`): the
+/// series of a few hundred 8-GPU nodes fill the client's 16 MiB answer
+/// cap, and the host list stays one a screen can page through.
+pub const MAX_INSTANCES: usize = 2048;
+/// The most series read of one Prometheus answer: 16 MiB holds about
+/// 140,000 series as the exporter labels them, so only series barer than
+/// the exporter's meet this cap.
+pub const MAX_SERIES: usize = 1 << 18;
 
 /// What a node sent beyond the caps, counted before they were applied; the
 /// snapshot holds the first `MAX_*` of each.
@@ -65,13 +93,18 @@ impl Capped {
             (self.processes_sent, MAX_PROCESSES, "processes"),
             (self.alerts_sent, MAX_ALERTS, "alerts"),
         ];
-        let parts: Vec<String> = all
-            .into_iter()
-            .filter(|(sent, cap, _)| sent > cap)
-            .map(|(sent, cap, what)| format!("{cap} of {sent} {what}"))
-            .collect();
-        format!("capped: kept {}", parts.join(", "))
+        kept_text(&all)
     }
+}
+
+/// "capped: kept CAP of SENT WHAT, ..." for each (SENT, CAP, WHAT) over its cap.
+fn kept_text(all: &[(usize, usize, &str)]) -> String {
+    let parts: Vec<String> = all
+        .iter()
+        .filter(|(sent, cap, _)| sent > cap)
+        .map(|(sent, cap, what)| format!("{cap} of {sent} {what}"))
+        .collect();
+    format!("capped: kept {}", parts.join(", "))
 }
 
 /// The host table's figures of one answer, computed when it arrives.
@@ -112,6 +145,9 @@ fn cap(snap: &mut Snapshot) -> Option<Capped> {
     // process is on at most every GPU, a GPU samples at most every process.
     for p in &mut snap.processes {
         p.gpus.truncate(MAX_GPUS);
+        if let Some(a) = p.allocator.as_mut() {
+            a.devices.truncate(MAX_GPUS);
+        }
     }
     for g in &mut snap.gpus {
         if let Some(u) = g.process_utilization.as_mut() {

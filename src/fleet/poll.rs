@@ -50,6 +50,7 @@ pub fn spawn_aggregator(
         time_unix_ms: now_ms(),
         hosts: names.into_iter().map(HostState::new).collect(),
         jobs: Vec::new(),
+        capped: None,
     };
     let (tx, fleet_rx) = watch::channel(Arc::new(fleet.clone()));
     tokio::spawn(aggregate(fleet, interval, rx, tx));

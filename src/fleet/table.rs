@@ -16,6 +16,9 @@ pub fn render(fleet: &Fleet, now_ms: u64) -> String {
     let mut out = String::new();
     let up = fleet.hosts.iter().filter(|h| h.status == super::model::HostStatus::Ok).count();
     out.push_str(&format!("gpuscope fleet: {} hosts, {up} answering\n", fleet.hosts.len()));
+    if let Some(c) = fleet.capped {
+        out.push_str(&format!("{}\n", c.text()));
+    }
     out.push_str(&format!(
         "{}{}{}{}{}\n",
         cell("HOST", 25),

@@ -85,6 +85,9 @@ fn header(view: &ViewState, w: usize) -> Line<'static> {
         f.jobs.len(),
         view.sort.title()
     );
+    if let Some(c) = f.capped {
+        text.push_str(&format!("  {}", c.text()));
+    }
     if !view.filter.is_empty() || view.editing_filter {
         text.push_str(&format!("  filter: {}{}", view.filter, if view.editing_filter { "_" } else { "" }));
     }
