@@ -225,7 +225,7 @@ fn fleet(cli: &Cli, args: &crate::cli::FleetArgs) -> Result<(), AppError> {
     let result = runtime.block_on(async {
         let rx = fleet::start(args, interval, timeout)?;
         match mode {
-            Some(mode) => fleet::headless(rx, mode, interval).await,
+            Some(mode) => fleet::headless(rx, mode, interval, timeout).await,
             None => fleet::view::run(rx, tui::TuiOptions::from_env(&settings)).await.map_err(fleet::FleetError::Output),
         }
     });

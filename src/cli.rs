@@ -263,6 +263,8 @@ pub struct FleetArgs {
     #[arg(long, value_name = "URL", conflicts_with_all = ["hosts", "hosts_file"])]
     pub prometheus: Option<String>,
     /// Send `Authorization: Bearer TOKEN` with every request, TOKEN read from PATH.
+    /// To a plain http:// host beyond loopback it crosses the network in
+    /// clear text: gpuscope warns once a host (use https:// and --ca).
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
     /// Trust the CA certificates in PATH (PEM) for https:// hosts and

@@ -255,32 +255,34 @@ fn a_killed_node_is_stale_with_its_age_and_returns() {
     assert_eq!(v["hosts"][0]["failing_since_unix_ms"], Value::Null);
 }
 
-/// A server that takes connections and answers each with `answer` (after
-/// reading the request, which it keeps): `None` never answers at all.
+/// A server that takes connections and answers each with `answer`, a
+/// status line and a body (after reading the request, which it keeps):
+/// `None` never answers at all.
 struct TinyServer {
     addr: SocketAddr,
     requests: Arc<Mutex<Vec<String>>>,
 }
 
 impl TinyServer {
-    fn start(answer: Option<&'static str>) -> Self {
+    fn start(answer: Option<(&'static str, Vec<u8>)>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let seen = requests.clone();
+        let answer = answer.map(Arc::new);
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(mut conn) = conn else { return };
-                let seen = seen.clone();
+                let (seen, answer) = (seen.clone(), answer.clone());
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 4096];
                     let n = conn.read(&mut buf).unwrap_or(0);
                     seen.lock().unwrap().push(String::from_utf8_lossy(&buf[..n]).into_owned());
-                    match answer {
-                        Some(body) => {
-                            let head = format!("HTTP/1.1 401 Unauthorized\r\nContent-Length: {}\r\n\r\n", body.len());
+                    match answer.as_deref() {
+                        Some((status, body)) => {
+                            let head = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\n\r\n", body.len());
                             let _ = conn.write_all(head.as_bytes());
-                            let _ = conn.write_all(body.as_bytes());
+                            let _ = conn.write_all(body);
                         }
                         // Holds the connection open, answering nothing.
                         None => std::thread::sleep(Duration::from_secs(120)),
@@ -289,6 +291,10 @@ impl TinyServer {
             }
         });
         Self { addr, requests }
+    }
+
+    fn refusing(body: &str) -> Self {
+        Self::start(Some(("401 Unauthorized", body.as_bytes().to_vec())))
     }
 }
 
@@ -303,18 +309,96 @@ fn a_silent_node_does_not_hold_back_the_others() {
     assert!(!silent.requests.lock().unwrap().is_empty(), "it was asked");
 }
 
+/// The issue's hostile node: a valid snapshot of 20,000 idle GPUs and
+/// 50,000 processes, all on the last GPU (so that a search of the
+/// processes for each GPU goes through them all), a few MB, built on a
+/// real node's snapshot.
+fn hostile_snapshot(real: &Value) -> Vec<u8> {
+    let mut snap = real.clone();
+    let gpu = |i: u32| {
+        json!({"index": i, "state": "ok", "memory": {"used": GIB, "total": 80 * GIB},
+        "utilization": {"gpu": 0}, "clocks": {}, "pcie": {}})
+    };
+    let process = |p: u32| json!({"pid": 100_000 + p, "gpus": [{"index": 19_999, "type": "compute"}]});
+    snap["gpus"] = (0..20_000).map(gpu).collect();
+    snap["processes"] = (0..50_000).map(process).collect();
+    serde_json::to_vec(&snap).unwrap()
+}
+
+/// Summing such a node up on every frame was GPUs x processes (10^9 steps:
+/// seconds in a release build, minutes in this debug one) and held back
+/// every other host; now it is cut to the caps, summed once, and says so.
+#[test]
+fn a_hostile_node_s_huge_snapshot_is_capped_and_the_others_are_read() {
+    let good = Node::start(&["a0000000-0000-4000-8000-000000000000"], &[None]);
+    let real = loop {
+        let v = fleet_json(&good.addr(), &[]);
+        if status(&v, 0) == "ok" {
+            break v["hosts"][0]["snapshot"].clone();
+        }
+    };
+    let body = hostile_snapshot(&real);
+    assert!(body.len() < 16 << 20, "within the body cap: {} bytes", body.len());
+    let hostile = TinyServer::start(Some(("200 OK", body)));
+    let list = format!("{},{}", good.addr(), hostile.addr);
+
+    let v = fleet_json(&list, &[]);
+    assert_eq!((status(&v, 0), status(&v, 1)), ("ok", "ok"), "{:#}", v["hosts"][0]);
+    assert_eq!(v["hosts"][1]["capped"], json!({"gpus_sent": 20_000, "processes_sent": 50_000, "alerts_sent": 0}));
+    assert_eq!(v["hosts"][0]["capped"], Value::Null, "the real node is whole");
+    let snap = &v["hosts"][1]["snapshot"];
+    assert_eq!((snap["gpus"].as_array().unwrap().len(), snap["processes"].as_array().unwrap().len()), (1024, 16_384));
+
+    let out = gpuscope().args(["fleet", &list, "-1", "--timeout", "10s"]).output().unwrap();
+    assert_success(&out);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let hostile_line = text.lines().find(|l| l.starts_with(&hostile.addr.to_string())).unwrap();
+    assert!(hostile_line.contains(" ok ") && hostile_line.contains("0/1024"), "{text}");
+    assert!(text.contains("  capped: kept 1024 of 20000 GPUs, 16384 of 50000 processes\n"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with(good.addr().as_str()) && l.contains(" ok ")), "{text}");
+}
+
 #[test]
 fn the_token_is_sent_and_a_refusal_is_reported() {
-    let server = TinyServer::start(Some("no token, no snapshot\n"));
+    let server = TinyServer::refusing("no token, no snapshot\n");
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
     std::fs::write(&token, "s3cret-token\n").unwrap();
-    let v = fleet_json(&server.addr.to_string(), &["--token-file", token.to_str().unwrap()]);
+    let out = gpuscope()
+        .args(["fleet", &server.addr.to_string(), "--json", "--timeout", "10s", "--token-file"])
+        .arg(&token)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "loopback: no clear-text warning");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["hosts"][0]["status"], "unreachable");
     assert_eq!(v["hosts"][0]["error"], "HTTP 401: no token, no snapshot");
     let request = server.requests.lock().unwrap()[0].to_ascii_lowercase();
     assert!(request.starts_with("get /snapshot http/1.1\r\n"), "{request}");
     assert!(request.contains("authorization: bearer s3cret-token\r\n"), "{request}");
+}
+
+/// As `serve` warns of a token over plain HTTP beyond loopback, so does
+/// the fleet that sends it: once a host, however often it is named.
+#[test]
+fn a_token_for_a_plain_http_host_beyond_loopback_is_warned_of_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret-token\n").unwrap();
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    // TEST-NET-1 (RFC 5737): routed nowhere, so the attempt only times out.
+    let hosts = format!("192.0.2.1:9,{closed},http://192.0.2.1:9");
+    let out = gpuscope().args(["fleet", &hosts, "-1", "--timeout", "1s", "--token-file"]).arg(&token).output().unwrap();
+    assert_success(&out);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        err,
+        "gpuscope: warning: 192.0.2.1:9 is not a loopback address and speaks plain HTTP: the token \
+         (--token-file) and the answers cross the network in clear text; use https://192.0.2.1:9 with --ca\n"
+    );
+    let out = gpuscope().args(["fleet", "192.0.2.1:9", "-1", "--timeout", "1s"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "no token, nothing to warn of");
 }
 
 #[test]
@@ -453,9 +537,37 @@ fn a_prometheus_that_is_down_or_refuses_is_every_host_s_error() {
     assert_eq!(v["hosts"].as_array().unwrap().len(), 1, "{v:#}");
     assert_eq!(v["hosts"][0]["status"], "unreachable");
     assert!(v["hosts"][0]["error"].as_str().unwrap().starts_with("Prometheus: cannot connect"), "{v:#}");
-    let refusing = TinyServer::start(Some("no token\n"));
+    let refusing = TinyServer::refusing("no token\n");
     let v = fleet_prometheus(&format!("http://{}", refusing.addr));
     assert_eq!(v["hosts"][0]["error"], "Prometheus: HTTP 401: no token", "{v:#}");
     let request = refusing.requests.lock().unwrap()[0].clone();
     assert!(request.starts_with("GET /api/v1/query?query="), "{request}");
+}
+
+/// The issue's Prometheus answer: 100,000 allocator series of one process
+/// (about 12 MB), each on a GPU of its own. Looking each series' device up
+/// in the process's list was 15-17 s in a release build (minutes in this
+/// debug one) and ignored the timeout; now it is one pass.
+#[test]
+fn a_prometheus_answer_of_100000_series_for_one_process_is_read_in_one_pass() {
+    let result: Vec<Value> = (0..100_000)
+        .map(|gpu| {
+            json!({"metric": {"__name__": "gpuscope_allocator_allocated_bytes", "instance": "node-a:9835",
+                "pid": "4242", "gpu": gpu.to_string()}, "value": [1_700_000_000.5, "1"]})
+        })
+        .collect();
+    let body = serde_json::to_vec(&json!({"status": "success", "data": {"resultType": "vector", "result": result}}));
+    let body = body.unwrap();
+    assert!(body.len() < 16 << 20, "within the answer cap: {} bytes", body.len());
+    let prometheus = TinyServer::start(Some(("200 OK", body)));
+    let url = format!("http://{}", prometheus.addr);
+    let v = fleet_prometheus(&url);
+    assert_eq!(v["hosts"].as_array().unwrap().len(), 1, "{:#}", v["hosts"][0]["error"]);
+    assert_eq!((v["hosts"][0]["host"].as_str(), status(&v, 0)), (Some("node-a:9835"), "ok"));
+    let devices = &v["hosts"][0]["snapshot"]["processes"][0]["allocator"]["devices"];
+    assert_eq!(devices.as_array().unwrap().len(), 1024, "cut to the GPU cap");
+    let out = gpuscope().args(["fleet", "--prometheus", &url, "-1", "--timeout", "10s"]).output().unwrap();
+    assert_success(&out);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.lines().any(|l| l.starts_with("node-a:9835") && l.contains(" ok ")), "{text}");
 }

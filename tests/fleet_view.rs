@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use gpuscope::fleet::jobs;
-use gpuscope::fleet::model::{FLEET_SCHEMA_VERSION, Fleet, HostState, Source};
+use gpuscope::fleet::model::{Answer, FLEET_SCHEMA_VERSION, Fleet, HostState, Source};
 use gpuscope::fleet::view::{Flow, Screen, ViewState, draw};
 use gpuscope::model::Snapshot;
 use gpuscope::tui::Clock;
@@ -36,14 +36,14 @@ fn ranks(mut snap: Snapshot, first: u32) -> Snapshot {
 
 fn fleet() -> Arc<Fleet> {
     let mut a = HostState::new("node-a:9835".into());
-    a.answered(Arc::new(ranks(snapshot(Spec::gpus(2).probed()), 0)), T0);
+    a.answered(Answer::of(ranks(snapshot(Spec::gpus(2).probed()), 0)), T0);
     let mut b = HostState::new("node-b:9835".into());
-    b.answered(Arc::new(ranks(snapshot(Spec { alerts: true, ..Spec::gpus(1).probed() }), 2)), T0 - 12_000);
+    b.answered(Answer::of(ranks(snapshot(Spec { alerts: true, ..Spec::gpus(1).probed() }), 2)), T0 - 12_000);
     b.failed("no answer within 2s".into(), T0 - 6000);
     let mut c = HostState::new("node-c.example.org:9835".into());
     c.failed("cannot connect: Connection refused (os error 111)".into(), T0 - 30_000);
     let mut d = HostState::new("node-d:9835".into());
-    d.answered(Arc::new(snapshot(Spec::gpus(4))), T0);
+    d.answered(Answer::of(snapshot(Spec::gpus(4))), T0);
     let mut hosts = vec![a, b, c, d];
     for h in &mut hosts {
         h.refresh(T0, 3000);
@@ -55,6 +55,7 @@ fn fleet() -> Arc<Fleet> {
         time_unix_ms: T0,
         hosts,
         jobs,
+        capped: None,
     })
 }
 

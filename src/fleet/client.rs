@@ -61,6 +61,10 @@ impl Client {
         Ok(Self { timeout, authorization, tls })
     }
 
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// The body of a 200 answer to `GET path` (with its query), within the
     /// timeout.
     pub async fn get(&self, host: &HostSpec, path: &str) -> Result<Bytes, FetchError> {

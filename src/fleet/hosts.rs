@@ -3,6 +3,7 @@
 //! where.
 
 use std::fmt;
+use std::net::IpAddr;
 
 /// `gpuscope serve`'s default port.
 pub const DEFAULT_PORT: u16 = 9835;
@@ -35,6 +36,32 @@ impl HostSpec {
             format!("{}:{}", self.host, self.port)
         }
     }
+}
+
+impl HostSpec {
+    /// `localhost` or a loopback address: what is sent there stays on
+    /// this machine. Any other name may resolve anywhere.
+    pub fn is_loopback(&self) -> bool {
+        self.host.eq_ignore_ascii_case("localhost") || self.host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    }
+}
+
+/// What `fleet` says on stderr, once a host, when `--token-file`'s token
+/// would cross the network in clear text: as `serve` warns of the same
+/// exposure from its side.
+pub fn clear_text_token_warnings<'a>(hosts: impl IntoIterator<Item = &'a HostSpec>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    hosts
+        .into_iter()
+        .filter(|h| h.scheme == Scheme::Http && !h.is_loopback() && seen.insert(h.authority()))
+        .map(|h| {
+            format!(
+                "{h} is not a loopback address and speaks plain HTTP: the token (--token-file) and the answers \
+                 cross the network in clear text; use https://{} with --ca",
+                h.authority()
+            )
+        })
+        .collect()
 }
 
 impl fmt::Display for HostSpec {
@@ -148,6 +175,20 @@ mod tests {
         assert_eq!(parse_file_text("hosts", text).unwrap().len(), 2);
         let err = parse_file_text("hosts", "node1\nnode 2\n").unwrap_err();
         assert!(err.starts_with("hosts, line 2: "), "{err}");
+    }
+
+    #[test]
+    fn the_token_in_clear_text_beyond_loopback_is_warned_of_once_a_host() {
+        let list =
+            parse_list(&["10.0.0.2,10.0.0.2:9835,node1:9000,127.0.0.1,[::1]:1,LocalHost,https://10.0.0.3".into()]);
+        let warnings = clear_text_token_warnings(&list.unwrap());
+        assert_eq!(warnings.len(), 2, "{warnings:#?}");
+        assert_eq!(
+            warnings[0],
+            "10.0.0.2:9835 is not a loopback address and speaks plain HTTP: the token (--token-file) and the \
+             answers cross the network in clear text; use https://10.0.0.2:9835 with --ca"
+        );
+        assert!(warnings[1].starts_with("node1:9000 is not a loopback address"), "{}", warnings[1]);
     }
 
     proptest! {

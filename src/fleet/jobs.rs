@@ -3,12 +3,12 @@
 //! the world size promises but no host shows, and the two ranks worth a
 //! look: the slowest and the fullest.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
 use super::model::HostState;
-use crate::model::{Process, Snapshot};
+use crate::model::{Gpu, Process, Snapshot};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Job {
@@ -19,7 +19,8 @@ pub struct Job {
     pub ranks: Vec<RankEntry>,
     /// Ranks below the world size that no host shows.
     pub missing_ranks: Vec<u32>,
-    /// Ranks two processes claim (two jobs sharing a key, or a restart).
+    /// Ranks two processes claim (two jobs sharing a key, or a restart),
+    /// ascending.
     pub duplicate_ranks: Vec<u32>,
     /// The rank with the lowest GPU utilisation: the process's own SM share
     /// where NVML samples processes, else its GPU's utilisation. In DDP the
@@ -62,22 +63,47 @@ pub fn group(hosts: &[HostState]) -> Vec<Job> {
     for h in hosts {
         let Some(snap) = &h.snapshot else { continue };
         let stale = h.status != super::model::HostStatus::Ok;
+        let mut gpus = None;
         for p in &snap.processes {
             let Some(alloc) = &p.allocator else { continue };
             let Some(key) = &alloc.job else { continue };
-            let entry = entry(snap, p, &h.host, stale);
+            // Indexed once a snapshot, and only one with a rank: a rank's
+            // GPU is then found in one step, however many a node lists.
+            let gpus = gpus.get_or_insert_with(|| Gpus::of(snap));
+            let entry = entry(gpus, p, &h.host, stale);
             by_key.entry(scoped_key(key, &h.host)).or_default().push((entry, alloc.world_size));
         }
     }
     by_key.into_iter().map(|(job, ranks)| finish(job, ranks)).collect()
 }
 
-fn entry(snap: &Snapshot, p: &Process, host: &str, stale: bool) -> RankEntry {
+/// A snapshot's GPUs by index, and each process's SM share by (GPU, PID).
+struct Gpus<'a> {
+    by_index: HashMap<u32, &'a Gpu>,
+    sm: HashMap<(u32, u32), u32>,
+}
+
+impl<'a> Gpus<'a> {
+    fn of(snap: &'a Snapshot) -> Self {
+        let mut by_index = HashMap::with_capacity(snap.gpus.len());
+        let mut sm = HashMap::new();
+        for g in &snap.gpus {
+            // The first of a repeated index, as a search from the front found it.
+            by_index.entry(g.index).or_insert(g);
+            for u in g.process_utilization.iter().flatten() {
+                sm.entry((g.index, u.pid)).or_insert(u.sm);
+            }
+        }
+        Self { by_index, sm }
+    }
+}
+
+fn entry(gpus: &Gpus, p: &Process, host: &str, stale: bool) -> RankEntry {
     let alloc = p.allocator.as_ref();
     let device = alloc.and_then(|a| a.devices.iter().find(|d| d.gpu.is_some()));
     let gpu = device.and_then(|d| d.gpu).or_else(|| p.gpus.first().map(|g| g.index));
-    let on = gpu.and_then(|i| snap.gpus.iter().find(|g| g.index == i));
-    let own = on.and_then(|g| g.process_utilization.as_ref()?.iter().find(|u| u.pid == p.pid)).map(|u| u.sm);
+    let on = gpu.and_then(|i| gpus.by_index.get(&i).copied());
+    let own = gpu.and_then(|i| gpus.sm.get(&(i, p.pid)).copied());
     let ratio = on.and_then(|g| {
         let (used, total) = g.memory.used.zip(g.memory.total)?;
         (total > 0).then(|| used as f64 / total as f64)
@@ -100,12 +126,13 @@ fn finish(job: String, mut ranks: Vec<(RankEntry, Option<u32>)>) -> Job {
     let world_size = ranks.iter().filter_map(|(_, w)| *w).max();
     ranks.sort_by(|(a, _), (b, _)| a.rank.cmp(&b.rank).then_with(|| a.host.cmp(&b.host)));
     let ranks: Vec<RankEntry> = ranks.into_iter().map(|(r, _)| r).collect();
+    // In rank order (sorted above): a repeated rank is one beside itself.
     let seen: Vec<u32> = ranks.iter().filter_map(|r| r.rank).collect();
+    let mut duplicate_ranks: Vec<u32> = seen.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+    duplicate_ranks.dedup();
+    let seen: HashSet<u32> = seen.into_iter().collect();
     let missing_ranks =
         world_size.map_or_else(Vec::new, |w| (0..w.min(1 << 16)).filter(|r| !seen.contains(r)).collect());
-    let mut duplicate_ranks: Vec<u32> =
-        seen.iter().copied().filter(|r| seen.iter().filter(|s| *s == r).count() > 1).collect();
-    duplicate_ranks.dedup();
     // Marks only mean something with at least two ranks to compare.
     let pick = |key: fn(&RankEntry) -> Option<f64>, lowest: bool| -> Option<u32> {
         let known: Vec<(&RankEntry, f64)> = ranks.iter().filter_map(|r| Some((r, key(r)?))).collect();
@@ -185,6 +212,23 @@ mod tests {
     fn one_known_figure_marks_nothing() {
         let job = finish("j".into(), vec![rank(0, Some(20), None), rank(1, None, None)]);
         assert_eq!((job.slowest_rank, job.fullest_rank), (None, None));
+    }
+
+    /// A node that claims 50,000 ranks (12,500 of them twice) of a world of
+    /// 65,536: comparing every rank with every other is 10^9 steps and
+    /// more, minutes in a debug build; sorted, a blink.
+    #[test]
+    fn a_job_of_many_ranks_is_grouped_in_one_pass() {
+        let ranks = (0..50_000u32).map(|i| {
+            let (mut e, _) = rank(i % 37_500, None, None);
+            e.host = "h".into();
+            (e, Some(65_536))
+        });
+        let job = finish("j".into(), ranks.collect());
+        assert_eq!(job.ranks.len(), 50_000);
+        assert_eq!(job.missing_ranks.len(), 65_536 - 37_500);
+        assert_eq!(job.duplicate_ranks.len(), 12_500);
+        assert!(job.duplicate_ranks.windows(2).all(|w| w[0] < w[1]), "sorted, for the marks' binary search");
     }
 
     #[test]

@@ -13,8 +13,10 @@ pub mod poll;
 pub mod prometheus;
 pub mod table;
 pub mod tls;
+pub mod view;
 
 use std::io::{self, Write};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cli::FleetArgs;
@@ -97,19 +99,47 @@ pub fn start(args: &FleetArgs, interval: Duration, timeout: Duration) -> Result<
         if endpoint.spec.scheme == hosts::Scheme::Https && args.ca.is_none() {
             return Err(FleetError::Usage(format!("--prometheus {url}: https:// needs --ca PATH")));
         }
+        warn_of_clear_text_token(args, [&endpoint.spec]);
         return Ok(prometheus::spawn(endpoint, client, interval));
     }
     let list = host_list(args)?;
+    warn_of_clear_text_token(args, &list);
     Ok(poll::spawn_direct(&list, &client, interval))
 }
 
-/// Until every host has had its first attempt (each bounded by the
-/// timeout), so that a one-shot reports everyone once.
-pub async fn first_round(rx: &mut FleetRx) -> std::sync::Arc<Fleet> {
-    loop {
-        let fleet = rx.borrow_and_update().clone();
-        if !fleet.hosts.iter().any(|h| h.status == HostStatus::Waiting) || rx.changed().await.is_err() {
-            return fleet;
+fn warn_of_clear_text_token<'a>(args: &FleetArgs, hosts: impl IntoIterator<Item = &'a hosts::HostSpec>) {
+    if args.token_file.is_some() {
+        for warning in hosts::clear_text_token_warnings(hosts) {
+            eprintln!("gpuscope: warning: {warning}");
+        }
+    }
+}
+
+/// Until every host has had its first attempt, or for `timeout` at most:
+/// each attempt is bounded by it, and so is the one-shot as a whole, work
+/// after the answer included. A host still waiting then is reported as
+/// not having answered in time.
+pub async fn first_round(rx: &mut FleetRx, timeout: Duration) -> Arc<Fleet> {
+    let all = async {
+        loop {
+            let fleet = rx.borrow_and_update().clone();
+            if !fleet.hosts.iter().any(|h| h.status == HostStatus::Waiting) || rx.changed().await.is_err() {
+                return fleet;
+            }
+        }
+    };
+    match tokio::time::timeout(timeout, all).await {
+        Ok(fleet) => fleet,
+        Err(_) => {
+            let mut fleet = Fleet::clone(&rx.borrow());
+            let now = poll::now_ms();
+            let late = client::FetchError::Timeout(timeout).to_string();
+            fleet
+                .hosts
+                .iter_mut()
+                .filter(|h| h.status == HostStatus::Waiting)
+                .for_each(|h| h.failed(late.clone(), now));
+            Arc::new(fleet)
         }
     }
 }
@@ -123,16 +153,21 @@ pub enum Headless {
 /// `--json`, `--json --watch`, `-1`. A one-shot waits for every host's
 /// first attempt; a stream writes what is known at each interval, so a
 /// slow host never holds back the lines.
-pub async fn headless(mut rx: FleetRx, mode: Headless, interval: Duration) -> Result<(), FleetError> {
+pub async fn headless(
+    mut rx: FleetRx,
+    mode: Headless,
+    interval: Duration,
+    timeout: Duration,
+) -> Result<(), FleetError> {
     match mode {
         Headless::Json => {
-            let fleet = first_round(&mut rx).await;
+            let fleet = first_round(&mut rx, timeout).await;
             let mut doc = crate::output::json::to_vec_pretty(fleet.as_ref()).map_err(FleetError::Output)?;
             doc.push(b'\n');
             write(|out| out.write_all(&doc)).map(drop)
         }
         Headless::Table => {
-            let fleet = first_round(&mut rx).await;
+            let fleet = first_round(&mut rx, timeout).await;
             write(|out| out.write_all(table::render(&fleet, poll::now_ms()).as_bytes())).map(drop)
         }
         Headless::JsonStream { count } => stream(rx, count, interval).await,
@@ -158,4 +193,22 @@ async fn stream(rx: FleetRx, count: Option<u64>, interval: Duration) -> Result<(
 fn write(f: impl FnOnce(&mut io::StdoutLock<'static>) -> io::Result<()>) -> Result<Delivered, FleetError> {
     stdout::write_with(f).map_err(FleetError::Output)
 }
-pub mod view;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host whose answer is still being read when the timeout comes (or
+    /// never comes): the one-shot ends at the timeout and says so.
+    #[tokio::test(start_paused = true)]
+    async fn a_one_shot_ends_at_the_timeout_whatever_a_host_does() {
+        let (_outcomes, rx) = tokio::sync::mpsc::channel(1);
+        let names = vec!["slow:9835".to_string()];
+        let mut fleet = poll::spawn_aggregator(model::Source::Direct, names, Duration::from_secs(1), rx);
+        let start = tokio::time::Instant::now();
+        let got = first_round(&mut fleet, Duration::from_secs(2)).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        assert_eq!(got.hosts[0].status, HostStatus::Unreachable);
+        assert_eq!(got.hosts[0].error.as_deref(), Some("no answer within 2s"));
+    }
+}

@@ -1,7 +1,12 @@
 //! What the fleet knows: every host with its newest snapshot or why there
 //! is none, and since when; the jobs across hosts. Published whole on a
 //! `watch` channel; the snapshots are shared, not copied.
+//!
+//! A node's answer is cut to the caps below and summed up once, where it
+//! arrives (`Answer::of`, off the view's task): the host table is redrawn
+//! many times a second and must cost the same whatever a node sent.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -30,6 +35,139 @@ pub struct Fleet {
     pub time_unix_ms: u64,
     pub hosts: Vec<HostState>,
     pub jobs: Vec<Job>,
+    /// What the source named beyond its caps at its newest answer (only
+    /// Prometheus has them); `null`: nothing was left out.
+    pub capped: Option<SourceCapped>,
+}
+
+/// Prometheus's instances and series of one tick, counted before the caps
+/// of `prometheus/mod.rs` kept the first of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SourceCapped {
+    pub instances_named: usize,
+    pub series_sent: usize,
+}
+
+impl SourceCapped {
+    /// "capped: kept 2048 of 45000 instances, 262144 of 300000 series".
+    pub fn text(&self) -> String {
+        let all = [(self.instances_named, MAX_INSTANCES, "instances"), (self.series_sent, MAX_SERIES, "series")];
+        kept_text(&all)
+    }
+}
+
+/// The most GPUs kept of one node's answer. One operating system drives at
+/// most a few dozen GPUs (8 on an HGX board, 16 on the largest single-image
+/// servers): 1,024 is far past any real node, yet small enough that every
+/// screen over it stays cheap.
+pub const MAX_GPUS: usize = 1024;
+/// The most processes kept of one node's answer: 16 a GPU at `MAX_GPUS`
+/// (MPS and MIG put a few dozen on one GPU, but not on a thousand of them).
+pub const MAX_PROCESSES: usize = 16_384;
+/// The most alerts (and alert events) kept: 4 a GPU at `MAX_GPUS`.
+pub const MAX_ALERTS: usize = 4096;
+
+/// The most instances kept of Prometheus's answer (`--prometheus`): the
+/// series of a few hundred 8-GPU nodes fill the client's 16 MiB answer
+/// cap, and the host list stays one a screen can page through.
+pub const MAX_INSTANCES: usize = 2048;
+/// The most series read of one Prometheus answer: 16 MiB holds about
+/// 140,000 series as the exporter labels them, so only series barer than
+/// the exporter's meet this cap.
+pub const MAX_SERIES: usize = 1 << 18;
+
+/// What a node sent beyond the caps, counted before they were applied; the
+/// snapshot holds the first `MAX_*` of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Capped {
+    pub gpus_sent: usize,
+    pub processes_sent: usize,
+    pub alerts_sent: usize,
+}
+
+impl Capped {
+    /// "kept 1024 of 20000 GPUs, 16384 of 50000 processes".
+    pub fn text(&self) -> String {
+        let all = [
+            (self.gpus_sent, MAX_GPUS, "GPUs"),
+            (self.processes_sent, MAX_PROCESSES, "processes"),
+            (self.alerts_sent, MAX_ALERTS, "alerts"),
+        ];
+        kept_text(&all)
+    }
+}
+
+/// "capped: kept CAP of SENT WHAT, ..." for each (SENT, CAP, WHAT) over its cap.
+fn kept_text(all: &[(usize, usize, &str)]) -> String {
+    let parts: Vec<String> = all
+        .iter()
+        .filter(|(sent, cap, _)| sent > cap)
+        .map(|(sent, cap, what)| format!("{cap} of {sent} {what}"))
+        .collect();
+    format!("capped: kept {}", parts.join(", "))
+}
+
+/// The host table's figures of one answer, computed when it arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Summary {
+    /// GPUs with a process on them or at least 5% utilisation.
+    pub busy_gpus: usize,
+    pub gpus: usize,
+    /// Used and total over the GPUs that report both; `None`: none does.
+    pub memory: Option<(u64, u64)>,
+    pub alerts: usize,
+}
+
+/// One node's snapshot, cut to the caps, with its summary.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub snapshot: Arc<Snapshot>,
+    pub summary: Summary,
+    pub capped: Option<Capped>,
+}
+
+impl Answer {
+    /// Linear in what the node sent: every figure is read once.
+    pub fn of(mut snap: Snapshot) -> Self {
+        let capped = cap(&mut snap);
+        Self { summary: summarize(&snap), capped, snapshot: Arc::new(snap) }
+    }
+}
+
+fn cap(snap: &mut Snapshot) -> Option<Capped> {
+    let sent =
+        Capped { gpus_sent: snap.gpus.len(), processes_sent: snap.processes.len(), alerts_sent: snap.alerts.len() };
+    snap.gpus.truncate(MAX_GPUS);
+    snap.processes.truncate(MAX_PROCESSES);
+    snap.alerts.truncate(MAX_ALERTS);
+    snap.events.truncate(MAX_ALERTS);
+    // Lists inside the kept entries are bounded by the ones above too: a
+    // process is on at most every GPU, a GPU samples at most every process.
+    for p in &mut snap.processes {
+        p.gpus.truncate(MAX_GPUS);
+        if let Some(a) = p.allocator.as_mut() {
+            a.devices.truncate(MAX_GPUS);
+        }
+    }
+    for g in &mut snap.gpus {
+        if let Some(u) = g.process_utilization.as_mut() {
+            u.truncate(MAX_PROCESSES);
+        }
+    }
+    let over = sent.gpus_sent > MAX_GPUS || sent.processes_sent > MAX_PROCESSES || sent.alerts_sent > MAX_ALERTS;
+    over.then_some(sent)
+}
+
+fn summarize(snap: &Snapshot) -> Summary {
+    let used: HashSet<u32> = snap.processes.iter().flat_map(|p| p.gpus.iter().map(|g| g.index)).collect();
+    let busy_gpus =
+        snap.gpus.iter().filter(|g| g.utilization.gpu.is_some_and(|u| u >= 5) || used.contains(&g.index)).count();
+    let memory = snap
+        .gpus
+        .iter()
+        .filter_map(|g| g.memory.used.zip(g.memory.total))
+        .reduce(|(u, t), (gu, gt)| (u.saturating_add(gu), t.saturating_add(gt)));
+    Summary { busy_gpus, gpus: snap.gpus.len(), memory, alerts: snap.alerts.len() }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -48,6 +186,11 @@ pub struct HostState {
     /// The newest snapshot this host gave, kept while it is stale.
     #[serde(serialize_with = "shared")]
     pub snapshot: Option<Arc<Snapshot>>,
+    /// What the node sent beyond the caps; `null`: the snapshot is whole.
+    pub capped: Option<Capped>,
+    /// The snapshot's figures, as the host table shows them.
+    #[serde(skip)]
+    pub summary: Option<Summary>,
 }
 
 fn shared<S: serde::Serializer>(snap: &Option<Arc<Snapshot>>, s: S) -> Result<S::Ok, S::Error> {
@@ -76,11 +219,15 @@ impl HostState {
             failing_since_unix_ms: None,
             age_ms: None,
             snapshot: None,
+            capped: None,
+            summary: None,
         }
     }
 
-    pub fn answered(&mut self, snap: Arc<Snapshot>, now_ms: u64) {
-        self.snapshot = Some(snap);
+    pub fn answered(&mut self, answer: Answer, now_ms: u64) {
+        self.snapshot = Some(answer.snapshot);
+        self.summary = Some(answer.summary);
+        self.capped = answer.capped;
         self.last_ok_unix_ms = Some(now_ms);
         self.failing_since_unix_ms = None;
         self.error = None;
@@ -116,29 +263,97 @@ impl HostState {
     /// GPUs with a process on them or at least 5% utilisation, of all;
     /// `None` without a snapshot.
     pub fn busy_gpus(&self) -> Option<(usize, usize)> {
-        let snap = self.snapshot.as_ref()?;
-        let busy = snap
-            .gpus
-            .iter()
-            .filter(|g| {
-                g.utilization.gpu.is_some_and(|u| u >= 5)
-                    || snap.processes.iter().any(|p| p.gpus.iter().any(|pg| pg.index == g.index))
-            })
-            .count();
-        Some((busy, snap.gpus.len()))
+        self.summary.map(|s| (s.busy_gpus, s.gpus))
     }
 
     /// Memory used and total over the GPUs that report both.
     pub fn memory(&self) -> Option<(u64, u64)> {
-        let snap = self.snapshot.as_ref()?;
-        let known: Vec<(u64, u64)> = snap.gpus.iter().filter_map(|g| g.memory.used.zip(g.memory.total)).collect();
-        if known.is_empty() {
-            return None;
-        }
-        Some(known.iter().fold((0, 0), |(u, t), (gu, gt)| (u.saturating_add(*gu), t.saturating_add(*gt))))
+        self.summary?.memory
     }
 
     pub fn alert_count(&self) -> Option<usize> {
-        self.snapshot.as_ref().map(|s| s.alerts.len())
+        self.summary.map(|s| s.alerts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Gpu, GpuState, Process, ProcessGpu, ProcessType, SCHEMA_VERSION, Timestamp};
+    use proptest::prelude::*;
+
+    /// `gpus` GPUs with `util[i % len]` percent; process `p` on GPU `on[p]`.
+    fn snapshot(gpus: u32, util: &[Option<u32>], on: impl IntoIterator<Item = u32>) -> Snapshot {
+        let gpus = (0..gpus)
+            .map(|i| {
+                let mut g = Gpu::blank(i, GpuState::Ok);
+                g.utilization.gpu = util.get(i as usize % util.len().max(1)).copied().flatten();
+                (g.memory.used, g.memory.total) = (Some(u64::from(i)), Some(100));
+                g
+            })
+            .collect();
+        let processes = on
+            .into_iter()
+            .enumerate()
+            .map(|(p, gpu)| {
+                let kind = ProcessType::Compute;
+                let on = ProcessGpu { index: gpu, kind, used_memory: None, mig_device: None, mig_uuid: None };
+                Process { gpus: vec![on], ..Process::bare(p as u32) }
+            })
+            .collect();
+        Snapshot {
+            schema_version: SCHEMA_VERSION,
+            time: Timestamp::from_system(std::time::UNIX_EPOCH),
+            interval_ms: 1000,
+            collection_ms: 1.0,
+            simulated: false,
+            host: Default::default(),
+            driver: Default::default(),
+            gpus,
+            processes,
+            alerts: Vec::new(),
+            events: Vec::new(),
+            sources: Default::default(),
+        }
+    }
+
+    /// The hostile node: 20,000 GPUs and 50,000 processes, all but
+    /// the first on the last GPU. Looking through the processes for each GPU
+    /// (as the table once did on every frame) is 10^9 steps, minutes in a
+    /// debug build; one pass is a blink.
+    #[test]
+    fn a_huge_answer_is_capped_and_summed_in_one_pass() {
+        let on = (0..50_000).map(|p| if p == 0 { 0 } else { 19_999 });
+        let a = Answer::of(snapshot(20_000, &[Some(0), Some(50)], on));
+        assert_eq!((a.snapshot.gpus.len(), a.snapshot.processes.len()), (MAX_GPUS, MAX_PROCESSES));
+        let capped = a.capped.unwrap();
+        assert_eq!(capped, Capped { gpus_sent: 20_000, processes_sent: 50_000, alerts_sent: 0 });
+        assert_eq!(capped.text(), "capped: kept 1024 of 20000 GPUs, 16384 of 50000 processes");
+        // Every other GPU at 50%, and GPU 0 with the first process.
+        assert_eq!((a.summary.busy_gpus, a.summary.gpus), (MAX_GPUS / 2 + 1, MAX_GPUS));
+        let mut h = HostState::new("n".into());
+        h.answered(a, 1);
+        assert_eq!(h.busy_gpus(), Some((MAX_GPUS / 2 + 1, MAX_GPUS)));
+        assert_eq!(Answer::of(snapshot(8, &[None], [0, 3])).capped, None, "a real node is kept whole");
+    }
+
+    proptest! {
+        /// The summary is the table's old per-frame definition, computed once.
+        #[test]
+        fn the_summary_is_what_the_table_showed(
+            gpus in 0u32..12,
+            util in proptest::collection::vec(proptest::option::of(0u32..10), 1..4),
+            on in proptest::collection::vec(0u32..16, 0..12),
+        ) {
+            let snap = snapshot(gpus, &util, on);
+            let busy = snap.gpus.iter().filter(|g| {
+                g.utilization.gpu.is_some_and(|u| u >= 5)
+                    || snap.processes.iter().any(|p| p.gpus.iter().any(|pg| pg.index == g.index))
+            }).count();
+            let used: u64 = (0..u64::from(gpus)).sum();
+            let memory = (gpus > 0).then_some((used, 100 * u64::from(gpus)));
+            let s = Answer::of(snap.clone()).summary;
+            prop_assert_eq!(s, Summary { busy_gpus: busy, gpus: snap.gpus.len(), memory, alerts: 0 });
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! The fleet's collection: one task per host for the direct source (a
 //! slow or dead host holds back only its own task, each attempt bounded by
-//! the timeout), and one aggregator that applies their answers and
+//! the timeout, reading the answer included), and one aggregator that applies their answers and
 //! publishes the whole picture on a `watch` channel, as the poller does
 //! for the local dashboard.
 
@@ -10,10 +10,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, watch};
 use tokio::time::MissedTickBehavior;
 
-use super::client::Client;
+use super::client::{Client, FetchError};
 use super::hosts::HostSpec;
 use super::jobs;
-use super::model::{FLEET_SCHEMA_VERSION, Fleet, HostState, HostStatus, Source};
+use super::model::{Answer, FLEET_SCHEMA_VERSION, Fleet, HostState, HostStatus, Source};
 use crate::model::Snapshot;
 
 pub type FleetRx = watch::Receiver<Arc<Fleet>>;
@@ -21,7 +21,7 @@ pub type FleetRx = watch::Receiver<Arc<Fleet>>;
 /// One host's answer (or why none), as a source reports it.
 pub struct Outcome {
     pub host: String,
-    pub result: Result<Arc<Snapshot>, String>,
+    pub result: Result<Answer, String>,
 }
 
 pub fn now_ms() -> u64 {
@@ -50,6 +50,7 @@ pub fn spawn_aggregator(
         time_unix_ms: now_ms(),
         hosts: names.into_iter().map(HostState::new).collect(),
         jobs: Vec::new(),
+        capped: None,
     };
     let (tx, fleet_rx) = watch::channel(Arc::new(fleet.clone()));
     tokio::spawn(aggregate(fleet, interval, rx, tx));
@@ -62,19 +63,34 @@ async fn poll_host(spec: HostSpec, client: Client, interval: Duration, tx: mpsc:
     let host = spec.to_string();
     loop {
         ticks.tick().await;
-        let result = match client.get(&spec, "/snapshot").await {
-            Ok(body) => parse_snapshot(&body),
-            Err(e) => Err(e.to_string()),
-        };
+        let result = attempt(&spec, &client).await;
         if tx.send(Outcome { host: host.clone(), result }).await.is_err() {
             return;
         }
     }
 }
 
-/// A `/snapshot` body: the schema this gpuscope reads, or why not.
-pub fn parse_snapshot(body: &[u8]) -> Result<Arc<Snapshot>, String> {
-    serde_json::from_slice::<Snapshot>(body).map(Arc::new).map_err(|e| {
+/// One request and the reading of its answer, together within the
+/// timeout: a node whose answer is slow to read is as late as one whose
+/// network is slow.
+async fn attempt(spec: &HostSpec, client: &Client) -> Result<Answer, String> {
+    let work = async {
+        let body = client.get(spec, "/snapshot").await.map_err(|e| e.to_string())?;
+        // Up to `MAX_BODY` of JSON is tens of milliseconds of work: on a
+        // thread of its own, so that neither the view nor the other hosts
+        // (one runtime thread for all) wait for it.
+        tokio::task::spawn_blocking(move || parse_snapshot(&body))
+            .await
+            .map_err(|e| format!("reading the answer: {e}"))?
+    };
+    let timeout = client.timeout();
+    tokio::time::timeout(timeout, work).await.unwrap_or_else(|_| Err(FetchError::Timeout(timeout).to_string()))
+}
+
+/// A `/snapshot` body: the schema this gpuscope reads, cut to the caps and
+/// summed up, or why not.
+pub fn parse_snapshot(body: &[u8]) -> Result<Answer, String> {
+    serde_json::from_slice::<Snapshot>(body).map(Answer::of).map_err(|e| {
         let mut why = format!("not a gpuscope snapshot: {e}");
         why.truncate(200);
         why
@@ -139,7 +155,7 @@ pub fn apply(fleet: &mut Fleet, outcome: Outcome, now: u64) {
     };
     let Some(host) = fleet.hosts.get_mut(index) else { return };
     match outcome.result {
-        Ok(snap) => host.answered(snap, now),
+        Ok(answer) => host.answered(answer, now),
         Err(why) => host.failed(why, now),
     }
 }

@@ -16,6 +16,9 @@ pub fn render(fleet: &Fleet, now_ms: u64) -> String {
     let mut out = String::new();
     let up = fleet.hosts.iter().filter(|h| h.status == super::model::HostStatus::Ok).count();
     out.push_str(&format!("gpuscope fleet: {} hosts, {up} answering\n", fleet.hosts.len()));
+    if let Some(c) = fleet.capped {
+        out.push_str(&format!("{}\n", c.text()));
+    }
     out.push_str(&format!(
         "{}{}{}{}{}\n",
         cell("HOST", 25),
@@ -27,8 +30,8 @@ pub fn render(fleet: &Fleet, now_ms: u64) -> String {
     for h in &fleet.hosts {
         out.push_str(&host_line(h, now_ms));
         out.push('\n');
-        if let Some(e) = &h.error {
-            out.push_str(&format!("  {}\n", fit_text(&clean_text(e, true), WIDTH - 2, "~")));
+        for note in h.error.iter().cloned().chain(h.capped.map(|c| c.text())) {
+            out.push_str(&format!("  {}\n", fit_text(&clean_text(&note, true), WIDTH - 2, "~")));
         }
     }
     if fleet.jobs.is_empty() {
@@ -89,7 +92,8 @@ pub fn marks(job: &Job, r: &RankEntry) -> String {
     if r.rank.is_some() && r.rank == job.fullest_rank {
         m.push("fullest");
     }
-    if r.rank.is_some_and(|x| job.duplicate_ranks.contains(&x)) {
+    // Sorted: a job of thousands of ranks is drawn a rank at a time.
+    if r.rank.is_some_and(|x| job.duplicate_ranks.binary_search(&x).is_ok()) {
         m.push("dup");
     }
     if r.stale {

@@ -138,9 +138,11 @@ fn process_utilization(series: &[&Sample], gpus: &mut [Gpu]) {
             *share = percent(s.value);
         }
     }
+    // `gpus` is in index order (from a BTreeMap): found by bisection.
     for ((gpu, pid), share) in shares {
+        let at = gpus.binary_search_by_key(&gpu, |g| g.index).ok();
         let (Some(g), [Some(sm), Some(memory), Some(encoder), Some(decoder)]) =
-            (gpus.iter_mut().find(|g| g.index == gpu), share)
+            (at.and_then(|i| gpus.get_mut(i)), share)
         else {
             continue;
         };
@@ -212,19 +214,16 @@ fn new_allocator(s: &Sample) -> ProcessAllocator {
     }
 }
 
+/// Each (process, GPU) pair's figures gathered in a map, then handed to
+/// the processes: a process with thousands of devices costs no search per
+/// series.
 fn allocators(series: &[&Sample], procs: &mut BTreeMap<u32, Process>) {
+    let mut devices: BTreeMap<(u32, u32), DeviceAllocator> = BTreeMap::new();
     for s in series.iter().filter(|s| s.name().starts_with("gpuscope_allocator_")) {
         let (Some(pid), Some(gpu)) = (index(s, "pid"), index(s, "gpu")) else { continue };
         let p = procs.entry(pid).or_insert_with(|| new_process(pid, s));
-        let a = p.allocator.get_or_insert_with(|| Box::new(new_allocator(s)));
-        let d = match a.devices.iter().position(|d| d.gpu == Some(gpu)) {
-            Some(i) => &mut a.devices[i],
-            None => {
-                a.devices.push(DeviceAllocator { gpu: Some(gpu), ..Default::default() });
-                let last = a.devices.len() - 1;
-                &mut a.devices[last]
-            }
-        };
+        p.allocator.get_or_insert_with(|| Box::new(new_allocator(s)));
+        let d = devices.entry((pid, gpu)).or_insert_with(|| DeviceAllocator { gpu: Some(gpu), ..Default::default() });
         let v = s.value;
         match s.name() {
             "gpuscope_allocator_allocated_bytes" => d.allocated = bytes(v),
@@ -236,6 +235,11 @@ fn allocators(series: &[&Sample], procs: &mut BTreeMap<u32, Process>) {
             "gpuscope_allocator_alloc_retries_total" => d.alloc_retries = bytes(v),
             "gpuscope_allocator_ooms_total" => d.ooms = bytes(v),
             _ => {}
+        }
+    }
+    for ((pid, _), d) in devices {
+        if let Some(a) = procs.get_mut(&pid).and_then(|p| p.allocator.as_mut()) {
+            a.devices.push(d);
         }
     }
 }
@@ -267,4 +271,44 @@ fn alerts(series: &[&Sample], now: &Timestamp) -> Vec<Alert> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(name: &str, labels: &[(&str, String)], value: f64) -> Sample {
+        let mut all: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        all.insert("__name__".into(), name.into());
+        all.insert("instance".into(), "n:1".into());
+        Sample { labels: all, value: Some(value) }
+    }
+
+    /// The answer: one process with 60,000 allocator devices, and
+    /// 20,000 GPUs each sampling it. A search of the process's devices for
+    /// each series, and of the GPUs for each share, is 2*10^9 steps, minutes
+    /// in a debug build; gathered in maps, a blink.
+    #[test]
+    fn one_process_of_many_series_is_assembled_in_one_pass() {
+        let mut series = Vec::new();
+        for gpu in 0..60_000u32 {
+            let labels = [("pid", "7".to_string()), ("gpu", gpu.to_string())];
+            series.push(sample("gpuscope_allocator_allocated_bytes", &labels, f64::from(gpu)));
+        }
+        for gpu in 0..20_000u32 {
+            let labels = [("pid", "7".to_string()), ("gpu", gpu.to_string())];
+            series.push(sample("gpuscope_gpu_info", &labels[1..], 1.0));
+            for share in ["sm", "memory", "encoder", "decoder"] {
+                series.push(sample(&format!("gpuscope_process_{share}_utilization_ratio"), &labels, 0.25));
+            }
+        }
+        let snaps = snapshots(&series, 1000, 0);
+        let snap = &snaps["n:1"];
+        let devices = &snap.processes[0].allocator.as_ref().unwrap().devices;
+        assert_eq!(devices.len(), 60_000);
+        assert_eq!((devices[59_999].gpu, devices[59_999].allocated), (Some(59_999), Some(59_999)));
+        assert_eq!(snap.gpus.len(), 20_000);
+        let shares = snap.gpus[19_999].process_utilization.as_ref().unwrap();
+        assert_eq!((shares[0].pid, shares[0].sm), (7, 25));
+    }
 }

@@ -85,6 +85,9 @@ fn header(view: &ViewState, w: usize) -> Line<'static> {
         f.jobs.len(),
         view.sort.title()
     );
+    if let Some(c) = f.capped {
+        text.push_str(&format!("  {}", c.text()));
+    }
     if !view.filter.is_empty() || view.editing_filter {
         text.push_str(&format!("  filter: {}{}", view.filter, if view.editing_filter { "_" } else { "" }));
     }
@@ -150,9 +153,11 @@ fn host_line(view: &ViewState, h: &HostState, selected: bool, bar_w: usize, w: u
     let alert_style = if h.alert_count().unwrap_or(0) > 0 { color(view, Color::Yellow) } else { Style::new() };
     spans.push(Span::styled(alerts, alert_style));
     let used: usize = spans.iter().map(|s| s.width()).sum();
-    if let Some(e) = h.error.as_ref().filter(|_| w > used + 3) {
-        spans
-            .push(Span::styled(format!("  {}", cell(view, e, w - used - 2)), Style::new().add_modifier(Modifier::DIM)));
+    // The error if there is one, else whether the node sent more than is kept.
+    let note = h.error.clone().or_else(|| h.capped.map(|c| c.text()));
+    if let Some(note) = note.filter(|_| w > used + 3) {
+        let text = format!("  {}", cell(view, &note, w - used - 2));
+        spans.push(Span::styled(text, Style::new().add_modifier(Modifier::DIM)));
     }
     let line = Line::from(spans);
     if selected { line.style(Style::new().add_modifier(Modifier::REVERSED)) } else { line }
