@@ -152,12 +152,11 @@ fn the_dashboard_says_a_fifo_cannot_be_seeked() {
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: a valid C string; mkfifo only creates a file.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let writer = {
-        let fifo = fifo.clone();
-        std::thread::spawn(move || std::fs::write(fifo, b"{}\n"))
-    };
+    // Held open for reading and writing, so that opening it does not wait
+    // for a writer, and nothing is written that the refusal would leave
+    // unread (a write to a FIFO nobody reads any more is SIGPIPE).
+    let _held = std::fs::OpenOptions::new().read(true).write(true).open(&fifo).unwrap();
     let err = Recording::open(&fifo).err().unwrap().to_string();
-    let _ = writer.join();
     assert!(err.contains("not a regular file") && err.contains("replay --json"), "{err}");
 }
 
