@@ -8,7 +8,6 @@ use std::time::{Duration, Instant, SystemTime};
 use clap::Parser;
 
 use crate::analysis::{self, Analyzer};
-use crate::bounds;
 use crate::check;
 use crate::cli::{Cli, Command, DemoMode, ProbeAction};
 use crate::collect::{Collector, Reads};
@@ -25,6 +24,7 @@ use crate::sources::host::ProcHost;
 use crate::sources::nvml::{Calls, InitError, LibrarySpec, NvmlSource, Wanted};
 use crate::sources::probe::{self, DemoProbes, FileProbes, ProbeSource};
 use crate::tui;
+use crate::util::bounds;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -529,7 +529,7 @@ fn replay(cli: &Cli, path: &std::path::Path, as_json: bool) -> Result<u8, AppErr
 /// space; two threads that take turns gain nothing from separate arenas.
 /// Called before any thread starts, by every mode but a run of one
 /// snapshot: that run's one tick is heavy, spread over the CPUs
-/// (`sources::spread`), and ends with the process. Threads that share an
+/// (`util::spread`), and ends with the process. Threads that share an
 /// arena take turns at its lock: at 8 x 512, a `--json` whose looks at the
 /// processes ran on two threads and one arena switched context 100-190
 /// times a run and used 1.13 times the CPU of looking on one thread; with

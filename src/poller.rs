@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::bounds;
 use crate::collect::Collector;
 use crate::model::Snapshot;
 use crate::sources::Figures;
+use crate::util::bounds;
 
 pub type SnapshotRx = watch::Receiver<Option<Arc<Snapshot>>>;
 

@@ -14,8 +14,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::dirfd::DirFd;
 use crate::exit;
+use crate::util::dirfd::DirFd;
 use place::{PROBE_MARKER, Payload, SITE_MARKER};
 
 use crate::sources::probe::{ProbeDir, default_dir};

@@ -17,8 +17,8 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::dirfd::{DirFd, random_hex};
 use crate::sources::probe::current_uid;
+use crate::util::dirfd::{DirFd, random_hex};
 
 /// The first line of every `gpuscope_probe.py` gpuscope has shipped: how a
 /// file gpuscope wrote is told apart from one it must not replace.

@@ -12,7 +12,6 @@ pub mod pidns;
 pub mod probe;
 pub mod procstat;
 mod sanitize;
-mod spread;
 pub mod users;
 pub mod workload;
 

@@ -54,7 +54,7 @@ pub fn pid_file(proc_root: &Path, pid: u32, name: &str) -> PathBuf {
 /// `statx` now.
 pub fn read_up_to(path: &Path, limit: usize) -> io::Result<Vec<u8>> {
     let mut buf = Vec::new();
-    crate::bounded_read::read_into(File::open(path)?, &mut buf, limit, None)?;
+    crate::util::bounded_read::read_into(File::open(path)?, &mut buf, limit, None)?;
     Ok(buf)
 }
 

@@ -19,9 +19,9 @@
 use std::ffi::OsStr;
 use std::os::unix::fs::MetadataExt;
 
-use crate::dirfd::DirFd;
 use crate::inject::place::{self, Payload};
 use crate::model::MaxClocks;
+use crate::util::dirfd::DirFd;
 
 const FILE: &str = "boards";
 /// The first line of every such file gpuscope writes.

@@ -27,7 +27,7 @@ use nvml_wrapper::{Device, Nvml};
 
 use super::{GpuIdentity, GpuSample, GpuSource};
 use crate::model::{DeviceIds, Driver, Gpu, GpuSelector, GpuState, MigDevice, SourceStatus, select_gpus, select_migs};
-use crate::sources::spread::on_threads;
+use crate::util::spread::on_threads;
 use backoff::Backoff;
 use boards::Boards;
 pub use calls::{Call, Calls};
@@ -432,7 +432,7 @@ impl NvmlSource {
 /// Each GPU's own readings (`read_gpu`), or what its failed handle says.
 /// A `heavy` tick, one that reads the slow readings too (the first, so
 /// every one-shot, and one every ten seconds), spreads the GPUs over the
-/// CPUs (`sources::spread`), here and for the per-process samples: on an 8-GPU node
+/// CPUs (`util::spread`), here and for the per-process samples: on an 8-GPU node
 /// the maximum clocks alone are 32 calls of about 1.4 ms of the driver's
 /// CPU each, and the samples 8 of 2.6 ms (tests/gpu/nvml_costs.py on an
 /// H100). NVIDIA's documentation, as nvml-wrapper quotes it: "NVML is

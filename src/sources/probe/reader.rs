@@ -23,11 +23,11 @@ use std::time::{Duration, SystemTime};
 use super::dir::{ProbeDir, current_uid};
 use super::file::{MAX_FILE_BYTES, ProbeFile, read_regular};
 use super::{ProbeReport, ProbeSample, ProbeSource};
-use crate::dirfd::DirFd;
 use crate::hashing::{IntMap, IntSet};
 use crate::model::ProbeStatus;
 use crate::sources::liveness::{self, Exited, Held};
 use crate::sources::procstat;
+use crate::util::dirfd::DirFd;
 
 /// A file's name, size and modification time (ns).
 type Key = (String, u64, i64);

@@ -17,7 +17,7 @@ use crate::tui::render::text::{fit, spread, wrap};
 use crate::tui::render::{Ctx, theme::Theme};
 use crate::tui::state::SegmentsView;
 use crate::tui::term::Lines;
-use crate::units::bytes;
+use crate::util::units::bytes;
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, view: SegmentsView) {
     let w = area.width as usize;
