@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::inject::{self, InjectError};
-use crate::sources::probe::current_uid;
+use crate::util::current_uid;
 
 mod interpreter;
 

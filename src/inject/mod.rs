@@ -16,7 +16,8 @@ use std::process::Command;
 
 use crate::exit;
 use crate::util::dirfd::DirFd;
-use place::{PROBE_MARKER, Payload, SITE_MARKER};
+use crate::util::own_files::{self, Payload};
+use place::{PROBE_MARKER, SITE_MARKER};
 
 use crate::sources::probe::{ProbeDir, default_dir};
 
@@ -143,7 +144,7 @@ pub fn install(python: &Path) -> Result<PathBuf, InjectError> {
         .map_err(|e| InjectError::Install(format!("cannot create {}: {e}", site.display())))?;
     let dir = DirFd::open(&site).map_err(|e| InjectError::Install(format!("cannot open {}: {e}", site.display())))?;
     let installed = Payload { mode: 0o644, ..PROBE };
-    place::write_ours(&dir, &installed).map_err(InjectError::Install)?;
+    own_files::write_ours(&dir, &installed).map_err(InjectError::Install)?;
     Ok(site.join(PROBE.name))
 }
 
@@ -155,7 +156,7 @@ pub fn install_into(dir: &Path) -> Result<PathBuf, InjectError> {
     std::fs::create_dir_all(dir).map_err(|e| InjectError::Install(format!("cannot create {}: {e}", dir.display())))?;
     let opened = DirFd::open(dir).map_err(|e| InjectError::Install(format!("cannot open {}: {e}", dir.display())))?;
     for payload in [PROBE, SITE] {
-        place::write_ours(&opened, &Payload { mode: 0o644, ..payload }).map_err(InjectError::Install)?;
+        own_files::write_ours(&opened, &Payload { mode: 0o644, ..payload }).map_err(InjectError::Install)?;
     }
     Ok(dir.join(PROBE.name))
 }

@@ -464,7 +464,7 @@ mod tests {
             Some(me.start_ticks)
         );
         assert_eq!(name_in(&buf).as_deref(), Some(own.trim_end()));
-        assert_eq!(real_uid(Path::new("/proc"), std::process::id()), Some(crate::sources::probe::current_uid()));
+        assert_eq!(real_uid(Path::new("/proc"), std::process::id()), Some(crate::util::current_uid()));
         let args: Vec<String> = std::env::args().map(|a| a.trim_ascii().to_owned()).filter(|a| !a.is_empty()).collect();
         assert_eq!(command_line(Path::new("/proc"), std::process::id()), args);
         assert!(command_line(Path::new("/proc"), u32::MAX - 3).is_empty());

@@ -387,7 +387,7 @@ mod tests {
     /// into `probes` (through a root that is this one), started at tick
     /// `pid * 10`.
     fn fake_proc(proc_root: &Path, probes: &Path, pids: std::ops::Range<u32>) {
-        let uid = super::super::dir::current_uid();
+        let uid = crate::util::current_uid();
         for pid in pids {
             let base = proc_root.join(pid.to_string());
             std::fs::create_dir(&base).unwrap();

@@ -20,13 +20,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::dir::{ProbeDir, current_uid};
+use super::dir::ProbeDir;
 use super::file::{MAX_FILE_BYTES, ProbeFile, read_regular};
 use super::{ProbeReport, ProbeSample, ProbeSource};
 use crate::hashing::{IntMap, IntSet};
 use crate::model::ProbeStatus;
 use crate::sources::liveness::{self, Exited, Held};
 use crate::sources::procstat;
+use crate::util::current_uid;
 use crate::util::dirfd::DirFd;
 
 /// A file's name, size and modification time (ns).
