@@ -3,7 +3,6 @@
 
 pub mod analysis;
 pub mod app;
-pub mod attach;
 pub mod check;
 pub mod cli;
 pub mod collect;
@@ -13,16 +12,14 @@ pub mod exit;
 pub mod fleet;
 pub mod hashing;
 pub mod history;
-pub mod inject;
 pub mod mapped_files;
-pub mod memviz;
 pub mod model;
 pub mod output;
 pub mod poller;
+pub mod probe;
 pub mod query;
 pub mod recording;
 pub mod relocations;
-pub mod segmap;
 pub mod serve;
 pub mod settings;
 pub mod sources;

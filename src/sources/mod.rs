@@ -9,7 +9,6 @@ pub mod liveness;
 mod machine;
 pub mod nvml;
 pub mod pidns;
-pub mod probe;
 pub mod procstat;
 mod sanitize;
 pub mod users;

@@ -11,7 +11,7 @@ use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
-use crate::segmap::{MapState, Pool, RunClass, Segment, SegmentMap};
+use crate::probe::segmap::{MapState, Pool, RunClass, Segment, SegmentMap};
 use crate::tui::render::format::duration_short;
 use crate::tui::render::text::{fit, spread, wrap};
 use crate::tui::render::{Ctx, theme::Theme};

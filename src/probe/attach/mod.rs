@@ -15,7 +15,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::inject::{self, InjectError};
+use crate::probe::inject::{self, InjectError};
 use crate::util::current_uid;
 
 mod interpreter;

@@ -502,7 +502,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
-    use crate::sources::probe::file::sample_json;
+    use crate::probe::files::file::sample_json;
 
     fn setup() -> (tempfile::TempDir, PathBuf) {
         let root = tempfile::tempdir().unwrap();

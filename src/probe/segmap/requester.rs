@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::memviz::ProbeChannel;
-use crate::segmap::SegmentMap;
+use crate::probe::memviz::ProbeChannel;
+use crate::probe::segmap::SegmentMap;
 use crate::util::dirfd::random_hex;
 
 /// The probe serves at most one request a second.

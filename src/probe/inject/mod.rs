@@ -19,20 +19,20 @@ use crate::util::dirfd::DirFd;
 use crate::util::own_files::{self, Payload};
 use place::{PROBE_MARKER, SITE_MARKER};
 
-use crate::sources::probe::{ProbeDir, default_dir};
+use crate::probe::files::{ProbeDir, default_dir};
 
 /// The probe's source, 72 KiB, read only by `inject`: kept in a section of
 /// its own (`.gpuscope.cold`), which packaging/hot_text.ld places after the
 /// constants a dashboard reads, rather than among them, where the pages the
 /// kernel maps around theirs would bring it in too.
 #[cfg_attr(all(unix, not(target_vendor = "apple")), unsafe(link_section = ".gpuscope.cold"))]
-static PROBE_BYTES: [u8; include_bytes!("../../assets/gpuscope_probe.py").len()] =
-    *include_bytes!("../../assets/gpuscope_probe.py");
+static PROBE_BYTES: [u8; include_bytes!("../../../assets/gpuscope_probe.py").len()] =
+    *include_bytes!("../../../assets/gpuscope_probe.py");
 pub static PROBE_PY: &str = match std::str::from_utf8(&PROBE_BYTES) {
     Ok(text) => text,
     Err(_) => panic!("assets/gpuscope_probe.py is not UTF-8"),
 };
-pub const SITECUSTOMIZE_PY: &str = include_str!("../../assets/sitecustomize.py");
+pub const SITECUSTOMIZE_PY: &str = include_str!("../../../assets/sitecustomize.py");
 
 const PROBE: Payload = Payload { name: "gpuscope_probe.py", text: PROBE_PY, marker: PROBE_MARKER, mode: 0o600 };
 const SITE: Payload = Payload { name: "sitecustomize.py", text: SITECUSTOMIZE_PY, marker: SITE_MARKER, mode: 0o600 };

@@ -6,6 +6,7 @@
 mod container;
 mod demo;
 mod dir;
+pub mod fake;
 mod file;
 mod reader;
 

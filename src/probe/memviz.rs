@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use crate::sources::probe::{ProbeDir, ProbeFile, default_dir};
+use crate::probe::files::{ProbeDir, ProbeFile, default_dir};
 use crate::sources::procstat;
 use crate::util::current_uid;
 use crate::util::dirfd::{DirFd, random_hex};
