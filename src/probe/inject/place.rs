@@ -11,6 +11,8 @@
 //! caller says so. Such a directory is left behind: the job's processes,
 //! and children they start hours later, import from it. The runtime
 //! directory is emptied at logout and `/tmp` by the system's cleaner.
+//! The directories and files themselves are judged and written by the
+//! rules of every file gpuscope keeps for itself (`util/own_files.rs`).
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::MetadataExt;
