@@ -8,23 +8,23 @@ use std::time::{Duration, Instant, SystemTime};
 use clap::Parser;
 
 use crate::analysis::{self, Analyzer};
-use crate::bounds;
 use crate::check;
 use crate::cli::{Cli, Command, DemoMode, ProbeAction};
 use crate::collect::{Collector, Reads};
 use crate::exit;
-use crate::inject::{self, InjectError};
 use crate::model::AlertKind;
 use crate::output::stdout::{self, Delivered};
 use crate::output::{json, table};
 use crate::poller::{self, SnapshotRx};
+use crate::probe::files::{DemoProbes, FileProbes, ProbeSource, default_dir};
+use crate::probe::inject::{self, InjectError};
 use crate::query::{self, QueryError};
 use crate::recording;
 use crate::settings::{Mode, Settings, SettingsError};
 use crate::sources::host::ProcHost;
 use crate::sources::nvml::{Calls, InitError, LibrarySpec, NvmlSource, Wanted};
-use crate::sources::probe::{self, DemoProbes, FileProbes, ProbeSource};
 use crate::tui;
+use crate::util::bounds;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -49,9 +49,9 @@ pub enum AppError {
     #[error("collection stopped unexpectedly (see the message above)")]
     PollerStopped,
     #[error(transparent)]
-    Memviz(#[from] crate::memviz::MemvizError),
+    Memviz(#[from] crate::probe::memviz::MemvizError),
     #[error(transparent)]
-    Attach(#[from] crate::attach::AttachError),
+    Attach(#[from] crate::probe::attach::AttachError),
     #[error(transparent)]
     Fleet(#[from] crate::fleet::FleetError),
 }
@@ -128,7 +128,7 @@ pub fn main() -> ExitCode {
         Some(Command::Run { command }) => Err(AppError::Inject(inject::run(command))),
         Some(Command::Attach { pid, script_only }) => attach(*pid, *script_only),
         Some(Command::Memviz { pid, output, history }) => {
-            crate::memviz::run(*pid, output.as_deref(), *history).map_err(AppError::Memviz).and_then(|path| {
+            crate::probe::memviz::run(*pid, output.as_deref(), *history).map_err(AppError::Memviz).and_then(|path| {
                 print(&format!(
                     "{}\nopen it in PyTorch's memory viewer: https://pytorch.org/memory_viz\n",
                     path.display()
@@ -235,7 +235,7 @@ fn fleet(cli: &Cli, args: &crate::cli::FleetArgs) -> Result<(), AppError> {
 
 /// `gpuscope attach PID`.
 fn attach(pid: u32, script_only: bool) -> Result<u8, AppError> {
-    use crate::attach;
+    use crate::probe::attach;
     let target = attach::inspect(std::path::Path::new("/proc"), pid)?;
     if script_only {
         let script = attach::prepare(&target)?.keep();
@@ -529,7 +529,7 @@ fn replay(cli: &Cli, path: &std::path::Path, as_json: bool) -> Result<u8, AppErr
 /// space; two threads that take turns gain nothing from separate arenas.
 /// Called before any thread starts, by every mode but a run of one
 /// snapshot: that run's one tick is heavy, spread over the CPUs
-/// (`sources::spread`), and ends with the process. Threads that share an
+/// (`util::spread`), and ends with the process. Threads that share an
 /// arena take turns at its lock: at 8 x 512, a `--json` whose looks at the
 /// processes ran on two threads and one arena switched context 100-190
 /// times a run and used 1.13 times the CPU of looking on one thread; with
@@ -671,7 +671,7 @@ fn probes(simulated: bool, once: bool) -> Box<dyn ProbeSource> {
     if simulated && std::env::var_os(SIM_SCENARIO_ENV).is_none() {
         return Box::new(DemoProbes::new());
     }
-    let files = FileProbes::new(probe::default_dir());
+    let files = FileProbes::new(default_dir());
     Box::new(if once { files.spreading_looks() } else { files })
 }
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Parser, Subcommand, ValueEnum};
 
-use crate::bounds;
 use crate::model::AlertKind;
+use crate::util::bounds;
 
 #[derive(Debug, Clone, Parser)]
 #[command(name = "gpuscope", version, about = "Watch NVIDIA GPUs, their processes and the host", long_about = None)]

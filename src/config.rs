@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::config::{AlertsConfig, HistoryConfig};
 use crate::analysis::resolve_program;
-use crate::bounds;
+use crate::util::bounds;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::bounds;
 use crate::collect::Collector;
 use crate::model::Snapshot;
 use crate::sources::Figures;
+use crate::util::bounds;
 
 pub type SnapshotRx = watch::Receiver<Option<Arc<Snapshot>>>;
 
@@ -156,7 +156,8 @@ mod tests {
     use crate::analysis::Analyzer;
     use crate::analysis::config::{AlertsConfig, HistoryConfig};
     use crate::model::{Driver, Gpu, GpuState, ProcessGpu, ProcessType, SourceStatus};
-    use crate::sources::fake::{ScriptedGpu, ScriptedHost, ScriptedProbes};
+    use crate::probe::files::fake::ScriptedProbes;
+    use crate::sources::fake::{ScriptedGpu, ScriptedHost};
     use crate::sources::{GpuProcess, GpuSample, HostProcess, HostSample};
 
     fn gpu_sample(used: u64) -> GpuSample {

@@ -4,12 +4,12 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use crate::analysis::config::{AlertsConfig, HistoryConfig};
-use crate::bounds;
 use crate::cli::{Cli, DemoMode};
 use crate::config::{Config, ConfigError};
 use crate::model::{GpuSelector, SelectError, parse_selectors};
 use crate::query::{self, Query, QueryError, Target};
 use crate::sources::nvml::{DEFAULT_LIBRARY, LibrarySpec};
+use crate::util::bounds;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mode {

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use gpuscope::config::Config;
-use gpuscope::sources::probe::ProbeFile;
+use gpuscope::probe::files::ProbeFile;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::Sleeper;
 use common::trainer::{Trainer, python_trainer, wait_for_probe_file, write_script};
-use gpuscope::segmap::{MapState, MapUpdate, Requester, RunClass};
+use gpuscope::probe::segmap::{MapState, MapUpdate, Requester, RunClass};
 use serde_json::json;
 
 fn job(dir: &Path, backend: Option<&str>) -> (Trainer, u32, std::path::PathBuf) {

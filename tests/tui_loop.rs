@@ -187,7 +187,8 @@ async fn p_freezes_the_view_while_snapshots_keep_coming() {
 fn idle_poller() -> (gpuscope::poller::SnapshotRx, PollerControl, std::thread::JoinHandle<()>) {
     use gpuscope::analysis::Analyzer;
     use gpuscope::analysis::config::{AlertsConfig, HistoryConfig};
-    use gpuscope::sources::fake::{ScriptedGpu, ScriptedHost, ScriptedProbes};
+    use gpuscope::probe::files::fake::ScriptedProbes;
+    use gpuscope::sources::fake::{ScriptedGpu, ScriptedHost};
     let collector = gpuscope::collect::Collector {
         gpu: Box::new(ScriptedGpu::new([])),
         host: Box::new(ScriptedHost::new([])),

@@ -430,7 +430,7 @@ fn a_seven_way_mig_gpu_shows_each_mig_device_under_it() {
 /// The probe's answer for a job that fragmented its large pool: split
 /// segments with holes between live blocks, a wholly free segment, a
 /// pending-free block, and the small pool.
-fn fragmented_map(taken_ms: u64) -> gpuscope::segmap::SegmentMap {
+fn fragmented_map(taken_ms: u64) -> gpuscope::probe::segmap::SegmentMap {
     let mib = |n: u64| n << 20;
     let mut segments = Vec::new();
     let mut pools = serde_json::Map::new();
@@ -472,16 +472,16 @@ fn fragmented_map(taken_ms: u64) -> gpuscope::segmap::SegmentMap {
     .unwrap()
 }
 
-fn with_map(s: &mut State, state: gpuscope::segmap::MapState) {
+fn with_map(s: &mut State, state: gpuscope::probe::segmap::MapState) {
     let Some(gpuscope::tui::state::View::Segments(view)) = s.top().cloned() else {
         panic!("no map view: {:?}", s.status)
     };
-    s.segmap = Some(gpuscope::segmap::MapUpdate { pid: view.key.pid, ordinal: view.ordinal, state });
+    s.segmap = Some(gpuscope::probe::segmap::MapUpdate { pid: view.key.pid, ordinal: view.ordinal, state });
 }
 
 #[test]
 fn the_segment_map_shows_where_the_free_memory_is() {
-    use gpuscope::segmap::MapState;
+    use gpuscope::probe::segmap::MapState;
     let mut s = state(Spec { oom: true, ..Spec::gpus(2).probed() });
     act(&mut s, &[Action::Focus(1), Action::SegmentMap]);
     let waiting = render_text(&mut s, 80, 24);

@@ -192,7 +192,7 @@ impl AlertsConfig {
             ("alerts.starved.window", self.starved.window),
         ];
         for (name, span) in spans {
-            crate::bounds::CONFIG_SPAN.check(span).map_err(|e| format!("{name} {e}"))?;
+            crate::util::bounds::CONFIG_SPAN.check(span).map_err(|e| format!("{name} {e}"))?;
         }
         let f = &self.fragmentation;
         if !(0.0..=1.0).contains(&f.enter) || !(0.0..=1.0).contains(&f.exit) || f.exit > f.enter {

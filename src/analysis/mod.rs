@@ -16,7 +16,7 @@ use rules::{CounterState, Floor, Inputs, ProcKey};
 
 use crate::history::{self, Shared, Store};
 use crate::model::{AlertEvent, AlertKind, Change, Snapshot};
-use crate::sorted_map::SortedMap;
+use crate::util::sorted_map::SortedMap;
 
 pub use exec::{Counts as HookCounts, ExecHook, finish_hooks, resolve as resolve_program};
 

@@ -9,7 +9,7 @@ use crate::model::{
     AllocConfEnv, DeviceAllocator, Gpu, GpuAllocator, OomPostMortem, ProbeState, Process, ProcessAllocator, ProcessGpu,
     ProcessType,
 };
-use crate::sources::probe::{ProbeDevice, ProbeFile, ProbeReport};
+use crate::probe::files::{ProbeDevice, ProbeFile, ProbeReport};
 use crate::sources::{GpuIdentity, GpuProcess};
 
 /// Attaches each report to its process; a live probed process NVML does
@@ -287,13 +287,13 @@ fn gpu_totals(index: u32, processes: &[Process]) -> Option<GpuAllocator> {
 mod tests {
     use super::*;
     use crate::model::{GpuMatch, GpuState};
-    use crate::sources::probe::ProbeFile;
+    use crate::probe::files::ProbeFile;
 
     const GIB: u64 = 1 << 30;
 
     fn file(pid: u32, edit: impl FnOnce(&mut serde_json::Value)) -> ProbeFile {
         let mut v: serde_json::Value =
-            serde_json::from_str(&crate::sources::probe::sample_json_for_tests(pid, 1)).unwrap();
+            serde_json::from_str(&crate::probe::files::sample_json_for_tests(pid, 1)).unwrap();
         v["devices"][0]["uuid"] = "GPU-AAAA".into();
         v["devices"][0]["allocated"] = (4 * GIB).into();
         v["devices"][0]["reserved"] = (10 * GIB).into();

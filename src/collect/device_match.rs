@@ -7,8 +7,8 @@
 
 use super::visible_devices::{self, Visible};
 use crate::model::{GpuMatch, MigDevice};
+use crate::probe::files::{ProbeDevice, ProbeFile};
 use crate::sources::GpuIdentity;
-use crate::sources::probe::{ProbeDevice, ProbeFile};
 
 /// NVML's GPUs: every one (CUDA sees them all), and which gpuscope watches.
 pub struct Gpus<'a> {
@@ -226,8 +226,7 @@ mod tests {
     }
 
     fn file(cvd: Option<Option<&str>>, order: Option<&str>) -> ProbeFile {
-        let mut v: serde_json::Value =
-            serde_json::from_str(&crate::sources::probe::sample_json_for_tests(1, 1)).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&crate::probe::files::sample_json_for_tests(1, 1)).unwrap();
         v.as_object_mut().unwrap().remove("cuda_visible_devices");
         if let Some(c) = cvd {
             v["cuda_visible_devices"] = c.into();

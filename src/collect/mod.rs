@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::analysis::Analyzer;
 use crate::model::{HostStatus, NvmlStatus, PidNamespace, Process, SCHEMA_VERSION, Snapshot, Sources, Timestamp};
-use crate::sources::probe::{ProbeReport, ProbeSample, ProbeSource};
+use crate::probe::files::{ProbeReport, ProbeSample, ProbeSource};
 use crate::sources::{Figures, GpuProcess, GpuSample, GpuSource, HostProcess, HostSample, HostSource};
 
 pub struct Collector {
@@ -215,8 +215,9 @@ mod tests {
     use crate::analysis::Analyzer;
     use crate::analysis::config::{AlertsConfig, HistoryConfig};
     use crate::model::{Gpu, GpuState, ProcessGpu, ProcessType, SourceStatus, Workload, WorkloadKind};
-    use crate::sources::fake::{ScriptedGpu, ScriptedHost, ScriptedProbes};
-    use crate::sources::probe::ProbeFile;
+    use crate::probe::files::ProbeFile;
+    use crate::probe::files::fake::ScriptedProbes;
+    use crate::sources::fake::{ScriptedGpu, ScriptedHost};
 
     const GIB: u64 = 1 << 30;
 
@@ -270,7 +271,7 @@ mod tests {
 
     fn probe(pid: u32) -> ProbeReport {
         let mut v: serde_json::Value =
-            serde_json::from_str(&crate::sources::probe::sample_json_for_tests(pid, 1)).unwrap();
+            serde_json::from_str(&crate::probe::files::sample_json_for_tests(pid, 1)).unwrap();
         v["devices"][0]["uuid"] = "GPU-aaaa".into();
         v["devices"][0]["reserved"] = (2 * GIB).into();
         ProbeReport { file: ProbeFile::parse(&v.to_string(), pid, 1).unwrap().into(), alive: true, age: Duration::ZERO }

@@ -106,7 +106,7 @@ async fn aggregate(
     mut rx: mpsc::Receiver<Outcome>,
     tx: watch::Sender<Arc<Fleet>>,
 ) {
-    let stale_after = crate::bounds::millis(interval.saturating_mul(STALE_AFTER_INTERVALS));
+    let stale_after = crate::util::bounds::millis(interval.saturating_mul(STALE_AFTER_INTERVALS));
     // A host whose request hangs sends nothing: ages are looked at on a
     // clock of their own, and published only when a status changes.
     let mut clock = tokio::time::interval(interval.max(Duration::from_millis(500)));

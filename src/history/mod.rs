@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use crate::hashing::IntSet;
 use crate::model::{Gpu, Process, Snapshot};
-use crate::sorted_map::SortedMap;
+use crate::util::sorted_map::SortedMap;
 
 pub use series::{Agg, Bucket, Series, Tier};
 

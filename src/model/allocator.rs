@@ -235,7 +235,7 @@ impl OomPostMortem {
     /// Why the allocation failed, in one line: free memory scattered in
     /// pieces too small for the request (fragmentation), or none left.
     pub fn read(&self) -> String {
-        use crate::units::bytes;
+        use crate::util::units::bytes;
         let on = match (self.gpu, self.device) {
             (Some(g), _) => format!(" on GPU {g}"),
             (None, Some(d)) => format!(" on cuda:{d}"),

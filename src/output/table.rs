@@ -9,7 +9,7 @@ use crate::model::{
     Snapshot,
 };
 use crate::sources::visible;
-use crate::units::{bytes, bytes_pair, opt};
+use crate::util::units::{bytes, bytes_pair, opt};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 pub const WIDTH: usize = 80;

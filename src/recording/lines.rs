@@ -123,7 +123,7 @@ pub fn from_file(mut file: File) -> io::Result<Input> {
 /// few at a time.
 fn read_head(file: &mut File) -> io::Result<Vec<u8>> {
     let mut head = Vec::new();
-    crate::bounded_read::read_into(file, &mut head, ZSTD_MAGIC.len(), None)?;
+    crate::util::bounded_read::read_into(file, &mut head, ZSTD_MAGIC.len(), None)?;
     Ok(head)
 }
 

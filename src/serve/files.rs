@@ -10,7 +10,7 @@ use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::sources::probe::current_uid;
+use crate::util::current_uid;
 
 /// A certificate chain or a key is a few KiB; anything much larger is not one.
 const MAX_BYTES: u64 = 1024 * 1024;

@@ -4,7 +4,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use super::probe::{ProbeSample, ProbeSource};
 use super::{Figures, GpuSample, GpuSource, HostSample, HostSource};
 
 pub struct ScriptedGpu {
@@ -86,29 +85,5 @@ impl HostSource for ScriptedHost {
 
     fn pid_namespace(&self) -> Option<crate::model::PidNamespace> {
         self.script.front().unwrap_or(&self.last).pid_namespace
-    }
-}
-
-/// Also counts the samples taken, so tests can check that the probes are
-/// read only where the output shows them.
-pub struct ScriptedProbes {
-    script: VecDeque<ProbeSample>,
-    last: ProbeSample,
-    pub sampled: Arc<Mutex<u32>>,
-}
-
-impl ScriptedProbes {
-    pub fn new(script: impl IntoIterator<Item = ProbeSample>) -> Self {
-        Self { script: script.into_iter().collect(), last: ProbeSample::default(), sampled: Arc::default() }
-    }
-}
-
-impl ProbeSource for ScriptedProbes {
-    fn sample(&mut self) -> ProbeSample {
-        *self.sampled.lock().unwrap_or_else(std::sync::PoisonError::into_inner) += 1;
-        if let Some(next) = self.script.pop_front() {
-            self.last = next;
-        }
-        self.last.clone()
     }
 }

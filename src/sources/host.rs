@@ -17,11 +17,11 @@ use std::time::Instant;
 
 use super::machine::Machine;
 use super::procstat::{self, Stat, Tracked};
-use super::spread::on_threads;
 use super::users::UserNames;
 use super::{Figures, HostProcess, HostProcesses, HostSample, HostSource, sanitize_command};
 use super::{pidns, workload};
 use crate::model::{Host, PidNamespace, SourceStatus, Timestamp, Workload};
+use crate::util::spread::on_threads;
 
 pub struct ProcHost {
     machine: Machine,

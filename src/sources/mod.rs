@@ -9,10 +9,8 @@ pub mod liveness;
 mod machine;
 pub mod nvml;
 pub mod pidns;
-pub mod probe;
 pub mod procstat;
 mod sanitize;
-mod spread;
 pub mod users;
 pub mod workload;
 

@@ -54,7 +54,7 @@ pub fn pid_file(proc_root: &Path, pid: u32, name: &str) -> PathBuf {
 /// `statx` now.
 pub fn read_up_to(path: &Path, limit: usize) -> io::Result<Vec<u8>> {
     let mut buf = Vec::new();
-    crate::bounded_read::read_into(File::open(path)?, &mut buf, limit, None)?;
+    crate::util::bounded_read::read_into(File::open(path)?, &mut buf, limit, None)?;
     Ok(buf)
 }
 
@@ -464,7 +464,7 @@ mod tests {
             Some(me.start_ticks)
         );
         assert_eq!(name_in(&buf).as_deref(), Some(own.trim_end()));
-        assert_eq!(real_uid(Path::new("/proc"), std::process::id()), Some(crate::sources::probe::current_uid()));
+        assert_eq!(real_uid(Path::new("/proc"), std::process::id()), Some(crate::util::current_uid()));
         let args: Vec<String> = std::env::args().map(|a| a.trim_ascii().to_owned()).filter(|a| !a.is_empty()).collect();
         assert_eq!(command_line(Path::new("/proc"), std::process::id()), args);
         assert!(command_line(Path::new("/proc"), u32::MAX - 3).is_empty());

@@ -18,8 +18,8 @@ use ratatui::backend::Backend;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::memviz::ProbeChannel;
-use crate::segmap::{MapState, MapUpdate, Requester};
+use crate::probe::memviz::ProbeChannel;
+use crate::probe::segmap::{MapState, MapUpdate, Requester};
 use crate::startup_code;
 
 use crate::poller::{PollerControl, SnapshotRx};
@@ -264,14 +264,14 @@ impl Tools {
             Effect::Memviz(pid) => {
                 let (tx, dir) = (self.done_tx.clone(), self.probe_dir.clone());
                 tokio::task::spawn_blocking(move || {
-                    let result = ProbeChannel::open_in(pid, dir).and_then(|c| crate::memviz::ask_snapshot(&c));
+                    let result = ProbeChannel::open_in(pid, dir).and_then(|c| crate::probe::memviz::ask_snapshot(&c));
                     let _ = tx.send(Done::Status(probe_tools::memviz_outcome(pid, result)));
                 });
             }
             Effect::Attach(pid) => {
                 let tx = self.done_tx.clone();
                 tokio::task::spawn_blocking(move || {
-                    let _ = tx.send(Done::Status(probe_tools::attach_outcome(pid, crate::attach::start(pid))));
+                    let _ = tx.send(Done::Status(probe_tools::attach_outcome(pid, crate::probe::attach::start(pid))));
                 });
             }
             Effect::Environ(pid) => {

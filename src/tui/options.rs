@@ -76,7 +76,7 @@ impl TuiOptions {
             replay: None,
             real_terminal: false,
             mouse: !flags.no_mouse,
-            probe_dir: crate::sources::probe::default_dir(),
+            probe_dir: crate::probe::files::default_dir(),
             notice: None,
             only: settings.only.clone(),
             history: None,

@@ -5,7 +5,7 @@
 //! loop carries out off the UI task.
 
 use crate::model::{Process, ProcessAllocator};
-use crate::segmap::{MapState, MapUpdate};
+use crate::probe::segmap::{MapState, MapUpdate};
 use crate::tui::rows::RowKey;
 use crate::tui::state::{SegmentsView, State, View};
 use crate::tui::update::{Effect, selected_key};
@@ -136,7 +136,7 @@ pub fn environ(state: &mut State) -> Option<Effect> {
 }
 
 /// The status line after `M`.
-pub fn memviz_outcome(pid: u32, result: Result<std::path::PathBuf, crate::memviz::MemvizError>) -> String {
+pub fn memviz_outcome(pid: u32, result: Result<std::path::PathBuf, crate::probe::memviz::MemvizError>) -> String {
     match result {
         Ok(path) => {
             format!("PID {pid}: PyTorch memory snapshot at {} (open it in pytorch.org/memory_viz)", path.display())
@@ -146,7 +146,7 @@ pub fn memviz_outcome(pid: u32, result: Result<std::path::PathBuf, crate::memviz
 }
 
 /// The status line after `A`.
-pub fn attach_outcome(pid: u32, result: Result<(), crate::attach::AttachError>) -> String {
+pub fn attach_outcome(pid: u32, result: Result<(), crate::probe::attach::AttachError>) -> String {
     match result {
         Ok(()) => format!("probe started in PID {pid}: its figures appear once it uses CUDA"),
         Err(e) => format!("attach: {e}"),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::history::{Shared, Store};
 use crate::model::Snapshot;
-use crate::segmap::MapUpdate;
+use crate::probe::segmap::MapUpdate;
 use crate::tui::TuiOptions;
 use crate::tui::keys::InputMode;
 use crate::tui::kill::{Signal, Target};

@@ -7,7 +7,7 @@
 //! also rises with the OutOfMemoryErrors the probe sees, and, where the
 //! backend keeps no OOM count, while NVML says the GPU has no free memory.
 
-use crate::sorted_map::SortedMap;
+use crate::util::sorted_map::SortedMap;
 
 use super::{Inputs, ProcKey, Verdicts, forget_unseen, key, process_gpus};
 use crate::analysis::config::EventConfig;

@@ -9,7 +9,7 @@ use super::{Inputs, Verdicts, device, key, pct, process_gpus};
 use crate::analysis::engine::{Raise, Verdict};
 use crate::history::process::FRAGMENTATION;
 use crate::model::{AlertKind, Severity};
-use crate::units::bytes;
+use crate::util::units::bytes;
 
 const MIB: u64 = 1 << 20;
 

@@ -3,12 +3,12 @@
 //! through the *minimum* of each tenth of the window, the floor the
 //! saw-tooth returns to, and asks for both real growth and a good fit.
 
-use crate::sorted_map::SortedMap;
+use crate::util::sorted_map::SortedMap;
 
 use super::{Inputs, ProcKey, Verdicts, device, forget_unseen, human_duration, key, process_gpus};
 use crate::analysis::engine::{Raise, Verdict};
 use crate::model::{AlertKind, Severity};
-use crate::units::bytes;
+use crate::util::units::bytes;
 
 const BUCKETS: u64 = 10;
 const MIB: f64 = 1024.0 * 1024.0;

@@ -10,7 +10,7 @@ mod starved;
 
 use std::collections::BTreeMap;
 
-use crate::sorted_map::SortedMap;
+use crate::util::sorted_map::SortedMap;
 
 use super::config::AlertsConfig;
 use super::engine::{AlertKey, Verdict};

@@ -4,7 +4,7 @@
 use super::{Inputs, Verdicts, key};
 use crate::analysis::engine::{Raise, Verdict};
 use crate::model::{AlertKind, Severity};
-use crate::units::bytes;
+use crate::util::units::bytes;
 
 pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
     let c = &i.config.memory_pressure;

@@ -5,7 +5,7 @@ use super::{Inputs, Verdicts, human_duration, key};
 use crate::analysis::engine::{Raise, Verdict};
 use crate::history::gpu::UTIL;
 use crate::model::{AlertKind, ProbeState, Severity};
-use crate::units::bytes;
+use crate::util::units::bytes;
 
 pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
     let c = &i.config.starved;

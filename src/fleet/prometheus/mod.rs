@@ -108,7 +108,7 @@ impl Poller {
             let families = assemble::families_query();
             let (series, up) = tokio::join!(self.query(&families), self.query(UP_QUERY));
             let (series, up) = (series?, up?);
-            let interval_ms = crate::bounds::millis(self.interval);
+            let interval_ms = crate::util::bounds::millis(self.interval);
             // Up to twice 16 MiB of JSON: on a thread of its own, so that
             // the view (on the runtime's one thread) is not held up.
             tokio::task::spawn_blocking(move || read_round(&series, &up, interval_ms, now_ms()))
@@ -147,8 +147,8 @@ fn read_round(series: &[u8], up: &[u8], interval_ms: u64, now: u64) -> Result<Ro
 async fn run(poller: Poller, mut fleet: Fleet, tx: watch::Sender<Arc<Fleet>>) {
     let mut ticks = tokio::time::interval(poller.interval);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let stale_after = crate::bounds::millis(poller.interval.saturating_mul(3));
-    let forget_after = crate::bounds::millis(poller.interval.saturating_mul(FORGET_AFTER_INTERVALS));
+    let stale_after = crate::util::bounds::millis(poller.interval.saturating_mul(3));
+    let forget_after = crate::util::bounds::millis(poller.interval.saturating_mul(FORGET_AFTER_INTERVALS));
     let mut named = HashMap::new();
     loop {
         ticks.tick().await;

@@ -19,9 +19,9 @@
 use std::ffi::OsStr;
 use std::os::unix::fs::MetadataExt;
 
-use crate::dirfd::DirFd;
-use crate::inject::place::{self, Payload};
 use crate::model::MaxClocks;
+use crate::util::dirfd::DirFd;
+use crate::util::own_files::{self, Payload};
 
 const FILE: &str = "boards";
 /// The first line of every such file gpuscope writes.
@@ -54,8 +54,8 @@ impl Boards {
         let boot = std::fs::read_to_string(BOOT_ID).ok()?;
         let lib = std::fs::metadata(library).ok()?;
         let key = key(boot.trim(), &lib, driver_version?)?;
-        let dir = place::own_dir()?;
-        let entries = match place::existing(&dir, OsStr::new(FILE)) {
+        let dir = own_files::own_dir()?;
+        let entries = match own_files::existing(&dir, OsStr::new(FILE)) {
             Ok(Some(text)) => parse(&text, &key),
             Ok(None) | Err(_) => Vec::new(),
         };
@@ -91,7 +91,7 @@ impl Boards {
         self.changed = false;
         let text = render(&self.key, &self.entries);
         let payload = Payload { name: FILE, text: &text, marker: MARKER, mode: 0o600 };
-        let _ = place::write_ours(&self.dir, &payload);
+        let _ = own_files::write_ours(&self.dir, &payload);
     }
 }
 

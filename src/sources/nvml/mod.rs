@@ -25,9 +25,9 @@ use std::time::{Duration, Instant};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
-use super::{GpuIdentity, GpuSample, GpuSource};
+use super::{GpuIdentity, GpuProcess, GpuSample, GpuSource};
 use crate::model::{DeviceIds, Driver, Gpu, GpuSelector, GpuState, MigDevice, SourceStatus, select_gpus, select_migs};
-use crate::sources::spread::on_threads;
+use crate::util::spread::on_threads;
 use backoff::Backoff;
 use boards::Boards;
 pub use calls::{Call, Calls};
@@ -293,19 +293,43 @@ impl NvmlSource {
     /// asked this tick has another handle than it had, unless
     /// `adopt_handles` (every index asked) and the device behind it still
     /// has the UUID it had, or when a kept handle names no device now.
-    fn read(&mut self, adopt_handles: bool) -> Option<(Vec<Gpu>, Vec<crate::sources::GpuProcess>)> {
-        let nvml = self.nvml.as_deref()?;
+    /// The tick is planned first (`plan`), then run (`run`).
+    fn read(&mut self, adopt_handles: bool) -> Option<(Vec<Gpu>, Vec<GpuProcess>)> {
+        // Out of `self` for the tick, so that the handles, which borrow
+        // it, can live beside the calls that change the rest of `self`.
+        let nvml = self.nvml.take()?;
+        let read = self.plan(&nvml, adopt_handles).and_then(|plan| self.run(&nvml, &plan));
+        self.nvml = Some(nvml);
+        read
+    }
+
+    /// What this tick does, decided before any GPU is read: each watched
+    /// GPU's handle (`handles`), whether the slow readings are due, whether
+    /// they are spread over threads, and whether the per-process samples
+    /// fill the PCIe window. `None` where a handle moved.
+    fn plan<'n>(&mut self, nvml: &'n Nvml, adopt_handles: bool) -> Option<TickPlan<'n>> {
+        let (handles, kept) = self.handles(nvml, adopt_handles)?;
+        let slow = self.watched.iter().any(DeviceStatic::slow_due);
+        let heavy =
+            self.spread && slow && self.watched.len() > 1 && self.slow_tick.is_none_or(|took| took >= SPREAD_FROM);
+        // Per-process samples that take a window's length anyway are read
+        // inside it, and the wait is gone; other ticks wait first, and so
+        // do those that read the slow readings, whose maximum clocks alone
+        // (45 ms on 8 GPUs) would stretch a window past `WRAP_SAFE`.
+        let spans_samples = !slow && self.samples_took.is_some_and(|took| took >= pcie::WINDOW);
+        Some(TickPlan { handles, kept, slow, heavy, spans_samples })
+    }
+
+    /// Every handle first: one that moved ends the read (`None`) before any
+    /// GPU is asked anything. Each tick asks NVML for one index's handle,
+    /// in turn, and reads the others through the handles they had: a GPU
+    /// that left or came changes the count, read first (`follow_devices`),
+    /// and one that is lost says so through its own handle; GPUs that only
+    /// swapped places are found within as many ticks as there are GPUs,
+    /// each shown meanwhile with its own readings under its old index.
+    /// With each handle, whether it was kept from an earlier tick.
+    fn handles<'n>(&mut self, nvml: &'n Nvml, adopt_handles: bool) -> Option<(Vec<Handle<'n>>, Vec<bool>)> {
         let calls = &self.calls;
-        let mut gpus = Vec::with_capacity(self.watched.len());
-        self.merger.begin();
-        // Every handle first: one that moved ends the read before any GPU
-        // is asked anything. Each tick asks NVML for one index's handle,
-        // in turn, and reads the others through the handles they had: a
-        // GPU that left or came changes the count, read first
-        // (`follow_devices`), and one that is lost says so through its own
-        // handle; GPUs that only swapped places are found within as many
-        // ticks as there are GPUs, each shown meanwhile with its own
-        // readings under its old index.
         let asked = self.handle_turn % self.watched.len().max(1);
         self.handle_turn = self.handle_turn.wrapping_add(1);
         let mut handles = Vec::with_capacity(self.watched.len());
@@ -328,19 +352,15 @@ impl NvmlSource {
             }
             handles.push(dev);
         }
-        let slow = self.watched.iter().any(DeviceStatic::slow_due);
-        let heavy =
-            self.spread && slow && self.watched.len() > 1 && self.slow_tick.is_none_or(|took| took >= SPREAD_FROM);
-        // Per-process samples that take a window's length anyway are read
-        // inside it, and the wait is gone; other ticks wait first, and so
-        // do those that read the slow readings, whose maximum clocks alone
-        // (45 ms on 8 GPUs) would stretch a window past `WRAP_SAFE`.
-        let spans_samples = !slow && self.samples_took.is_some_and(|took| took >= pcie::WINDOW);
-        let window = open_windows(calls, &handles, &mut self.watched);
-        if !spans_samples && let Some(opened) = window {
-            std::thread::sleep(pcie::WINDOW.saturating_sub(opened.elapsed()));
-            close_windows(calls, &handles, &mut self.watched);
-        }
+        Some((handles, kept))
+    }
+
+    /// Reads the GPUs as `plan` says: the PCIe windows, each GPU's own
+    /// readings (`first_pass`), the maximum clocks kept for the boot, the
+    /// lists (`read_lists`), the per-process samples (`read_samples`).
+    /// `None` where a handle kept from an earlier tick names no device now.
+    fn run(&mut self, nvml: &Nvml, plan: &TickPlan<'_>) -> Option<(Vec<Gpu>, Vec<GpuProcess>)> {
+        let window = self.pcie_window(plan);
         let started = Instant::now();
         if self.boards.is_none() && self.watched.iter().any(DeviceStatic::needs_max_clocks) {
             let file = library::loaded_file(&self.spec);
@@ -348,24 +368,61 @@ impl NvmlSource {
         }
         let firsts = first_pass(
             &mut self.watched,
-            &handles,
-            &kept,
-            calls,
-            heavy,
+            &plan.handles,
+            &plan.kept,
+            &self.calls,
+            plan.heavy,
             self.boards.as_ref().and_then(Option::as_ref),
             self.wanted,
         )?;
         // Only a tick that read the slow readings can have asked the driver
         // for maximum clocks.
-        if slow && let Some(Some(boards)) = &mut self.boards {
+        if plan.slow
+            && let Some(Some(boards)) = &mut self.boards
+        {
             self.watched.iter_mut().for_each(|st| st.keep_max_clocks(boards));
             boards.save();
         }
-        // Per-process samples, the dearest call of a tick, come last: on
-        // threads too in a heavy tick, once the lists say which GPUs run
-        // processes.
+        let (mut gpus, sampled) = self.read_lists(nvml, &plan.handles, firsts);
+        self.read_samples(sampled, window, plan, &mut gpus);
+        if plan.slow {
+            self.slow_tick = Some(started.elapsed());
+        }
+        let keys: Vec<String> =
+            self.watched.iter().map(|st| st.uuid.clone().unwrap_or_else(|| st.index.to_string())).collect();
+        self.process_util.retain(&keys);
+        self.links.retain(&keys);
+        Some((gpus, self.merger.finish(&mut self.names)))
+    }
+
+    /// Opens the PCIe windows (`open_windows`) and, unless the per-process
+    /// samples are to fill them, waits them out and closes them now. When
+    /// the windows opened, where they are left open for the samples.
+    fn pcie_window(&mut self, plan: &TickPlan<'_>) -> Option<Instant> {
+        let window = open_windows(&self.calls, &plan.handles, &mut self.watched);
+        if !plan.spans_samples
+            && let Some(opened) = window
+        {
+            std::thread::sleep(pcie::WINDOW.saturating_sub(opened.elapsed()));
+            close_windows(&self.calls, &plan.handles, &mut self.watched);
+        }
+        window.filter(|_| plan.spans_samples)
+    }
+
+    /// What each GPU that answered lists: its MIG devices, its processes
+    /// (folded by the merger), its NVLink states; and, where they are
+    /// wanted, its per-process samples to read, for `read_samples`.
+    fn read_lists<'d, 'n>(
+        &mut self,
+        nvml: &Nvml,
+        handles: &'d [Handle<'n>],
+        firsts: Vec<Gpu>,
+    ) -> (Vec<Gpu>, Vec<Sampled<'d, 'n>>) {
+        let calls = &self.calls;
+        let mut gpus = Vec::with_capacity(self.watched.len());
         let mut sampled = Vec::new();
-        for ((st, dev), mut gpu) in self.watched.iter_mut().zip(&handles).zip(firsts) {
+        self.merger.begin();
+        for ((st, dev), mut gpu) in self.watched.iter_mut().zip(handles).zip(firsts) {
             if let Ok(dev) = dev
                 && gpu.state == GpuState::Ok
             {
@@ -389,9 +446,24 @@ impl NvmlSource {
             self.suspect |= gpu.error.is_some();
             gpus.push(gpu);
         }
-        let samples = match window.filter(|_| spans_samples) {
+        (gpus, sampled)
+    }
+
+    /// Per-process samples, the dearest call of a tick, come last: inside
+    /// the PCIe window still open (`samples_in_window`), else on threads
+    /// too in a heavy tick, once the lists say which GPUs run processes.
+    /// Each GPU's go into `gpus`, and its batch back into `process_util`.
+    fn read_samples(
+        &mut self,
+        sampled: Vec<Sampled<'_, '_>>,
+        window: Option<Instant>,
+        plan: &TickPlan<'_>,
+        gpus: &mut [Gpu],
+    ) {
+        let calls = &self.calls;
+        let samples = match window {
             Some(opened) => {
-                let (samples, took) = samples_in_window(sampled, calls, opened, &handles, &mut self.watched);
+                let (samples, took) = samples_in_window(sampled, calls, opened, &plan.handles, &mut self.watched);
                 self.samples_took = Some(took);
                 for (gpu, st) in gpus.iter_mut().zip(&mut self.watched) {
                     if let Some(pcie) = st.pcie.take_windowed() {
@@ -402,11 +474,11 @@ impl NvmlSource {
             }
             None => {
                 let begun = Instant::now();
-                let samples = on_threads(sampled, heavy, |mut job| {
+                let samples = on_threads(sampled, plan.heavy, |mut job| {
                     let samples = job.read(calls);
                     (job, samples)
                 });
-                if !heavy {
+                if !plan.heavy {
                     self.samples_took = Some(begun.elapsed());
                 }
                 samples
@@ -418,21 +490,31 @@ impl NvmlSource {
             }
             self.process_util.put(job.key, job.batch);
         }
-        if slow {
-            self.slow_tick = Some(started.elapsed());
-        }
-        let keys: Vec<String> =
-            self.watched.iter().map(|st| st.uuid.clone().unwrap_or_else(|| st.index.to_string())).collect();
-        self.process_util.retain(&keys);
-        self.links.retain(&keys);
-        Some((gpus, self.merger.finish(&mut self.names)))
     }
+}
+
+/// A watched GPU's handle for this tick, or why NVML gave none.
+type Handle<'n> = Result<Device<'n>, NvmlError>;
+
+/// One tick's plan (`NvmlSource::plan`).
+struct TickPlan<'n> {
+    /// Each watched GPU's handle, and whether it was kept from an earlier
+    /// tick (else just asked of NVML).
+    handles: Vec<Handle<'n>>,
+    kept: Vec<bool>,
+    /// Some GPU's slow readings are due (the first tick, then every 10 s).
+    slow: bool,
+    /// The GPUs' readings and samples are spread over threads (`first_pass`).
+    heavy: bool,
+    /// The per-process samples are read inside the PCIe window, which then
+    /// needs no wait of its own.
+    spans_samples: bool,
 }
 
 /// Each GPU's own readings (`read_gpu`), or what its failed handle says.
 /// A `heavy` tick, one that reads the slow readings too (the first, so
 /// every one-shot, and one every ten seconds), spreads the GPUs over the
-/// CPUs (`sources::spread`), here and for the per-process samples: on an 8-GPU node
+/// CPUs (`util::spread`), here and for the per-process samples: on an 8-GPU node
 /// the maximum clocks alone are 32 calls of about 1.4 ms of the driver's
 /// CPU each, and the samples 8 of 2.6 ms (tests/gpu/nvml_costs.py on an
 /// H100). NVIDIA's documentation, as nvml-wrapper quotes it: "NVML is

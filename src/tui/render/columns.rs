@@ -7,7 +7,7 @@
 use crate::model::{ProbeState, Workload};
 use crate::tui::render::format::{NA, or_na_into, push_duration_short};
 use crate::tui::rows::{Column, Row};
-use crate::units::{push_bytes, push_fixed};
+use crate::util::units::{push_bytes, push_fixed};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Spec {

@@ -15,7 +15,7 @@ use crate::tui::render::text::{spread, wrap};
 use crate::tui::render::{Ctx, hints, trend};
 use crate::tui::rows::RowKey;
 use crate::tui::term::Lines;
-use crate::units::bytes;
+use crate::util::units::bytes;
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, key: RowKey) {
     let process = snap.processes.iter().find(|p| p.pid == key.pid && p.gpus.iter().any(|g| g.index == key.gpu));

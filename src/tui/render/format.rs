@@ -2,7 +2,7 @@
 
 /// "40.1G", "512M", "3K", "0": binary units in at most six columns.
 pub fn bytes_short(b: u64) -> String {
-    let (scaled, unit) = crate::units::binary(b);
+    let (scaled, unit) = crate::util::units::binary(b);
     scaled.with(["", "K", "M", "G", "T"][unit])
 }
 
@@ -35,7 +35,7 @@ pub fn push_duration_short(out: &mut String, ms: u64) {
     // The larger unit's size in seconds, and the smaller's.
     let (unit, big_unit, part, small_unit) = match s {
         0..10 => {
-            crate::units::push_fixed(out, ms as f64 / 1000.0, true);
+            crate::util::units::push_fixed(out, ms as f64 / 1000.0, true);
             return out.push('s');
         }
         10..60 => (1, 's', 1, 's'),

@@ -14,7 +14,7 @@ use crate::tui::render::format::{bytes_short, percent};
 use crate::tui::render::mig;
 use crate::tui::render::text::{left, right, spread, width, wrap};
 use crate::tui::term::Lines;
-use crate::units::{bytes_pair, push_fixed};
+use crate::util::units::{bytes_pair, push_fixed};
 
 /// Rows wanted at width `w`: (two lines per GPU, one line per GPU).
 pub fn heights(snap: &Snapshot, w: usize) -> (u16, u16) {

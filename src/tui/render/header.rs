@@ -12,7 +12,7 @@ use crate::tui::render::bar::{Segment, bar};
 use crate::tui::render::format::{duration_short, or_na};
 use crate::tui::render::text::{spans_width, spread};
 use crate::tui::term::Lines;
-use crate::units::{bytes, bytes_pair};
+use crate::util::units::{bytes, bytes_pair};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     let w = area.width as usize;

@@ -3,7 +3,7 @@
 
 use crate::model::{Alert, AlertKind, DeviceAllocator, ProbeState, Process, ProcessAllocator, Snapshot};
 use crate::tui::rows::RowKey;
-use crate::units::{GIB, bytes};
+use crate::util::units::{GIB, bytes};
 
 pub fn for_process(snap: &Snapshot, p: &Process, device: Option<&DeviceAllocator>, key: RowKey) -> Vec<String> {
     let alerts: Vec<&Alert> =

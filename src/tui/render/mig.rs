@@ -8,7 +8,7 @@ use crate::model::{Gpu, MigDevice, Snapshot};
 use crate::tui::render::Ctx;
 use crate::tui::render::bar::{self, Segment};
 use crate::tui::render::text::{left, width};
-use crate::units::bytes_pair;
+use crate::util::units::bytes_pair;
 
 /// Lines the MIG devices of every GPU take.
 pub fn count(snap: &Snapshot) -> u16 {

@@ -11,13 +11,13 @@ use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
-use crate::segmap::{MapState, Pool, RunClass, Segment, SegmentMap};
+use crate::probe::segmap::{MapState, Pool, RunClass, Segment, SegmentMap};
 use crate::tui::render::format::duration_short;
 use crate::tui::render::text::{fit, spread, wrap};
 use crate::tui::render::{Ctx, theme::Theme};
 use crate::tui::state::SegmentsView;
 use crate::tui::term::Lines;
-use crate::units::bytes;
+use crate::util::units::bytes;
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, view: SegmentsView) {
     let w = area.width as usize;

@@ -15,8 +15,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::inject::{self, InjectError};
-use crate::sources::probe::current_uid;
+use crate::probe::inject::{self, InjectError};
+use crate::util::current_uid;
 
 mod interpreter;
 

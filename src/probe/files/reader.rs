@@ -20,14 +20,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::dir::{ProbeDir, current_uid};
+use super::dir::ProbeDir;
 use super::file::{MAX_FILE_BYTES, ProbeFile, read_regular};
 use super::{ProbeReport, ProbeSample, ProbeSource};
-use crate::dirfd::DirFd;
 use crate::hashing::{IntMap, IntSet};
 use crate::model::ProbeStatus;
 use crate::sources::liveness::{self, Exited, Held};
 use crate::sources::procstat;
+use crate::util::current_uid;
+use crate::util::dirfd::DirFd;
 
 /// A file's name, size and modification time (ns).
 type Key = (String, u64, i64);
@@ -501,7 +502,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
-    use crate::sources::probe::file::sample_json;
+    use crate::probe::files::file::sample_json;
 
     fn setup() -> (tempfile::TempDir, PathBuf) {
         let root = tempfile::tempdir().unwrap();

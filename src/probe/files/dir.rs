@@ -6,6 +6,8 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::util::current_uid;
+
 /// `GPUSCOPE_PROBE_DIR`, else `$XDG_RUNTIME_DIR/gpuscope/probes`, else
 /// `/tmp/gpuscope-UID/probes`: the same order the probe uses. A literal
 /// `/tmp`, not `$TMPDIR`: clusters often set a per-job `TMPDIR`, and the
@@ -22,11 +24,6 @@ pub fn default_dir() -> PathBuf {
         return runtime.join("gpuscope").join("probes");
     }
     PathBuf::from("/tmp").join(format!("gpuscope-{uid}")).join("probes")
-}
-
-pub fn current_uid() -> u32 {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    unsafe { libc::getuid() }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -22,7 +22,7 @@ const MAX_DEVICES: usize = 64;
 /// was opened does not change.
 pub fn read_regular(file: impl std::io::Read, size: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
     let limit = usize::try_from(MAX_FILE_BYTES + 1).unwrap_or(usize::MAX);
-    crate::bounded_read::read_into(file, buf, limit, Some(size))
+    crate::util::bounded_read::read_into(file, buf, limit, Some(size))
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

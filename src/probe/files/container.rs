@@ -22,10 +22,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::ProbeReport;
 use super::file::{MAX_FILE_BYTES, ProbeFile, read_regular};
-use crate::dirfd::DirFd;
 use crate::hashing::{IntMap, IntSet};
 use crate::sources::procstat;
-use crate::sources::spread::on_threads;
+use crate::util::dirfd::DirFd;
+use crate::util::spread::on_threads;
 
 /// `/proc/PID/environ` is a few KiB; a bound keeps a hostile one cheap.
 const MAX_ENVIRON: usize = 256 * 1024;
@@ -387,7 +387,7 @@ mod tests {
     /// into `probes` (through a root that is this one), started at tick
     /// `pid * 10`.
     fn fake_proc(proc_root: &Path, probes: &Path, pids: std::ops::Range<u32>) {
-        let uid = super::super::dir::current_uid();
+        let uid = crate::util::current_uid();
         for pid in pids {
             let base = proc_root.join(pid.to_string());
             std::fs::create_dir(&base).unwrap();

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::dirfd::random_hex;
-use crate::memviz::ProbeChannel;
-use crate::segmap::SegmentMap;
+use crate::probe::memviz::ProbeChannel;
+use crate::probe::segmap::SegmentMap;
+use crate::util::dirfd::random_hex;
 
 /// The probe serves at most one request a second.
 const REFRESH: Duration = Duration::from_secs(1);

@@ -14,24 +14,25 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::dirfd::DirFd;
 use crate::exit;
-use place::{PROBE_MARKER, Payload, SITE_MARKER};
+use crate::util::dirfd::DirFd;
+use crate::util::own_files::{self, Payload};
+use place::{PROBE_MARKER, SITE_MARKER};
 
-use crate::sources::probe::{ProbeDir, default_dir};
+use crate::probe::files::{ProbeDir, default_dir};
 
 /// The probe's source, 72 KiB, read only by `inject`: kept in a section of
 /// its own (`.gpuscope.cold`), which packaging/hot_text.ld places after the
 /// constants a dashboard reads, rather than among them, where the pages the
 /// kernel maps around theirs would bring it in too.
 #[cfg_attr(all(unix, not(target_vendor = "apple")), unsafe(link_section = ".gpuscope.cold"))]
-static PROBE_BYTES: [u8; include_bytes!("../../assets/gpuscope_probe.py").len()] =
-    *include_bytes!("../../assets/gpuscope_probe.py");
+static PROBE_BYTES: [u8; include_bytes!("../../../assets/gpuscope_probe.py").len()] =
+    *include_bytes!("../../../assets/gpuscope_probe.py");
 pub static PROBE_PY: &str = match std::str::from_utf8(&PROBE_BYTES) {
     Ok(text) => text,
     Err(_) => panic!("assets/gpuscope_probe.py is not UTF-8"),
 };
-pub const SITECUSTOMIZE_PY: &str = include_str!("../../assets/sitecustomize.py");
+pub const SITECUSTOMIZE_PY: &str = include_str!("../../../assets/sitecustomize.py");
 
 const PROBE: Payload = Payload { name: "gpuscope_probe.py", text: PROBE_PY, marker: PROBE_MARKER, mode: 0o600 };
 const SITE: Payload = Payload { name: "sitecustomize.py", text: SITECUSTOMIZE_PY, marker: SITE_MARKER, mode: 0o600 };
@@ -143,7 +144,7 @@ pub fn install(python: &Path) -> Result<PathBuf, InjectError> {
         .map_err(|e| InjectError::Install(format!("cannot create {}: {e}", site.display())))?;
     let dir = DirFd::open(&site).map_err(|e| InjectError::Install(format!("cannot open {}: {e}", site.display())))?;
     let installed = Payload { mode: 0o644, ..PROBE };
-    place::write_ours(&dir, &installed).map_err(InjectError::Install)?;
+    own_files::write_ours(&dir, &installed).map_err(InjectError::Install)?;
     Ok(site.join(PROBE.name))
 }
 
@@ -155,7 +156,7 @@ pub fn install_into(dir: &Path) -> Result<PathBuf, InjectError> {
     std::fs::create_dir_all(dir).map_err(|e| InjectError::Install(format!("cannot create {}: {e}", dir.display())))?;
     let opened = DirFd::open(dir).map_err(|e| InjectError::Install(format!("cannot open {}: {e}", dir.display())))?;
     for payload in [PROBE, SITE] {
-        place::write_ours(&opened, &Payload { mode: 0o644, ..payload }).map_err(InjectError::Install)?;
+        own_files::write_ours(&opened, &Payload { mode: 0o644, ..payload }).map_err(InjectError::Install)?;
     }
     Ok(dir.join(PROBE.name))
 }

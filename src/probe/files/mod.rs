@@ -6,6 +6,7 @@
 mod container;
 mod demo;
 mod dir;
+pub mod fake;
 mod file;
 mod reader;
 
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use demo::DemoProbes;
-pub use dir::{ProbeDir, current_uid, default_dir};
+pub use dir::{ProbeDir, default_dir};
 pub use file::{PROBE_FORMAT, ProbeDevice, ProbeFile};
 pub use reader::FileProbes;
 

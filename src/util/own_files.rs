@@ -1,32 +1,20 @@
-//! Where `gpuscope run` and `gpuscope probe path` put the probe's code:
-//! a directory that only this user can have made, reached without
-//! following a link, whose real path goes on `PYTHONPATH`.
-//!
-//! The usual place is `$XDG_RUNTIME_DIR/gpuscope/python`, else
-//! `$TMPDIR/gpuscope-UID/python` (`/tmp` without `TMPDIR`): reused from run
-//! to run, so nothing piles up although `run` replaces itself with the
-//! command and cannot clean up after it. Another user can squat that name
-//! in `/tmp` (a link, a directory of theirs); then the probe goes into a
-//! fresh directory with an unpredictable name beside it (mkdtemp), and the
-//! caller says so. Such a directory is left behind: the job's processes,
-//! and children they start hours later, import from it. The runtime
-//! directory is emptied at logout and `/tmp` by the system's cleaner.
+//! gpuscope's own directory, `$XDG_RUNTIME_DIR/gpuscope`, else
+//! `gpuscope-UID` in the temporary directory, and the files gpuscope keeps
+//! in it: directories only this user can have made, reached without
+//! following a link, and files replaced only when gpuscope wrote them.
+//! The probe's code goes there (`probe::inject::place`), and so do the
+//! boards' maximum clocks (`sources::nvml::boards`).
 
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use crate::dirfd::{DirFd, random_hex};
-use crate::sources::probe::current_uid;
+use crate::util::current_uid;
+use crate::util::dirfd::{DirFd, random_hex};
 
-/// The first line of every `gpuscope_probe.py` gpuscope has shipped: how a
-/// file gpuscope wrote is told apart from one it must not replace.
-pub const PROBE_MARKER: &str = "\"\"\"gpuscope allocator probe";
-pub const SITE_MARKER: &str = "\"\"\"gpuscope's sitecustomize shim";
 /// Larger than any file gpuscope writes; a bigger one is not ours.
 const MAX_OURS: u64 = 1 << 20;
-const FRESH_TRIES: usize = 16;
 
 /// A file gpuscope writes: its name, text, the marker that recognises an
 /// older copy, and its mode.
@@ -35,42 +23,6 @@ pub struct Payload<'a> {
     pub text: &'a str,
     pub marker: &'a str,
     pub mode: u32,
-}
-
-/// The directory the payloads were written to, and a one-line warning
-/// when it is not the usual place.
-#[derive(Debug)]
-pub struct Placed {
-    pub dir: PathBuf,
-    pub warning: Option<String>,
-}
-
-/// Writes `payloads` into the usual place, else a fresh private directory
-/// beside it; when the runtime directory allows neither, the temporary
-/// directory is tried the same way. `Err` only when nothing works: the
-/// caller then goes on without them.
-pub fn place(payloads: &[Payload]) -> Result<Placed, String> {
-    let mut reasons = Vec::new();
-    for root in runtime_roots() {
-        let (root, base) = match root {
-            Ok(root) => root,
-            Err(why) => {
-                reasons.push(why);
-                continue;
-            }
-        };
-        for attempt in [usual, fresh] {
-            match attempt(&root, &base, payloads) {
-                Ok(dir) => {
-                    let warning =
-                        reasons.first().map(|why| format!("{why}; using {} for the probe instead", dir.display()));
-                    return Ok(Placed { dir, warning });
-                }
-                Err(why) => reasons.push(why),
-            }
-        }
-    }
-    Err(reasons.join("; "))
 }
 
 /// gpuscope's own directory in the usual place (`$XDG_RUNTIME_DIR/gpuscope`,
@@ -85,7 +37,7 @@ pub fn own_dir() -> Option<DirFd> {
 /// In order: `$XDG_RUNTIME_DIR` when it is this user's and closed to
 /// others, then `$TMPDIR`, then `/tmp` when `TMPDIR` is unset or
 /// unusable; each with the name of gpuscope's directory in it.
-fn runtime_roots() -> Vec<Result<(DirFd, String), String>> {
+pub fn runtime_roots() -> Vec<Result<(DirFd, String), String>> {
     let me = current_uid();
     let mut roots = Vec::new();
     if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_absolute())
@@ -118,31 +70,6 @@ fn shared_root(dir: DirFd) -> Result<DirFd, String> {
     }
 }
 
-fn usual(root: &DirFd, base: &str, payloads: &[Payload]) -> Result<PathBuf, String> {
-    let base = private_child(root, OsStr::new(base))?;
-    let python = private_child(&base, OsStr::new("python"))?;
-    fill(&python, payloads)
-}
-
-fn fresh(root: &DirFd, base: &str, payloads: &[Payload]) -> Result<PathBuf, String> {
-    for _ in 0..FRESH_TRIES {
-        let name = OsString::from(format!("{base}.{}", random_hex()));
-        match root.mkdir(&name, 0o700) {
-            Ok(true) => return fill(&open_private(root, &name, true)?, payloads),
-            Ok(false) => continue,
-            Err(e) => return Err(format!("cannot create a directory in {}: {e}", root.path.display())),
-        }
-    }
-    Err(format!("cannot create a fresh directory in {}", root.path.display()))
-}
-
-fn fill(dir: &DirFd, payloads: &[Payload]) -> Result<PathBuf, String> {
-    for p in payloads {
-        write_ours(dir, p)?;
-    }
-    real_path(dir)
-}
-
 /// Creates `name` (0700) unless it exists, opens it without following a
 /// link, and accepts it only as a directory of this user's that nobody
 /// else can enter. Its mode is set only when this call created it (the
@@ -156,7 +83,7 @@ pub fn private_child(parent: &DirFd, name: &OsStr) -> Result<DirFd, String> {
 
 /// Opens `name` without following a link and judges it; `created`: this
 /// process has just made it, so its mode is ours to set.
-fn open_private(parent: &DirFd, name: &OsStr, created: bool) -> Result<DirFd, String> {
+pub fn open_private(parent: &DirFd, name: &OsStr, created: bool) -> Result<DirFd, String> {
     let path = parent.path.join(name);
     let shown = path.display();
     let dir = parent.open_dir(name).map_err(|e| match e.raw_os_error() {
@@ -232,36 +159,6 @@ fn replace(dir: &DirFd, name: &OsStr, p: &Payload) -> io::Result<()> {
     result
 }
 
-/// The directory's path with every link resolved, accepted only if it
-/// still names the directory that was opened and no other user can swap
-/// any directory on it: each is owned by root or this user, and one that
-/// others may write to is sticky. Python looks the path up again at every
-/// import, hours later in a spawned child, so the path has to stay true.
-fn real_path(dir: &DirFd) -> Result<PathBuf, String> {
-    let shown = dir.path.display();
-    let real = std::fs::canonicalize(&dir.path).map_err(|e| format!("cannot resolve {shown}: {e}"))?;
-    let named = std::fs::metadata(&real).map_err(|e| format!("cannot stat {}: {e}", real.display()))?;
-    if !dir.is(&named) {
-        return Err(format!("{shown} changed while gpuscope was writing to it"));
-    }
-    if real.as_os_str().as_encoded_bytes().contains(&b':') {
-        return Err(format!("{} contains ':', which PYTHONPATH cannot hold", real.display()));
-    }
-    for ancestor in real.ancestors() {
-        steady(ancestor)?;
-    }
-    Ok(real)
-}
-
-fn steady(dir: &Path) -> Result<(), String> {
-    let m = std::fs::symlink_metadata(dir).map_err(|e| format!("cannot stat {}: {e}", dir.display()))?;
-    let me = current_uid();
-    if !m.is_dir() || (m.uid() != 0 && m.uid() != me) || (m.mode() & 0o022 != 0 && m.mode() & 0o1000 == 0) {
-        return Err(format!("{} could be changed by another user", dir.display()));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
@@ -325,25 +222,13 @@ mod tests {
     }
 
     #[test]
-    fn the_real_path_must_name_what_was_opened() {
-        let (t, root) = root();
-        let dir = private_child(&root, OsStr::new("d")).unwrap();
-        assert_eq!(real_path(&dir).unwrap(), std::fs::canonicalize(t.path().join("d")).unwrap());
-        // Swapped for another directory after it was opened.
-        std::fs::rename(t.path().join("d"), t.path().join("moved")).unwrap();
-        std::fs::create_dir(t.path().join("d")).unwrap();
-        assert!(real_path(&dir).unwrap_err().contains("changed"));
-    }
-
-    #[test]
-    fn a_world_writable_directory_without_the_sticky_bit_is_not_steady() {
+    fn a_shared_root_must_be_sticky() {
         let t = tempfile::tempdir().unwrap();
         let open = t.path().join("open");
         std::fs::create_dir(&open).unwrap();
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(steady(&open).is_err());
+        assert!(shared_root(DirFd::open(&open).unwrap()).is_err());
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
-        steady(&open).unwrap();
         assert!(shared_root(DirFd::open(&open).unwrap()).is_ok());
     }
 }

@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use crate::dirfd::{DirFd, random_hex};
-use crate::sources::probe::{ProbeDir, ProbeFile, current_uid, default_dir};
+use crate::probe::files::{ProbeDir, ProbeFile, default_dir};
 use crate::sources::procstat;
+use crate::util::current_uid;
+use crate::util::dirfd::{DirFd, random_hex};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MemvizError {
