@@ -33,6 +33,9 @@ const MIG_CALLS: &[&str] = &[
     "nvmlDeviceGetGpuInstanceId",
     "nvmlDeviceGetComputeInstanceId",
     "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+    // nvml.h: "This API supports the device handle and MIG device handle."
+    "nvmlGpmQueryDeviceSupport",
+    "nvmlGpmSampleGet",
 ];
 
 /// A device call's view of its GPU, and of the MIG device the handle

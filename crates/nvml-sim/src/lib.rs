@@ -12,6 +12,7 @@ mod api;
 mod call;
 mod code;
 mod cost;
+mod gpm;
 mod procfs;
 mod scenario;
 mod source;

@@ -13,6 +13,19 @@ pub(crate) use gpu::Gpu;
 pub(crate) use mig::{MAX_MIG_DEVICES, MigDevice};
 pub(crate) use spec::{InitError, ProcessSpec, Reading, TopologyStep};
 
+/// Functions a driver older than the given branch lacks: GPM first
+/// appears in the R520 documentation, the versioned per-process
+/// utilisation in R550.
+const SINCE: &[(&str, u32)] = &[
+    ("nvmlGpmQueryDeviceSupport", 520),
+    ("nvmlGpmSampleAlloc", 520),
+    ("nvmlGpmSampleFree", 520),
+    ("nvmlGpmSampleGet", 520),
+    ("nvmlGpmMigSampleGet", 520),
+    ("nvmlGpmMetricsGet", 520),
+    ("nvmlDeviceGetProcessesUtilizationInfo", 550),
+];
+
 /// The built-in scenario used when `GPUSCOPE_SIM_SCENARIO` is unset.
 pub const DEMO_SCENARIO: &str = include_str!("../scenarios/demo.toml");
 
@@ -81,8 +94,11 @@ impl Scenario {
         })
     }
 
+    /// Named in `missing_functions`, or newer than the scenario's driver.
     pub(crate) fn hides(&self, function: &str) -> bool {
-        self.missing_functions.iter().any(|f| f == function)
+        let major = self.driver_version.split('.').next().and_then(|m| m.parse::<u32>().ok());
+        let too_old = major.is_some_and(|m| SINCE.iter().any(|&(f, since)| f == function && m < since));
+        too_old || self.missing_functions.iter().any(|f| f == function)
     }
 
     /// The positions in `gpus` of the devices listed at time `t`, by index.

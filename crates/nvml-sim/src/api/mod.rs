@@ -13,6 +13,7 @@ mod accounting;
 mod activity;
 mod clocks;
 mod fields;
+mod gpm;
 mod handles;
 mod identity;
 mod init;
@@ -33,6 +34,7 @@ pub use accounting::*;
 pub use activity::*;
 pub use clocks::*;
 pub use fields::*;
+pub use gpm::*;
 pub use handles::*;
 pub use identity::*;
 pub use init::*;
@@ -101,6 +103,7 @@ pub const EXPORTED: &[&str] = &[
     "nvmlDeviceGetComputeRunningProcesses_v3",
     "nvmlDeviceGetGraphicsRunningProcesses_v3",
     "nvmlDeviceGetProcessUtilization",
+    "nvmlDeviceGetProcessesUtilizationInfo",
     "nvmlDeviceGetSerial",
     "nvmlDeviceGetVbiosVersion",
     "nvmlDeviceGetPersistenceMode",
@@ -117,4 +120,10 @@ pub const EXPORTED: &[&str] = &[
     "nvmlDeviceGetAccountingBufferSize",
     "nvmlDeviceGetAccountingPids",
     "nvmlDeviceGetAccountingStats",
+    "nvmlGpmQueryDeviceSupport",
+    "nvmlGpmSampleAlloc",
+    "nvmlGpmSampleFree",
+    "nvmlGpmSampleGet",
+    "nvmlGpmMigSampleGet",
+    "nvmlGpmMetricsGet",
 ];

@@ -9,6 +9,7 @@ use super::check_text;
 use super::mig::{self, MigDevice};
 use super::pci::PciAddress;
 use super::spec::{GpuSpec, GpuState, ProcessSpec, Reading};
+use crate::gpm::{self, Metric};
 use crate::value::mib_to_bytes;
 
 #[derive(Debug, Clone)]
@@ -17,6 +18,8 @@ pub(crate) struct Gpu {
     pub pci: PciAddress,
     pub spec: GpuSpec,
     pub mig: Vec<MigDevice>,
+    /// `None`: a board without GPM (before Hopper).
+    pub gpm: Option<Vec<Metric>>,
 }
 
 /// Memory in bytes, split the way `nvmlMemory_v2_t` reports it.
@@ -56,7 +59,14 @@ impl Gpu {
         if !(spec.power_limit_w.is_finite() && spec.power_limit_w >= 0.0) {
             return Err("power_limit_w must be a non-negative number".into());
         }
+        if spec.gpm_no_permission_after_s.is_some_and(|s| !(s.is_finite() && s >= 0.0)) {
+            return Err("gpm_no_permission_after_s must be a non-negative number".into());
+        }
+        let gpm = spec.gpm.as_ref().map(gpm::resolve).transpose()?;
         let mig = mig::resolve(index, &mut spec)?;
+        if gpm.is_none() && mig.iter().any(|m| m.gpm.is_some()) {
+            return Err("mig devices report gpm metrics only on a board with gpm".into());
+        }
         let mig_processes = mig.iter().flat_map(|m| &m.spec.process);
         for (i, p) in spec.process.iter().chain(mig_processes).enumerate() {
             if let Some(name) = &p.name {
@@ -64,12 +74,26 @@ impl Gpu {
                 check_text(&format!("process[{i}].name"), name, usize::MAX)?;
             }
         }
-        Ok(Gpu { uuid, pci, spec, mig })
+        Ok(Gpu { uuid, pci, spec, mig, gpm })
     }
 
     /// Whether a call on this GPU at time `t` never returns.
     pub(crate) fn hangs_at(&self, t: f64) -> bool {
         self.spec.hang_after_s.is_some_and(|s| t >= s)
+    }
+
+    /// The GPM metrics of GPU instance `id`: its first MIG device's that
+    /// has a `gpm` table (a GPU instance's compute instances share it);
+    /// `None` when no MIG device belongs to that instance.
+    pub(crate) fn instance_gpm(&self, id: u32) -> Option<&[Metric]> {
+        let mut devices = self.mig.iter().filter(|m| m.spec.gpu_instance_id == id).peekable();
+        devices.peek()?;
+        Some(devices.find_map(|m| m.gpm.as_deref()).unwrap_or(&[]))
+    }
+
+    /// Whether taking a GPM sample at `t` is refused.
+    pub(crate) fn gpm_refused_at(&self, t: f64) -> bool {
+        self.spec.gpm_no_permission_after_s.is_some_and(|s| t >= s)
     }
 
     pub(crate) fn is_lost(&self) -> bool {

@@ -5,6 +5,7 @@ use nvml_wrapper_sys::bindings::{NVML_DEVICE_NAME_V2_BUFFER_SIZE, NVML_DEVICE_UU
 use super::check_text;
 use super::gpu::{Gpu, Memory};
 use super::spec::{GpuSpec, MigSpec};
+use crate::gpm::{self, Metric};
 use crate::value::mib_to_bytes;
 
 /// What `nvmlDeviceGetMaxMigDeviceCount` reports with MIG on: an A100 or
@@ -17,6 +18,7 @@ pub(crate) struct MigDevice {
     /// "<parent name> MIG <profile>", as the driver names MIG devices.
     pub name: String,
     pub spec: MigSpec,
+    pub gpm: Option<Vec<Metric>>,
 }
 
 impl MigDevice {
@@ -60,8 +62,9 @@ pub(super) fn resolve(position: usize, spec: &mut GpuSpec) -> Result<Vec<MigDevi
         if out.iter().map(|o| o.spec.memory_total_mib).sum::<u64>() + m.memory_total_mib > spec.memory_total_mib {
             return Err(at("the mig devices' memory exceeds the GPU's".into()));
         }
+        let gpm = m.gpm.as_ref().map(gpm::resolve).transpose().map_err(at)?;
         m.uuid = None;
-        out.push(MigDevice { uuid, name, spec: m });
+        out.push(MigDevice { uuid, name, spec: m, gpm });
     }
     Ok(out)
 }

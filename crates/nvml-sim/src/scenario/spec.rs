@@ -1,6 +1,7 @@
 //! The scenario file exactly as written; defaults live here so that a
 //! one-line `[[gpu]]` already describes a plausible idle GPU.
 
+use std::collections::BTreeMap;
 use std::ffi::c_uint;
 
 use serde::Deserialize;
@@ -210,6 +211,16 @@ pub(crate) struct GpuSpec {
     /// MIG devices (GPU instance + compute instance), in MIG device index
     /// order; only with `mig_current`.
     pub mig: Vec<MigSpec>,
+    /// GPM metrics by name (see `gpm::scriptable`): present, the board
+    /// has GPM (Hopper or newer) and reports these; absent, it has none.
+    pub gpm: Option<BTreeMap<String, Value>>,
+    /// From this many seconds after init, taking a GPM sample answers
+    /// NO_PERMISSION, as seen in unprivileged containers (DCGM issue 214).
+    pub gpm_no_permission_after_s: Option<f64>,
+    /// nvmlDeviceGetProcessUtilization's samples all read 0, as on
+    /// Blackwell with driver 580 (HAMi issue 2015); the newer
+    /// nvmlDeviceGetProcessesUtilizationInfo still reads the processes.
+    pub process_utilization_reads_zero: bool,
 }
 
 /// One NVLink link: up or down, and its data rates (constant) in KiB/s.
@@ -279,6 +290,9 @@ pub(crate) struct MigSpec {
     pub uuid: Option<String>,
     #[serde(default)]
     pub process: Vec<ProcessSpec>,
+    /// GPM metrics of this device's GPU instance, as the GPU's `gpm`.
+    #[serde(default)]
+    pub gpm: Option<BTreeMap<String, Value>>,
 }
 
 impl Default for GpuSpec {
@@ -339,6 +353,9 @@ impl Default for GpuSpec {
             hang_after_s: None,
             process: Vec::new(),
             mig: Vec::new(),
+            gpm: None,
+            gpm_no_permission_after_s: None,
+            process_utilization_reads_zero: false,
         }
     }
 }
@@ -371,6 +388,12 @@ pub(crate) struct ProcessSpec {
     pub enc_util: Value,
     #[serde(default = "zero")]
     pub dec_util: Value,
+    /// JPEG and optical-flow engines: only the newer per-process call
+    /// (nvmlDeviceGetProcessesUtilizationInfo) reports them.
+    #[serde(default = "zero")]
+    pub jpg_util: Value,
+    #[serde(default = "zero")]
+    pub ofa_util: Value,
 }
 
 fn zero() -> Value {

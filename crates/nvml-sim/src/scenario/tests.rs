@@ -191,3 +191,33 @@ fn mig_devices_are_checked() {
     let huge = "[[gpu]]\nmig_current = true\nmemory_total_mib = 100\n[[gpu.mig]]\nprofile = \"7g.80gb\"\nmemory_total_mib = 101\ngpu_instance_id = 0\n";
     assert!(error(huge).contains("exceeds"));
 }
+
+#[test]
+fn gpm_tables_name_nvml_metrics_and_mark_hopper_boards() {
+    let s = parse("[[gpu]]\n[gpu.gpm]\nsm_util = 7\nnvlink_l17_tx_per_sec = 5\n[[gpu]]\n");
+    let ids: Vec<u32> = s.gpus[0].gpm.as_ref().unwrap().iter().map(|m| m.id).collect();
+    assert_eq!(ids, [97, 2]);
+    assert!(s.gpus[1].gpm.is_none());
+    assert!(error("[[gpu]]\n[gpu.gpm]\nsm_active = 7\n").contains("\"sm_active\""));
+    assert!(error("[[gpu]]\ngpm_no_permission_after_s = -1\n").contains("gpm_no_permission_after_s"));
+    let mig_only = "[[gpu]]\nmig_current = true\n[[gpu.mig]]\nprofile = \"7g.80gb\"\nmemory_total_mib = 80000\ngpu_instance_id = 0\n[gpu.mig.gpm]\nsm_util = 1\n";
+    assert!(error(mig_only).contains("only on a board with gpm"));
+}
+
+#[test]
+fn functions_newer_than_the_driver_are_missing() {
+    let old = parse("driver_version = \"535.183.01\"");
+    assert!(old.hides("nvmlDeviceGetProcessesUtilizationInfo"));
+    assert!(!old.hides("nvmlGpmSampleGet"));
+    assert!(parse("driver_version = \"515.105.01\"").hides("nvmlGpmSampleGet"));
+    assert!(!parse("").hides("nvmlDeviceGetProcessesUtilizationInfo"));
+}
+
+#[test]
+fn the_demo_has_gpm_on_every_h100_and_one_gpu_with_idle_sms() {
+    let s = parse(DEMO_SCENARIO);
+    assert!(s.gpus.iter().all(|g| g.gpm.is_some()));
+    let sm = |g: &Gpu| g.gpm.as_ref().unwrap().iter().find(|m| m.id == 2).map(|m| m.value.clone());
+    let low = (0..450).map(|i| f64::from(i) / 10.0).all(|t| sm(&s.gpus[2]).unwrap().at(t) < 10.0);
+    assert!(low);
+}
