@@ -61,6 +61,11 @@ impl Ctx<'_> {
     pub fn clean(&self, s: &str) -> String {
         text::clean(s, self.state.ascii)
     }
+
+    /// The GPUs and their processes are `--demo`'s.
+    pub fn simulated(&self) -> bool {
+        self.snap.is_some_and(|s| s.simulated)
+    }
 }
 
 /// Draws the whole screen; returns how many process rows fit (a page).
