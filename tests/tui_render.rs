@@ -550,12 +550,18 @@ fn nvlink_shows_beside_each_gpu_that_has_it() {
 /// dashboard's user sees it (not on stderr after quitting).
 #[test]
 fn the_fallback_to_simulated_gpus_is_said_in_the_header() {
-    let why = "no NVIDIA driver found (libnvidia-ml.so.1: not found); showing simulated GPUs";
+    let why = "no NVIDIA driver found (libnvidia-ml.so.1: cannot open shared object file: No such file or directory)";
     let mut s = state_with(Spec::gpus(2), TuiOptions { notice: Some(why.into()), ..options() });
+    let mut snap = (**s.latest.as_ref().unwrap()).clone();
+    snap.simulated = true;
+    s.on_snapshot(Arc::new(snap));
     let big = render_text(&mut s, 200, 50);
-    assert!(big.lines().next().unwrap().contains("(no NVIDIA driver found (libnvidia-ml.so.1"), "{big}");
+    let first = big.lines().next().unwrap();
+    assert!(first.contains("SIMULATED GPUs") && first.contains("(no NVIDIA driver found (libnvidia-ml.so.1"), "{big}");
     let small = render_text(&mut s, 80, 24);
-    assert!(small.lines().next().unwrap().contains("no NVIDIA driver"), "{small}");
+    assert!(small.lines().next().unwrap().starts_with("gpuscope  SIMULATED GPUs"), "{small}");
+    insta::assert_snapshot!("demo_auto_header_80x24", small);
+    insta::assert_snapshot!("demo_auto_header_200x50", big);
 }
 
 #[test]
