@@ -237,6 +237,9 @@ fn fleet(cli: &Cli, args: &crate::cli::FleetArgs) -> Result<(), AppError> {
 fn attach(pid: u32, script_only: bool) -> Result<u8, AppError> {
     use crate::attach;
     let target = attach::inspect(std::path::Path::new("/proc"), pid)?;
+    // A script for an interpreter that cannot run it would only mislead:
+    // the same refusal, and exit status, as `attach` itself.
+    attach::supported(&target)?;
     if script_only {
         let script = attach::prepare(&target)?.keep();
         return print(&format!("{}\n", script.display()));
