@@ -37,7 +37,7 @@ use crate::tui::options::Clock;
 use crate::tui::state::{State, View};
 pub use format::interval as interval_text;
 pub use format::{bytes_short, duration_short};
-pub use help::KEYS;
+pub use help::{KEYS, REPLAY_KEYS};
 pub use layout::{MIN_HEIGHT, MIN_WIDTH};
 use symbols::Symbols;
 pub use text::{clean as clean_text, fit as fit_text, width as text_width};
