@@ -98,6 +98,11 @@ pub fn draw_with_hits(frame: &mut Frame, state: &State, clock: &Clock) -> (usize
     (page, hits)
 }
 
+/// The table's lines: the tree adds one for each launcher on no GPU.
+fn process_lines(ctx: &Ctx) -> usize {
+    if ctx.state.sort.tree { crate::tui::tree::entries(&ctx.rows).len() } else { ctx.rows.len() }
+}
+
 fn dashboard(frame: &mut Frame, area: Rect, ctx: &Ctx, hits: &mut Hits) -> usize {
     let state = ctx.state;
     let Some(snap) = ctx.snap else {
@@ -115,7 +120,7 @@ fn dashboard(frame: &mut Frame, area: Rect, ctx: &Ctx, hits: &mut Hits) -> usize
         gpus_full,
         gpus_compact,
         alerts: u16::try_from(snap.alerts.len()).unwrap_or(u16::MAX),
-        process_rows: u16::try_from(ctx.rows.len()).unwrap_or(u16::MAX),
+        process_rows: u16::try_from(process_lines(ctx)).unwrap_or(u16::MAX),
         chart: !snap.gpus.is_empty(),
     };
     let plan = layout::plan(area, needs);
