@@ -1,27 +1,34 @@
 #!/usr/bin/env bash
-# Builds what users install: manylinux2014 (glibc 2.17) Python wheels and
-# plain tarballs of the same binary, for x86_64 and aarch64, then checks them
-# with packaging/check.py. Everything comes from the package registries:
-# maturin and zig from PyPI (zig links against glibc 2.17 whatever this
-# machine's glibc is), the Rust targets from rustup, and, to run the aarch64
-# build here, Debian's qemu-user and aarch64 C library.
+# Builds what users install: a manylinux2014 (glibc 2.17) Python wheel and a
+# plain tarball of the same binary, for this machine's architecture (--arch
+# all: x86_64 and aarch64, as CI builds them), then checks them with
+# packaging/check.py. It installs what it needs, and says so first: maturin
+# and zig from PyPI into target/packaging-venv (zig links against glibc 2.17
+# whatever this machine's glibc is), the Rust target from rustup, and, only
+# to run another architecture's build here and only as root, Debian's
+# qemu-user and that architecture's C library (apt-get).
 #
 #   packaging/build.sh [--arch x86_64|aarch64|all] [--out DIR]
 #
 # Output in DIR (default dist/): gpuscope-VERSION-py3-none-manylinux2014_ARCH
 # .manylinux_2_17_ARCH.whl, gpuscope-VERSION-ARCH-unknown-linux-gnu.tar.gz with
-# its .sha256, and SHA256SUMS over all of them.
+# its .sha256, and SHA256SUMS over all of them. Then:
+#   pip install dist/gpuscope-VERSION-py3-none-manylinux2014_ARCH.manylinux_2_17_ARCH.whl
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-arches=(x86_64 aarch64)
+host=$(uname -m)
+case "$host" in
+  x86_64|aarch64) arches=("$host") ;;
+  *) arches=(x86_64 aarch64) ;;
+esac
 out=dist
 while [ $# -gt 0 ]; do
   case "$1" in
     --arch) shift; case "${1:-}" in all) arches=(x86_64 aarch64) ;; x86_64|aarch64) arches=("$1") ;;
               *) echo "build.sh: --arch takes x86_64, aarch64 or all, not '${1:-}'" >&2; exit 2 ;; esac ;;
     --out) shift; out="${1:?--out needs a directory}" ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "build.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -33,7 +40,7 @@ ZIG_VERSION=0.17.1
 tools="${GPUSCOPE_PACKAGING_VENV:-$PWD/target/packaging-venv}"
 if ! "$tools/bin/maturin" --version 2>/dev/null | grep -q " $MATURIN_VERSION\$" ||
    ! "$tools/bin/python" -c "import ziglang, importlib.metadata as m; assert m.version('ziglang') == '$ZIG_VERSION'" 2>/dev/null; then
-  echo "build.sh: installing maturin $MATURIN_VERSION and zig $ZIG_VERSION into $tools"
+  echo "build.sh: installing maturin $MATURIN_VERSION and zig (ziglang $ZIG_VERSION) from PyPI into $tools"
   python3 -m venv "$tools"
   "$tools/bin/python" -m pip install -q --disable-pip-version-check "maturin==$MATURIN_VERSION" "ziglang==$ZIG_VERSION"
 fi
@@ -42,14 +49,17 @@ export PATH="$tools/bin:$PATH"
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 mkdir -p "$out"
-host=$(uname -m)
 
 for arch in "${arches[@]}"; do
   triple="$arch-unknown-linux-gnu"
-  rustup target list --installed 2>/dev/null | grep -qx "$triple" || rustup target add "$triple"
+  if ! rustup target list --installed 2>/dev/null | grep -qx "$triple"; then
+    echo "build.sh: installing the Rust target $triple (rustup target add)"
+    rustup target add "$triple"
+  fi
   if [ "$arch" != "$host" ] && [ "$(id -u)" = 0 ] &&
      { ! command -v "qemu-$arch" >/dev/null || [ ! -d "/usr/$triple" ]; }; then
     pkg_arch=$([ "$arch" = aarch64 ] && echo arm64 || echo amd64)
+    echo "build.sh: installing qemu-user and libc6-$pkg_arch-cross with apt-get, to run the $arch build here"
     apt-get update -qq && apt-get install -y -qq qemu-user "libc6-$pkg_arch-cross" >/dev/null
   fi
   echo "build.sh: building the $arch wheel (release, zig, manylinux2014)"
@@ -90,7 +100,7 @@ for arch in "${arches[@]}"; do
   mkdir -p "$dir"
   cp "$stage/$arch/gpuscope" "$dir/gpuscope"
   cp -r "$docs/completions" "$docs/man" "$dir/"
-  cp README.md "$dir/"
+  cp README.md LICENSE-MIT LICENSE-APACHE "$dir/"
   # Same bytes for the same inputs: fixed owner, order and times.
   tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$stage" -czf "$out/$name.tar.gz" "$name"
   (cd "$out" && sha256sum "$name.tar.gz" >"$name.tar.gz.sha256")
@@ -103,3 +113,4 @@ for arch in "${arches[@]}"; do
           "$out/gpuscope-$version-$arch-unknown-linux-gnu.tar.gz")
 done
 python3 packaging/check.py "${files[@]}"
+echo "build.sh: install with: pip install ${files[0]}"

@@ -15,8 +15,10 @@ For every wheel and tarball:
   loaded at run time) passes the same checks: it runs on the same machine;
 - the wheel has the `gpuscope` and `gpuscope_probe` packages, and its
   gpuscope_probe is byte for byte the probe the binary injects;
-- a tarball holds the program, completions, the man page and the README,
-  and its .sha256 file matches.
+- the wheel ships LICENSE-MIT and LICENSE-APACHE in its .dist-info and
+  names them (License-File), with the license expression;
+- a tarball holds the program, completions, the man page, the README and
+  both licenses, and its .sha256 file matches.
 Where the architecture is this machine's, the wheel is installed with pip
 into a fresh virtual environment (no index, no dependencies) and run:
 `gpuscope --version`, `gpuscope --demo -1`, `python -m gpuscope --version`,
@@ -229,8 +231,30 @@ def check_wheel(path):
         for module in ("gpuscope/__init__.py", "gpuscope/__main__.py", "gpuscope_probe/__init__.py"):
             if module not in names:
                 problems.append("%s: no %s" % (path, module))
+        problems += check_wheel_licenses(zf, path, "%s-%s.dist-info" % (tag["name"], tag["version"]))
         problems += check_program(zf.read(script), "%s:%s" % (os.path.basename(path), script), machine, MAX_GLIBC)
     return problems, machine
+
+
+LICENSES = ("LICENSE-MIT", "LICENSE-APACHE")
+
+
+def check_wheel_licenses(zf, path, dist_info):
+    """Both license texts in .dist-info/licenses/ (PEP 639), named in METADATA."""
+    problems = []
+    names = set(zf.namelist())
+    if dist_info + "/METADATA" not in names:
+        return ["%s: no %s/METADATA" % (path, dist_info)]
+    metadata = zf.read(dist_info + "/METADATA").decode()
+    headers = metadata.split("\n\n", 1)[0].splitlines()
+    for lic in LICENSES:
+        if "%s/licenses/%s" % (dist_info, lic) not in names:
+            problems.append("%s: no %s/licenses/%s" % (path, dist_info, lic))
+        if "License-File: " + lic not in headers:
+            problems.append("%s: METADATA names no License-File %s" % (path, lic))
+    if "License-Expression: MIT OR Apache-2.0" not in headers:
+        problems.append("%s: METADATA has no License-Expression: MIT OR Apache-2.0" % path)
+    return problems
 
 
 def check_tarball(path):
@@ -251,7 +275,7 @@ def check_tarball(path):
     with tarfile.open(path) as tf:
         members = {m.name.split("/", 1)[-1]: m for m in tf.getmembers() if "/" in m.name}
         for want in ("gpuscope", "README.md", "completions/gpuscope.bash", "completions/_gpuscope",
-                     "completions/gpuscope.fish", "man/gpuscope.1"):
+                     "completions/gpuscope.fish", "man/gpuscope.1") + LICENSES:
             if want not in members:
                 problems.append("%s: no %s in it" % (path, want))
         prog = members.get("gpuscope")

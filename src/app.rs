@@ -237,6 +237,9 @@ fn fleet(cli: &Cli, args: &crate::cli::FleetArgs) -> Result<(), AppError> {
 fn attach(pid: u32, script_only: bool) -> Result<u8, AppError> {
     use crate::probe::attach;
     let target = attach::inspect(std::path::Path::new("/proc"), pid)?;
+    // A script for an interpreter that cannot run it would only mislead:
+    // the same refusal, and exit status, as `attach` itself.
+    attach::supported(&target)?;
     if script_only {
         let script = attach::prepare(&target)?.keep();
         return print(&format!("{}\n", script.display()));
@@ -389,7 +392,9 @@ fn serve(cli: &Cli, options: crate::serve::Options) -> Result<(), AppError> {
     let prepared = crate::serve::Prepared::load(options)?;
     let deadline = bounds::later(Instant::now(), settings.timeout);
     let headless = Headless::start(&settings, deadline, Feeds::streaming(Wanted::ALL))?;
-    let served = headless.finish(HOOKS_AT_EXIT, |rx, _| crate::serve::run(prepared, rx, settings.interval));
+    // `--demo=auto` without a driver has said so on stderr already.
+    let simulated = settings.library == LibrarySpec::Simulated;
+    let served = headless.finish(HOOKS_AT_EXIT, |rx, _| crate::serve::run(prepared, rx, settings.interval, simulated));
     Ok(served?)
 }
 
@@ -575,7 +580,7 @@ fn collector(settings: &Settings, feeds: Feeds, calls: &Calls) -> Result<Collect
             let opened = open_gpus(settings, calls)?;
             // Said before the output, where a script's log keeps it.
             if let Some(why) = &opened.2 {
-                eprintln!("gpuscope: {why}");
+                eprintln!("gpuscope: {why}; showing simulated GPUs");
             }
             opened
         }
@@ -687,10 +692,10 @@ fn open_gpus(settings: &Settings, calls: &Calls) -> Result<(NvmlSource, bool, Op
     let why = match NvmlSource::open_tracked(settings.library.clone(), settings.selectors.clone(), calls.clone()) {
         Ok(source) => return Ok((source, simulated, None)),
         Err(InitError::Library { lib, reason }) if settings.demo == Some(DemoMode::Auto) => {
-            format!("no NVIDIA driver found ({lib}: {reason}); showing simulated GPUs")
+            format!("no NVIDIA driver found ({lib}: {reason})")
         }
         Err(InitError::Init { lib, reason }) if settings.demo == Some(DemoMode::Auto) => {
-            format!("the NVIDIA driver did not start ({lib}: {reason}); showing simulated GPUs")
+            format!("the NVIDIA driver did not start ({lib}: {reason})")
         }
         Err(e) => return Err(e.into()),
     };

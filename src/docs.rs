@@ -24,7 +24,54 @@ pub fn man_page() -> std::io::Result<String> {
     // ones too): one page for the whole tool, as `man gpuscope` readers
     // expect.
     sections(&cmd, "GPUSCOPE", &mut out)?;
+    keys(&mut out);
+    exit_status(&mut out);
+    examples(&mut out);
     Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Commands a new user tries first; each is checked to parse (tests).
+const EXAMPLES: &[(&str, &str)] = &[
+    ("gpuscope --demo", "The dashboard on simulated GPUs: every view without a GPU or a driver."),
+    ("gpuscope", "The dashboard on this machine's GPUs."),
+    ("gpuscope -1", "One snapshot as a table, as nvidia-smi prints it, then exit."),
+    ("gpuscope --json", "One snapshot as JSON (see assets/snapshot.schema.json)."),
+    ("gpuscope --query-gpu=index,memory.used --format=csv", "nvidia-smi's query mode, same fields."),
+    ("gpuscope run -- python train.py", "Start a PyTorch job with the allocator probe in it."),
+    ("gpuscope check --for 30s", "Watch for 30 seconds; exit 0, 1 or 2 by the worst alert."),
+    ("gpuscope record run.ndjson.zst --duration 1h", "Record an hour of snapshots."),
+    ("gpuscope replay run.ndjson.zst", "Play a recording back in the dashboard."),
+    ("gpuscope serve --listen 127.0.0.1:9835", "Serve Prometheus metrics on /metrics."),
+];
+
+/// The dashboard's keys, from the table its own help (`?`) draws.
+fn keys(out: &mut Vec<u8>) {
+    use crate::tui::render::{KEYS, REPLAY_KEYS};
+    let mut text = String::from(".SH KEYS\nIn the dashboard (press ? for this list):\n");
+    for (key, what) in KEYS {
+        text.push_str(&format!(".TP\n\\fB{}\\fR\n{}\n", roff_text(key), roff_text(what)));
+    }
+    text.push_str(".PP\nIn gpuscope replay, these come first; K, m, M and A are off:\n");
+    for (key, what) in REPLAY_KEYS {
+        text.push_str(&format!(".TP\n\\fB{}\\fR\n{}\n", roff_text(key), roff_text(what)));
+    }
+    out.extend_from_slice(text.as_bytes());
+}
+
+fn exit_status(out: &mut Vec<u8>) {
+    let mut text = String::from(".SH \"EXIT STATUS\"\n");
+    for (status, meaning) in crate::exit::MEANINGS {
+        text.push_str(&format!(".TP\n\\fB{status}\\fR\n{}\n", roff_text(meaning)));
+    }
+    out.extend_from_slice(text.as_bytes());
+}
+
+fn examples(out: &mut Vec<u8>) {
+    let mut text = String::from(".SH EXAMPLES\n");
+    for (command, what) in EXAMPLES {
+        text.push_str(&format!(".TP\n\\fB{}\\fR\n{}\n", roff_text(command), roff_text(what)));
+    }
+    out.extend_from_slice(text.as_bytes());
 }
 
 fn sections(cmd: &clap::Command, path: &str, out: &mut Vec<u8>) -> std::io::Result<()> {
@@ -48,6 +95,7 @@ fn roff_text(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
 
     /// Every long flag of every (sub)command, as clap knows them.
     fn long_flags(cmd: &clap::Command) -> Vec<String> {
@@ -72,6 +120,26 @@ mod tests {
             }
             for sub in cmd.get_subcommands() {
                 assert!(script.contains(sub.get_name()), "{shell:?} completion lacks {}", sub.get_name());
+            }
+        }
+    }
+
+    #[test]
+    fn the_man_page_has_keys_exit_status_and_examples_that_parse() {
+        let page = man_page().unwrap();
+        for section in [".SH KEYS", ".SH \"EXIT STATUS\"", ".SH EXAMPLES"] {
+            assert!(page.contains(section), "the man page lacks {section}");
+        }
+        for (key, _) in crate::tui::render::KEYS {
+            assert!(page.contains(&roff_text(key)), "KEYS lacks {key}");
+        }
+        for (status, _) in crate::exit::MEANINGS {
+            assert!(page.contains(&format!("\\fB{status}\\fR")), "EXIT STATUS lacks {status}");
+        }
+        for (command, _) in EXAMPLES {
+            let words = command.split_whitespace();
+            if let Err(e) = Cli::try_parse_from(words) {
+                panic!("the example `{command}` does not parse: {e}");
             }
         }
     }

@@ -1,6 +1,7 @@
 //! Every exit status gpuscope can end with, in one place; the README's
-//! "Exit codes" table documents the same numbers. Each mode's error type maps
-//! itself onto these, and nothing else spells a number.
+//! "Exit codes" table documents the same numbers, and the man page's EXIT
+//! STATUS is written from `MEANINGS`. Each mode's error type maps itself
+//! onto these, and nothing else spells a number.
 
 pub const OK: u8 = 0;
 /// Something failed while running (an output error other than a closed pipe).
@@ -19,3 +20,35 @@ pub const CANNOT_EXECUTE: u8 = 126;
 /// `run`: no such command (the shells' 127). Otherwise `run` exits with
 /// its command's own status.
 pub const NOT_FOUND: u8 = 127;
+
+/// What each status says, by status, for the man page (`docs.rs`).
+pub const MEANINGS: &[(u8, &str)] = &[
+    (OK, "Success. check: no alert is active."),
+    (
+        FAILURE,
+        "Something failed while running (an output error other than a closed pipe; a probe that did not \
+         answer). check: warnings are active.",
+    ),
+    (
+        USAGE,
+        "Bad usage or config, no usable NVML (nothing was collected), or a refusal (attach, memviz). \
+         check: critical alerts are active.",
+    ),
+    (DRIVER_SILENT, "The driver did not answer within --timeout: a hung NVML call."),
+    (CANNOT_EXECUTE, "run: the command exists but could not be started."),
+    (NOT_FOUND, "run: no such command. Otherwise run exits with its command's own status."),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_status_has_its_meaning() {
+        let said: Vec<u8> = MEANINGS.iter().map(|m| m.0).collect();
+        for status in [OK, FAILURE, USAGE, DRIVER_SILENT, CHECK_WARNING, CHECK_CRITICAL, CANNOT_EXECUTE, NOT_FOUND] {
+            assert!(said.contains(&status), "exit status {status} is not in MEANINGS");
+        }
+        assert!(said.windows(2).all(|w| w[0] < w[1]), "in order, each once");
+    }
+}

@@ -36,17 +36,31 @@ fn the_attach_script_starts_the_probe_in_a_running_job() {
     let runtime = dir.path().join("runtime");
     std::fs::create_dir(&runtime).unwrap();
     std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-    let out = gpuscope()
-        .args(["attach", &pid.to_string(), "--script-only"])
-        .env("XDG_RUNTIME_DIR", &runtime)
-        .env("GPUSCOPE_PROBE_DIR", &probe_dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let path = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let gpuscope_here = |args: &[&str]| {
+        gpuscope().args(args).env("XDG_RUNTIME_DIR", &runtime).env("GPUSCOPE_PROBE_DIR", &probe_dir).output().unwrap()
+    };
+    // The stand-in job runs this machine's Python: before 3.14,
+    // `--script-only` refuses it as `attach` does, and writes nothing.
+    let refused = gpuscope_here(&["attach", &pid.to_string(), "--script-only"]);
+    let mut new_python = Command::new("python3");
+    new_python.args(["-c", "import sys; sys.exit(sys.version_info < (3, 14))"]);
+    if !new_python.status().unwrap().success() {
+        assert_eq!(refused.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(err.contains("has no safe way to start code in a running process"), "{err}");
+        assert!(refused.stdout.is_empty());
+    }
+    // The script itself, as `attach` writes it beside the probe that
+    // `probe path` places where `attach` would.
+    let out = gpuscope_here(&["probe", "path"]);
+    assert_success(&out);
+    let probe = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    let probe_home = probe.parent().unwrap();
+    let path = probe_home.join(format!("attach-{pid}.py"));
+    std::fs::write(&path, gpuscope::attach::script(probe_home)).unwrap();
     assert!(std::fs::read_to_string(&path).unwrap().contains("gpuscope_probe.start()"));
     // What sys.remote_exec(pid, path) does in 3.14.
-    std::fs::write(&trigger, &path).unwrap();
+    std::fs::write(&trigger, path.to_str().unwrap()).unwrap();
     wait_for_probe_file(&probe_dir, pid);
     let sim = Sim::new(&format!(
         "[[gpu]]\nuuid = \"GPU-5ea1c0de-0000-4000-8000-0000000000d1\"\n[[gpu.process]]\npid = {pid}\nused_mib = 4000\n"

@@ -8,7 +8,7 @@ mod common;
 
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use common::trainer::{Trainer, python_trainer, wait_for_probe_file, write_script};
 use common::{Sleeper, gpuscope};
@@ -83,18 +83,23 @@ fn a_live_job_gives_its_snapshot_and_a_timeline_on_request() {
 fn refusals_are_clear_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let probe_dir = dir.path().join("gpuscope").join("probes");
-    let no_probe = Sleeper::spawn(&["30"]);
-    let out = gpuscope()
-        .args(["memviz", &no_probe.pid().to_string()])
-        .env("GPUSCOPE_PROBE_DIR", &probe_dir)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("has no gpuscope probe"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    // The interpreter itself, not a wrapper (pyenv's shim) still running.
+    let python = Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output().unwrap();
+    let python = String::from_utf8(python.stdout).unwrap();
+    let no_probe = Sleeper(
+        Command::new(python.trim()).args(["-c", "import time; time.sleep(30)"]).stdin(Stdio::null()).spawn().unwrap(),
     );
+    let memviz = |pid: u32| {
+        let out = gpuscope().args(["memviz", &pid.to_string()]).env("GPUSCOPE_PROBE_DIR", &probe_dir).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let said = memviz(no_probe.pid());
+    assert!(said.contains("has no gpuscope probe") && said.contains("gpuscope run"), "{said}");
+    // Not Python: no advice to restart it under `gpuscope run`.
+    let not_python = Sleeper::spawn(&["30"]);
+    let said = memviz(not_python.pid());
+    assert!(said.contains("is not a Python interpreter") && !said.contains("gpuscope run"), "{said}");
     let out = gpuscope().args(["memviz", "4194304"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no process 4194304"));

@@ -79,8 +79,8 @@ fn a_file_that_is_not_elf_is_named() {
 fn a_wheel_whose_tags_disagree_is_refused() {
     let dir = tempfile::tempdir().expect("temp dir");
     let wheel = dir.path().join("gpuscope-0.1.0-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl");
-    // The WHEEL file claims a newer platform than the file name does, and
-    // the probe module is missing.
+    // The WHEEL file claims a newer platform than the file name does, the
+    // probe module is missing, and METADATA names only one license.
     let made = Command::new("python3")
         .args(["-c", MAKE_WHEEL, wheel.to_str().expect("utf-8 path"), binary()])
         .output()
@@ -91,6 +91,9 @@ fn a_wheel_whose_tags_disagree_is_refused() {
     let said = text(&out);
     assert!(said.contains("WHEEL says"), "{said}");
     assert!(said.contains("no gpuscope_probe/__init__.py"), "{said}");
+    assert!(said.contains("no gpuscope-0.1.0.dist-info/licenses/LICENSE-APACHE"), "{said}");
+    assert!(said.contains("names no License-File LICENSE-APACHE"), "{said}");
+    assert!(!said.contains("License-File LICENSE-MIT"), "{said}");
 }
 
 const MAKE_WHEEL: &str = r#"
@@ -99,6 +102,10 @@ wheel, program = sys.argv[1:]
 with zipfile.ZipFile(wheel, "w") as zf:
     zf.writestr("gpuscope-0.1.0.dist-info/WHEEL",
                 "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: py3-none-manylinux_2_28_x86_64\n")
+    zf.writestr("gpuscope-0.1.0.dist-info/METADATA",
+                "Metadata-Version: 2.4\nName: gpuscope\nLicense-File: LICENSE-MIT\n"
+                "License-Expression: MIT OR Apache-2.0\n\n# gpuscope\n")
+    zf.writestr("gpuscope-0.1.0.dist-info/licenses/LICENSE-MIT", "MIT License\n")
     zf.write(program, "gpuscope-0.1.0.data/scripts/gpuscope")
 "#;
 

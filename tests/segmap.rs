@@ -34,10 +34,16 @@ fn job(dir: &Path, backend: Option<&str>) -> (Trainer, u32, std::path::PathBuf) 
 
 /// The first update that is not "waiting", within `patience`.
 fn settled(requester: &mut Requester, patience: Duration) -> MapUpdate {
+    settled_for(requester, None, patience)
+}
+
+/// `settled`, for `pid` only where one is given.
+fn settled_for(requester: &mut Requester, pid: Option<u32>, patience: Duration) -> MapUpdate {
     let started = Instant::now();
     while started.elapsed() < patience {
         if let Some(u) = requester.updates.borrow_and_update().clone()
             && u.state != MapState::Waiting
+            && pid.is_none_or(|p| p == u.pid)
         {
             return u;
         }
@@ -99,10 +105,18 @@ fn refusals_name_the_problem() {
     let dir = tempfile::tempdir().unwrap();
     let probe_dir = dir.path().join("gpuscope").join("probes");
     let mut requester = Requester::start(probe_dir).unwrap();
-    let no_probe = Sleeper::spawn(&["30"]);
+    // The interpreter itself, not a wrapper (pyenv's shim) still running.
+    let python = std::process::Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output();
+    let python = String::from_utf8(python.unwrap().stdout).unwrap();
+    let mut no_probe = std::process::Command::new(python.trim());
+    let no_probe = Sleeper(no_probe.args(["-c", "import time; time.sleep(30)"]).spawn().unwrap());
     requester.open(no_probe.pid(), 0);
     let update = settled(&mut requester, Duration::from_secs(10));
     assert!(matches!(&update.state, MapState::Failed(e) if e.contains("has no gpuscope probe")), "{update:?}");
+    let not_python = Sleeper::spawn(&["30"]);
+    requester.open(not_python.pid(), 0);
+    let update = settled_for(&mut requester, Some(not_python.pid()), Duration::from_secs(10));
+    assert!(matches!(&update.state, MapState::Failed(e) if e.contains("is not a Python interpreter")), "{update:?}");
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped the other-user case: needs root to start a process as another user");

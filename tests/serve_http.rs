@@ -142,3 +142,17 @@ fn a_non_loopback_address_works_with_a_warning() {
     let stderr = server.stderr();
     assert!(stderr.contains("warning: 0.0.0.0:0 is not a loopback address") && stderr.contains("users"), "{stderr}");
 }
+
+/// `serve --demo` says the GPUs are made up, on start and in `/metrics`,
+/// where a dashboard or an alert can tell them from a real node's.
+#[test]
+fn the_demo_says_its_gpus_are_simulated() {
+    let server = Server::start(common::gpuscope(), &["--demo", "--listen", "127.0.0.1:0", "--interval", "100ms"]);
+    assert!(server.stderr().contains("the GPUs are simulated (--demo)"), "{}", server.stderr());
+    let metrics = server.until("/metrics", "GPU figures", |r| r.body.contains("gpuscope_gpu_info"));
+    assert_eq!(sample(&metrics.body, "gpuscope_simulated"), Some(1.0), "{}", metrics.body);
+    let real = serve(&Sim::new(&scenario(&[])));
+    let metrics = real.until("/metrics", "GPU figures", |r| r.body.contains("gpuscope_gpu_info"));
+    assert_eq!(sample(&metrics.body, "gpuscope_simulated"), Some(0.0));
+    assert!(!real.stderr().contains("simulated"), "{}", real.stderr());
+}

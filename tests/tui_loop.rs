@@ -304,6 +304,47 @@ async fn shift_k_asks_then_terminates_then_offers_sigkill() {
     d.quit().await;
 }
 
+/// `--demo`'s PIDs are made up, and a live process here may hold the same
+/// number: it gets no signal and no probe, and its environment is never
+/// read. The demo's own ranks answer with the demo's map and environment.
+#[tokio::test]
+async fn the_demos_made_up_pids_are_never_acted_on() {
+    let mut child = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let mut snap = snapshot(Spec::gpus(1).probed());
+    snap.simulated = true;
+    snap.processes[0].pid = child.id();
+    let d = Dashboard::start(Some(snap.clone()), None, options());
+    d.shows("GPUs").await;
+    let pid = child.id();
+    for (key, says) in [
+        ('K', "no signal sent"),
+        ('A', "nothing to attach to"),
+        ('M', "M needs a real PyTorch job"),
+        ('e', "no environment to read"),
+        ('m', "its map needs a real job"),
+    ] {
+        d.press(KeyCode::Char(key));
+        d.press(KeyCode::Char('y'));
+        d.shows(&format!("PID {pid} is a simulated process (--demo): {says}")).await;
+    }
+    assert!(!d.screen.screen().contains("Send SIGTERM"));
+    assert!(child.try_wait().unwrap().is_none(), "the live process got a signal");
+    snap.processes[0].pid = 4_123_401;
+    snap.time.time_unix_ms += 1000;
+    d.publish(snap);
+    d.shows("4123401").await;
+    d.press(KeyCode::Char('m'));
+    let map = d.shows("Segments: PID 4123401 on GPU 0 (cuda:0), simulated").await;
+    assert!(map.contains("would NOT fit without a new cudaMalloc"), "{map}");
+    d.press(KeyCode::Esc);
+    d.press(KeyCode::Char('e'));
+    let env = d.shows("Environment of PID 4123401 (simulated)").await;
+    assert!(env.contains("WORLD_SIZE"), "{env}");
+    d.quit().await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 #[tokio::test]
 async fn read_only_never_asks() {
     let child = std::process::Command::new("sleep").arg("60").spawn().unwrap();

@@ -550,12 +550,18 @@ fn nvlink_shows_beside_each_gpu_that_has_it() {
 /// dashboard's user sees it (not on stderr after quitting).
 #[test]
 fn the_fallback_to_simulated_gpus_is_said_in_the_header() {
-    let why = "no NVIDIA driver found (libnvidia-ml.so.1: not found); showing simulated GPUs";
+    let why = "no NVIDIA driver found (libnvidia-ml.so.1: cannot open shared object file: No such file or directory)";
     let mut s = state_with(Spec::gpus(2), TuiOptions { notice: Some(why.into()), ..options() });
+    let mut snap = (**s.latest.as_ref().unwrap()).clone();
+    snap.simulated = true;
+    s.on_snapshot(Arc::new(snap));
     let big = render_text(&mut s, 200, 50);
-    assert!(big.lines().next().unwrap().contains("(no NVIDIA driver found (libnvidia-ml.so.1"), "{big}");
+    let first = big.lines().next().unwrap();
+    assert!(first.contains("SIMULATED GPUs") && first.contains("(no NVIDIA driver found (libnvidia-ml.so.1"), "{big}");
     let small = render_text(&mut s, 80, 24);
-    assert!(small.lines().next().unwrap().contains("no NVIDIA driver"), "{small}");
+    assert!(small.lines().next().unwrap().starts_with("gpuscope  SIMULATED GPUs"), "{small}");
+    insta::assert_snapshot!("demo_auto_header_80x24", small);
+    insta::assert_snapshot!("demo_auto_header_200x50", big);
 }
 
 #[test]
@@ -688,8 +694,12 @@ fn t_draws_the_process_tree() {
     assert!(at("torchrun") < at("├─ python3 train") && lines[at("4123402")].contains("├─ python3 train"));
     assert!(lines[at("4123401")].contains("└─ python3 train"), "{small}");
     assert!(lines[at("4123404")].contains("   └─ python3 eval"), "nested under rank 0:\n{small}");
+    let big = render_text(&mut s, 200, 50);
+    for p in &s.shown().unwrap().processes {
+        assert!(big.contains(&p.pid.to_string()), "the launchers' lines push no row off the table:\n{big}");
+    }
     insta::assert_snapshot!("tree_80x24", small);
-    insta::assert_snapshot!("tree_200x50", render_text(&mut s, 200, 50));
+    insta::assert_snapshot!("tree_200x50", big);
     // The header is never selected: End then k walks rows only.
     act(&mut s, &[Action::First, Action::Move(1)]);
     assert_eq!(s.rows()[1].key.pid, 4_123_402);
@@ -875,4 +885,27 @@ fn the_table_names_the_processes_near_the_screen() {
     draw(&mut state);
     assert_eq!(state.sort.column, gpuscope::tui::rows::Column::Cpu);
     assert_eq!(gpuscope::tui::steer::wanted(&state), Some(gpuscope::sources::Figures::All));
+}
+
+/// `--demo`: `m` and `e` on a demo rank show the demo's own answers, said
+/// to be simulated, so every view can be seen without a GPU.
+#[test]
+fn the_demos_segment_map_and_environment_are_simulated() {
+    use gpuscope::tui::state::View;
+    let mut snap = snapshot(Spec::gpus(2).probed());
+    snap.simulated = true;
+    let mut s = State::new(&options());
+    s.on_snapshot(Arc::new(snap));
+    act(&mut s, &[Action::Focus(0), Action::SegmentMap]);
+    let small = render_text(&mut s, 80, 24);
+    assert!(small.contains("Segments: PID 4123401 on GPU 0 (cuda:0), simulated"), "{small}");
+    assert!(small.contains("would NOT fit without a new cudaMalloc"), "{small}");
+    insta::assert_snapshot!("demo_segments_80x24", small);
+    insta::assert_snapshot!("demo_segments_200x50", render_text(&mut s, 200, 50));
+    act(&mut s, &[Action::Back, Action::Environ]);
+    assert!(matches!(s.top(), Some(View::Environ { vars: Some(Ok(_)), .. })), "{:?}", s.status);
+    let small = render_text(&mut s, 80, 24);
+    assert!(small.contains("Environment of PID 4123401 (simulated)") && small.contains("RANK"), "{small}");
+    insta::assert_snapshot!("demo_environ_80x24", small);
+    insta::assert_snapshot!("demo_environ_200x50", render_text(&mut s, 200, 50));
 }

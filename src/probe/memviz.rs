@@ -32,6 +32,11 @@ pub enum MemvizError {
          gpuscope_probe.start()`; a process in a container answers only inside it)"
     )]
     NoProbe { pid: u32, dir: String },
+    #[error(
+        "process {pid} ({exe}) is not a Python interpreter gpuscope can recognise: only a Python job runs \
+         gpuscope's probe"
+    )]
+    NotPython { pid: u32, exe: String },
     #[error("the probe directory: {0}")]
     Dir(String),
     #[error("process {pid}'s probe: {why}")]
@@ -48,7 +53,12 @@ impl MemvizError {
     pub fn refused(&self) -> bool {
         matches!(
             self,
-            Self::NoProcess(_) | Self::Foreign { .. } | Self::NoProbe { .. } | Self::Dir(_) | Self::Output { .. }
+            Self::NoProcess(_)
+                | Self::Foreign { .. }
+                | Self::NoProbe { .. }
+                | Self::NotPython { .. }
+                | Self::Dir(_)
+                | Self::Output { .. }
         )
     }
 }
@@ -74,6 +84,15 @@ pub struct ProbeChannel {
     pub path: PathBuf,
 }
 
+/// No probe: advice on starting one fits a Python process only, and
+/// `attach`'s own check tells (the same words for the same process).
+fn no_probe(pid: u32, dir: String) -> MemvizError {
+    match crate::attach::inspect(Path::new("/proc"), pid) {
+        Err(crate::attach::AttachError::NotPython { pid, exe }) => MemvizError::NotPython { pid, exe },
+        _ => MemvizError::NoProbe { pid, dir },
+    }
+}
+
 impl ProbeChannel {
     /// Refusals (another user's process, no probe) name the problem.
     pub fn open(pid: u32) -> Result<Self, MemvizError> {
@@ -90,13 +109,12 @@ impl ProbeChannel {
         let shown = probe_dir.path.display().to_string();
         match probe_dir.check() {
             Ok(true) => {}
-            Ok(false) => return Err(MemvizError::NoProbe { pid, dir: shown }),
+            Ok(false) => return Err(no_probe(pid, shown)),
             Err(e) => return Err(MemvizError::Dir(e.to_string())),
         }
         let dir = DirFd::open_nofollow(&probe_dir.path).map_err(|e| MemvizError::Dir(format!("{shown}: {e}")))?;
         let stem = format!("{pid}-{ticks}");
-        let interval =
-            probe_interval(&dir, &stem, pid, ticks).ok_or_else(|| MemvizError::NoProbe { pid, dir: shown.clone() })?;
+        let interval = probe_interval(&dir, &stem, pid, ticks).ok_or_else(|| no_probe(pid, shown.clone()))?;
         Ok(Self { pid, dir, stem, interval, shown, path: probe_dir.path })
     }
 

@@ -110,7 +110,13 @@ fn exposure_warning(o: &Options) -> Option<String> {
 }
 
 /// Serves until SIGINT or SIGTERM, then returns `Ok`.
-pub async fn run(prepared: Prepared, snapshots: SnapshotRx, interval: Duration) -> Result<(), ServeError> {
+/// `simulated`: the GPUs are `--demo`'s, which the start-up line says.
+pub async fn run(
+    prepared: Prepared,
+    snapshots: SnapshotRx,
+    interval: Duration,
+    simulated: bool,
+) -> Result<(), ServeError> {
     let Prepared { options, tls, access } = prepared;
     let listen = options.listen;
     let listener = TcpListener::bind(listen).await.map_err(|source| ServeError::Bind { addr: listen, source })?;
@@ -125,6 +131,9 @@ pub async fn run(prepared: Prepared, snapshots: SnapshotRx, interval: Duration) 
     }
     let scheme = if tls.is_some() { "https" } else { "http" };
     eprintln!("gpuscope: serving {scheme}://{local}/metrics (also /snapshot and /healthz)");
+    if simulated {
+        eprintln!("gpuscope: the GPUs are simulated (--demo): every figure served is made up (gpuscope_simulated 1)");
+    }
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop = async move {

@@ -1,7 +1,8 @@
 //! Host figures for the built-in demo's made-up processes: their PIDs are
 //! on no real host, so without this every host column of `--demo` would
-//! read `n/a`. Any PID the real host can see keeps its real figures; the
-//! machine's own figures (CPU, RAM, swap) are always the real ones.
+//! read `n/a`. The demo's PIDs are never looked up in `/proc`; any other
+//! PID keeps its real figures, and the machine's own figures (CPU, RAM,
+//! swap) are always the real ones.
 
 use std::time::{Duration, SystemTime};
 
@@ -47,11 +48,13 @@ impl<H: HostSource> DemoHost<H> {
 
 impl<H: HostSource> HostSource for DemoHost<H> {
     fn sample(&mut self, pids: &[u32], figures: &Figures) -> HostSample {
-        let mut sample = self.inner.sample(pids, figures);
+        // The demo's PIDs are never looked up: with `pid_max` at 4194304
+        // (systemd's default) an unrelated process may hold one, and its
+        // user and command must not appear as a demo job's.
+        let real: Vec<u32> = pids.iter().copied().filter(|&pid| self.made_up(pid).is_none()).collect();
+        let mut sample = self.inner.sample(&real, figures);
         for &pid in pids {
-            if !sample.processes.contains_key(&pid)
-                && let Some(p) = self.made_up(pid)
-            {
+            if let Some(p) = self.made_up(pid) {
                 sample.processes.insert(pid, p);
             }
         }
@@ -63,13 +66,36 @@ impl<H: HostSource> HostSource for DemoHost<H> {
     }
 }
 
+/// The environment `e` shows for a demo process: made up like the rest,
+/// so the view can be seen without a GPU; `None` for a PID not the demo's.
+pub fn environment(pid: u32) -> Option<Vec<(String, String)>> {
+    let (_, _, name, ..) = PROCESSES.iter().find(|p| p.0 == pid)?;
+    let vars: &[(&str, &str)] = if *name == "python3" {
+        let rank = if pid == PROCESSES[0].0 { "0" } else { "1" };
+        &[
+            ("LOCAL_RANK", rank),
+            ("LOCAL_WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29500"),
+            ("NCCL_DEBUG", "WARN"),
+            ("OMP_NUM_THREADS", "8"),
+            ("RANK", rank),
+            ("TORCHELASTIC_RUN_ID", "none"),
+            ("WORLD_SIZE", "2"),
+        ]
+    } else {
+        &[("CUDA_VISIBLE_DEVICES", "2"), ("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync")]
+    };
+    Some(vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::sources::fake::ScriptedHost;
 
     #[test]
-    fn the_demos_pids_get_host_figures_and_real_ones_stay_real() {
+    fn the_demos_pids_get_made_up_figures_even_where_the_host_has_that_pid() {
         let mut real = HostSample::default();
         real.processes.insert(4_123_402, HostProcess { user: Some("real".into()), ..HostProcess::default() });
         let mut host = DemoHost::new(ScriptedHost::new([real]));
@@ -80,6 +106,8 @@ mod tests {
         assert!(rank0.cpu_percent.is_some() && rank0.memory.is_some() && rank0.start_time.is_some());
         assert_eq!(sample.processes[&4_123_510].name.as_deref(), Some("vllm"));
         assert!(!sample.processes.contains_key(&77), "only the demo's own PIDs are made up");
-        assert_eq!(sample.processes[&4_123_402].user.as_deref(), Some("real"), "a PID the host sees stays real");
+        assert_eq!(sample.processes[&4_123_402].user.as_deref(), Some("alice"), "an unrelated process, not the demo's");
+        assert_eq!(environment(4_123_510).unwrap()[0], ("CUDA_VISIBLE_DEVICES".into(), "2".into()));
+        assert_eq!(environment(77), None);
     }
 }

@@ -322,9 +322,9 @@ fn act(state: &mut State, action: Action, control: Option<&PollerControl>, clock
                 control.set_interval(interval);
             }
         }
-        // Never in a replay: `update` offers no kill there, and
-        // this is the last place a signal could leave from.
-        Some(Effect::Signal(target, signal)) if state.replay.is_none() => {
+        // Never in a replay or the demo: `update` offers no kill there,
+        // and this is the last place a signal could leave from.
+        Some(Effect::Signal(target, signal)) if state.replay.is_none() && !probe_tools::simulated(state) => {
             let result = kill::send(target, signal);
             update::signal_sent(state, signal, result);
         }

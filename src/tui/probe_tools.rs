@@ -27,6 +27,21 @@ fn subject(state: &State) -> Option<(RowKey, &Process)> {
     Some((key, process))
 }
 
+/// `--demo`'s processes are made up, and their PIDs may name an unrelated
+/// process here (`pid_max` is 4194304 under systemd): nothing that reaches
+/// a process by its PID may act on them.
+pub fn simulated(state: &State) -> bool {
+    state.shown().is_some_and(|s| s.simulated)
+}
+
+fn refuse_simulated(state: &mut State, pid: u32, what: &str) -> bool {
+    if !simulated(state) {
+        return false;
+    }
+    state.status = Some(format!("PID {pid} is a simulated process (--demo): {what}"));
+    true
+}
+
 /// Live only: a recorded PID is not today's process.
 fn live(state: &mut State, what: &str) -> bool {
     if state.replay.is_some() {
@@ -62,6 +77,15 @@ pub fn open_map(state: &mut State) -> Option<Effect> {
         state.status = Some(format!("PID {}: cudaMallocAsync keeps no segments of its own to map", key.pid));
         return None;
     }
+    let demo = if simulated(state) {
+        let Some(map) = crate::sources::probe::demo::segment_map(key.pid) else {
+            refuse_simulated(state, key.pid, "its map needs a real job");
+            return None;
+        };
+        Some(map)
+    } else {
+        None
+    };
     let Some(ordinal) = alloc.devices.iter().find(|d| d.gpu == Some(key.gpu)).and_then(|d| d.ordinal) else {
         state.status = Some(format!("PID {}'s probe reports no device on GPU {}", key.pid, key.gpu));
         return None;
@@ -76,6 +100,11 @@ pub fn open_map(state: &mut State) -> Option<Effect> {
         .unwrap_or(DEFAULT_REQUEST);
     state.views.retain(|v| !matches!(v, View::Segments(_)));
     state.views.push(View::Segments(SegmentsView { key, ordinal, request, scroll: 0 }));
+    if let Some(map) = demo {
+        // The demo's answer, drawn as a probe's would be; no probe is asked.
+        state.segmap = Some(MapUpdate { pid: key.pid, ordinal, state: MapState::Ready(map.into()) });
+        return None;
+    }
     state.segmap = Some(MapUpdate { pid: key.pid, ordinal, state: MapState::Waiting });
     Some(Effect::SegmentsOpen { pid: key.pid, ordinal })
 }
@@ -94,6 +123,9 @@ pub fn memviz(state: &mut State) -> Option<Effect> {
     let (_, process) = subject(state)?;
     let process = process.clone();
     torch_probe(state, &process)?;
+    if refuse_simulated(state, process.pid, "M needs a real PyTorch job") {
+        return None;
+    }
     state.status = Some(format!("asking PID {}'s probe for PyTorch's memory snapshot...", process.pid));
     Some(Effect::Memviz(process.pid))
 }
@@ -107,12 +139,15 @@ pub fn attach(state: &mut State) -> Option<Effect> {
         return None;
     }
     let (_, process) = subject(state)?;
-    let pid = process.pid;
-    if process.allocator.is_some() {
+    let (pid, probed, other_namespace) = (process.pid, process.allocator.is_some(), process.other_namespace);
+    if refuse_simulated(state, pid, "nothing to attach to") {
+        return None;
+    }
+    if probed {
         state.status = Some(format!("PID {pid} already has a gpuscope probe"));
         return None;
     }
-    if process.other_namespace {
+    if other_namespace {
         state.status = Some(format!("PID {pid} is the host's, not this PID namespace's: nothing to attach to"));
         return None;
     }
@@ -126,6 +161,16 @@ pub fn environ(state: &mut State) -> Option<Effect> {
     }
     let (_, process) = subject(state)?;
     let pid = process.pid;
+    if simulated(state) {
+        // The demo's own variables, never `/proc/PID/environ`.
+        let Some(vars) = crate::sources::demo_host::environment(pid) else {
+            refuse_simulated(state, pid, "no environment to read");
+            return None;
+        };
+        state.views.retain(|v| !matches!(v, View::Environ { .. }));
+        state.views.push(View::Environ { pid, vars: Some(Ok(vars)) });
+        return None;
+    }
     if process.other_namespace {
         state.status = Some(format!("PID {pid} is the host's, not this PID namespace's: its environment is not here"));
         return None;

@@ -305,6 +305,10 @@ fn ask_to_kill(state: &mut State, now_ms: u64) {
         state.status = Some(format!("PID {} is gone", key.pid));
         return;
     };
+    if probe_tools::simulated(state) {
+        state.status = Some(format!("PID {} is a simulated process (--demo): no signal sent", key.pid));
+        return;
+    }
     if process.other_namespace {
         // The same number here may be some unrelated local process.
         state.status = Some(format!("PID {} is the host's, not this PID namespace's: nothing to signal", key.pid));

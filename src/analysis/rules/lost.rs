@@ -9,11 +9,10 @@ pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
                 severity: Severity::Critical,
                 value: None,
                 threshold: None,
-                message: format!(
-                    "GPU {} ({}) fell off the bus: NVML reports it lost",
-                    gpu.index,
-                    gpu.name.as_deref().or(gpu.pci_bus_id.as_deref()).unwrap_or("unknown")
-                ),
+                message: match gpu.name.as_deref().or(gpu.pci_bus_id.as_deref()) {
+                    Some(what) => format!("GPU {} ({what}) fell off the bus: NVML reports it lost", gpu.index),
+                    None => format!("GPU {} fell off the bus: NVML reports it lost", gpu.index),
+                },
                 hint: "Look for Xid errors in `dmesg`; the GPU needs a reset (`nvidia-smi -r -i N`) or a \
                        reboot, and the jobs that used it have failed and must be restarted."
                     .into(),

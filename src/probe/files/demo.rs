@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::{ProbeDevice, ProbeFile, ProbeReport, ProbeSample, ProbeSource};
 use crate::model::ProbeStatus;
+use crate::segmap::{Pool, RunClass, Segment, SegmentMap};
 
 const MIB: f64 = 1024.0 * 1024.0;
 const GIB: f64 = 1024.0 * MIB;
@@ -173,6 +174,76 @@ fn report(p: &DemoProcess, t: f64) -> ProbeReport {
     ProbeReport { file: file.into(), alive: true, age: Duration::from_millis(300) }
 }
 
+/// The segment map (`m`) a demo rank's probe would answer with: made up
+/// like the rest of the demo, so the map can be seen without a GPU. Rank 0
+/// is fragmented: no cached block holds the 1 GiB asked about by default,
+/// so the map answers that it needs a new `cudaMalloc`. The server runs
+/// `cudaMallocAsync` and has none (`None`, as for a PID not the demo's).
+pub fn segment_map(pid: u32) -> Option<SegmentMap> {
+    use RunClass::{Allocated as A, Free as F, InactiveSplit as S, PendingFree as P};
+    let p = PROCESSES.iter().find(|p| p.pid == pid && p.backend == "native")?;
+    let mib = |n: u64| n << 20;
+    let large: &[&[(RunClass, u64)]] = if p.rank == Some(0) {
+        &[
+            &[(A, mib(1536)), (S, mib(380)), (A, mib(132))],
+            &[(A, mib(600)), (S, mib(212)), (A, mib(40)), (S, mib(172))],
+            &[(S, mib(700)), (A, mib(324))],
+            &[(A, mib(260)), (P, mib(64)), (S, mib(188))],
+            &[(F, mib(20))],
+        ]
+    } else {
+        &[&[(A, mib(2048))], &[(A, mib(1800)), (S, mib(248))], &[(A, mib(900)), (F, mib(124))], &[(F, mib(1024))]]
+    };
+    let small: &[&[(RunClass, u64)]] =
+        &[&[(A, mib(1)), (S, 512 << 10), (A, 512 << 10)], &[(A, 1536 << 10), (F, 512 << 10)]];
+    let segments: Vec<Segment> = [("large", large), ("small", small)]
+        .into_iter()
+        .flat_map(|(pool, segs)| segs.iter().map(move |runs| demo_segment(pool, runs)))
+        .collect();
+    let pools = ["large", "small"]
+        .into_iter()
+        .map(|pool| {
+            let of: Vec<&Segment> = segments.iter().filter(|s| s.pool == pool).collect();
+            let sum = |f: fn(&Segment) -> u64| of.iter().map(|s| f(s)).sum();
+            Pool {
+                pool: pool.into(),
+                segments: of.len() as u64,
+                total: sum(|s| s.total),
+                allocated: sum(|s| s.allocated),
+                inactive_split: sum(|s| s.inactive_split),
+                free: of.iter().filter(|s| s.free == s.total).map(|s| s.total).sum(),
+                largest_free_block: of.iter().map(|s| s.largest_free_block).max().unwrap_or(0),
+            }
+        })
+        .collect();
+    Some(SegmentMap {
+        id: None,
+        state: "done".into(),
+        error: None,
+        device: Some(p.ordinal),
+        taken_unix_ms: None,
+        pools,
+        segments,
+        truncated: false,
+        segments_left_out: 0,
+    })
+}
+
+fn demo_segment(pool: &str, runs: &[(RunClass, u64)]) -> Segment {
+    let of = |class: RunClass| runs.iter().filter(|r| r.0 == class).map(|r| r.1).sum::<u64>();
+    let inactive = |c: RunClass| matches!(c, RunClass::InactiveSplit | RunClass::Free);
+    Segment {
+        pool: pool.into(),
+        address: None,
+        total: runs.iter().map(|r| r.1).sum(),
+        allocated: of(RunClass::Allocated),
+        inactive_split: of(RunClass::InactiveSplit),
+        free: of(RunClass::InactiveSplit) + of(RunClass::Free),
+        largest_free_block: runs.iter().filter(|r| inactive(r.0)).map(|r| r.1).max().unwrap_or(0),
+        runs: runs.to_vec(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,5 +261,17 @@ mod tests {
         let server = at(4_123_510, 5.0);
         assert_eq!((server.inactive_split, server.segments, server.ooms), (None, None, None));
         assert!(server.reserved.is_some());
+    }
+
+    #[test]
+    fn the_demo_ranks_answer_with_a_segment_map_that_adds_up() {
+        let map = segment_map(4_123_401).unwrap();
+        let large = map.pools.iter().find(|p| p.pool == "large").unwrap();
+        let segs: u64 = map.segments.iter().filter(|s| s.pool == "large").map(|s| s.total).sum();
+        assert_eq!(large.total, segs);
+        assert!(!map.fit(1 << 30).fits, "rank 0 is too fragmented for 1 GiB");
+        assert!(segment_map(4_123_402).unwrap().fit(1 << 30).fits);
+        assert_eq!(segment_map(4_123_510), None, "cudaMallocAsync keeps no segments");
+        assert_eq!(segment_map(77), None);
     }
 }

@@ -4,7 +4,7 @@
 //! `file.rs` for the format.
 
 mod container;
-mod demo;
+pub mod demo;
 mod dir;
 pub mod fake;
 mod file;

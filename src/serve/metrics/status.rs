@@ -27,13 +27,19 @@ pub static PROBE_SKIPPED: Def = counter(
     "Allocator probe files refused (malformed, too big, not ours), since the exporter started.",
 );
 pub static BUILD: Def = info("gpuscope_build", "The gpuscope version serving these metrics (always 1).");
+pub static SIMULATED: Def = gauge(
+    "gpuscope_simulated",
+    None,
+    "1 when the GPUs are gpuscope's simulated ones (--demo) and every figure here is made up, else 0.",
+);
 pub static AGE: Def = gauge(
     "gpuscope_snapshot_age_seconds",
     Some("seconds"),
     "Time since the snapshot these metrics come from was taken.",
 );
 
-pub static ALL: &[&Def] = &[&ALERT, &COLLECT_DURATION, &NVML_CALLS, &NVML_ERRORS, &PROBE_SKIPPED, &BUILD, &AGE];
+pub static ALL: &[&Def] =
+    &[&ALERT, &COLLECT_DURATION, &NVML_CALLS, &NVML_ERRORS, &PROBE_SKIPPED, &BUILD, &SIMULATED, &AGE];
 
 pub fn write(enc: &mut Encoder, snap: &Snapshot, nvml_errors: u64) {
     let mut f = enc.family(&ALERT);
@@ -48,6 +54,7 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot, nvml_errors: u64) {
     enc.family(&NVML_ERRORS).sample(&[], Some(nvml_errors));
     enc.family(&PROBE_SKIPPED).sample(&[], Some(snap.sources.probes.skipped));
     enc.family(&BUILD).sample(&[("version", env!("CARGO_PKG_VERSION"))], Some(1u64));
+    enc.family(&SIMULATED).sample(&[], Some(u64::from(snap.simulated)));
 }
 
 /// The snake_case name the JSON uses, so labels and `/snapshot` agree.

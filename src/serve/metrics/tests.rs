@@ -315,6 +315,7 @@ fn alerts_and_self_metrics() {
         "gpuscope_nvml_errors_total 7",
         "# TYPE gpuscope_nvml_errors_total counter",
         "gpuscope_probe_files_skipped_total 0",
+        "gpuscope_simulated 1",
         "gpuscope_snapshot_age_seconds 1.25",
     ] {
         assert!(has(&l, expected), "missing {expected}");

@@ -95,7 +95,12 @@ fn init_at(path: &std::ffi::OsStr, spec: &LibrarySpec) -> Result<Nvml, InitError
     Nvml::builder().lib_path(path).init().map_err(|e| {
         let lib = spec.describe();
         match e {
-            NvmlError::LibloadingError(e) => InitError::Library { lib, reason: e.to_string() },
+            NvmlError::LibloadingError(e) => {
+                // dlerror() names the file first: said once, by `lib`.
+                let reason = e.to_string();
+                let reason = reason.strip_prefix(&format!("{lib}: ")).map_or_else(|| reason.clone(), str::to_owned);
+                InitError::Library { lib, reason }
+            }
             NvmlError::FailedToLoadSymbol(s) => {
                 InitError::Library { lib, reason: format!("it lacks the NVML function {s}") }
             }
@@ -183,7 +188,10 @@ mod tests {
     fn loading_aside_brings_back_the_library_or_why_not() {
         let missing = LibrarySpec::Path("/nonexistent/libnvidia-ml.so.1".into());
         match load_aside(&missing) {
-            Err(InitError::Library { lib, .. }) => assert_eq!(lib, "/nonexistent/libnvidia-ml.so.1"),
+            Err(InitError::Library { lib, reason }) => {
+                assert_eq!(lib, "/nonexistent/libnvidia-ml.so.1");
+                assert!(!reason.contains(&lib), "the file is named once: {reason}");
+            }
             other => panic!("expected a library error, got {:?}", other.map(|_| "a library")),
         }
         let nvml = load_aside(&LibrarySpec::Simulated).expect("the simulator loads");

@@ -45,11 +45,12 @@ fn line<'a>(ctx: &Ctx, a: &Alert, w: usize) -> Line<'a> {
         Severity::Info => t.info,
     };
     let mark = if a.severity == Severity::Info { " " } else { "!" };
+    // The rules' messages name their GPU and PID already: said once.
     let mut about = String::new();
-    if let Some(g) = a.gpu {
+    if let Some(g) = a.gpu.filter(|g| !names(&a.message, "GPU", *g)) {
         about.push_str(&format!(" GPU {g}"));
     }
-    if let Some(p) = a.pid {
+    if let Some(p) = a.pid.filter(|p| !names(&a.message, "PID", *p)) {
         about.push_str(&format!(" PID {p}"));
     }
     let age = duration_short(ctx.now_ms.saturating_sub(a.since.time_unix_ms));
@@ -65,4 +66,26 @@ fn line<'a>(ctx: &Ctx, a: &Alert, w: usize) -> Line<'a> {
         Span::raw(message),
         Span::styled(hint, t.dim),
     ])
+}
+
+/// Whether `message` says "GPU 1" (not "GPU 10") for `what` "GPU", `n` 1.
+fn names(message: &str, what: &str, n: u32) -> bool {
+    let said = format!("{what} {n}");
+    message.match_indices(&said).any(|(at, _)| {
+        let after = message[at + said.len()..].chars().next();
+        !after.is_some_and(|c| c.is_ascii_digit())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names;
+
+    #[test]
+    fn a_subject_the_message_names_is_not_said_again() {
+        assert!(names("GPU 4 fell off the bus", "GPU", 4));
+        assert!(names("PID 42 on GPU 1: CUDA out of memory", "GPU", 1));
+        assert!(!names("PID 42 on GPU 10: CUDA out of memory", "GPU", 1));
+        assert!(!names("only 2 GiB free", "GPU", 2));
+    }
 }

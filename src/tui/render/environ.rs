@@ -14,7 +14,10 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, pid: u32, vars: Option<&Re
     let w = area.width as usize;
     let left = vec![
         Span::styled(sym.rule, t.rule),
-        Span::styled(format!(" Environment of PID {pid} (as it started) "), t.title),
+        Span::styled(
+            format!(" Environment of PID {pid} ({}) ", if ctx.simulated() { "simulated" } else { "as it started" }),
+            t.title,
+        ),
     ];
     let mut lines = vec![spread(
         left,

@@ -35,12 +35,13 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, compact: 
     if compact {
         lines.push(compact_header(ctx, iw, w));
     }
+    let columns = memory_columns(ctx, snap, 3 + iw, w);
     for gpu in &snap.gpus {
         let first = lines.len();
         if compact {
             lines.push(compact_line(ctx, snap, gpu, (iw, text_w), w));
         } else {
-            lines.extend(full_lines(ctx, snap, gpu, iw, w));
+            lines.extend(full_lines(ctx, snap, gpu, (iw, columns), w));
         }
         hit(hits, area, first, lines.len(), Target::Gpu(gpu.index));
         lines.extend(mig::lines(ctx, snap, gpu, iw, w));
@@ -147,7 +148,7 @@ fn power(gpu: &Gpu) -> String {
     out
 }
 
-fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, iw: usize, w: usize) -> [Line<'a>; 2] {
+fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, (iw, columns): (usize, Columns), w: usize) -> [Line<'a>; 2] {
     let t = &ctx.theme;
     let mut first = marker(ctx, snap, gpu);
     first.push(Span::styled(format!("{:>iw$} ", gpu.index), t.title));
@@ -177,7 +178,7 @@ fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, iw: usize, w: usize) ->
     let name_w = w.saturating_sub(3 + iw + readings_w).clamp(8, 28);
     first.push(Span::raw(left(&name(ctx, gpu, false), name_w, ctx.sym.cut)));
     first.extend(readings);
-    [Line::from(first), memory_line(ctx, gpu, indent, w)]
+    [Line::from(first), memory_line(ctx, gpu, indent, columns)]
 }
 
 /// "NVLink 18/18 332G/s": links up of all, and the traffic both ways once
@@ -193,24 +194,43 @@ fn nvlink(ctx: &Ctx, gpu: &Gpu) -> Option<Span<'static>> {
     Some(Span::styled(text, style))
 }
 
-fn memory_line<'a>(ctx: &Ctx, gpu: &Gpu, indent: String, w: usize) -> Line<'a> {
+/// One bar length for every GPU, and the figures after it in the same
+/// columns, so that bars compare at a glance; the figures go for every
+/// GPU when the bars would be too short with them.
+#[derive(Debug, Clone, Copy)]
+struct Columns {
+    text_w: usize,
+    bar_w: usize,
+    figures: bool,
+}
+
+fn memory_columns(ctx: &Ctx, snap: &Snapshot, indent: usize, w: usize) -> Columns {
+    let (mut text_w, mut figures_w) = (0, 0);
+    for gpu in &snap.gpus {
+        if let Some((segments, _)) = bar::gpu_segments(gpu, ctx.sym, &ctx.theme) {
+            text_w = text_w.max(width(&bytes_pair(gpu.memory.used, gpu.memory.total)) + 1);
+            figures_w = figures_w.max(figures(&segments, gpu.allocator.is_some()).iter().map(Span::width).sum());
+        }
+    }
+    let bar_w = w.saturating_sub(indent + 2 + text_w + figures_w);
+    let figures = bar_w >= 8;
+    let bar_w = if figures { bar_w } else { w.saturating_sub(indent + 2 + text_w) };
+    Columns { text_w, bar_w: bar_w.clamp(4, 60), figures }
+}
+
+fn memory_line<'a>(ctx: &Ctx, gpu: &Gpu, indent: String, columns: Columns) -> Line<'a> {
     let Some((segments, total)) = bar::gpu_segments(gpu, ctx.sym, &ctx.theme) else {
         return Line::from(vec![Span::raw(indent), Span::styled("memory n/a", ctx.theme.dim)]);
     };
     let text = format!(" {}", bytes_pair(gpu.memory.used, gpu.memory.total));
-    let figures = figures(&segments, gpu.allocator.is_some());
-    let figures_w: usize = figures.iter().map(Span::width).sum();
-    let mut bar_w = w.saturating_sub(width(&indent) + 2 + width(&text) + figures_w);
-    let show_figures = bar_w >= 8;
-    if !show_figures {
-        bar_w = w.saturating_sub(width(&indent) + 2 + width(&text));
-    }
     let mut spans = vec![Span::raw(indent), Span::raw("[")];
-    spans.extend(bar::bar(&segments, total, bar_w.clamp(4, 60)));
+    spans.extend(bar::bar(&segments, total, columns.bar_w));
     spans.push(Span::raw("]"));
-    spans.push(Span::raw(text));
-    if show_figures {
-        spans.extend(figures);
+    if columns.figures {
+        spans.push(Span::raw(left(&text, columns.text_w, ctx.sym.cut)));
+        spans.extend(figures(&segments, gpu.allocator.is_some()));
+    } else {
+        spans.push(Span::raw(text));
     }
     Line::from(spans)
 }

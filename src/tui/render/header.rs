@@ -37,13 +37,13 @@ fn first_line<'a>(ctx: &Ctx, w: usize, snap: Option<&Snapshot>) -> Line<'a> {
         push(Span::styled(format!("waiting for the first snapshot{} ({waited})", ctx.sym.ellipsis), t.warn));
         return Line::from(left);
     };
+    // Said first, where the narrowest terminal still shows it; why (the
+    // driver `--demo=auto` could not use) comes last, as room allows.
+    if snap.simulated {
+        push(Span::styled("SIMULATED GPUs", t.warn));
+    }
     let host = snap.host.hostname.as_deref().map_or_else(|| "n/a".into(), |h| ctx.clean(h));
     push(Span::styled(host, t.label));
-    match (&state.notice, snap.simulated) {
-        (Some(why), _) => push(Span::styled(format!("({})", ctx.clean(why)), t.warn)),
-        (None, true) => push(Span::styled("(simulated)", t.dim)),
-        (None, false) => {}
-    }
     if state.paused() {
         push(Span::styled(format!("PAUSED at {}", ctx.clock.wall(snap.time.time_unix_ms)), t.warn));
     } else {
@@ -63,6 +63,9 @@ fn first_line<'a>(ctx: &Ctx, w: usize, snap: Option<&Snapshot>) -> Line<'a> {
     match &state.replay {
         Some(replay) => push(replay_status(ctx, &replay.status.borrow())),
         None => push(Span::styled(format!("every {}", super::format::interval(state.interval)), t.dim)),
+    }
+    if let Some(why) = &state.notice {
+        push(Span::styled(format!("({})", ctx.clean(why)), t.warn));
     }
     let right = alert_count(ctx, snap);
     spread(left, right, w, " ", t.dim)

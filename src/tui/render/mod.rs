@@ -37,7 +37,7 @@ use crate::tui::options::Clock;
 use crate::tui::state::{State, View};
 pub use format::interval as interval_text;
 pub use format::{bytes_short, duration_short};
-pub use help::KEYS;
+pub use help::{KEYS, REPLAY_KEYS};
 pub use layout::{MIN_HEIGHT, MIN_WIDTH};
 use symbols::Symbols;
 pub use text::{clean as clean_text, fit as fit_text, width as text_width};
@@ -60,6 +60,11 @@ impl Ctx<'_> {
     /// Text from outside, fit to draw.
     pub fn clean(&self, s: &str) -> String {
         text::clean(s, self.state.ascii)
+    }
+
+    /// The GPUs and their processes are `--demo`'s.
+    pub fn simulated(&self) -> bool {
+        self.snap.is_some_and(|s| s.simulated)
     }
 }
 
@@ -93,6 +98,11 @@ pub fn draw_with_hits(frame: &mut Frame, state: &State, clock: &Clock) -> (usize
     (page, hits)
 }
 
+/// The table's lines: the tree adds one for each launcher on no GPU.
+fn process_lines(ctx: &Ctx) -> usize {
+    if ctx.state.sort.tree { crate::tui::tree::entries(&ctx.rows).len() } else { ctx.rows.len() }
+}
+
 fn dashboard(frame: &mut Frame, area: Rect, ctx: &Ctx, hits: &mut Hits) -> usize {
     let state = ctx.state;
     let Some(snap) = ctx.snap else {
@@ -110,7 +120,7 @@ fn dashboard(frame: &mut Frame, area: Rect, ctx: &Ctx, hits: &mut Hits) -> usize
         gpus_full,
         gpus_compact,
         alerts: u16::try_from(snap.alerts.len()).unwrap_or(u16::MAX),
-        process_rows: u16::try_from(ctx.rows.len()).unwrap_or(u16::MAX),
+        process_rows: u16::try_from(process_lines(ctx)).unwrap_or(u16::MAX),
         chart: !snap.gpus.is_empty(),
     };
     let plan = layout::plan(area, needs);

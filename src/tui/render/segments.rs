@@ -46,7 +46,13 @@ fn title<'a>(ctx: &Ctx, view: SegmentsView, w: usize) -> Line<'a> {
     let left = vec![
         Span::styled(sym.rule, t.rule),
         Span::styled(
-            format!(" Segments: PID {} on GPU {} (cuda:{}) ", view.key.pid, view.key.gpu, view.ordinal),
+            format!(
+                " Segments: PID {} on GPU {} (cuda:{}){} ",
+                view.key.pid,
+                view.key.gpu,
+                view.ordinal,
+                if ctx.simulated() { ", simulated" } else { "" }
+            ),
             t.title,
         ),
     ];

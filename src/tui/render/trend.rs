@@ -139,12 +139,15 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, chart: Chart) {
         title.push(Span::raw(format!(" {name}")));
     }
     title.push(Span::raw(" "));
-    let mut lines = vec![spread(title, Vec::new(), w, sym.rule, t.rule)];
+    // The scale's top is said in the title: as an axis label it sat
+    // against the GPU list beside the chart and read as a GPU's figure.
+    let top = vec![Span::styled(format!(" top {} ", chart.top), t.dim), Span::styled(sym.rule, t.rule)];
+    let mut lines = vec![spread(title, top, w, sym.rule, t.rule)];
     let rows = plot(&chart.layers, chart.max, plot_w, plot_h);
     let last = rows.len().saturating_sub(1);
     for (i, row) in rows.into_iter().enumerate() {
         let (l, r) = match i {
-            0 => (chart.top.as_str(), "100%"),
+            0 => ("", "100%"),
             i if i == last => ("0", "0%"),
             _ => ("", ""),
         };
