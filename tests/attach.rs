@@ -57,7 +57,7 @@ fn the_attach_script_starts_the_probe_in_a_running_job() {
     let probe = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
     let probe_home = probe.parent().unwrap();
     let path = probe_home.join(format!("attach-{pid}.py"));
-    std::fs::write(&path, gpuscope::attach::script(probe_home)).unwrap();
+    std::fs::write(&path, gpuscope::probe::attach::script(probe_home)).unwrap();
     assert!(std::fs::read_to_string(&path).unwrap().contains("gpuscope_probe.start()"));
     // What sys.remote_exec(pid, path) does in 3.14.
     std::fs::write(&trigger, path.to_str().unwrap()).unwrap();

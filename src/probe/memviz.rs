@@ -87,8 +87,8 @@ pub struct ProbeChannel {
 /// No probe: advice on starting one fits a Python process only, and
 /// `attach`'s own check tells (the same words for the same process).
 fn no_probe(pid: u32, dir: String) -> MemvizError {
-    match crate::attach::inspect(Path::new("/proc"), pid) {
-        Err(crate::attach::AttachError::NotPython { pid, exe }) => MemvizError::NotPython { pid, exe },
+    match crate::probe::attach::inspect(Path::new("/proc"), pid) {
+        Err(crate::probe::attach::AttachError::NotPython { pid, exe }) => MemvizError::NotPython { pid, exe },
         _ => MemvizError::NoProbe { pid, dir },
     }
 }

@@ -78,7 +78,7 @@ pub fn open_map(state: &mut State) -> Option<Effect> {
         return None;
     }
     let demo = if simulated(state) {
-        let Some(map) = crate::sources::probe::demo::segment_map(key.pid) else {
+        let Some(map) = crate::probe::files::demo::segment_map(key.pid) else {
             refuse_simulated(state, key.pid, "its map needs a real job");
             return None;
         };

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::{ProbeDevice, ProbeFile, ProbeReport, ProbeSample, ProbeSource};
 use crate::model::ProbeStatus;
-use crate::segmap::{Pool, RunClass, Segment, SegmentMap};
+use crate::probe::segmap::{Pool, RunClass, Segment, SegmentMap};
 
 const MIB: f64 = 1024.0 * 1024.0;
 const GIB: f64 = 1024.0 * MIB;
