@@ -12,13 +12,6 @@
 //! binary runs. The linker settings (`CARGO_TARGET_<TRIPLE>_LINKER`, `CC_*`)
 //! that maturin or cargo-zigbuild put in the environment reach the nested
 //! cargo unchanged.
-//!
-//! A release build of the program is also linked with
-//! `packaging/hot_text.ld`, which groups the functions gpuscope runs ahead
-//! of the rest of its code, so they share pages: it halves the code the
-//! dashboard keeps resident (see `packaging/hot_text.py`). Any ELF linker
-//! that takes `-T` with `INSERT` (GNU ld, LLD, zig's) reads it;
-//! `GPUSCOPE_HOT_TEXT=0` builds without it.
 
 // A build script reports failure by panicking with a message cargo shows.
 #![allow(clippy::expect_used)]
@@ -70,12 +63,4 @@ fn main() {
     let stable = out_dir.join(&file);
     std::fs::copy(&built, &stable).unwrap_or_else(|e| panic!("copying {}: {e}", built.display()));
     println!("cargo:rustc-env=GPUSCOPE_SIM_LIB={}", stable.display());
-
-    println!("cargo:rerun-if-changed=packaging/hot_text.ld");
-    println!("cargo:rerun-if-env-changed=GPUSCOPE_HOT_TEXT");
-    let elf = !matches!(env::var("CARGO_CFG_TARGET_OS").as_deref(), Ok("macos" | "windows" | "ios"));
-    if release && elf && env::var("GPUSCOPE_HOT_TEXT").as_deref() != Ok("0") {
-        let script = manifest_dir.join("packaging/hot_text.ld");
-        println!("cargo:rustc-link-arg-bin=gpuscope=-Wl,-T,{}", script.display());
-    }
 }

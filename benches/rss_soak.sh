@@ -1,19 +1,17 @@
 #!/usr/bin/env bash
 # Whether the dashboard's memory stays bounded over a long run: the release
 # build in a 200x60 tmux pane on the simulated node (8 GPUs x 64 processes,
-# numbers changing every tick), its resident memory (VmRSS) and peak
-# (VmHWM) read every SAMPLE seconds for SECONDS, the resident memory split
-# into what is the program's own (RssAnon: heap, stacks) and the pages of
-# mapped files (RssFile: its code and the libraries', mapped as it first
-# runs). The peak printed is the larger of VmHWM and every VmRSS sampled:
-# VmHWM is the larger of the resident size now and a mark the kernel
-# records only as memory is unmapped, from its per-CPU counters' running
-# totals, where VmRSS is their exact sum (Linux 6.18). So VmHWM alone can
-# read below a resident size seen before it: 160 KiB under the first
-# sample of a 10 ms run (2026-11-30). The history keeps bounded rings
-# whatever the interval, so after the first window fills (ten minutes by
-# default) the figure must stop rising: the summary compares the last
-# sample with the one at a third of the run.
+# numbers changing every tick), its private anonymous memory (RssAnon in
+# /proc/PID/status: heap, stacks, what the program itself owns) read every
+# SAMPLE seconds for SECONDS, with the resident size (VmRSS) and the pages
+# of mapped files (RssFile) beside it. RssAnon is the figure judged: the
+# pages of the program's code and its libraries are the kernel's to share
+# and drop, and count against no one. The kernel keeps no high-water mark
+# of RssAnon, so the peak printed is the largest sampled: sample often
+# (1 s) for a peak, seldom for a long run's shape. The history keeps
+# bounded rings whatever the interval, so after the first window fills
+# (ten minutes by default) the figure must stop rising: the summary
+# compares the last sample with the one at a third of the run.
 # GPUSCOPE_BENCH_ARGS sets the interval (say "--interval 10ms": 100 ticks a
 # second, an hour of which is 4x the ticks of a day at 1 s); node.sh's
 # GPUSCOPE_BENCH_PROCS / _PROBED size the node. After `--`, another monitor
@@ -57,7 +55,7 @@ fi
 dashboard_up "$@"
 clock=
 [ "$speedup" -eq 1 ] || clock=" on a clock ${speedup} times as fast (a tick a second on it)"
-echo "${1:-gpuscope ${GPUSCOPE_BENCH_ARGS:-(1 s interval)}} for ${seconds}s, RSS every ${every}s$clock"
+echo "${1:-gpuscope ${GPUSCOPE_BENCH_ARGS:-(1 s interval)}} for ${seconds}s, RssAnon every ${every}s$clock"
 samples=()
 most=0
 start=$(date +%s%N)
@@ -65,10 +63,9 @@ while :; do
   [ -d "/proc/$pid" ] || { echo "rss_soak.sh: ${1:-gpuscope} exited" >&2; exit 1; }
   t=$((($(date +%s%N) - start) * speedup / 1000000000))
   # One read of status a sample, so that the figures are of one moment.
-  line=$(awk -v t="$t" -v m="$most" '{ v[$1] = $2 } END { r = v["VmRSS:"]; p = v["VmHWM:"]
-    if (m > p) p = m; if (r > p) p = r
-    printf "%d %d %6ds  RSS %6.1f MiB (%d KiB: heap and stacks %d, mapped files %d)  peak %6.1f MiB (%d KiB)\n",
-      r, p, t, r / 1024, r, v["RssAnon:"], v["RssFile:"], p / 1024, p }' "/proc/$pid/status")
+  line=$(awk -v t="$t" -v m="$most" '{ v[$1] = $2 } END { a = v["RssAnon:"]; p = m; if (a > p) p = a
+    printf "%d %d %6ds  RssAnon %6.1f MiB (%d KiB; VmRSS %d, mapped files %d)  peak RssAnon %6.1f MiB (%d KiB)\n",
+      a, p, t, a / 1024, a, v["VmRSS:"], v["RssFile:"], p / 1024, p }' "/proc/$pid/status")
   samples+=("${line%% *}")
   line=${line#* }
   most=${line%% *}
@@ -79,6 +76,6 @@ done
 n=${#samples[@]}
 third=${samples[$((n / 3))]}
 last=${samples[$((n - 1))]}
-# $most holds the largest of every VmHWM and VmRSS read.
+# $most holds the largest RssAnon read.
 awk -v a="$third" -v b="$last" -v p="$most" 'BEGIN {
-  printf "RSS at a third of the run %.1f MiB, at the end %.1f MiB (change %+d KiB); peak %.1f MiB\n", a / 1024, b / 1024, b - a, p / 1024 }'
+  printf "RssAnon at a third of the run %.1f MiB, at the end %.1f MiB (change %+d KiB); peak %.1f MiB\n", a / 1024, b / 1024, b - a, p / 1024 }'

@@ -178,17 +178,13 @@ def embedded_elves(data, origin):
     return out
 
 
-def check_program(data, origin, machine, max_glibc, hot_text=True):
+def check_program(data, origin, machine, max_glibc):
     problems = []
     try:
         elf = Elf(data, origin)
     except (ElfError, struct.error) as err:
         return [str(err)]
     problems += check_elf(elf, machine, max_glibc)
-    hot = elf.section(".text.hot")
-    if hot_text and (hot is None or hot["size"] == 0):
-        problems.append("%s: no .text.hot: the code it runs is not grouped (packaging/hot_text.ld was not linked in),"
-                        " so it keeps about twice the code resident" % origin)
     inner = [e for e in embedded_elves(data, origin) if e.section(".gnu.version_r") is not None]
     if not inner:
         problems.append("%s: no embedded simulated NVML found (gpuscope --demo would not work)" % origin)
@@ -390,13 +386,11 @@ def main(argv):
     ap.add_argument("--elf", help="check one ELF file (and what it embeds) only")
     ap.add_argument("--max-glibc", default="2.17")
     ap.add_argument("--machine", default=host_machine())
-    ap.add_argument("--hot-text", action="store_true",
-                    help="with --elf: require the grouped code of a release build (always required of packages)")
     args = ap.parse_args(argv)
     if args.elf:
         limit = tuple(int(x) for x in args.max_glibc.split("."))
         with open(args.elf, "rb") as f:
-            problems = check_program(f.read(), args.elf, args.machine, limit, args.hot_text)
+            problems = check_program(f.read(), args.elf, args.machine, limit)
     elif args.paths:
         problems = check_paths(args.paths)
     else:

@@ -109,8 +109,6 @@ impl AppError {
 pub fn main() -> ExitCode {
     // Before any thread starts (see there).
     crate::sources::procstat::reserve_descriptors();
-    // Before the rest of memory is touched, so the peak is lower too.
-    let _ = crate::relocations::release();
     let cli = match Cli::try_parse_from(crate::cli::nvidia_smi_spellings(std::env::args_os())) {
         Ok(cli) => cli,
         Err(e) => return ExitCode::from(clap_exit(&e)),

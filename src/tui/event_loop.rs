@@ -20,7 +20,6 @@ use tokio::time::Instant;
 
 use crate::probe::memviz::ProbeChannel;
 use crate::probe::segmap::{MapState, MapUpdate, Requester};
-use crate::startup_code;
 
 use crate::poller::{PollerControl, SnapshotRx};
 use crate::tui::keys::Action;
@@ -36,12 +35,6 @@ const NO_JOB_CONTROL: &str = "not suspended: no shell with job control would res
 
 /// About ten frames a second at most.
 pub const FRAME: Duration = Duration::from_millis(100);
-/// How long after opening the dashboard, at the least, counts its start-up
-/// as done: the terminal's and the input thread's set-up run just after
-/// the first frame. Not longer: until the release, start-up code and the
-/// first ticks' memory add up to the run's peak (at 8 x 512, 8.3 MB with
-/// two seconds, 7.9 with half a second: the second tick's arrives first).
-const STARTUP: Duration = Duration::from_millis(500);
 
 enum Flow {
     Quit,
@@ -80,12 +73,6 @@ where
     let mut stops = if options.real_terminal { Some(StopSignals::new()?) } else { None };
     let mut tools = Tools::new(options.probe_dir.clone());
     let mut steer = Steer::default();
-    // Start-up is over at the first frame with data, and `STARTUP` after
-    // opening: the code only it ran is handed back then (`startup_code`),
-    // located now, while start-up still runs. Only a dashboard on a real
-    // terminal: tests drive this loop inside a test binary.
-    let mut startup = if options.real_terminal { startup_code::Startup::locate() } else { None };
-    let opened = Instant::now();
     loop {
         let free = |last: Option<Instant>| last.is_none_or(|t| t.elapsed() >= FRAME);
         if dirty && (free(last_draw) || (keyed && free(last_key_draw))) {
@@ -100,17 +87,6 @@ where
                 last_key_draw = last_draw;
             }
             (dirty, keyed) = (false, false);
-            if state.shown().is_some()
-                && opened.elapsed() >= STARTUP
-                && let Some(startup) = startup.take()
-            {
-                // Every clean read-only mapping, the program's own code with
-                // it, goes at once; the start-up sections alone only where
-                // `/proc/self/smaps` could not be read.
-                if crate::mapped_files::release().is_none() {
-                    startup.release();
-                }
-            }
         }
         let next_frame = |last: Option<Instant>| last.map_or_else(Instant::now, |t| t + FRAME);
         let next_frame =

@@ -17,28 +17,25 @@
 //! start, after a resize event, after a stop), not at every frame as
 //! `Terminal::draw` does: on a real terminal each ask opens `/dev/tty`.
 
-mod ansi;
 mod canvas;
 mod frame_out;
 mod lines;
 
 use std::io;
 
-use ratatui::backend::{Backend, ClearType};
+use ratatui::backend::{Backend, ClearType, CrosstermBackend};
 use ratatui::buffer::Cell;
 use ratatui::layout::Rect;
 use ratatui::widgets::Widget;
 
-pub use ansi::Ansi;
 pub use canvas::{Canvas, printable_ascii};
 use canvas::{LONG, Packed};
 pub use frame_out::FrameOut;
 pub use lines::Lines;
 
-/// The real terminal's backend: crossterm's, with the frames' cells
-/// written by `Ansi`, through `FrameOut`.
-pub fn stdout_backend() -> Ansi<FrameOut<io::Stdout>> {
-    Ansi::new(FrameOut::new(io::stdout()))
+/// The real terminal's backend: crossterm's, through `FrameOut`.
+pub fn stdout_backend() -> CrosstermBackend<FrameOut<io::Stdout>> {
+    CrosstermBackend::new(FrameOut::new(io::stdout()))
 }
 
 /// What the views draw on: the frame's canvas and its area. Offers the

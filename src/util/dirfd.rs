@@ -2,15 +2,22 @@
 //! below the directory they start from. Every directory is judged by what
 //! was opened (`fstat` on the descriptor), never by a name looked up a
 //! moment earlier, so a link or directory swapped in between is caught.
+//!
+//! The calls go through rustix, which on Linux makes the system calls
+//! itself: no glibc symbol newer than the release builds' 2.17 is linked
+//! (`packaging/check.py` reads the symbol versions).
 
-use std::ffi::{CString, OsStr};
+use std::ffi::OsStr;
 use std::fs::{File, Metadata};
 use std::hash::{BuildHasher, RandomState};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, StatxFlags};
+use rustix::io::Errno;
 
 /// An open directory and the path it was reached by (for messages and for
 /// the caller's own checks of that path).
@@ -32,18 +39,11 @@ pub struct FileStat {
     pub is_file: bool,
 }
 
-/// A file name and its terminating NUL, held on the stack: a name is at
-/// most `NAME_MAX` (255) bytes, and the probe reader opens or checks every
-/// probe file by name on every tick.
-struct CName([u8; 256]);
-
-impl CName {
-    fn as_ptr(&self) -> *const libc::c_char {
-        self.0.as_ptr().cast()
-    }
-}
-
-fn c_name(name: &OsStr) -> io::Result<CName> {
+/// A name of one component, checked before any call: a name with a `/`
+/// would reach outside the directory. rustix copies a name this short
+/// (at most `NAME_MAX`, 255 bytes) to the stack with its NUL: the probe
+/// reader opens or checks every probe file by name on every tick.
+fn plain_name(name: &OsStr) -> io::Result<&OsStr> {
     let bytes = name.as_bytes();
     if bytes.is_empty() || bytes.contains(&b'/') {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a plain file name"));
@@ -51,15 +51,14 @@ fn c_name(name: &OsStr) -> io::Result<CName> {
     if bytes.contains(&0) {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "NUL in a file name"));
     }
-    let mut buf = [0u8; 256];
-    // One byte stays for the NUL.
-    let room = buf.get_mut(..bytes.len()).filter(|r| r.len() < 256);
-    room.ok_or_else(|| io::Error::from_raw_os_error(libc::ENAMETOOLONG))?.copy_from_slice(bytes);
-    Ok(CName(buf))
+    if bytes.len() > 255 {
+        return Err(Errno::NAMETOOLONG.into());
+    }
+    Ok(name)
 }
 
-fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(ret) }
+fn mode(mode: u32) -> Mode {
+    Mode::from_bits_truncate(mode)
 }
 
 impl DirFd {
@@ -67,25 +66,17 @@ impl DirFd {
     /// Python's site directory): links in that path are the user's own
     /// choice and are followed; the caller judges what was opened.
     pub fn open(path: &Path) -> io::Result<Self> {
-        let c = CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a path"))?;
-        // SAFETY: a valid NUL-terminated path; the descriptor is owned below.
-        let fd = check(unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) })?;
-        // SAFETY: `fd` was just opened and is owned by nothing else.
-        Ok(Self { file: File::from(unsafe { OwnedFd::from_raw_fd(fd) }), path: path.to_path_buf() })
+        let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        Ok(Self { file: File::from(fd), path: path.to_path_buf() })
     }
 
     /// Opens a directory whose last component must not be a link (the
     /// probe directory, already judged by its path): what is opened is
     /// then judged again through the descriptor.
     pub fn open_nofollow(path: &Path) -> io::Result<Self> {
-        let c = CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a path"))?;
-        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        // SAFETY: a valid NUL-terminated path; the descriptor is owned below.
-        let fd = check(unsafe { libc::open(c.as_ptr(), flags) })?;
-        // SAFETY: `fd` was just opened and is owned by nothing else.
-        Ok(Self { file: File::from(unsafe { OwnedFd::from_raw_fd(fd) }), path: path.to_path_buf() })
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(path, flags, Mode::empty())?;
+        Ok(Self { file: File::from(fd), path: path.to_path_buf() })
     }
 
     pub fn metadata(&self) -> io::Result<Metadata> {
@@ -101,28 +92,22 @@ impl DirFd {
     /// `Ok(true)` when this call created it, `Ok(false)` when something of
     /// that name already existed (to be judged by the caller).
     pub fn mkdir(&self, name: &OsStr, mode: u32) -> io::Result<bool> {
-        let c = c_name(name)?;
-        // SAFETY: a valid directory descriptor and NUL-terminated name.
-        match check(unsafe { libc::mkdirat(self.file.as_raw_fd(), c.as_ptr(), mode as libc::mode_t) }) {
-            Ok(_) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(e),
+        match rustix::fs::mkdirat(&self.file, plain_name(name)?, self::mode(mode)) {
+            Ok(()) => Ok(true),
+            Err(Errno::EXIST) => Ok(false),
+            Err(e) => Err(e.into()),
         }
     }
 
-    fn openat(&self, name: &OsStr, flags: libc::c_int, mode: u32) -> io::Result<File> {
-        let c = c_name(name)?;
-        let flags = flags | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        // SAFETY: a valid directory descriptor and NUL-terminated name.
-        let fd = check(unsafe { libc::openat(self.file.as_raw_fd(), c.as_ptr(), flags, mode as libc::c_uint) })?;
-        // SAFETY: `fd` was just opened and is owned by nothing else.
-        Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+    fn openat(&self, name: &OsStr, flags: OFlags, mode: u32) -> io::Result<File> {
+        let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        Ok(File::from(rustix::fs::openat(&self.file, plain_name(name)?, flags, self::mode(mode))?))
     }
 
     /// A directory inside this one; a symbolic link there fails (ENOTDIR
     /// or ELOOP).
     pub fn open_dir(&self, name: &OsStr) -> io::Result<Self> {
-        let file = self.openat(name, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+        let file = self.openat(name, OFlags::RDONLY | OFlags::DIRECTORY, 0)?;
         Ok(Self { file, path: self.path.join(name) })
     }
 
@@ -145,58 +130,46 @@ impl DirFd {
     /// disk file system each first read of one would otherwise dirty the
     /// inode for the journal to write out.
     pub fn open_file(&self, name: &OsStr) -> io::Result<File> {
-        let flags = libc::O_RDONLY | libc::O_NONBLOCK;
-        match self.openat(name, flags | libc::O_NOATIME, 0) {
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => self.openat(name, flags, 0),
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK;
+        match self.openat(name, flags | OFlags::NOATIME, 0) {
+            Err(e) if e.raw_os_error() == Some(Errno::PERM.raw_os_error()) => self.openat(name, flags, 0),
             opened => opened,
         }
     }
 
     /// A new file; fails if anything of that name exists.
     pub fn create_new(&self, name: &OsStr, mode: u32) -> io::Result<File> {
-        self.openat(name, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, mode)
+        self.openat(name, OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL, mode)
     }
 
     pub fn rename(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
-        let (from, to) = (c_name(from)?, c_name(to)?);
-        let fd = self.file.as_raw_fd();
-        // SAFETY: valid descriptors and NUL-terminated names.
-        check(unsafe { libc::renameat(fd, from.as_ptr(), fd, to.as_ptr()) }).map(drop)
+        Ok(rustix::fs::renameat(&self.file, plain_name(from)?, &self.file, plain_name(to)?)?)
     }
 
     pub fn unlink(&self, name: &OsStr) -> io::Result<()> {
-        let c = c_name(name)?;
-        // SAFETY: a valid directory descriptor and NUL-terminated name.
-        check(unsafe { libc::unlinkat(self.file.as_raw_fd(), c.as_ptr(), 0) }).map(drop)
+        Ok(rustix::fs::unlinkat(&self.file, plain_name(name)?, AtFlags::empty())?)
     }
 
     /// What `name` in this directory is, the name itself not followed
     /// should it be a link: one system call where opening, `fstat` and
     /// closing take three, for callers that only ask whether a file they
-    /// opened before is still the same version. Through the raw `statx`
-    /// system call (Linux 4.11), as std does, so that no glibc symbol newer
-    /// than the release builds' 2.17 is linked; `Unsupported` where the
-    /// kernel lacks it or leaves out a field asked for.
+    /// opened before is still the same version. `statx` (Linux 4.11);
+    /// `Unsupported` where the kernel lacks it or leaves out a field asked
+    /// for.
     pub fn stat_nofollow(&self, name: &OsStr) -> io::Result<FileStat> {
-        let c = c_name(name)?;
-        let flags = libc::AT_SYMLINK_NOFOLLOW | libc::AT_STATX_SYNC_AS_STAT;
-        let wanted = libc::STATX_TYPE
-            | libc::STATX_MODE
-            | libc::STATX_UID
-            | libc::STATX_INO
-            | libc::STATX_SIZE
-            | libc::STATX_MTIME;
-        // SAFETY: statx is a struct of integers, for which zero is a value.
-        let mut st: libc::statx = unsafe { std::mem::zeroed() };
-        // SAFETY: a valid directory descriptor, a NUL-terminated name and a
-        // buffer of the size statx fills; the kernel writes nothing else.
-        let ret =
-            unsafe { libc::syscall(libc::SYS_statx, self.file.as_raw_fd(), c.as_ptr(), flags, wanted, &raw mut st) };
-        if ret < 0 {
-            let e = io::Error::last_os_error();
-            return Err(if e.raw_os_error() == Some(libc::ENOSYS) { io::ErrorKind::Unsupported.into() } else { e });
-        }
-        if st.stx_mask & wanted != wanted {
+        let flags = AtFlags::SYMLINK_NOFOLLOW | AtFlags::STATX_SYNC_AS_STAT;
+        let wanted = StatxFlags::TYPE
+            | StatxFlags::MODE
+            | StatxFlags::UID
+            | StatxFlags::INO
+            | StatxFlags::SIZE
+            | StatxFlags::MTIME;
+        let st = match rustix::fs::statx(&self.file, plain_name(name)?, flags, wanted) {
+            Ok(st) => st,
+            Err(Errno::NOSYS) => return Err(io::ErrorKind::Unsupported.into()),
+            Err(e) => return Err(e.into()),
+        };
+        if st.stx_mask & wanted.bits() != wanted.bits() {
             return Err(io::ErrorKind::Unsupported.into());
         }
         Ok(FileStat {
@@ -204,7 +177,7 @@ impl DirFd {
             len: st.stx_size,
             mtime_ns: st.stx_mtime.tv_sec.saturating_mul(1_000_000_000).saturating_add(i64::from(st.stx_mtime.tv_nsec)),
             uid: st.stx_uid,
-            is_file: u32::from(st.stx_mode) & libc::S_IFMT == libc::S_IFREG,
+            is_file: FileType::from_raw_mode(u32::from(st.stx_mode)) == FileType::RegularFile,
         })
     }
 

@@ -21,17 +21,7 @@ use place::{PROBE_MARKER, SITE_MARKER};
 
 use crate::probe::files::{ProbeDir, default_dir};
 
-/// The probe's source, 72 KiB, read only by `inject`: kept in a section of
-/// its own (`.gpuscope.cold`), which packaging/hot_text.ld places after the
-/// constants a dashboard reads, rather than among them, where the pages the
-/// kernel maps around theirs would bring it in too.
-#[cfg_attr(all(unix, not(target_vendor = "apple")), unsafe(link_section = ".gpuscope.cold"))]
-static PROBE_BYTES: [u8; include_bytes!("../../../assets/gpuscope_probe.py").len()] =
-    *include_bytes!("../../../assets/gpuscope_probe.py");
-pub static PROBE_PY: &str = match std::str::from_utf8(&PROBE_BYTES) {
-    Ok(text) => text,
-    Err(_) => panic!("assets/gpuscope_probe.py is not UTF-8"),
-};
+pub const PROBE_PY: &str = include_str!("../../../assets/gpuscope_probe.py");
 pub const SITECUSTOMIZE_PY: &str = include_str!("../../../assets/sitecustomize.py");
 
 const PROBE: Payload = Payload { name: "gpuscope_probe.py", text: PROBE_PY, marker: PROBE_MARKER, mode: 0o600 };

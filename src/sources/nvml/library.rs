@@ -13,9 +13,7 @@ use crate::model::{Driver, SelectError};
 pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
 
 /// The simulated NVML built from `crates/nvml-sim`, embedded at build time.
-/// Apart from the constants a dashboard reads, as `inject::PROBE_PY` is.
-#[cfg_attr(all(unix, not(target_vendor = "apple")), unsafe(link_section = ".gpuscope.cold"))]
-static SIMULATOR: [u8; include_bytes!(env!("GPUSCOPE_SIM_LIB")).len()] = *include_bytes!(env!("GPUSCOPE_SIM_LIB"));
+static SIMULATOR: &[u8] = include_bytes!(env!("GPUSCOPE_SIM_LIB"));
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LibrarySpec {
@@ -59,7 +57,7 @@ impl LibrarySpec {
                 // file can go as soon as the loader has mapped it.
                 let dir = tempfile::Builder::new().prefix("gpuscope-sim-").tempdir().map_err(InitError::Extract)?;
                 let path: PathBuf = dir.path().join("libnvidia-ml-sim.so");
-                std::fs::write(&path, &SIMULATOR[..]).map_err(InitError::Extract)?;
+                std::fs::write(&path, SIMULATOR).map_err(InitError::Extract)?;
                 init_at(path.as_os_str(), self)
             }
         }
