@@ -62,55 +62,32 @@ where
     if let Some(snap) = snapshots.borrow_and_update().clone() {
         state.on_snapshot(snap);
     }
-    let mut dirty = true;
-    let mut last_draw: Option<Instant> = None;
-    // Whether a key made the screen dirty, and when a key's frame was last
-    // drawn.
-    let mut keyed = false;
-    let mut last_key_draw: Option<Instant> = None;
+    let mut pace = Pacing::default();
     let mut snapshots_open = true;
     let mut replay_status = options.replay.as_ref().map(|r| r.status.clone());
     let mut stops = if options.real_terminal { Some(StopSignals::new()?) } else { None };
     let mut tools = Tools::new(options.probe_dir.clone());
     let mut steer = Steer::default();
     loop {
-        let free = |last: Option<Instant>| last.is_none_or(|t| t.elapsed() >= FRAME);
-        if dirty && (free(last_draw) || (keyed && free(last_key_draw))) {
+        if pace.due() {
             let mut drawn = (state.page, std::mem::take(&mut state.hits));
             terminal.draw(|frame| drawn = render::draw_with_hits(frame, &state, &clock))?;
             (state.page, state.hits) = drawn;
             if let Some(control) = &control {
                 steer.after_frame(&state, control);
             }
-            last_draw = Some(Instant::now());
-            if keyed {
-                last_key_draw = last_draw;
-            }
-            (dirty, keyed) = (false, false);
+            pace.drawn();
         }
-        let next_frame = |last: Option<Instant>| last.map_or_else(Instant::now, |t| t + FRAME);
-        let next_frame =
-            if keyed { next_frame(last_draw).min(next_frame(last_key_draw)) } else { next_frame(last_draw) };
         tokio::select! {
             event = events.next() => match event {
                 None => return Ok(()),
                 Some(Err(e)) => return Err(e),
-                Some(Ok(event)) => match on_event(&mut state, event, control.as_ref(), &clock, &mut tools) {
-                    Flow::Quit => return Ok(()),
-                    Flow::Suspend => {
-                        if options.real_terminal && !terminal::suspend()? {
-                            state.status = Some(NO_JOB_CONTROL.into());
-                        }
-                        terminal.redraw_all()?;
-                        dirty = true;
+                Some(Ok(event)) => {
+                    let flow = on_event(&mut state, event, control.as_ref(), &clock, &mut tools);
+                    if !follow(flow, terminal, &mut state, &mut pace, options.real_terminal)? {
+                        return Ok(());
                     }
-                    Flow::Redraw => (dirty, keyed) = (true, true),
-                    Flow::Resized => {
-                        terminal.resized();
-                        (dirty, keyed) = (true, true);
-                    }
-                    Flow::Same => {}
-                },
+                }
             },
             stop = async {
                 match stops.as_mut() {
@@ -118,16 +95,8 @@ where
                     None => std::future::pending().await,
                 }
             } => {
-                match stop {
-                    Stop::Suspend => {
-                        if !terminal::suspend()? {
-                            state.status = Some(NO_JOB_CONTROL.into());
-                        }
-                    }
-                    Stop::Continued => terminal::reenter()?,
-                }
-                terminal.redraw_all()?;
-                dirty = true;
+                on_stop(stop, terminal, &mut state)?;
+                pace.dirty();
             },
             changed = snapshots.changed(), if snapshots_open => {
                 match changed {
@@ -141,7 +110,7 @@ where
                         state.collection_stopped = true;
                     }
                 }
-                dirty = true;
+                pace.dirty();
             },
             // The player's speed, pause and notes change without a new
             // snapshot; the header must follow.
@@ -150,44 +119,120 @@ where
                     Some(status) => status.changed().await,
                     None => std::future::pending().await,
                 }
-            } => dirty = true,
-            // The segment map's thread has a newer map (or why not).
+            } => pace.dirty(),
             Ok(()) = async {
                 match tools.segmap.as_mut() {
                     Some(r) => r.updates.changed().await,
                     None => std::future::pending().await,
                 }
             } => {
-                if let Some(r) = tools.segmap.as_mut() {
-                    let update = r.updates.borrow_and_update().clone();
-                    // Only for the map on screen, not one just closed.
-                    if state.segmap.is_some() {
-                        state.segmap = update.or(state.segmap.take());
-                    }
-                }
-                dirty = true;
+                tools.take_map_update(&mut state);
+                pace.dirty();
             },
             Some(done) = tools.done_rx.recv() => {
-                match done {
-                    Done::Status(message) => state.status = Some(message),
-                    Done::Environ(pid, result) => {
-                        if let Some(View::Environ { pid: shown, vars }) = state.views.last_mut()
-                            && *shown == pid
-                        {
-                            *vars = Some(result);
-                        }
-                    }
-                }
-                dirty = true;
+                done.apply(&mut state);
+                pace.dirty();
             },
             () = tokio::time::sleep(state.clock_wait(clock.now_ms())) => {
                 if state.ticking(clock.now_ms()) {
-                    dirty = true;
+                    pace.dirty();
                 }
             },
-            () = tokio::time::sleep_until(next_frame), if dirty => {},
+            () = tokio::time::sleep_until(pace.next_frame()), if pace.is_dirty() => {},
         }
     }
+}
+
+/// When the next frame may be drawn: a dirty screen at most once per
+/// `FRAME`, and a key's change on its own clock, so that a key pressed
+/// just after a data frame shows at once.
+struct Pacing {
+    dirty: bool,
+    /// Whether a key made the screen dirty.
+    keyed: bool,
+    last_draw: Option<Instant>,
+    last_key_draw: Option<Instant>,
+}
+
+impl Default for Pacing {
+    /// The first frame is drawn at once.
+    fn default() -> Self {
+        Self { dirty: true, keyed: false, last_draw: None, last_key_draw: None }
+    }
+}
+
+impl Pacing {
+    fn dirty(&mut self) {
+        self.dirty = true;
+    }
+
+    fn keyed(&mut self) {
+        (self.dirty, self.keyed) = (true, true);
+    }
+
+    fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    fn due(&self) -> bool {
+        let free = |last: Option<Instant>| last.is_none_or(|t| t.elapsed() >= FRAME);
+        self.dirty && (free(self.last_draw) || (self.keyed && free(self.last_key_draw)))
+    }
+
+    fn drawn(&mut self) {
+        self.last_draw = Some(Instant::now());
+        if self.keyed {
+            self.last_key_draw = self.last_draw;
+        }
+        (self.dirty, self.keyed) = (false, false);
+    }
+
+    fn next_frame(&self) -> Instant {
+        let after = |last: Option<Instant>| last.map_or_else(Instant::now, |t| t + FRAME);
+        if self.keyed { after(self.last_draw).min(after(self.last_key_draw)) } else { after(self.last_draw) }
+    }
+}
+
+/// Carries out what an event asked of the loop; `false` to quit.
+fn follow<B>(flow: Flow, terminal: &mut Term<B>, state: &mut State, pace: &mut Pacing, real: bool) -> io::Result<bool>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+{
+    match flow {
+        Flow::Quit => return Ok(false),
+        Flow::Suspend => {
+            if real && !terminal::suspend()? {
+                state.status = Some(NO_JOB_CONTROL.into());
+            }
+            terminal.redraw_all()?;
+            pace.dirty();
+        }
+        Flow::Redraw => pace.keyed(),
+        Flow::Resized => {
+            terminal.resized();
+            pace.keyed();
+        }
+        Flow::Same => {}
+    }
+    Ok(true)
+}
+
+/// Ctrl-Z from outside (SIGTSTP) or the shell's `fg` (SIGCONT).
+fn on_stop<B>(stop: Stop, terminal: &mut Term<B>, state: &mut State) -> io::Result<()>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+{
+    match stop {
+        Stop::Suspend => {
+            if !terminal::suspend()? {
+                state.status = Some(NO_JOB_CONTROL.into());
+            }
+        }
+        Stop::Continued => terminal::reenter()?,
+    }
+    terminal.redraw_all()
 }
 
 /// What the dashboard does in a probed process's directory, off the UI
@@ -206,7 +251,33 @@ enum Done {
     Environ(u32, Result<Vec<(String, String)>, String>),
 }
 
+impl Done {
+    fn apply(self, state: &mut State) {
+        match self {
+            Done::Status(message) => state.status = Some(message),
+            Done::Environ(pid, result) => {
+                if let Some(View::Environ { pid: shown, vars }) = state.views.last_mut()
+                    && *shown == pid
+                {
+                    *vars = Some(result);
+                }
+            }
+        }
+    }
+}
+
 impl Tools {
+    /// The segment map's thread has a newer map (or why not): shown only
+    /// for the map on screen, not one just closed.
+    fn take_map_update(&mut self, state: &mut State) {
+        if let Some(r) = self.segmap.as_mut() {
+            let update = r.updates.borrow_and_update().clone();
+            if state.segmap.is_some() {
+                state.segmap = update.or(state.segmap.take());
+            }
+        }
+    }
+
     fn new(probe_dir: PathBuf) -> Self {
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         Self { probe_dir, segmap: None, done_tx, done_rx }
