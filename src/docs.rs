@@ -47,31 +47,28 @@ const EXAMPLES: &[(&str, &str)] = &[
 /// The dashboard's keys, from the table its own help (`?`) draws.
 fn keys(out: &mut Vec<u8>) {
     use crate::tui::render::{KEYS, REPLAY_KEYS};
-    let mut text = String::from(".SH KEYS\nIn the dashboard (press ? for this list):\n");
-    for (key, what) in KEYS {
-        text.push_str(&format!(".TP\n\\fB{}\\fR\n{}\n", roff_text(key), roff_text(what)));
-    }
-    text.push_str(".PP\nIn gpuscope replay, these come first; K, m, M and A are off:\n");
-    for (key, what) in REPLAY_KEYS {
-        text.push_str(&format!(".TP\n\\fB{}\\fR\n{}\n", roff_text(key), roff_text(what)));
-    }
-    out.extend_from_slice(text.as_bytes());
+    out.extend_from_slice(b".SH KEYS\nIn the dashboard (press ? for this list):\n");
+    tagged(out, KEYS.iter().map(|(key, what)| (roff_text(key), *what)));
+    out.extend_from_slice(b".PP\nIn gpuscope replay, these come first; K, m, M and A are off:\n");
+    tagged(out, REPLAY_KEYS.iter().map(|(key, what)| (roff_text(key), *what)));
 }
 
 fn exit_status(out: &mut Vec<u8>) {
-    let mut text = String::from(".SH \"EXIT STATUS\"\n");
-    for (status, meaning) in crate::exit::MEANINGS {
-        text.push_str(&format!(".TP\n\\fB{status}\\fR\n{}\n", roff_text(meaning)));
-    }
-    out.extend_from_slice(text.as_bytes());
+    out.extend_from_slice(b".SH \"EXIT STATUS\"\n");
+    tagged(out, crate::exit::MEANINGS.iter().map(|(status, meaning)| (status.to_string(), *meaning)));
 }
 
 fn examples(out: &mut Vec<u8>) {
-    let mut text = String::from(".SH EXAMPLES\n");
-    for (command, what) in EXAMPLES {
-        text.push_str(&format!(".TP\n\\fB{}\\fR\n{}\n", roff_text(command), roff_text(what)));
+    out.extend_from_slice(b".SH EXAMPLES\n");
+    tagged(out, EXAMPLES.iter().map(|(command, what)| (roff_text(command), *what)));
+}
+
+/// One `.TP` paragraph each: the tag in bold (already roff text), then
+/// what it means.
+fn tagged<'a>(out: &mut Vec<u8>, rows: impl Iterator<Item = (String, &'a str)>) {
+    for (tag, what) in rows {
+        out.extend_from_slice(format!(".TP\n\\fB{tag}\\fR\n{}\n", roff_text(what)).as_bytes());
     }
-    out.extend_from_slice(text.as_bytes());
 }
 
 fn sections(cmd: &clap::Command, path: &str, out: &mut Vec<u8>) -> std::io::Result<()> {

@@ -3,11 +3,12 @@
 //! the world size promises but no host shows, and the two ranks worth a
 //! look: the slowest and the fullest.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use super::model::HostState;
+use crate::hashing::{IntMap, IntSet};
 use crate::model::{Gpu, Process, Snapshot};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -79,14 +80,14 @@ pub fn group(hosts: &[HostState]) -> Vec<Job> {
 
 /// A snapshot's GPUs by index, and each process's SM share by (GPU, PID).
 struct Gpus<'a> {
-    by_index: HashMap<u32, &'a Gpu>,
-    sm: HashMap<(u32, u32), u32>,
+    by_index: IntMap<u32, &'a Gpu>,
+    sm: IntMap<(u32, u32), u32>,
 }
 
 impl<'a> Gpus<'a> {
     fn of(snap: &'a Snapshot) -> Self {
-        let mut by_index = HashMap::with_capacity(snap.gpus.len());
-        let mut sm = HashMap::new();
+        let mut by_index = IntMap::default();
+        let mut sm = IntMap::default();
         for g in &snap.gpus {
             // The first of a repeated index, as a search from the front found it.
             by_index.entry(g.index).or_insert(g);
@@ -130,7 +131,7 @@ fn finish(job: String, mut ranks: Vec<(RankEntry, Option<u32>)>) -> Job {
     let seen: Vec<u32> = ranks.iter().filter_map(|r| r.rank).collect();
     let mut duplicate_ranks: Vec<u32> = seen.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
     duplicate_ranks.dedup();
-    let seen: HashSet<u32> = seen.into_iter().collect();
+    let seen: IntSet<u32> = seen.into_iter().collect();
     let missing_ranks =
         world_size.map_or_else(Vec::new, |w| (0..w.min(1 << 16)).filter(|r| !seen.contains(r)).collect());
     // Marks only mean something with at least two ranks to compare.

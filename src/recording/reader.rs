@@ -30,6 +30,8 @@ pub struct Recording {
     pub entries: Vec<Entry>,
     /// Lines that were not snapshots, by why.
     pub skipped: Skipped,
+    /// Compressed with zstd (told by its content, not its name).
+    pub zstd: bool,
     data: File,
 }
 
@@ -110,8 +112,8 @@ impl Recording {
             true => spool(&mut input.reader).map_err(io_err)?,
             false => (rewound(&file).map_err(io_err)?, 0),
         };
-        let mut rec =
-            Self { path: path.to_path_buf(), header: None, entries: Vec::new(), skipped: Skipped::default(), data };
+        let (zstd, skipped) = (input.zstd, Skipped::default());
+        let mut rec = Self { path: path.to_path_buf(), header: None, entries: Vec::new(), skipped, zstd, data };
         rec.skipped.too_long = too_long;
         rec.index().map_err(io_err)?;
         if rec.entries.is_empty() && rec.header.is_none() {

@@ -7,7 +7,6 @@ use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use super::lines;
 use super::reader::rewound;
 use super::{FORMAT, Header, OpenError, Recording, is_zstd};
 use crate::model::{SCHEMA_VERSION, Snapshot};
@@ -110,8 +109,7 @@ fn open_ours(path: &Path, options: &mut OpenOptions) -> Result<File, String> {
     if !meta.file_type().is_file() {
         return Err("it is not a regular file (a FIFO, a device or a socket)".into());
     }
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = crate::util::current_uid();
     if meta.uid() != me {
         return Err(format!("it belongs to uid {}, not to this user (uid {me})", meta.uid()));
     }
@@ -144,7 +142,7 @@ fn open_for_append(path: &Path) -> Result<(File, bool, usize), OpenError> {
         }
         Some(_) => {}
     }
-    let zstd = lines::from_file(rewound(&file).map_err(io_err)?).map_err(io_err)?.zstd;
+    let zstd = rec.zstd;
     if zstd && !zstd_is_whole(&file) {
         return Err(refuse(
             "its last zstd frame is unfinished (its writer was killed); lines appended after it could not be \

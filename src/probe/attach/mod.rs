@@ -9,6 +9,7 @@
 //! `gpuscope run` (or `import gpuscope_probe`) is needed, and never reaches
 //! for a debugger.
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
@@ -17,6 +18,8 @@ use std::process::Command;
 
 use crate::probe::inject::{self, InjectError};
 use crate::util::current_uid;
+use crate::util::dirfd::DirFd;
+use crate::util::own_files::{self, Payload};
 
 mod interpreter;
 
@@ -105,7 +108,7 @@ pub fn python_version(exe: &Path, maps: &str) -> Option<(u32, u32)> {
 pub fn script(dir: &Path) -> String {
     let dir = dir.display().to_string().replace('\\', "\\\\").replace('\'', "\\'");
     format!(
-        "# gpuscope attach: starts the allocator probe in this process.\n\
+        "{SCRIPT_MARKER}: starts the allocator probe in this process.\n\
          import sys\n\
          if '{dir}' not in sys.path:\n    sys.path.insert(0, '{dir}')\n\
          import gpuscope_probe\n\
@@ -146,48 +149,50 @@ impl Prepared {
     }
 }
 
+/// How the attach script begins, so that `own_files::write_ours` knows an
+/// older one as gpuscope's.
+const SCRIPT_MARKER: &str = "# gpuscope attach";
+
 /// Writes the probe and the attach script where the target's user can
 /// read them and nobody else can change them.
 pub fn prepare(target: &Target) -> Result<Prepared, AttachError> {
+    if target.uid != current_uid() {
+        return prepare_for_other();
+    }
     let probe = inject::probe_path()?;
     let dir = probe.parent().map(Path::to_path_buf).unwrap_or_default();
-    if target.uid != current_uid() {
-        return prepare_for_other(&dir);
-    }
-    let path = dir.join(format!("attach-{}.py", target.pid));
-    let _ = std::fs::remove_file(&path);
-    write_new(&path, &script(&dir), 0o600).map_err(AttachError::Script)?;
-    Ok(Prepared { script: path, fresh: None })
+    let name = format!("attach-{}.py", target.pid);
+    let text = script(&dir);
+    let placed = DirFd::open_nofollow(&dir).map_err(AttachError::Script)?;
+    let payload = Payload { name: &name, text: &text, marker: SCRIPT_MARKER, mode: 0o600 };
+    own_files::write_ours(&placed, &payload).map_err(|e| AttachError::Script(std::io::Error::other(e)))?;
+    Ok(Prepared { script: dir.join(name), fresh: None })
 }
 
 /// Root attaching to another user's process: a fresh directory of root's
-/// that the user can read and not change, holding a copy of the probe and
-/// the script. Nothing in it is handed to the user, so removing it after
-/// a failure removes only root's own files.
-fn prepare_for_other(ours: &Path) -> Result<Prepared, AttachError> {
-    use std::os::unix::fs::PermissionsExt;
-    let fresh = tempfile::Builder::new().prefix("gpuscope-attach-").tempdir().map_err(AttachError::Script)?;
-    // The umask may have narrowed the mode tempfile asked for.
-    std::fs::set_permissions(fresh.path(), std::fs::Permissions::from_mode(0o755)).map_err(AttachError::Script)?;
-    let probe = std::fs::read_to_string(ours.join("gpuscope_probe.py")).map_err(AttachError::Script)?;
-    write_new(&fresh.path().join("gpuscope_probe.py"), &probe, 0o644).map_err(AttachError::Script)?;
-    let script_path = fresh.path().join("attach.py");
-    write_new(&script_path, &script(fresh.path()), 0o644).map_err(AttachError::Script)?;
-    Ok(Prepared { script: script_path, fresh: Some(fresh) })
-}
-
-/// A new file: never through a link, never over one that exists.
-fn write_new(path: &Path, text: &str, mode: u32) -> std::io::Result<()> {
+/// that the user can read and not change, holding the probe (the text the
+/// binary embeds) and the script. Nothing in it is handed to the user, so
+/// removing it after a failure removes only root's own files.
+fn prepare_for_other() -> Result<Prepared, AttachError> {
     use std::io::Write;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    file.set_permissions(std::fs::Permissions::from_mode(mode))?;
-    file.write_all(text.as_bytes())
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let fresh = tempfile::Builder::new().prefix("gpuscope-attach-").tempdir().map_err(AttachError::Script)?;
+    let dir = DirFd::open_nofollow(fresh.path()).map_err(AttachError::Script)?;
+    let owner = dir.metadata().map_err(AttachError::Script)?.uid();
+    if owner != current_uid() {
+        let why = format!("{} belongs to uid {owner}", fresh.path().display());
+        return Err(AttachError::Script(std::io::Error::other(why)));
+    }
+    // Made by this process a moment ago; the umask may have narrowed the
+    // mode tempfile asked for, so it is set through the descriptor.
+    dir.set_mode(0o755).map_err(AttachError::Script)?;
+    let text = script(fresh.path());
+    for (name, text) in [("gpuscope_probe.py", inject::PROBE_PY), ("attach.py", text.as_str())] {
+        let mut file = dir.create_new(OsStr::new(name), 0o644).map_err(AttachError::Script)?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o644)).map_err(AttachError::Script)?;
+        file.write_all(text.as_bytes()).map_err(AttachError::Script)?;
+    }
+    Ok(Prepared { script: fresh.path().join("attach.py"), fresh: Some(fresh) })
 }
 
 /// Starts the probe in `pid`. Every check comes before anything is
