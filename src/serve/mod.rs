@@ -129,11 +129,13 @@ pub async fn run(
     if let Some(warning) = exposure_warning(&options) {
         eprintln!("gpuscope: warning: {warning}");
     }
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    eprintln!("gpuscope: serving {scheme}://{local}/metrics (also /snapshot and /healthz)");
+    // Said before the address, which scripts and tests wait for as the
+    // sign that start-up is over.
     if simulated {
         eprintln!("gpuscope: the GPUs are simulated (--demo): every figure served is made up (gpuscope_simulated 1)");
     }
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    eprintln!("gpuscope: serving {scheme}://{local}/metrics (also /snapshot and /healthz)");
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop = async move {
