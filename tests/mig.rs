@@ -38,7 +38,8 @@ fn json_shows_each_mig_device_under_its_parent() {
         *m0,
         json!({"index": 0, "uuid": MIG0, "name": "NVIDIA H100 80GB HBM3 MIG 1g.10gb", "profile": "1g.10gb",
             "gpu_instance_id": 7, "compute_instance_id": 0,
-            "memory": {"total": 9856 * MIB, "used": 8120 * MIB, "free": (9856 - 8120) * MIB}})
+            "memory": {"total": 9856 * MIB, "used": 8120 * MIB, "free": (9856 - 8120) * MIB},
+            "activity": null, "activity_unavailable": null})
     );
     let ids: Vec<(u64, u64)> =
         migs.iter().map(|m| (m["index"].as_u64().unwrap(), m["gpu_instance_id"].as_u64().unwrap())).collect();

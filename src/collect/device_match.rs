@@ -276,6 +276,8 @@ mod tests {
                 gpu_instance_id: Some(i as u32 + 1),
                 compute_instance_id: Some(0),
                 memory: Default::default(),
+                activity: None,
+                activity_unavailable: None,
             })
             .collect();
         all

@@ -73,6 +73,84 @@ pub struct Gpu {
     /// documents these as unreliable with several processes on one GPU.
     #[serde(default)]
     pub process_utilization: Option<Vec<ProcessUtilization>>,
+    /// How much of the GPU really works, from its activity counters (NVML
+    /// GPM, Hopper and newer); `None` with the reason in
+    /// `activity_unavailable`. Absent in recordings made before gpuscope
+    /// read them.
+    #[serde(default)]
+    pub activity: Option<Activity>,
+    #[serde(default)]
+    pub activity_unavailable: Option<ActivityUnavailable>,
+}
+
+/// The GPU's activity counters (NVML's GPM metrics) between two samples
+/// `period_ms` apart. Percentages are of the period, 0 to 100: `sm_active`
+/// is the share of time an average SM had a warp resident, where
+/// `Utilization::gpu` counts any kernel on any SM as 100 %. A metric the
+/// board does not report is `None`. Each field names the GPM metric id and
+/// the dcgm-exporter field that reads the same counter.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Activity {
+    pub period_ms: u64,
+    /// 2, `DCGM_FI_PROF_SM_ACTIVE`.
+    pub sm_active: Option<f64>,
+    /// 3, `DCGM_FI_PROF_SM_OCCUPANCY`: resident warps of the maximum.
+    pub sm_occupancy: Option<f64>,
+    /// 5, `DCGM_FI_PROF_PIPE_TENSOR_ACTIVE`: any tensor pipe.
+    pub tensor_active: Option<f64>,
+    /// 7, `DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE`: half precision (fp16, bf16).
+    pub tensor_hmma: Option<f64>,
+    /// 9, `DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE`: integer.
+    pub tensor_imma: Option<f64>,
+    /// 6, `DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE`: double precision.
+    pub tensor_dfma: Option<f64>,
+    /// 10, `DCGM_FI_PROF_DRAM_ACTIVE`: device memory bandwidth in use.
+    pub dram_active: Option<f64>,
+    /// 11, `DCGM_FI_PROF_PIPE_FP64_ACTIVE`.
+    pub fp64_active: Option<f64>,
+    /// 12, `DCGM_FI_PROF_PIPE_FP32_ACTIVE`.
+    pub fp32_active: Option<f64>,
+    /// 13, `DCGM_FI_PROF_PIPE_FP16_ACTIVE`.
+    pub fp16_active: Option<f64>,
+    /// 20 / 21, `DCGM_FI_PROF_PCIE_TX_BYTES` / `_RX_BYTES`, bytes per second.
+    pub pcie_tx_bytes_per_s: Option<u64>,
+    pub pcie_rx_bytes_per_s: Option<u64>,
+    /// 61 / 60, `DCGM_FI_PROF_NVLINK_TX_BYTES` / `_RX_BYTES`, bytes per second.
+    pub nvlink_tx_bytes_per_s: Option<u64>,
+    pub nvlink_rx_bytes_per_s: Option<u64>,
+}
+
+/// Why a GPU (or MIG instance) has no activity figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActivityUnavailable {
+    /// The board or driver has no GPM: before Hopper, a vGPU slice, a
+    /// driver before R520.
+    NotSupported,
+    /// The driver refused (seen in unprivileged containers after a while);
+    /// asked again after a pause.
+    NoPermission,
+    /// Another error; asked again after a pause.
+    Failed,
+    /// The first sample is taken: figures come with the next, at least
+    /// 100 ms later.
+    FirstSample,
+    /// A one-shot reading that did not wait for a second sample
+    /// (`--activity` waits 0.1 s for one).
+    NotRead,
+}
+
+impl ActivityUnavailable {
+    /// Words for a person, short enough for a detail line.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::NotSupported => "not supported (GPM needs a Hopper or newer GPU, driver R520+)",
+            Self::NoPermission => "the driver refused (no permission); asking again later",
+            Self::Failed => "the driver failed to read it; asking again later",
+            Self::FirstSample => "needs a second sample (at least 0.1 s after the first)",
+            Self::NotRead => "not read by a one-shot (--activity waits 0.1 s for it)",
+        }
+    }
 }
 
 /// One process's share of the GPU in NVML's last sample period, percent.
@@ -241,7 +319,7 @@ pub struct MigMode {
 
 /// One MIG device of a GPU: what NVML answers on its handle. NVML keeps
 /// utilization, clocks, power and temperature for the parent GPU only.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MigDevice {
     /// The MIG device index within its parent GPU (NVML's
     /// `nvmlDeviceGetMigDeviceHandleByIndex`).
@@ -255,6 +333,12 @@ pub struct MigDevice {
     pub gpu_instance_id: Option<u32>,
     pub compute_instance_id: Option<u32>,
     pub memory: MigMemory,
+    /// The activity of its GPU instance (`nvmlGpmMigSampleGet`), shared by
+    /// the compute instances of one GPU instance.
+    #[serde(default)]
+    pub activity: Option<Activity>,
+    #[serde(default)]
+    pub activity_unavailable: Option<ActivityUnavailable>,
 }
 
 /// A MIG device's own slice of memory, in bytes.
@@ -309,6 +393,8 @@ impl Gpu {
             remapped_rows: RemappedRows::default(),
             accounting: None,
             process_utilization: None,
+            activity: None,
+            activity_unavailable: None,
         }
     }
 }

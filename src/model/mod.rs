@@ -16,8 +16,9 @@ pub use allocator::{
     ProcessAllocator,
 };
 pub use gpu::{
-    AccountedProcess, Accounting, Bar1Memory, Clocks, ComputeMode, Ecc, Gpu, GpuMemory, GpuState, MaxClocks, MigDevice,
-    MigMemory, MigMode, NvLink, NvLinkState, Pcie, ProcessUtilization, RemappedRows, Utilization,
+    AccountedProcess, Accounting, Activity, ActivityUnavailable, Bar1Memory, Clocks, ComputeMode, Ecc, Gpu, GpuMemory,
+    GpuState, MaxClocks, MigDevice, MigMemory, MigMode, NvLink, NvLinkState, Pcie, ProcessUtilization, RemappedRows,
+    Utilization,
 };
 pub use host::Host;
 pub use process::{Process, ProcessGpu, ProcessType};

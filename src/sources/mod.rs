@@ -34,7 +34,7 @@ pub struct GpuProcess {
 
 /// A GPU as NVML enumerates it, watched or not: what a framework's device
 /// is matched against (CUDA sees every GPU, `--gpus` or not).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct GpuIdentity {
     pub index: u32,
     pub uuid: Option<String>,

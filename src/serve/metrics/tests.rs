@@ -120,6 +120,8 @@ pub(crate) fn snapshot() -> Snapshot {
         gpu_instance_id: Some(9),
         compute_instance_id: Some(0),
         memory: crate::model::MigMemory { total: Some(10 * GIB), used: Some(3 * GIB), free: Some(7 * GIB) },
+        activity: None,
+        activity_unavailable: None,
     }];
     (ok.persistence_mode, ok.power_management_limit_w) = (Some(true), Some(700.0));
     ok.max_clocks.sm_mhz = Some(1980);

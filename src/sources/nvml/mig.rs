@@ -86,6 +86,8 @@ fn read_static(
             })
             .ok(),
         memory: MigMemory::default(),
+        activity: None,
+        activity_unavailable: None,
     }
 }
 

@@ -765,6 +765,8 @@ mod tests {
             gpu_instance_id: Some(1),
             compute_instance_id: Some(0),
             memory: crate::model::MigMemory::default(),
+            activity: None,
+            activity_unavailable: None,
         });
         assert!(!same_identities(&kept, &all, &with_mig), "MIG devices appeared on a watched GPU");
         let mut kept_mig = kept.clone();
