@@ -48,7 +48,11 @@ pub mod gpu {
     pub const RESERVED: usize = 2;
     pub const ALLOCATED: usize = 3;
     pub const UTIL: usize = 4;
-    pub const FIELDS: usize = 5;
+    /// The activity counters (GPM), percent: what `UTIL` overstates.
+    pub const SM_ACTIVE: usize = 5;
+    pub const TENSOR_ACTIVE: usize = 6;
+    pub const DRAM_ACTIVE: usize = 7;
+    pub const FIELDS: usize = 8;
 }
 
 /// A process's fields on one GPU.
@@ -266,6 +270,9 @@ fn gpu_values(g: &Gpu) -> [Option<f64>; gpu::FIELDS] {
         f(alloc.and_then(|a| a.reserved)),
         f(alloc.and_then(|a| a.allocated)),
         g.utilization.gpu.map(f64::from),
+        g.activity.as_ref().and_then(|a| a.sm_active),
+        g.activity.as_ref().and_then(|a| a.tensor_active),
+        g.activity.as_ref().and_then(|a| a.dram_active),
     ]
 }
 
@@ -273,12 +280,20 @@ fn total_values(gpus: &[Gpu]) -> [Option<f64>; gpu::FIELDS] {
     let sum =
         |f: fn(&Gpu) -> Option<u64>| gpus.iter().filter_map(f).reduce(|a, b| a.saturating_add(b)).map(|v| v as f64);
     let utils: Vec<f64> = gpus.iter().filter_map(|g| g.utilization.gpu).map(f64::from).collect();
+    // Of the GPUs that report it: a board without GPM is not an idle one.
+    let mean = |f: fn(&crate::model::Activity) -> Option<f64>| {
+        let v: Vec<f64> = gpus.iter().filter_map(|g| g.activity.as_ref().and_then(f)).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
     [
         sum(|g| g.memory.total),
         sum(|g| g.memory.used),
         sum(|g| g.allocator.as_ref().and_then(|a| a.reserved)),
         sum(|g| g.allocator.as_ref().and_then(|a| a.allocated)),
         (!utils.is_empty()).then(|| utils.iter().sum::<f64>() / utils.len() as f64),
+        mean(|a| a.sm_active),
+        mean(|a| a.tensor_active),
+        mean(|a| a.dram_active),
     ]
 }
 
