@@ -348,7 +348,7 @@ fn check(cli: &Cli, window: Duration, fail_on: &[AlertKind]) -> Result<u8, AppEr
     let window_end = bounds::later(started, window);
     let deadline = bounds::later(window_end, settings.timeout);
     // Its report is the alerts, whose rules read what every output gets.
-    let headless = match Headless::start(&settings, deadline, Feeds::streaming(Wanted::NONE)) {
+    let headless = match Headless::start(&settings, deadline, Feeds::streaming(Wanted::ALERTS)) {
         Ok(started) => started,
         Err(AppError::DriverSilent(silence)) => return check_silent(&silence, None),
         Err(e) => return Err(e),
@@ -632,7 +632,12 @@ fn wanted_by(settings: &Settings) -> Wanted {
         Mode::Query { .. } => settings.query.as_ref().map_or(Wanted::ALL, query::Query::wanted),
         Mode::Table | Mode::TableStream { .. } | Mode::Tui => Wanted::TABLE,
     };
-    if settings.mode.one_shot() { Wanted { pcie: false, ..shown } } else { shown }
+    if settings.mode.one_shot() {
+        let activity = shown.activity && settings.activity;
+        Wanted { pcie: false, activity, activity_wait: activity, ..shown }
+    } else {
+        shown
+    }
 }
 
 /// What the output shows of the processes and the probes
@@ -763,12 +768,14 @@ mod tests {
 
     #[test]
     fn each_mode_asks_what_its_output_shows_and_one_snapshot_no_pcie_rates() {
-        let one_shot = |wanted| Wanted { pcie: false, ..wanted };
-        let cases: [(&[&str], Wanted); 10] = [
+        let one_shot = |wanted| Wanted { pcie: false, activity: false, ..wanted };
+        let cases: [(&[&str], Wanted); 12] = [
             (&["--json"], one_shot(Wanted::ALL)),
             (&["--json", "-l", "1"], Wanted::ALL),
             (&["--json", "-l", "1", "--count", "1"], one_shot(Wanted::ALL)),
             (&["--json", "-l", "1", "--count", "2"], Wanted::ALL),
+            (&["--json", "--activity"], Wanted { pcie: false, activity_wait: true, ..Wanted::ALL }),
+            (&["-1", "--activity"], Wanted { pcie: false, activity_wait: true, ..Wanted::TABLE }),
             (&["--query-gpu=index,clocks.max.gr", "--format=csv"], Wanted { max_clocks: true, ..Wanted::NONE }),
             (&["--query-gpu=index,memory.used,utilization.gpu", "--format=csv"], Wanted::NONE),
             (

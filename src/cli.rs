@@ -35,6 +35,12 @@ pub struct Cli {
     #[arg(long, value_name = "N", requires = "stream")]
     pub count: Option<u64>,
 
+    /// With -1 or --json: read the GPU's activity counters (SM, tensor,
+    /// DRAM), which need two samples 0.1 s apart: the one-shot waits that
+    /// long. Modes that keep running always read them.
+    #[arg(long)]
+    pub activity: bool,
+
     /// nvidia-smi's query mode: one CSV line per GPU with these fields,
     /// e.g. index,memory.used (see --help-query-gpu). Needs --format=csv.
     #[arg(long, value_name = "FIELDS", requires = "format", conflicts_with_all = ["json", "once"])]

@@ -62,6 +62,8 @@ pub struct Settings {
     pub alerts: AlertsConfig,
     /// What `Mode::Query` prints.
     pub query: Option<Query>,
+    /// A one-shot waits for the activity counters' second sample.
+    pub activity: bool,
 }
 
 /// Empty lists filter nothing.
@@ -149,6 +151,7 @@ impl Settings {
             history: config.history,
             alerts: config.alerts,
             query,
+            activity: cli.activity,
         })
     }
 }

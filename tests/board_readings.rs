@@ -10,7 +10,7 @@
 mod common;
 mod serve_common;
 
-use common::{Sim, assert_valid};
+use common::{Sim, assert_valid, calls_to};
 use serde_json::Value;
 use serve_common::{Server, promtool_check, sample};
 
@@ -133,17 +133,6 @@ fn accounting_lists_finished_and_running_processes() {
 
 /// A scenario whose NVML calls the simulator logs, one line per call,
 /// and the log's path.
-fn logged(scenario: &str) -> (Sim, std::path::PathBuf) {
-    let sim = Sim::new("");
-    let log = sim.dir.path().join("calls.log");
-    sim.rewrite(&format!("call_log = {:?}\n{scenario}", log.to_str().unwrap()));
-    (sim, log)
-}
-
-fn calls_to(log: &std::path::Path, function: &str) -> usize {
-    std::fs::read_to_string(log).unwrap().lines().filter(|l| *l == function).count()
-}
-
 fn stream(sim: &Sim, count: &str) -> Vec<Value> {
     let out = sim.gpuscope().args(["--json", "-lms", "200", "--count", count]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -160,7 +149,7 @@ fn near(v: &Value, want: f64) -> bool {
 fn pcie_rates_come_from_the_counters_and_the_sampled_call_only_where_they_are_missing() {
     // The third GPU copies at 50 GB/s into the device: its 32-bit counter
     // wraps every 86 ms, several times between ticks.
-    let (sim, log) = logged(
+    let (sim, log) = Sim::logged(
         "[[gpu]]\npcie_tx_kib_s = 1000\npcie_rx_kib_s = 3000\n\
          [[gpu]]\nunsupported = [\"pcie_counters\"]\npcie_tx_kib_s = 500\npcie_rx_kib_s = 700\n\
          [[gpu]]\npcie_tx_kib_s = 2000\npcie_rx_kib_s = 48828125\n",
@@ -205,7 +194,7 @@ fn on_a_driver_as_slow_as_a_real_one_the_pcie_window_spans_the_process_samples()
     for _ in 0..8 {
         scenario.push_str(&format!("[[gpu]]\n{busy}"));
     }
-    let (sim, log) = logged(&scenario);
+    let (sim, log) = Sim::logged(&scenario);
     let docs = stream(&sim, "5");
     assert_eq!(docs.len(), 5);
     for d in &docs[1..] {
@@ -227,7 +216,7 @@ fn on_a_driver_as_slow_as_a_real_one_the_pcie_window_spans_the_process_samples()
         let fields: Vec<usize> =
             (calls.iter().enumerate()).filter(|(_, c)| **c == "nvmlDeviceGetFieldValues").map(|(at, _)| at).collect();
         let (Some(&first), Some(&last)) = (fields.first(), fields.last()) else { return false };
-        fields.len() == 20 && calls[first..last].contains(&"nvmlDeviceGetProcessUtilization")
+        fields.len() == 20 && calls[first..last].contains(&"nvmlDeviceGetProcessesUtilizationInfo")
     });
     assert!(spanning.count() >= 1, "{} ticks", ticks.len());
 }
@@ -237,7 +226,7 @@ fn each_tick_asks_nvml_for_one_gpu_s_handle_not_every_one() {
     // nvitop and nvtop hold their handles from start to end. gpuscope reads
     // through the handles it holds too, and asks for one index's each tick,
     // in turn, to see GPUs that swapped places (tests/gpus_come_and_go.rs).
-    let (sim, log) = logged("[[gpu]]\n[[gpu]]\n[[gpu]]\n[[gpu]]\n");
+    let (sim, log) = Sim::logged("[[gpu]]\n[[gpu]]\n[[gpu]]\n[[gpu]]\n");
     let docs = stream(&sim, "6");
     assert_eq!(docs.len(), 6);
     assert!(docs.iter().all(|d| d["gpus"].as_array().unwrap().iter().all(|g| g["memory"]["used"].is_u64())));
@@ -250,7 +239,7 @@ fn each_tick_asks_nvml_for_one_gpu_s_handle_not_every_one() {
 
 #[test]
 fn settings_are_read_on_first_sight_not_every_tick() {
-    let (sim, log) = logged("[[gpu]]\n[[gpu]]\n");
+    let (sim, log) = Sim::logged("[[gpu]]\n[[gpu]]\n");
     let docs = stream(&sim, "3");
     assert_eq!(docs.len(), 3);
     assert!(calls_to(&log, "nvmlDeviceGetMemoryInfo_v2") >= 6, "live readings every tick");
@@ -281,7 +270,7 @@ fn settings_are_read_on_first_sight_not_every_tick() {
 fn a_board_without_fans_shows_no_fan_and_no_error() {
     // As an H100 SXM answers (driver 580.159.04): NumFans 0, and fan 0's
     // speed INVALID_ARGUMENT, which is no fault of the board.
-    let (sim, log) = logged("[[gpu]]\nfans = 0\n[[gpu]]\nfan_percent = 45\n");
+    let (sim, log) = Sim::logged("[[gpu]]\nfans = 0\n[[gpu]]\nfan_percent = 45\n");
     let out = sim.gpuscope().arg("--json").output().unwrap();
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_valid(&doc);
@@ -300,7 +289,7 @@ fn a_gpu_running_no_process_is_not_asked_for_process_samples_every_tick() {
     // even when it finds nothing: asked on the first tick only, to learn
     // whether the board samples processes at all.
     let worker = common::Sleeper::spawn(&["60"]);
-    let (sim, log) = logged(&format!(
+    let (sim, log) = Sim::logged(&format!(
         "[[gpu]]\n[[gpu]]\nunsupported = [\"process_utilization\"]\n\
          [[gpu]]\n[[gpu.process]]\npid = {}\nused_mib = 100\nsm_util = 40\n",
         worker.pid()
@@ -316,13 +305,16 @@ fn a_gpu_running_no_process_is_not_asked_for_process_samples_every_tick() {
     // many first); a fourth tick may have begun when the third snapshot
     // ended the run. Asking the idle GPUs every tick would make 9 or more,
     // asking for the count first 8 or more.
-    let asked = calls_to(&log, "nvmlDeviceGetProcessUtilization");
+    let asked = calls_to(&log, "nvmlDeviceGetProcessesUtilizationInfo");
     assert!((5..=6).contains(&asked), "{asked} calls");
+    // The board that samples no processes was asked the older call once
+    // too, before it was known to answer neither.
+    assert_eq!(calls_to(&log, "nvmlDeviceGetProcessUtilization"), 1);
 }
 
 #[test]
 fn settings_are_read_again_after_ten_seconds_but_what_the_board_fixes_only_once() {
-    let (sim, log) = logged("[[gpu]]\n");
+    let (sim, log) = Sim::logged("[[gpu]]\n");
     // Ticks at 0, 5.5 and 11 s: the third is past the 10 s refresh.
     let out = sim.gpuscope().args(["--json", "-lms", "5500", "--count", "3"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -337,7 +329,7 @@ fn settings_are_read_again_after_ten_seconds_but_what_the_board_fixes_only_once(
 
 #[test]
 fn maximum_clocks_are_kept_for_the_boot_and_asked_again_only_of_new_firmware() {
-    let (sim, log) = logged("[[gpu]]\nmax_sm_clock_mhz = 1755\n[[gpu]]\n");
+    let (sim, log) = Sim::logged("[[gpu]]\nmax_sm_clock_mhz = 1755\n[[gpu]]\n");
     let max_clocks = |doc: &Value| -> Vec<Value> { (0..2).map(|i| doc["gpus"][i]["max_clocks"].clone()).collect() };
     let first = sim.json(&[]);
     assert_eq!(calls_to(&log, "nvmlDeviceGetMaxClockInfo"), 8, "four a GPU");
@@ -362,7 +354,7 @@ fn maximum_clocks_are_kept_for_the_boot_and_asked_again_only_of_new_firmware() {
 
 #[test]
 fn the_maximum_clocks_are_asked_only_by_outputs_that_show_them() {
-    let (sim, log) = logged("[[gpu]]\nmax_sm_clock_mhz = 1755\n[[gpu]]\n");
+    let (sim, log) = Sim::logged("[[gpu]]\nmax_sm_clock_mhz = 1755\n[[gpu]]\n");
     let run = |args: &[&str]| {
         let out = sim.gpuscope().args(args).output().unwrap();
         assert!(out.status.code().is_some_and(|c| c < 2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -391,8 +383,9 @@ fn the_maximum_clocks_are_asked_only_by_outputs_that_show_them() {
 fn per_process_samples_are_asked_only_by_outputs_that_show_them() {
     let worker = common::Sleeper::spawn(&["60"]);
     let (sim, log) =
-        logged(&format!("[[gpu]]\n[[gpu.process]]\npid = {}\nused_mib = 100\nsm_util = 40\n", worker.pid()));
-    let asked = || calls_to(&log, "nvmlDeviceGetProcessUtilization");
+        Sim::logged(&format!("[[gpu]]\n[[gpu.process]]\npid = {}\nused_mib = 100\nsm_util = 40\n", worker.pid()));
+    let asked =
+        || calls_to(&log, "nvmlDeviceGetProcessUtilization") + calls_to(&log, "nvmlDeviceGetProcessesUtilizationInfo");
     for args in [&["-1"][..], &["check", "--for", "0s"], &["--query-compute-apps=pid,used_memory", "--format=csv"]] {
         let out = sim.gpuscope().args(args).output().unwrap();
         assert!(out.status.code().is_some_and(|c| c < 2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -420,7 +413,8 @@ fn calls_of(sim: &Sim, log: &std::path::Path, args: &[&str]) -> std::collections
 #[test]
 fn each_output_asks_the_driver_only_for_what_it_shows() {
     let worker = common::Sleeper::spawn(&["60"]);
-    let (sim, log) = logged(&format!("[[gpu]]\n[[gpu.process]]\npid = {}\nused_mib = 100\n[[gpu]]\n", worker.pid()));
+    let (sim, log) =
+        Sim::logged(&format!("[[gpu]]\n[[gpu.process]]\npid = {}\nused_mib = 100\n[[gpu]]\n", worker.pid()));
     let every = ["nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetTemperature"]
         .into_iter()
         .chain(["nvmlDeviceGetPowerUsage", "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPerformanceState"])
@@ -433,7 +427,7 @@ fn each_output_asks_the_driver_only_for_what_it_shows() {
     let settings = ["nvmlDeviceGetSerial", "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetComputeMode"]
         .into_iter()
         .chain(["nvmlDeviceGetPowerManagementLimit", "nvmlDeviceGetAccountingMode"]);
-    let dear = ["nvmlDeviceGetMaxClockInfo", "nvmlDeviceGetProcessUtilization"];
+    let dear = ["nvmlDeviceGetMaxClockInfo", "nvmlDeviceGetProcessesUtilizationInfo"];
     let (every, table, settings): (Vec<_>, Vec<_>, Vec<_>) = (every.collect(), table.collect(), settings.collect());
 
     let json = calls_of(&sim, &log, &["--json"]);
@@ -471,7 +465,7 @@ fn each_output_asks_the_driver_only_for_what_it_shows() {
 
 #[test]
 fn a_one_shot_on_a_board_without_pcie_counters_waits_for_no_throughput_sample() {
-    let (sim, log) = logged("[[gpu]]\nunsupported = [\"pcie_counters\"]\npcie_rx_kib_s = 700\n");
+    let (sim, log) = Sim::logged("[[gpu]]\nunsupported = [\"pcie_counters\"]\npcie_rx_kib_s = 700\n");
     for args in [&["--json"][..], &["-1"]] {
         let calls = calls_of(&sim, &log, args);
         assert!(!calls.contains_key("nvmlDeviceGetPcieThroughput"), "{args:?}: {calls:?}");
@@ -483,7 +477,7 @@ fn a_one_shot_on_a_board_without_pcie_counters_waits_for_no_throughput_sample() 
 #[test]
 fn without_the_firmware_version_or_with_a_file_not_gpuscopes_the_clocks_are_asked_each_time() {
     // A driver that lacks nvmlDeviceGetVbiosVersion: nothing to key on.
-    let (sim, log) = logged("missing_functions = [\"nvmlDeviceGetVbiosVersion\"]\n[[gpu]]\n");
+    let (sim, log) = Sim::logged("missing_functions = [\"nvmlDeviceGetVbiosVersion\"]\n[[gpu]]\n");
     for _ in 0..2 {
         let doc = sim.json(&[]);
         assert!(doc["gpus"][0]["error"].is_null(), "{}", doc["gpus"][0]["error"]);
@@ -492,7 +486,7 @@ fn without_the_firmware_version_or_with_a_file_not_gpuscopes_the_clocks_are_aske
     assert_eq!(calls_to(&log, "nvmlDeviceGetMaxClockInfo"), 8);
 
     // A file of the user's own where gpuscope would keep them: left as it is.
-    let (sim, log) = logged("[[gpu]]\n");
+    let (sim, log) = Sim::logged("[[gpu]]\n");
     let own = sim.dir.path().join("gpuscope");
     std::fs::create_dir_all(&own).unwrap();
     std::fs::set_permissions(&own, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
@@ -509,11 +503,11 @@ fn process_samples_that_outgrow_the_buffer_are_fetched_again_with_room() {
     // 200 processes: more samples than the first call makes room for.
     let procs: String =
         (0..200).map(|i| format!("[[gpu.process]]\npid = {}\nused_mib = 10\nsm_util = 7\n", 3_000_000 + i)).collect();
-    let (sim, log) = logged(&format!("[[gpu]]\n{procs}"));
+    let (sim, log) = Sim::logged(&format!("[[gpu]]\n{procs}"));
     let out = sim.gpuscope().arg("--json").output().unwrap();
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["gpus"][0]["process_utilization"].as_array().map(Vec::len), Some(200));
-    assert_eq!(calls_to(&log, "nvmlDeviceGetProcessUtilization"), 2, "the first too small, the second right");
+    assert_eq!(calls_to(&log, "nvmlDeviceGetProcessesUtilizationInfo"), 2, "the first too small, the second right");
 }
 
 #[test]
@@ -522,7 +516,7 @@ fn a_process_list_is_one_call_where_it_fits_and_two_where_it_outgrows_the_room()
     let list = |n: u32, base: u32| -> String {
         (0..n).map(|i| format!("[[gpu.process]]\npid = {}\nused_mib = 10\n", base + i)).collect()
     };
-    let (sim, log) = logged(&format!("[[gpu]]\n{}\n[[gpu]]\n{}", list(8, 3_100_000), list(100, 3_200_000)));
+    let (sim, log) = Sim::logged(&format!("[[gpu]]\n{}\n[[gpu]]\n{}", list(8, 3_100_000), list(100, 3_200_000)));
     let out = sim.gpuscope().arg("--json").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -542,7 +536,7 @@ fn link_traffic_is_one_sum_over_all_links_or_link_by_link_where_the_driver_wants
         )
     };
     for (unsupported, calls) in [("", 1 + 2), (", \"nvlink_sum\"", 1 + 3)] {
-        let (sim, log) = logged(&board(unsupported));
+        let (sim, log) = Sim::logged(&board(unsupported));
         let docs = stream(&sim, "2");
         let link = &docs[1]["gpus"][0]["nvlink"];
         assert!(near(&link["tx_bytes_per_s"], 2.048e9) && near(&link["rx_bytes_per_s"], 1.024e9), "{link}");

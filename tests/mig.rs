@@ -39,7 +39,7 @@ fn json_shows_each_mig_device_under_its_parent() {
         json!({"index": 0, "uuid": MIG0, "name": "NVIDIA H100 80GB HBM3 MIG 1g.10gb", "profile": "1g.10gb",
             "gpu_instance_id": 7, "compute_instance_id": 0,
             "memory": {"total": 9856 * MIB, "used": 8120 * MIB, "free": (9856 - 8120) * MIB},
-            "activity": null, "activity_unavailable": null})
+            "activity": null, "activity_unavailable": "not_read"})
     );
     let ids: Vec<(u64, u64)> =
         migs.iter().map(|m| (m["index"].as_u64().unwrap(), m["gpu_instance_id"].as_u64().unwrap())).collect();

@@ -18,6 +18,15 @@ pub struct Sim {
 }
 
 impl Sim {
+    /// A simulator that logs each NVML call's name, a line each, to the
+    /// returned file.
+    pub fn logged(scenario: &str) -> (Self, PathBuf) {
+        let sim = Self::new("");
+        let log = sim.dir.path().join("calls.log");
+        sim.rewrite(&format!("call_log = {:?}\n{scenario}", log.to_str().unwrap()));
+        (sim, log)
+    }
+
     pub fn new(scenario: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let lib = dir.path().join("libnvidia-ml.so.1");
@@ -117,3 +126,8 @@ pub fn assert_valid(v: &Value) {
 }
 
 pub const MIB: u64 = 1 << 20;
+
+/// How often the simulator's call log (`Sim::logged`) names `function`.
+pub fn calls_to(log: &Path, function: &str) -> usize {
+    std::fs::read_to_string(log).unwrap().lines().filter(|l| *l == function).count()
+}

@@ -7,6 +7,7 @@ mod boards;
 mod calls;
 mod device;
 mod fields;
+mod gpm;
 mod library;
 mod mig;
 mod nvlink;
@@ -26,7 +27,10 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
 use super::{GpuIdentity, GpuProcess, GpuSample, GpuSource};
-use crate::model::{DeviceIds, Driver, Gpu, GpuSelector, GpuState, MigDevice, SourceStatus, select_gpus, select_migs};
+use crate::model::{
+    ActivityUnavailable, DeviceIds, Driver, Gpu, GpuSelector, GpuState, MigDevice, SourceStatus, select_gpus,
+    select_migs,
+};
 use crate::util::spread::on_threads;
 use backoff::Backoff;
 use boards::Boards;
@@ -87,6 +91,8 @@ pub struct NvmlSource {
     handle_turn: usize,
     /// What the output shows, and so asks of the driver (`asking`).
     wanted: Wanted,
+    /// The activity counters' kept samples (`gpm.rs`).
+    gpm: gpm::Gpm,
 }
 
 /// Selected GPUs: by UUID, or by index where the UUID could not be read.
@@ -180,6 +186,7 @@ impl NvmlSource {
             boards: None,
             handle_turn: 0,
             wanted: Wanted::ALL,
+            gpm: gpm::Gpm::default(),
         }
     }
 
@@ -246,7 +253,9 @@ impl NvmlSource {
     /// Gives up a session the driver has turned against (unloaded, or
     /// upgraded under us): the next samples load NVML again, with backoff.
     fn drop_session(&mut self, error: &NvmlError) {
-        self.nvml = None;
+        if let Some(nvml) = self.nvml.take() {
+            self.gpm.free_all(&nvml);
+        }
         self.last_error = Some(format!("NVML stopped answering ({error}); retrying"));
         self.backoff.failed();
     }
@@ -392,6 +401,10 @@ impl NvmlSource {
             self.watched.iter().map(|st| st.uuid.clone().unwrap_or_else(|| st.index.to_string())).collect();
         self.process_util.retain(&keys);
         self.links.retain(&keys);
+        self.gpm.retain(nvml, &keys);
+        if self.wanted.activity_wait {
+            self.second_activity_sample(nvml, &plan.handles, &mut gpus);
+        }
         Some((gpus, self.merger.finish(&mut self.names)))
     }
 
@@ -438,6 +451,14 @@ impl NvmlSource {
                 let listed = self.merger.add_device(st.index, dev, &migs, only.is_none(), calls);
                 let key = st.uuid.clone().unwrap_or_else(|| st.index.to_string());
                 gpu.nvlink = self.links.read(key.clone(), st.index, dev, calls);
+                if self.wanted.activity {
+                    read_activity(&mut self.gpm, nvml, &key, st.index, dev, &mut gpu, calls);
+                } else {
+                    gpu.activity_unavailable = Some(ActivityUnavailable::NotRead);
+                    for m in &mut gpu.mig_devices {
+                        m.activity_unavailable = Some(ActivityUnavailable::NotRead);
+                    }
+                }
                 if self.wanted.process_samples {
                     let batch = self.process_util.take(&key);
                     sampled.push(Sampled { at: gpus.len(), key, index: st.index, dev, idle: listed == 0, batch });
@@ -490,6 +511,71 @@ impl NvmlSource {
             }
             self.process_util.put(job.key, job.batch);
         }
+    }
+}
+
+impl Drop for NvmlSource {
+    /// The kept activity samples are NVML's allocations, freed through the
+    /// session that made them before it shuts down.
+    fn drop(&mut self) {
+        if let Some(nvml) = self.nvml.as_deref() {
+            self.gpm.free_all(nvml);
+        }
+    }
+}
+
+impl NvmlSource {
+    /// A one-shot's second activity sample: the first was taken with the
+    /// GPU's lists, the rest of the tick's readings ran meanwhile, and what
+    /// is left of the 0.1 s NVML needs between the two is waited out here.
+    fn second_activity_sample(&mut self, nvml: &Nvml, handles: &[Handle<'_>], gpus: &mut [Gpu]) {
+        let first = |g: &Gpu| {
+            g.activity_unavailable == Some(ActivityUnavailable::FirstSample)
+                || g.mig_devices.iter().any(|m| m.activity_unavailable == Some(ActivityUnavailable::FirstSample))
+        };
+        if !gpus.iter().any(first) {
+            return;
+        }
+        if let Some(youngest) = self.gpm.youngest() {
+            // A millisecond past the gap: "more than 100 ms" (nvml.h).
+            let due = youngest + gpm::MIN_GAP + Duration::from_millis(1);
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        }
+        for (gpu, (st, dev)) in gpus.iter_mut().zip(self.watched.iter().zip(handles)) {
+            if let Ok(dev) = dev
+                && first(gpu)
+            {
+                let key = st.uuid.clone().unwrap_or_else(|| st.index.to_string());
+                read_activity(&mut self.gpm, nvml, &key, st.index, dev, gpu, &self.calls);
+            }
+        }
+    }
+}
+
+/// The GPU's activity and its GPU instances', each instance read once for
+/// all its compute instances.
+fn read_activity(
+    gpm: &mut gpm::Gpm,
+    nvml: &Nvml,
+    key: &str,
+    index: u32,
+    dev: &Device<'_>,
+    gpu: &mut Gpu,
+    calls: &Calls,
+) {
+    (gpu.activity, gpu.activity_unavailable) = gpm.read(nvml, key, index, dev, None, calls);
+    let mut read: Vec<(u32, gpm::Reading)> = Vec::new();
+    for m in &mut gpu.mig_devices {
+        let Some(gi) = m.gpu_instance_id else { continue };
+        let reading = match read.iter().find(|(id, _)| *id == gi) {
+            Some((_, r)) => r.clone(),
+            None => {
+                let r = gpm.read(nvml, key, index, dev, Some(gi), calls);
+                read.push((gi, r.clone()));
+                r
+            }
+        };
+        (m.activity, m.activity_unavailable) = reading;
     }
 }
 

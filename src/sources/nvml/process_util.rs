@@ -1,7 +1,11 @@
-//! Per-process utilisation (`nvmlDeviceGetProcessUtilization`): samples
-//! since a timestamp, which must be the newest one seen on that device
-//! (nvml.h: `lastSeenTimeStamp`); NOT_FOUND means nothing newer, so the
-//! last batch stands.
+//! Per-process utilisation: samples since a timestamp, which must be the
+//! newest one seen on that device (nvml.h: `lastSeenTimeStamp`); NOT_FOUND
+//! means nothing newer, so the last batch stands. Asked first through
+//! `nvmlDeviceGetProcessesUtilizationInfo` (R550+, a versioned struct),
+//! then, where a driver lacks it or refuses it, through the older
+//! `nvmlDeviceGetProcessUtilization`, which on Blackwell with driver 580
+//! reads 0 for every process (HAMi issue 2015). Which one a device
+//! answers is remembered. Under MIG neither works (NOT_SUPPORTED).
 //!
 //! On a real driver the call is the dearest of a tick: 2.6 ms of the
 //! caller's CPU on an H100 with driver 580.159.04, even when it finds
@@ -14,7 +18,10 @@ use std::collections::HashMap;
 
 use nvml_wrapper::Device;
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper_sys::bindings::nvmlProcessUtilizationSample_t;
+use nvml_wrapper_sys::bindings::{
+    nvmlProcessUtilizationInfo_v1_t, nvmlProcessUtilizationSample_t, nvmlProcessesUtilizationInfo_t,
+    nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH as ARGUMENT_VERSION_MISMATCH,
+};
 
 use super::calls::Calls;
 use super::sized;
@@ -32,6 +39,8 @@ pub struct Batch {
     samples: Vec<ProcessUtilization>,
     /// Whether the device samples processes, once it has answered.
     sampled: Option<bool>,
+    /// Whether it answers the newer call, once asked.
+    info: Option<bool>,
 }
 
 std::thread_local! {
@@ -40,6 +49,8 @@ std::thread_local! {
     /// 32 KiB at 64 processes a GPU: eight GPUs keeping one each would
     /// keep a quarter of a MiB at 8 x 512.
     static BUFFER: RefCell<Vec<nvmlProcessUtilizationSample_t>> = const { RefCell::new(Vec::new()) };
+    /// The newer call's entries, before they are read as the older's.
+    static INFO: RefCell<Vec<nvmlProcessUtilizationInfo_v1_t>> = const { RefCell::new(Vec::new()) };
 }
 
 impl ProcessUtil {
@@ -78,8 +89,9 @@ impl Batch {
         }
         let last = batch.last_seen_us;
         let room = batch.samples.len();
+        let info = &mut batch.info;
         let read = BUFFER.with_borrow_mut(|buffer| {
-            let read = calls.track("nvmlDeviceGetProcessUtilization", Some(index), || samples(dev, last, room, buffer));
+            let read = read_either(dev, index, calls, info, last, room, buffer);
             if read.is_ok() {
                 batch.last_seen_us = buffer.iter().map(|s| s.timeStamp).max().unwrap_or(last).max(last);
                 newest_per_pid(buffer, &mut batch.samples);
@@ -101,6 +113,84 @@ impl Batch {
             }
             Err(_) => None,
         }
+    }
+}
+
+/// The newer call unless the device is known not to answer it, then the
+/// older. A device that answers neither is NOT_SUPPORTED to the caller.
+fn read_either(
+    dev: &Device<'_>,
+    index: u32,
+    calls: &Calls,
+    info: &mut Option<bool>,
+    last: u64,
+    room: usize,
+    buffer: &mut Vec<nvmlProcessUtilizationSample_t>,
+) -> Result<(), NvmlError> {
+    if *info != Some(false) {
+        let read = calls.track("nvmlDeviceGetProcessesUtilizationInfo", Some(index), || {
+            INFO.with_borrow_mut(|entries| {
+                let read = info_samples(dev, last, room, entries);
+                buffer.clear();
+                buffer.extend(entries.iter().map(|e| nvmlProcessUtilizationSample_t {
+                    pid: e.pid,
+                    timeStamp: e.timeStamp,
+                    smUtil: e.smUtil,
+                    memUtil: e.memUtil,
+                    encUtil: e.encUtil,
+                    decUtil: e.decUtil,
+                }));
+                read
+            })
+        });
+        match read {
+            // A driver that knows only an older struct (nvml.h's
+            // ARGUMENT_VERSION_MISMATCH, which nvml-wrapper has no name for).
+            Err(NvmlError::FunctionNotFound | NvmlError::NotSupported) => *info = Some(false),
+            Err(NvmlError::UnexpectedVariant(ARGUMENT_VERSION_MISMATCH)) => *info = Some(false),
+            other => {
+                *info = Some(true);
+                return other;
+            }
+        }
+    }
+    calls.track("nvmlDeviceGetProcessUtilization", Some(index), || samples(dev, last, room, buffer))
+}
+
+/// nvml.h's `nvmlProcessesUtilizationInfo_v1`: `NVML_STRUCT_VERSION`, the
+/// struct's size with the version in its top byte.
+const PROCESSES_UTILIZATION_INFO_V1: u32 = (std::mem::size_of::<nvmlProcessesUtilizationInfo_t>() as u32) | (1 << 24);
+
+/// The newer call's entries newer than `last_seen_us`, into `into`, sized
+/// as `samples` sizes the older's. It lists only processes "that had some
+/// non-zero utilization during the last sample period" (nvml.h), so an
+/// idle process has no entry rather than a 0.
+fn info_samples(
+    dev: &Device<'_>,
+    last_seen_us: u64,
+    processes: usize,
+    into: &mut Vec<nvmlProcessUtilizationInfo_v1_t>,
+) -> Result<(), NvmlError> {
+    let Ok(f) = dev.nvml().lib().nvmlDeviceGetProcessesUtilizationInfo.as_ref() else {
+        return Err(NvmlError::FunctionNotFound);
+    };
+    let room = processes.saturating_mul(16).max(MIN_ROOM);
+    let grow = |needed: usize, room: usize| needed.max(room.saturating_mul(2));
+    // SAFETY: the entries are plain old data (all-zero is valid); the
+    // request points at a buffer of `count` of them, which is what NVML
+    // writes at most, and lives through the call.
+    unsafe {
+        sized::fill(into, room, 2, grow, |buf, count| {
+            let mut request = nvmlProcessesUtilizationInfo_t {
+                version: PROCESSES_UTILIZATION_INFO_V1,
+                processSamplesCount: *count,
+                lastSeenTimeStamp: last_seen_us,
+                procUtilArray: buf,
+            };
+            let code = f(dev.handle(), &mut request);
+            *count = request.processSamplesCount;
+            code
+        })
     }
 }
 

@@ -34,6 +34,12 @@ pub struct Wanted {
     /// The serial number, persistence and compute modes, the power
     /// management limit, and accounting.
     pub settings: bool,
+    /// The activity counters (GPM, `gpm.rs`): two calls a GPU and a GPU
+    /// instance a tick, on boards that have them.
+    pub activity: bool,
+    /// A one-shot's activity: its figures need a second sample at least
+    /// 0.1 s after the first, which the tick waits for (`--activity`).
+    pub activity_wait: bool,
 }
 
 impl Wanted {
@@ -46,6 +52,8 @@ impl Wanted {
         codecs: true,
         health: true,
         settings: true,
+        activity: true,
+        activity_wait: false,
     };
     pub const NONE: Self = Self {
         max_clocks: false,
@@ -56,11 +64,17 @@ impl Wanted {
         codecs: false,
         health: false,
         settings: false,
+        activity: false,
+        activity_wait: false,
     };
-    /// What the dashboard shows: a GPU's processes' SM use in its details.
-    pub const DASHBOARD: Self = Self { process_samples: true, ..Self::NONE };
+    /// What the dashboard shows: each GPU's activity, and its processes'
+    /// SM use.
+    pub const DASHBOARD: Self = Self { process_samples: true, activity: true, ..Self::NONE };
     /// What `-1`'s table shows.
-    pub const TABLE: Self = Self { clocks: true, pcie: true, fan: true, codecs: true, health: true, ..Self::NONE };
+    pub const TABLE: Self =
+        Self { clocks: true, pcie: true, fan: true, codecs: true, health: true, activity: true, ..Self::NONE };
+    /// What `check` judges: the alerts, of which two read the activity.
+    pub const ALERTS: Self = Self { activity: true, ..Self::NONE };
 
     /// What either asks.
     pub const fn or(self, other: Self) -> Self {
@@ -73,6 +87,8 @@ impl Wanted {
             codecs: self.codecs || other.codecs,
             health: self.health || other.health,
             settings: self.settings || other.settings,
+            activity: self.activity || other.activity,
+            activity_wait: self.activity_wait || other.activity_wait,
         }
     }
 
@@ -111,6 +127,14 @@ impl Wanted {
             gpu.compute_mode = None;
             gpu.power_management_limit_w = None;
             gpu.accounting = None;
+        }
+        if !self.activity {
+            gpu.activity = None;
+            gpu.activity_unavailable = Some(crate::model::ActivityUnavailable::NotRead);
+            for m in &mut gpu.mig_devices {
+                m.activity = None;
+                m.activity_unavailable = Some(crate::model::ActivityUnavailable::NotRead);
+            }
         }
     }
 }
