@@ -103,12 +103,46 @@ def main():
         samples, result, error = timed(fn, 5)
         print("%-32s %10.1f %10s %10.1f %10.1f  %s" % (
             name, statistics.median(samples), "", max(samples), timed.cpu_us, error or result))
+    gpm_costs(h, args.repeat)
     print("\nfield values, one by one:")
     for name, fid in ids:
         values = n.nvmlDeviceGetFieldValues(h, [fid])
         v = values[0]
         print("  %-40s id %4d  ret %3d  type %d  %s" % (name, fid, v.nvmlReturn, v.valueType, _value(v)))
     n.nvmlShutdown()
+
+
+def gpm_costs(h, repeat):
+    """What gpuscope's activity reading costs a tick: one sample and one
+    comparison of 14 metrics per GPU (src/sources/nvml/gpm.rs)."""
+    try:
+        if not n.nvmlGpmQueryDeviceSupport(h).isSupportedDevice:
+            print("\nGPM: not supported on this GPU")
+            return
+        ids = [2, 3, 5, 7, 9, 6, 10, 11, 12, 13, 20, 21, 61, 60]
+        samples = [n.nvmlGpmSampleAlloc(), n.nvmlGpmSampleAlloc()]
+        n.nvmlGpmSampleGet(h, samples[0])
+        time.sleep(0.11)
+        n.nvmlGpmSampleGet(h, samples[1])
+
+        def metrics():
+            get = n.c_nvmlGpmMetricsGet_t()
+            get.version = n.NVML_GPM_METRICS_GET_VERSION
+            get.numMetrics = len(ids)
+            get.sample1, get.sample2 = samples
+            for i, metric in enumerate(ids):
+                get.metrics[i].metricId = metric
+            return [round(m.value, 1) for m in n.nvmlGpmMetricsGet(get).metrics[: len(ids)]]
+
+        for name, fn in [("GpmSampleGet", lambda: n.nvmlGpmSampleGet(h, samples[1])),
+                         ("GpmMetricsGet(14 metrics)", metrics)]:
+            got, result, error = timed(fn, repeat)
+            print("%-32s %10.1f %10s %10.1f %10.1f  %s" % (
+                name, statistics.median(got), "", max(got), timed.cpu_us, error or repr(result)[:60]))
+        for s in samples:
+            n.nvmlGpmSampleFree(s)
+    except (n.NVMLError, AttributeError) as exc:
+        print("\nGPM:", exc)
 
 
 def _value(v):

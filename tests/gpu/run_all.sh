@@ -144,6 +144,7 @@ step 80 python3 "$here/real_jax_check.py" "$G"
 step 20 scrape
 step 20 dashboard
 step 90 python3 "$here/smi_compare.py" "$G"
+step 90 python3 "$here/gpm_check.py" "$G"
 
 kill -INT "$recorder"; wait "$recorder"
 ls -la "$OUTDIR" >> "$LOG"
