@@ -46,6 +46,13 @@ node_up() {
     for ((i = g; i < procs; i += gpus)); do
       printf '[[gpu.process]]\npid = %s\nused_mib = %s\n' "${pids[$i]}" "$used"
     done
+    # An H100 has the activity counters (GPM), which gpuscope reads each
+    # tick; GPUSCOPE_BENCH_GPM=0 makes boards without them.
+    if [ "${GPUSCOPE_BENCH_GPM:-1}" = 1 ]; then
+      printf '[gpu.gpm]\nsm_util = { min = 40, max = 80, period_s = 11, shape = "sine" }\n'
+      printf 'sm_occupancy = 30\nany_tensor_util = 35\nhmma_tensor_util = 35\ndram_bw_util = 25\n'
+      printf 'pcie_tx_per_sec = 200\npcie_rx_per_sec = 900\nnvlink_total_tx_per_sec = 1000\nnvlink_total_rx_per_sec = 1000\n'
+    fi
   done > "$work/scenario.toml"
   local churn=${GPUSCOPE_BENCH_CHURN:-0}
   if [ "$churn" -gt 0 ]; then
