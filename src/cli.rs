@@ -396,8 +396,9 @@ fn header_timeout(s: &str) -> Result<Duration, String> {
 /// An alert kind as JSON writes it (`alloc_retry`), so the command line
 /// and the output use one set of names.
 fn alert_kind(s: &str) -> Result<AlertKind, String> {
-    serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
-        "expected one of fragmentation, alloc_retry, oom, leak, memory_pressure, gpu_lost, starved".to_string()
+    AlertKind::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
+        let names: Vec<&str> = AlertKind::ALL.iter().map(|k| k.name()).collect();
+        format!("expected one of {}", names.join(", "))
     })
 }
 
@@ -479,6 +480,9 @@ mod tests {
         assert_eq!((window, fail_on), (Duration::from_secs(3), vec![AlertKind::Oom, AlertKind::AllocRetry]));
         let err = Cli::try_parse_from(["gpuscope", "check", "--fail-on", "oom,fragmentaton"]).unwrap_err().to_string();
         assert!(err.contains("fragmentaton") && err.contains("expected one of"), "{err}");
+        assert!(err.contains("starved, sm_idle, tensor_idle"), "every kind named: {err}");
+        let sm = Cli::try_parse_from(["gpuscope", "check", "--fail-on", "sm_idle"]).unwrap().command;
+        assert!(matches!(sm, Some(Command::Check { fail_on, .. }) if fail_on == [AlertKind::SmIdle]));
         assert!(matches!(
             Cli::try_parse_from(["gpuscope", "probe", "path"]).unwrap().command,
             Some(Command::Probe { action: ProbeAction::Path })

@@ -134,6 +134,15 @@ mod tests {
     fn contradictory_thresholds_and_missing_programs_are_refused() {
         let msg = parse("[alerts.fragmentation]\nenter = 0.1\nexit = 0.2\n").unwrap_err().to_string();
         assert!(msg.contains("alerts.fragmentation"), "{msg}");
+        for (table, pair) in [
+            ("alerts.sm_idle", "max_sm_active = 40.0\nclear_sm_active = 30.0"),
+            ("alerts.sm_idle", "min_utilization = 60.0"),
+            ("alerts.tensor_idle", "clear_tensor_active = 0.5"),
+            ("alerts.tensor_idle", "min_sm_active = 30.0"),
+        ] {
+            let msg = parse(&format!("[{table}]\n{pair}\n")).unwrap_err().to_string();
+            assert!(msg.contains(&format!("{table}: need")), "{pair}: {msg}");
+        }
         let msg = parse("[alerts]\nexec = [\"/nonexistent/notify\"]\n").unwrap_err().to_string();
         assert!(msg.contains("/nonexistent/notify"), "{msg}");
         let dir = tempfile::tempdir().unwrap();
@@ -187,6 +196,8 @@ mod tests {
             ("alerts.leak", "window"),
             ("alerts.memory_pressure", "duration"),
             ("alerts.starved", "window"),
+            ("alerts.sm_idle", "window"),
+            ("alerts.tensor_idle", "window"),
         ] {
             let msg = parse(&format!("[{table}]\n{key} = \"400days\"")).unwrap_err().to_string();
             assert!(msg.contains(&format!("{table}.{key}")) && msg.contains("at most 30days"), "{msg}");

@@ -42,9 +42,13 @@ struct Watch {
 
 impl Watch {
     fn start(sim: &Sim, probe_dir: &Path, config: &Path) -> Self {
+        Self::every("100ms", sim, probe_dir, config)
+    }
+
+    fn every(interval: &str, sim: &Sim, probe_dir: &Path, config: &Path) -> Self {
         let mut child = sim
             .gpuscope()
-            .args(["--json", "--watch", "--interval", "100ms", "--config"])
+            .args(["--json", "--watch", "--interval", interval, "--config"])
             .arg(config)
             .env("GPUSCOPE_PROBE_DIR", probe_dir)
             .stdout(Stdio::piped())
@@ -173,4 +177,67 @@ fn the_table_shows_active_alerts_with_hints() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("CRITICAL gpu_lost") && text.contains("hint: Look for Xid errors"), "{text}");
     assert!(text.lines().all(|l| l.len() <= 80), "{text}");
+}
+
+/// GPU 0 busy with few SMs at work under a process; GPU 1 with busy SMs
+/// and idle tensor cores. Needs the NVML side's GPM reading (the
+/// simulator's `[gpu.gpm]`); windows shortened to seconds.
+#[test]
+fn activity_alerts_reach_the_json_and_the_hook() {
+    let me = std::process::id();
+    let sim = Sim::new(&format!(
+        "[[gpu]]\nutilization_gpu = 98\n[[gpu.process]]\npid = {me}\nused_mib = 1000\n\
+         [gpu.gpm]\ngraphics_util = 98\nsm_util = 5\nany_tensor_util = 2\n\
+         [[gpu]]\nutilization_gpu = 90\n[gpu.gpm]\ngraphics_util = 90\nsm_util = 70\nany_tensor_util = 0\n"
+    ));
+    let hook = sim.dir.path().join("page-me");
+    let log = sim.dir.path().join("paged");
+    std::fs::write(&hook, format!("#!/bin/sh\ncat >> '{}'\necho >> '{}'\n", log.display(), log.display())).unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = sim.dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[alerts]\nexec = [{:?}]\n[alerts.sm_idle]\nwindow = \"2s\"\n[alerts.tensor_idle]\nwindow = \"2s\"\n",
+            hook.display().to_string()
+        ),
+    )
+    .unwrap();
+    // A GPM sample pair within one of the simulator's 100 ms refreshes
+    // would read nothing new: ticks further apart.
+    let mut watch = Watch::every("250ms", &sim, &sim.probe_dir(), &config);
+    let (v, _) =
+        watch.until("sm_idle and tensor_idle", |v| alert(v, "sm_idle").is_some() && alert(v, "tensor_idle").is_some());
+
+    let a = alert(&v, "sm_idle").unwrap();
+    assert_eq!((a["severity"].clone(), a["gpu"].clone(), a["pid"].clone()), (json!("warning"), json!(0), Value::Null));
+    assert_eq!(a["threshold"], 25.0);
+    let message = a["message"].as_str().unwrap();
+    assert!(message.starts_with("GPU 0: utilisation 98% but SM activity 5% over 2s"), "{message}");
+    assert!(a["hint"].as_str().unwrap().contains("CUDA graphs"), "{a:#}");
+    let a = alert(&v, "tensor_idle").unwrap();
+    assert_eq!((a["severity"].clone(), a["gpu"].clone()), (json!("info"), json!(1)));
+    let message = a["message"].as_str().unwrap();
+    assert!(message.starts_with("GPU 1: SM activity 70% but tensor cores 0.0% over 2s"), "{message}");
+    let sm_idle = v["alerts"].as_array().unwrap().iter().filter(|a| a["kind"] == "sm_idle").count();
+    assert_eq!(sm_idle, 1, "GPU 1 runs no process: no sm_idle there");
+
+    // The hook runs beside collection: give it a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let paged = loop {
+        let paged = std::fs::read_to_string(&log).unwrap_or_default();
+        if (paged.contains("\"kind\":\"sm_idle\"") && paged.contains("\"kind\":\"tensor_idle\""))
+            || Instant::now() > deadline
+        {
+            break paged;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let kinds: Vec<String> = paged
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(kinds.iter().filter(|k| *k == "sm_idle").count(), 1, "once per raise: {paged}");
+    assert_eq!(kinds.iter().filter(|k| *k == "tensor_idle").count(), 1, "once per raise: {paged}");
 }

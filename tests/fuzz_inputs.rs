@@ -165,7 +165,8 @@ proptest! {
     fn any_config_text_is_parsed_or_refused_without_a_panic(lines in prop::collection::vec(
         (
             prop::option::of(prop::sample::select(vec!["history", "alerts", "alerts.leak", "alerts.fragmentation",
-                "alerts.memory_pressure", "alerts.starved", "alerts.oom", "alerts.gpu_lost", "nope"])),
+                "alerts.memory_pressure", "alerts.starved", "alerts.oom", "alerts.gpu_lost", "alerts.sm_idle",
+                "alerts.tensor_idle", "nope"])),
             prop::sample::select(vec!["interval", "gpus", "nvml_lib", "window", "enabled", "enter", "exit",
                 "min_samples", "slope", "exec", "exec_min_interval", "duration", "critical", "colour", "min_reserved"]),
             toml_value(),

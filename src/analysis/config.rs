@@ -39,6 +39,8 @@ pub struct AlertsConfig {
     pub memory_pressure: PressureConfig,
     pub gpu_lost: Toggle,
     pub starved: StarvedConfig,
+    pub sm_idle: SmIdleConfig,
+    pub tensor_idle: TensorIdleConfig,
 }
 
 impl Default for AlertsConfig {
@@ -53,6 +55,8 @@ impl Default for AlertsConfig {
             memory_pressure: PressureConfig::default(),
             gpu_lost: Toggle::default(),
             starved: StarvedConfig::default(),
+            sm_idle: SmIdleConfig::default(),
+            tensor_idle: TensorIdleConfig::default(),
         }
     }
 }
@@ -179,6 +183,71 @@ impl Default for StarvedConfig {
     }
 }
 
+/// NVML's utilisation is the share of time some kernel ran, however few
+/// SMs it kept busy; SM activity (GPM) is the share of SMs at work. Both
+/// averaged over `window`: high utilisation with low SM activity means
+/// kernels too small to fill the GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SmIdleConfig {
+    pub enabled: bool,
+    /// Raised at this utilisation (percent) or more...
+    pub min_utilization: f64,
+    /// ...with SM activity (percent) under this.
+    pub max_sm_active: f64,
+    /// Clears once utilisation falls under this, or...
+    pub clear_utilization: f64,
+    /// ...SM activity climbs to this.
+    pub clear_sm_active: f64,
+    #[serde(with = "humantime_serde")]
+    pub window: Duration,
+}
+
+impl Default for SmIdleConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            min_utilization: 80.0,
+            max_sm_active: 25.0,
+            clear_utilization: 70.0,
+            clear_sm_active: 35.0,
+            window: Duration::from_secs(120),
+        }
+    }
+}
+
+/// SMs busy while the tensor cores (GPM) are idle, averaged over `window`:
+/// matrix maths running in plain FP32. Judged only on boards that report
+/// tensor activity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TensorIdleConfig {
+    pub enabled: bool,
+    /// Raised at this SM activity (percent) or more...
+    pub min_sm_active: f64,
+    /// ...with tensor activity (percent) under this.
+    pub max_tensor_active: f64,
+    /// Clears once SM activity falls under this, or...
+    pub clear_sm_active: f64,
+    /// ...tensor activity climbs to this.
+    pub clear_tensor_active: f64,
+    #[serde(with = "humantime_serde")]
+    pub window: Duration,
+}
+
+impl Default for TensorIdleConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            min_sm_active: 50.0,
+            max_tensor_active: 1.0,
+            clear_sm_active: 40.0,
+            clear_tensor_active: 5.0,
+            window: Duration::from_secs(300),
+        }
+    }
+}
+
 impl AlertsConfig {
     /// Thresholds that contradict each other are refused at load time.
     pub fn validate(&self) -> Result<(), String> {
@@ -190,6 +259,8 @@ impl AlertsConfig {
             ("alerts.leak.window", self.leak.window),
             ("alerts.memory_pressure.duration", self.memory_pressure.duration),
             ("alerts.starved.window", self.starved.window),
+            ("alerts.sm_idle.window", self.sm_idle.window),
+            ("alerts.tensor_idle.window", self.tensor_idle.window),
         ];
         for (name, span) in spans {
             crate::util::bounds::CONFIG_SPAN.check(span).map_err(|e| format!("{name} {e}"))?;
@@ -205,6 +276,18 @@ impl AlertsConfig {
         let s = &self.starved;
         if s.max_utilization > s.clear_utilization {
             return Err("alerts.starved: need max_utilization <= clear_utilization".into());
+        }
+        let b = &self.sm_idle;
+        if b.clear_utilization > b.min_utilization || b.max_sm_active > b.clear_sm_active {
+            return Err("alerts.sm_idle: need clear_utilization <= min_utilization and \
+                        max_sm_active <= clear_sm_active"
+                .into());
+        }
+        let t = &self.tensor_idle;
+        if t.clear_sm_active > t.min_sm_active || t.max_tensor_active > t.clear_tensor_active {
+            return Err("alerts.tensor_idle: need clear_sm_active <= min_sm_active and \
+                        max_tensor_active <= clear_tensor_active"
+                .into());
         }
         if !(0.0..=1.0).contains(&self.leak.min_r2) {
             return Err("alerts.leak: min_r2 must be between 0 and 1".into());

@@ -122,10 +122,17 @@ impl Analyzer {
 /// Rules look back up to their own windows, whatever the history setting;
 /// the store keeps enough for the longest of them.
 pub fn longest_window(history: &HistoryConfig, config: &AlertsConfig) -> std::time::Duration {
-    [history.window, config.fragmentation.window, config.leak.window, config.starved.window]
-        .into_iter()
-        .max()
-        .unwrap_or_default()
+    [
+        history.window,
+        config.fragmentation.window,
+        config.leak.window,
+        config.starved.window,
+        config.sm_idle.window,
+        config.tensor_idle.window,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or_default()
 }
 
 /// The start time `starts` (sorted) gives `pid`: `None` where the PID is

@@ -16,6 +16,9 @@ struct World {
     t_ms: u64,
     free_pct: f64,
     util: u32,
+    /// GPM's SM and tensor activity, percent; `None`: not reported.
+    sm: Option<f64>,
+    tensor: Option<f64>,
     lost: bool,
     proc: Option<Proc>,
 }
@@ -55,7 +58,7 @@ impl Default for Proc {
 
 impl World {
     fn new() -> Self {
-        Self { t_ms: 1_700_000_000_000, free_pct: 50.0, util: 90, lost: false, proc: None }
+        Self { t_ms: 1_700_000_000_000, free_pct: 50.0, util: 90, sm: None, tensor: None, lost: false, proc: None }
     }
 
     fn snapshot(&self) -> Snapshot {
@@ -67,6 +70,14 @@ impl World {
             gpu.memory =
                 GpuMemory { total: Some(total), free: Some(free), used: Some(total - free), driver_reserved: None };
             gpu.utilization.gpu = Some(self.util);
+            if self.sm.is_some() || self.tensor.is_some() {
+                gpu.activity = Some(Activity {
+                    period_ms: 1_000,
+                    sm_active: self.sm,
+                    tensor_active: self.tensor,
+                    ..Activity::default()
+                });
+            }
         }
         let processes = self.proc.iter().map(process).collect();
         Snapshot {
@@ -451,6 +462,125 @@ fn an_idle_gpu_under_a_training_process_is_starved() {
     w.util = 5;
     w.proc = Some(Proc { probed: false, ..Proc::default() });
     assert!(run(&mut a, &mut w, 200, 1_000, |_, _| {}).iter().all(|s| !has(s, AlertKind::Starved)));
+}
+
+fn active(a: &mut Analyzer, w: &World, kind: AlertKind) -> Alert {
+    let mut snap = w.snapshot();
+    a.observe(&mut snap);
+    snap.alerts.into_iter().find(|x| x.kind == kind).unwrap()
+}
+
+/// A launch-bound inference server: NVML's utilisation near 100 % (some
+/// kernel always running) while GPM says few SMs work.
+fn launch_bound() -> World {
+    World { util: 98, sm: Some(6.0), proc: Some(Proc { probed: false, ..Proc::default() }), ..World::new() }
+}
+
+#[test]
+fn a_busy_gpu_with_idle_sms_is_raised_after_its_window_and_cleared_with_hysteresis() {
+    let mut a = analyzer();
+    let mut w = launch_bound();
+    let steps = run(&mut a, &mut w, 125, 1_000, |_, _| {});
+    assert!(!has(&steps[117], AlertKind::SmIdle), "118 s of a 2 min window");
+    assert!(has(&steps[119], AlertKind::SmIdle), "the window covered");
+    let alert = active(&mut a, &w, AlertKind::SmIdle);
+    assert_eq!((alert.severity, alert.gpu, alert.pid), (Severity::Warning, Some(0), None));
+    assert_eq!((alert.value, alert.threshold), (Some(6.0), Some(25.0)));
+    assert_eq!(
+        alert.message,
+        "GPU 0: utilisation 98% but SM activity 6% over 2m: kernels keep the GPU busy while few SMs work"
+    );
+    assert!(alert.hint.contains("CUDA graphs") && alert.hint.contains("mode=\"reduce-overhead\""), "{}", alert.hint);
+
+    // SM activity climbing to 30 %: the mean passes 25 % but never 35 %.
+    let steps = run(&mut a, &mut w, 240, 1_000, |_, w| w.sm = Some(30.0));
+    assert!(steps.iter().all(|s| has(s, AlertKind::SmIdle)), "between the thresholds it holds");
+    let steps = run(&mut a, &mut w, 120, 1_000, |_, w| w.sm = Some(60.0));
+    assert!(!has(&steps[119], AlertKind::SmIdle));
+    let changes: Vec<Change> = a.timeline().filter(|e| e.kind == AlertKind::SmIdle).map(|e| e.change).collect();
+    assert_eq!(changes, [Change::Raised, Change::Cleared]);
+}
+
+#[test]
+fn idle_sms_alone_are_not_an_alert() {
+    let quiet = [
+        ("no process", World { proc: None, ..launch_bound() }),
+        ("no activity counters", World { sm: None, ..launch_bound() }),
+        ("SMs at work", World { sm: Some(60.0), ..launch_bound() }),
+        ("a GPU not busy", World { util: 40, ..launch_bound() }),
+    ];
+    for (why, mut w) in quiet {
+        let mut a = analyzer();
+        let steps = run(&mut a, &mut w, 200, 1_000, |_, _| {});
+        assert!(steps.iter().all(|s| !has(s, AlertKind::SmIdle)), "{why}");
+    }
+    // The process leaving clears it at once.
+    let mut a = analyzer();
+    let mut w = launch_bound();
+    assert!(has(&run(&mut a, &mut w, 120, 1_000, |_, _| {})[119], AlertKind::SmIdle));
+    assert!(!has(&run(&mut a, &mut w, 1, 1_000, |_, w| w.proc = None)[0], AlertKind::SmIdle));
+}
+
+#[test]
+fn activity_read_for_part_of_the_window_waits_for_its_own_samples() {
+    // Utilisation for three minutes before the counters report: the SM
+    // mean must cover two minutes of its own, not a few late samples.
+    let mut a = analyzer();
+    let mut w = World { sm: None, ..launch_bound() };
+    run(&mut a, &mut w, 180, 1_000, |_, _| {});
+    let steps = run(&mut a, &mut w, 125, 1_000, |_, w| w.sm = Some(6.0));
+    assert!(!has(&steps[100], AlertKind::SmIdle));
+    assert!(has(&steps[124], AlertKind::SmIdle));
+    // Counters gone for good (the whole window): nothing made up, cleared.
+    let steps = run(&mut a, &mut w, 125, 1_000, |_, w| w.sm = None);
+    assert!(has(&steps[60], AlertKind::SmIdle), "a mean of what there is, while some is");
+    assert!(!has(&steps[124], AlertKind::SmIdle));
+}
+
+/// FP32 training on a tensor-core board: SMs busy, tensor cores idle.
+fn fp32_matmuls() -> World {
+    World { sm: Some(70.0), tensor: Some(0.2), ..World::new() }
+}
+
+#[test]
+fn idle_tensor_cores_under_busy_sms_are_raised_after_five_minutes() {
+    // Every other window shorter than this rule's: the store keeps five
+    // minutes all the same, in its coarsest tier past the two of seconds.
+    let minute = Duration::from_secs(60);
+    let history = HistoryConfig { window: minute };
+    let leak = super::config::LeakConfig { window: minute, ..Default::default() };
+    let mut a = Analyzer::new(&history, AlertsConfig { leak, ..AlertsConfig::default() });
+    let mut w = fp32_matmuls();
+    let steps = run(&mut a, &mut w, 305, 1_000, |_, _| {});
+    assert!(!has(&steps[290], AlertKind::TensorIdle), "291 s of a 5 min window");
+    assert!(has(&steps[300], AlertKind::TensorIdle));
+    let alert = active(&mut a, &w, AlertKind::TensorIdle);
+    assert_eq!((alert.severity, alert.gpu, alert.pid), (Severity::Info, Some(0), None));
+    let value = alert.value.unwrap();
+    assert!((value - 0.2).abs() < 1e-6, "{value}");
+    assert_eq!(alert.message, "GPU 0: SM activity 70% but tensor cores 0.2% over 5m: the maths runs without them");
+    for setting in ["allow_tf32 = True", "set_float32_matmul_precision(\"high\")", "dtype=torch.bfloat16", "bf16"] {
+        assert!(alert.hint.contains(setting), "{setting}: {}", alert.hint);
+    }
+    // Mixed precision on: the tensor mean passes 5 % within the window.
+    let steps = run(&mut a, &mut w, 300, 1_000, |_, w| w.tensor = Some(40.0));
+    assert!(has(&steps[10], AlertKind::TensorIdle), "a 5 min mean moves slowly");
+    assert!(!has(&steps[299], AlertKind::TensorIdle));
+}
+
+#[test]
+fn idle_tensor_cores_are_judged_only_where_the_board_reports_them() {
+    let quiet = [
+        ("no tensor figure (an older board)", World { tensor: None, ..fp32_matmuls() }),
+        ("no activity at all", World { sm: None, tensor: None, ..fp32_matmuls() }),
+        ("tensor cores at work", World { tensor: Some(30.0), ..fp32_matmuls() }),
+        ("SMs mostly idle", World { sm: Some(20.0), ..fp32_matmuls() }),
+    ];
+    for (why, mut w) in quiet {
+        let mut a = analyzer();
+        let steps = run(&mut a, &mut w, 400, 1_000, |_, _| {});
+        assert!(steps.iter().all(|s| !has(s, AlertKind::TensorIdle)), "{why}");
+    }
 }
 
 mod properties {

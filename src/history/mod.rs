@@ -29,8 +29,10 @@ pub const MAX_PROCESS_SERIES: usize = 256;
 /// Raw samples kept per series: the newest moments at full resolution.
 const GPU_RAW: usize = 64;
 const PROCESS_RAW: usize = 8;
-/// One-second buckets: two minutes for a GPU (the starved rule's window),
-/// a minute and a bit for a process (the fragmentation median's).
+/// One-second buckets: two minutes for a GPU (the starved and sm_idle
+/// rules' window; longer ones read the coarsest tier, which spans the
+/// longest rule window), a minute and a bit for a process (the
+/// fragmentation median's).
 const GPU_SECONDS: usize = 128;
 const PROCESS_SECONDS: usize = 64;
 /// Buckets across the longest window: a chart column or so each for a GPU,

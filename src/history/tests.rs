@@ -3,7 +3,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
-use crate::model::{Gpu, GpuState, ProcessGpu, ProcessType};
+use crate::model::{Activity, Gpu, GpuState, ProcessGpu, ProcessType};
 
 const ONE: [Tier; 3] =
     [Tier { width_ms: 0, len: 4 }, Tier { width_ms: 1_000, len: 5 }, Tier { width_ms: 10_000, len: 3 }];
@@ -70,6 +70,25 @@ fn raw_points_then_coarser_tiers_as_the_span_grows() {
     let tens: Vec<(Option<f64>, Option<f64>, Option<f64>)> =
         s.recent(60_000).map(|b| (b.get(0).min(), b.get(0).mean(), b.get(0).max())).collect();
     assert_eq!(tens, [(Some(0.0), Some(9.5), Some(19.0)), (Some(20.0), Some(24.5), Some(29.0))]);
+}
+
+#[test]
+fn five_minutes_of_a_gpu_are_read_from_the_coarsest_tier() {
+    // The seconds keep two minutes; a rule's five-minute window reads the
+    // buckets across the longest window, which reach back that far.
+    let mut store = Store::new(Duration::from_secs(300));
+    for i in 0..420u32 {
+        let mut s = snap(u64::from(i) * 1_000, &[(0, "GPU-a", 1)], &[]);
+        s.gpus[0].activity = Some(Activity { sm_active: Some(f64::from(i)), ..Activity::default() });
+        store.record(&s);
+    }
+    let series = store.gpu(Some(0)).unwrap();
+    assert_eq!(series.width_since(419_000 - 300_000), 1_250, "300 s over 240 buckets");
+    let aggs: Vec<Agg> = series.recent_field(300_000, gpu::SM_ACTIVE).collect();
+    let n: u32 = aggs.iter().map(Agg::count).sum();
+    assert_eq!(n, 301, "every sample from 119 s to 419 s");
+    let mean = aggs.iter().map(|a| a.mean().unwrap() * f64::from(a.count())).sum::<f64>() / f64::from(n);
+    assert!((mean - 269.0).abs() < 0.01, "the mean of 119..=419: {mean}");
 }
 
 #[test]

@@ -6,7 +6,9 @@ mod fragmentation;
 mod leak;
 mod lost;
 mod pressure;
+mod sm_idle;
 mod starved;
+mod tensor_idle;
 
 use std::collections::BTreeMap;
 
@@ -16,7 +18,7 @@ use super::config::AlertsConfig;
 use super::engine::{AlertKey, Verdict};
 use crate::model::{AlertKind, DeviceAllocator, Process, Snapshot};
 
-use crate::history::Store;
+use crate::history::{GpuSeries, Store};
 pub use crate::history::{ProcKey, process_gpus};
 pub use counters::CounterState;
 pub use leak::Floor;
@@ -92,6 +94,12 @@ pub fn judge(
     if c.starved.enabled {
         starved::judge(inputs, &mut v);
     }
+    if c.sm_idle.enabled {
+        sm_idle::judge(inputs, &mut v);
+    }
+    if c.tensor_idle.enabled {
+        tensor_idle::judge(inputs, &mut v);
+    }
     counters::judge(inputs, counters, &mut v);
     v
 }
@@ -111,6 +119,70 @@ pub fn key(kind: AlertKind, gpu: u32, pid: Option<u32>) -> AlertKey {
 /// The process's allocator figures for `gpu`, where its probe placed one.
 fn device(p: &Process, gpu: u32) -> Option<&DeviceAllocator> {
     p.allocator.as_ref().and_then(|a| a.devices.iter().find(|d| d.gpu == Some(gpu)))
+}
+
+/// What a GPU's history says of one figure over a rule's window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Window {
+    /// The mean of the samples, which reach back over the whole window.
+    Mean(f64),
+    /// Samples that do not reach back that far yet (or too few): wait.
+    Short,
+    /// No sample in the window: the figure is unavailable, and says nothing.
+    Absent,
+}
+
+/// The mean of `field` over the last `window_ms` of `series`, each bucket
+/// weighted by its samples. A figure read only for part of the window (a
+/// board whose activity counters began later than its utilisation) is
+/// `Short` until its own samples cover it, not judged on a few.
+fn window_mean(series: &GpuSeries, window_ms: u64, field: usize, interval_ms: u64) -> Window {
+    let Some(last) = series.last_ms() else { return Window::Absent };
+    let from = last.saturating_sub(window_ms);
+    let width = series.width_since(from).max(1);
+    let (mut first, mut sum, mut n) = (None, 0.0, 0u64);
+    for b in series.since(from) {
+        let agg = b.get(field);
+        let Some(mean) = agg.mean() else { continue };
+        // Where the bucket begins: a coarse bucket's time is its newest
+        // sample's, which may be most of a bucket after the window's start.
+        first.get_or_insert(b.t_ms - b.t_ms % width);
+        sum += mean * f64::from(agg.count());
+        n += u64::from(agg.count());
+    }
+    let Some(first) = first else { return Window::Absent };
+    // Ticks come about an interval apart, some a little late: the first
+    // sample of a covered window is within one and a half of its start.
+    let slack = interval_ms.saturating_add(interval_ms / 2);
+    if n < 3 || first > from.saturating_add(slack) {
+        return Window::Short;
+    }
+    Window::Mean(sum / n as f64)
+}
+
+/// `fields`' means over the window, or the verdict while any cannot be
+/// judged: clear where one is unavailable throughout (nothing made up
+/// from a missing figure), else hold while one does not cover the window.
+fn window_means<const K: usize>(
+    series: &GpuSeries,
+    window_ms: u64,
+    fields: [usize; K],
+    interval_ms: u64,
+) -> Result<[f64; K], Verdict> {
+    let mut means = [0.0; K];
+    let mut short = false;
+    for (mean, field) in means.iter_mut().zip(fields) {
+        match window_mean(series, window_ms, field, interval_ms) {
+            Window::Mean(m) => *mean = m,
+            Window::Short => short = true,
+            Window::Absent => return Err(Verdict::Clear),
+        }
+    }
+    if short { Err(Verdict::Hold) } else { Ok(means) }
+}
+
+fn window_ms(window: std::time::Duration) -> u64 {
+    u64::try_from(window.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn pct(f: f64) -> String {

@@ -1,7 +1,7 @@
 //! A GPU mostly idle while a training process holds it: the classic sign of
 //! an input pipeline that cannot keep up.
 
-use super::{Inputs, Verdicts, human_duration, key};
+use super::{Inputs, Verdicts, human_duration, key, window_means, window_ms};
 use crate::analysis::engine::{Raise, Verdict};
 use crate::history::gpu::UTIL;
 use crate::model::{AlertKind, ProbeState, Severity};
@@ -9,7 +9,7 @@ use crate::util::units::bytes;
 
 pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
     let c = &i.config.starved;
-    let window_ms = u64::try_from(c.window.as_millis()).unwrap_or(u64::MAX);
+    let window_ms = window_ms(c.window);
     let min_mem = c.min_process_memory_mib << 20;
     for gpu in &i.snap.gpus {
         // The biggest live probed process on this GPU: probes run only in
@@ -32,16 +32,13 @@ pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
             continue;
         };
         let Some(series) = i.store.gpu(Some(gpu.index)) else { continue };
-        // Each bucket's mean weighted by its samples: the plain average.
-        let (sum, n) = series.recent_field(window_ms, UTIL).fold((0.0, 0u64), |(sum, n), u| {
-            (sum + u.mean().unwrap_or(0.0) * f64::from(u.count()), n + u64::from(u.count()))
-        });
-        // The average must cover the whole window, not a few samples.
-        if n < 3 || series.span_ms().saturating_add(window_ms / 10) < window_ms {
-            v.insert(k, Verdict::Hold);
-            continue;
-        }
-        let avg = sum / n as f64;
+        let avg = match window_means(series, window_ms, [UTIL], i.snap.interval_ms) {
+            Ok([avg]) => avg,
+            Err(verdict) => {
+                v.insert(k, verdict);
+                continue;
+            }
+        };
         let verdict = if avg < c.max_utilization {
             Verdict::Raise(Raise {
                 severity: Severity::Info,
