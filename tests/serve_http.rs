@@ -31,7 +31,9 @@ fn odd_process() -> Sleeper {
 fn scenario(pids: &[u32]) -> String {
     let mut s = String::from("[[gpu]]\nuuid = \"GPU-5ea1\"\nmemory_total_mib = 81559\nmemory_used_mib = 20000\n");
     for pid in pids {
-        s.push_str(&format!("[[gpu.process]]\npid = {pid}\nused_mib = 6000\n"));
+        // Busy: NVML's newer per-process call lists only processes that
+        // used the GPU in its last period.
+        s.push_str(&format!("[[gpu.process]]\npid = {pid}\nused_mib = 6000\nsm_util = 10\n"));
     }
     s + "[[gpu]]\nstate = \"lost\"\n"
 }
