@@ -14,7 +14,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use gpuscope::fleet::jobs;
 use gpuscope::fleet::model::{Answer, FLEET_SCHEMA_VERSION, Fleet, HostState, Source};
 use gpuscope::fleet::view::{Flow, Screen, ViewState, draw};
-use gpuscope::model::Snapshot;
+use gpuscope::model::{Activity, ActivityUnavailable, Snapshot};
 use gpuscope::tui::Clock;
 use gpuscope::tui::term::Term;
 use ratatui::backend::TestBackend;
@@ -34,16 +34,28 @@ fn ranks(mut snap: Snapshot, first: u32) -> Snapshot {
     snap
 }
 
+/// SM activity `sm[i]` on GPU `i`; `None`: a GPU without the counters.
+fn active(mut snap: Snapshot, sm: &[Option<f64>]) -> Snapshot {
+    for (g, sm) in snap.gpus.iter_mut().zip(sm) {
+        match sm {
+            Some(sm) => g.activity = Some(Activity { period_ms: 1000, sm_active: Some(*sm), ..Activity::default() }),
+            None => g.activity_unavailable = Some(ActivityUnavailable::NotSupported),
+        }
+    }
+    snap
+}
+
 fn fleet() -> Arc<Fleet> {
     let mut a = HostState::new("node-a:9835".into());
-    a.answered(Answer::of(ranks(snapshot(Spec::gpus(2).probed()), 0)), T0);
+    a.answered(Answer::of(active(ranks(snapshot(Spec::gpus(2).probed()), 0), &[Some(62.5), Some(30.0)])), T0);
     let mut b = HostState::new("node-b:9835".into());
-    b.answered(Answer::of(ranks(snapshot(Spec { alerts: true, ..Spec::gpus(1).probed() }), 2)), T0 - 12_000);
+    let b_snap = active(ranks(snapshot(Spec { alerts: true, ..Spec::gpus(1).probed() }), 2), &[Some(12.0)]);
+    b.answered(Answer::of(b_snap), T0 - 12_000);
     b.failed("no answer within 2s".into(), T0 - 6000);
     let mut c = HostState::new("node-c.example.org:9835".into());
     c.failed("cannot connect: Connection refused (os error 111)".into(), T0 - 30_000);
     let mut d = HostState::new("node-d:9835".into());
-    d.answered(Answer::of(snapshot(Spec::gpus(4))), T0);
+    d.answered(Answer::of(active(snapshot(Spec::gpus(4)), &[None; 4])), T0);
     let mut hosts = vec![a, b, c, d];
     for h in &mut hosts {
         h.refresh(T0, 3000);
@@ -81,6 +93,21 @@ fn hosts_with_a_stale_and_a_down_one() {
     assert!(small.contains("4 hosts, 2 answering"), "{small}");
     insta::assert_snapshot!("fleet_hosts_80x24", small);
     insta::assert_snapshot!("fleet_hosts_200x50", frame(&v, 200, 50));
+}
+
+/// Issue 57: where the screen has room, each host's mean SM activity,
+/// `n/a` on a host whose GPUs have no activity counters.
+#[test]
+fn wide_enough_the_hosts_show_their_sm_activity() {
+    let v = view();
+    let line = |frame: &str, host: &str| frame.lines().find(|l| l.contains(host)).unwrap().to_string();
+    let wide = frame(&v, 120, 10);
+    assert!(line(&wide, "HOST").contains("GPUS BUSY SM ACTIVE MEMORY"), "{wide}");
+    assert!(line(&wide, "node-a").contains(" 2/2       46%       122.0G"), "the mean of 62.5 and 30: {wide}");
+    assert!(line(&wide, "node-b").contains(" 1/1       12%       "), "{wide}");
+    assert!(line(&wide, "node-d").contains(" 4/4       n/a       "), "{wide}");
+    let narrow = frame(&v, 99, 10);
+    assert!(!narrow.contains("SM ACTIVE") && !narrow.contains("46%"), "{narrow}");
 }
 
 #[test]

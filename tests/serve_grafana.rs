@@ -137,11 +137,36 @@ fn every_query_names_only_what_the_exporter_emits() {
         }
         used.extend(metrics);
     }
-    for needed in
-        ["gpuscope_gpu_allocator_allocated_bytes", "gpuscope_allocator_fragmentation_ratio", "gpuscope_alert_active"]
-    {
+    for needed in [
+        "gpuscope_gpu_allocator_allocated_bytes",
+        "gpuscope_allocator_fragmentation_ratio",
+        "gpuscope_alert_active",
+        "gpuscope_gpu_sm_active_ratio",
+        "gpuscope_gpu_tensor_active_ratio",
+        "gpuscope_gpu_dram_active_ratio",
+        "gpuscope_gpu_activity_unavailable",
+    ] {
         assert!(used.contains(needed), "the dashboard should show {needed}");
     }
+}
+
+/// Issue 57: SM activity and NVML's utilisation on one panel, so that the
+/// gap between "a kernel ran" and "the SMs worked" is seen at a glance.
+#[test]
+fn the_real_work_row_sets_sm_activity_beside_utilisation() {
+    let v = dashboard();
+    let all = panels(&v);
+    let row = all.iter().position(|p| p["type"] == "row" && p["title"].as_str().unwrap().starts_with("Real work"));
+    let after_row = &all[row.expect("a Real work row") + 1..];
+    let sm = after_row.iter().find(|p| p["title"] == "SM active vs utilisation").expect("the SM panel");
+    let (metrics, _) = names(
+        &sm["targets"].as_array().unwrap().iter().map(|t| t["expr"].as_str().unwrap()).collect::<Vec<_>>().join(" + "),
+    );
+    assert_eq!(
+        metrics.into_iter().collect::<Vec<_>>(),
+        ["gpuscope_gpu_sm_active_ratio", "gpuscope_gpu_utilization_ratio"]
+    );
+    assert_eq!(sm["fieldConfig"]["defaults"]["unit"], "percentunit", "ratios from 0 to 1");
 }
 
 #[test]

@@ -116,6 +116,9 @@ pub struct Summary {
     /// Used and total over the GPUs that report both; `None`: none does.
     pub memory: Option<(u64, u64)>,
     pub alerts: usize,
+    /// The mean of the GPUs' SM activity, percent, over those that report
+    /// it; `None`: none does.
+    pub sm_active: Option<u32>,
 }
 
 /// One node's snapshot, cut to the caps, with its summary.
@@ -167,7 +170,14 @@ fn summarize(snap: &Snapshot) -> Summary {
         .iter()
         .filter_map(|g| g.memory.used.zip(g.memory.total))
         .reduce(|(u, t), (gu, gt)| (u.saturating_add(gu), t.saturating_add(gt)));
-    Summary { busy_gpus, gpus: snap.gpus.len(), memory, alerts: snap.alerts.len() }
+    let (sum, n) = snap
+        .gpus
+        .iter()
+        .filter_map(|g| g.activity.as_ref()?.sm_active)
+        .fold((0.0, 0u32), |(sum, n), sm| (sum + sm, n + 1));
+    // Clamped: a node's figure is shown, not trusted.
+    let sm_active = (n > 0).then(|| (sum / f64::from(n)).round().clamp(0.0, 100.0) as u32);
+    Summary { busy_gpus, gpus: snap.gpus.len(), memory, alerts: snap.alerts.len(), sm_active }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -274,6 +284,11 @@ impl HostState {
     pub fn alert_count(&self) -> Option<usize> {
         self.summary.map(|s| s.alerts)
     }
+
+    /// The mean SM activity of the GPUs that report it, percent.
+    pub fn sm_active(&self) -> Option<u32> {
+        self.summary?.sm_active
+    }
 }
 
 #[cfg(test)]
@@ -337,6 +352,25 @@ mod tests {
         assert_eq!(Answer::of(snapshot(8, &[None], [0, 3])).capped, None, "a real node is kept whole");
     }
 
+    /// Issue 57: the mean over the GPUs that have the counters, bounded
+    /// whatever a node sends; none without them.
+    #[test]
+    fn sm_activity_is_the_mean_of_the_gpus_that_report_it() {
+        let with = |sm: &[Option<f64>]| {
+            let mut snap = snapshot(sm.len() as u32, &[None], []);
+            for (g, sm) in snap.gpus.iter_mut().zip(sm) {
+                g.activity = sm.map(|sm| crate::model::Activity { sm_active: Some(sm), ..Default::default() });
+            }
+            Answer::of(snap).summary.sm_active
+        };
+        assert_eq!(with(&[Some(62.5), None, Some(30.0)]), Some(46));
+        assert_eq!(with(&[Some(0.0)]), Some(0), "idle is 0, not n/a");
+        assert_eq!(with(&[None, None]), None);
+        assert_eq!(with(&[]), None);
+        assert_eq!(with(&[Some(1e300), Some(1e300)]), Some(100));
+        assert_eq!(with(&[Some(-5.0)]), Some(0));
+    }
+
     proptest! {
         /// The summary is the table's old per-frame definition, computed once.
         #[test]
@@ -353,7 +387,8 @@ mod tests {
             let used: u64 = (0..u64::from(gpus)).sum();
             let memory = (gpus > 0).then_some((used, 100 * u64::from(gpus)));
             let s = Answer::of(snap.clone()).summary;
-            prop_assert_eq!(s, Summary { busy_gpus: busy, gpus: snap.gpus.len(), memory, alerts: 0 });
+            let want = Summary { busy_gpus: busy, gpus: snap.gpus.len(), memory, alerts: 0, sm_active: None };
+            prop_assert_eq!(s, want);
         }
     }
 }

@@ -47,6 +47,10 @@ pub fn busy_text(h: &HostState) -> String {
     h.busy_gpus().map_or_else(|| "n/a".into(), |(b, n)| format!("{b}/{n}"))
 }
 
+pub fn sm_active_text(h: &HostState) -> String {
+    h.sm_active().map_or_else(|| "n/a".into(), |p| format!("{p}%"))
+}
+
 pub fn memory_text(h: &HostState) -> String {
     h.memory().map_or_else(
         || "n/a".into(),

@@ -62,6 +62,112 @@ fn plain_and_zstd_round_trip() {
     }
 }
 
+/// A snapshot whose GPU and MIG device report activity, beside a GPU that
+/// has none, with odd figures as GPM gives them (ratios of counters).
+fn with_activity(secs: u64) -> Snapshot {
+    let mut snap = snapshot(secs, false);
+    let activity = Activity {
+        period_ms: 1003,
+        sm_active: Some(100.0 * 2.0 / 3.0),
+        sm_occupancy: Some(100.0 * 1234.0 / 98765.0),
+        tensor_active: Some(0.1 + 0.2),
+        tensor_hmma: Some(41.0),
+        tensor_imma: None,
+        tensor_dfma: Some(0.0),
+        dram_active: Some(55.55),
+        fp64_active: None,
+        fp32_active: Some(1e-7),
+        fp16_active: Some(99.99999999999999),
+        pcie_tx_bytes_per_s: Some(u64::MAX),
+        pcie_rx_bytes_per_s: Some(24_000_000_000),
+        nvlink_tx_bytes_per_s: None,
+        nvlink_rx_bytes_per_s: Some(0),
+    };
+    snap.gpus[0].activity = Some(activity.clone());
+    snap.gpus[0].mig_devices.push(MigDevice {
+        index: 1,
+        uuid: Some("MIG-1".into()),
+        name: None,
+        profile: Some("3g.40gb".into()),
+        gpu_instance_id: Some(2),
+        compute_instance_id: Some(0),
+        memory: MigMemory { total: Some(40 << 30), used: None, free: None },
+        activity: Some(Activity { sm_active: Some(12.5), ..activity }),
+        activity_unavailable: None,
+    });
+    let mut old = Gpu::blank(1, GpuState::Ok);
+    old.activity_unavailable = Some(ActivityUnavailable::NotSupported);
+    snap.gpus.push(old);
+    snap
+}
+
+/// Issue 57: activity is recorded and replays as it was read, through the
+/// dashboard's reader and `replay --json`'s stream alike.
+#[test]
+fn activity_records_and_replays_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["gpm.ndjson", "gpm.ndjson.zst"] {
+        let path = dir.path().join(name);
+        let mut r = Recorder::create(&path, &Header::new(None, 1000)).unwrap();
+        for s in 0..3 {
+            r.write(&with_activity(s)).unwrap();
+        }
+        r.finish().unwrap();
+        let rec = Recording::open(&path).unwrap();
+        assert_eq!(rec.get(1).unwrap(), with_activity(1), "{name}");
+        let mut streamed = Vec::new();
+        super::reader::stream(&path, |snap| {
+            streamed.push(snap);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(streamed, (0..3).map(with_activity).collect::<Vec<_>>(), "{name}");
+    }
+}
+
+/// A recording made before gpuscope read activity has none of its keys:
+/// it reads, the figures n/a rather than 0.
+#[test]
+fn a_recording_from_before_activity_reads_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.ndjson");
+    let mut r = Recorder::create(&path, &Header::new(None, 1000)).unwrap();
+    for s in 0..3 {
+        r.write(&with_activity(s)).unwrap();
+    }
+    r.finish().unwrap();
+    let old: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let strip = |o: &mut serde_json::Value| {
+                let o = o.as_object_mut().unwrap();
+                o.remove("activity");
+                o.remove("activity_unavailable");
+            };
+            // The header line has no GPUs: left as it was.
+            for gpu in v.get_mut("gpus").and_then(serde_json::Value::as_array_mut).into_iter().flatten() {
+                gpu["mig_devices"].as_array_mut().into_iter().flatten().for_each(strip);
+                strip(gpu);
+            }
+            v.to_string()
+        })
+        .collect();
+    let text = old.join("\n") + "\n";
+    assert!(!text.contains("activity") && text.contains("mig_devices"), "{text}");
+    std::fs::write(&path, text).unwrap();
+    let rec = Recording::open(&path).unwrap();
+    assert_eq!((rec.len(), rec.skipped.total()), (3, 0));
+    let snap = rec.get(2).unwrap();
+    let mut expected = with_activity(2);
+    for g in &mut expected.gpus {
+        (g.activity, g.activity_unavailable) = (None, None);
+        g.mig_devices.iter_mut().for_each(|m| (m.activity, m.activity_unavailable) = (None, None));
+    }
+    assert_eq!(snap, expected);
+}
+
 #[test]
 fn damage_is_skipped_and_counted() {
     let dir = tempfile::tempdir().unwrap();

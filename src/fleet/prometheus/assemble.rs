@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use super::api::Sample;
 use crate::model::{
-    Alert, DeviceAllocator, Gpu, GpuState, Process, ProcessAllocator, ProcessGpu, ProcessType, ProcessUtilization,
-    SCHEMA_VERSION, Snapshot, Timestamp,
+    Activity, Alert, DeviceAllocator, Gpu, GpuState, Process, ProcessAllocator, ProcessGpu, ProcessType,
+    ProcessUtilization, SCHEMA_VERSION, Snapshot, Timestamp,
 };
 
 /// The families the fleet reads: one query asks for all of them.
@@ -24,6 +24,13 @@ pub const FAMILIES: &[&str] = &[
     "gpuscope_gpu_temperature_celsius",
     "gpuscope_gpu_power_draw_watts",
     "gpuscope_gpu_power_limit_watts",
+    // Of the activity counters, the three the dashboard charts: each
+    // family is a series per GPU in every answer, and the answer's size
+    // caps how many instances one query can bring.
+    "gpuscope_gpu_sm_active_ratio",
+    "gpuscope_gpu_tensor_active_ratio",
+    "gpuscope_gpu_dram_active_ratio",
+    "gpuscope_gpu_activity_unavailable",
     "gpuscope_process_gpu_memory_bytes",
     "gpuscope_process_cpu_usage_ratio",
     "gpuscope_process_host_memory_bytes",
@@ -73,7 +80,7 @@ fn snapshot(series: &[&Sample], interval_ms: u64, now_ms: u64) -> Snapshot {
         simulated: false,
         host: Default::default(),
         driver: Default::default(),
-        gpus: gpus(series),
+        gpus: gpus(series, interval_ms),
         processes: processes.into_values().collect(),
         alerts: alerts(series, &time),
         events: Vec::new(),
@@ -93,7 +100,19 @@ fn percent(v: Option<f64>) -> Option<u32> {
     v.filter(|v| *v >= 0.0).map(|v| (v * 100.0).round().min(f64::from(u32::MAX)) as u32)
 }
 
-fn gpus(series: &[&Sample]) -> Vec<Gpu> {
+/// A ratio from 0 to 1 as the snapshot's percent, kept unrounded.
+fn share(v: Option<f64>) -> Option<f64> {
+    v.filter(|v| v.is_finite() && *v >= 0.0).map(|v| v * 100.0)
+}
+
+/// The activity a figure goes into, begun on the first one that came.
+/// Prometheus keeps no sample period: it is taken to be the interval
+/// these snapshots are read at, as `Snapshot::interval_ms` is.
+fn activity(g: &mut Gpu, interval_ms: u64) -> &mut Activity {
+    g.activity.get_or_insert_with(|| Activity { period_ms: interval_ms, ..Activity::default() })
+}
+
+fn gpus(series: &[&Sample], interval_ms: u64) -> Vec<Gpu> {
     let mut gpus: BTreeMap<u32, Gpu> = BTreeMap::new();
     for s in series.iter().filter(|s| s.name().starts_with("gpuscope_gpu_")) {
         let Some(i) = index(s, "gpu") else { continue };
@@ -113,6 +132,16 @@ fn gpus(series: &[&Sample]) -> Vec<Gpu> {
             "gpuscope_gpu_temperature_celsius" => g.temperature_c = v.filter(|t| *t >= 0.0).map(|t| t.round() as u32),
             "gpuscope_gpu_power_draw_watts" => g.power_draw_w = v,
             "gpuscope_gpu_power_limit_watts" => g.power_limit_w = v,
+            "gpuscope_gpu_sm_active_ratio" if share(v).is_some() => {
+                activity(g, interval_ms).sm_active = share(v);
+            }
+            "gpuscope_gpu_tensor_active_ratio" if share(v).is_some() => {
+                activity(g, interval_ms).tensor_active = share(v);
+            }
+            "gpuscope_gpu_dram_active_ratio" if share(v).is_some() => {
+                activity(g, interval_ms).dram_active = share(v);
+            }
+            "gpuscope_gpu_activity_unavailable" if v == Some(1.0) => g.activity_unavailable = word(s, "reason"),
             _ => {}
         }
     }
@@ -310,5 +339,66 @@ mod tests {
         assert_eq!(snap.gpus.len(), 20_000);
         let shares = snap.gpus[19_999].process_utilization.as_ref().unwrap();
         assert_eq!((shares[0].pid, shares[0].sm), (7, 25));
+    }
+
+    /// The exporter's text as Prometheus stores it: a sample a line, with
+    /// the instance it scraped, and only the families the fleet asks for.
+    fn scraped(body: &str) -> Vec<Sample> {
+        let mut samples = Vec::new();
+        for line in body.lines().filter(|l| !l.starts_with('#')) {
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            let (name, mut rest) = series.split_once('{').map_or((series, ""), |(n, l)| (n, l));
+            let mut labels = vec![("instance", "n:1".to_string())];
+            while let Some((key, after)) = rest.split_once("=\"") {
+                let (mut value, mut chars) = (String::new(), after.char_indices());
+                let end = loop {
+                    match chars.next().unwrap() {
+                        (i, '"') => break i,
+                        (_, '\\') => value.push(chars.next().unwrap().1),
+                        (_, c) => value.push(c),
+                    }
+                };
+                labels.push((key, value));
+                rest = after[end + 1..].trim_start_matches([',', '}']);
+            }
+            if FAMILIES.contains(&name) {
+                samples.push(sample(name, &labels, value.parse().unwrap()));
+            }
+        }
+        samples
+    }
+
+    #[test]
+    fn the_families_asked_for_are_ones_the_exporter_writes() {
+        let written = crate::serve::metrics::sample_names();
+        for family in FAMILIES {
+            assert!(written.iter().any(|w| w == family), "{family}");
+        }
+    }
+
+    /// Issue 57: SM, tensor and DRAM activity, and why a GPU has none,
+    /// come back from Prometheus as the node's exporter wrote them.
+    #[test]
+    fn activity_the_exporter_writes_is_read_back() {
+        use crate::model::ActivityUnavailable;
+        let node = crate::serve::metrics::tests::snapshot();
+        let body = crate::serve::metrics::encode(crate::serve::encode::Format::Text, &node, 0);
+        let back = &snapshots(&scraped(&body), 2000, 0)["n:1"];
+        let (got, sent) = (back.gpus[0].activity.as_ref().unwrap(), node.gpus[0].activity.as_ref().unwrap());
+        for (got, sent) in [
+            (got.sm_active, sent.sm_active),
+            (got.tensor_active, sent.tensor_active),
+            (got.dram_active, sent.dram_active),
+        ] {
+            assert!((got.unwrap() - sent.unwrap()).abs() < 1e-9, "{got:?} for {sent:?}");
+        }
+        assert_eq!(got.period_ms, 2000, "the interval: Prometheus keeps no period");
+        assert_eq!((got.fp32_active, got.pcie_tx_bytes_per_s), (None, None), "not asked for: n/a, not 0");
+        assert_eq!(back.gpus[0].activity_unavailable, None);
+        assert_eq!((&back.gpus[1].activity, back.gpus[1].activity_unavailable), (&None, None), "lost");
+        assert_eq!(
+            (&back.gpus[2].activity, back.gpus[2].activity_unavailable),
+            (&None, Some(ActivityUnavailable::NotSupported))
+        );
     }
 }

@@ -10,7 +10,7 @@ use ratatui::text::{Line, Span};
 use super::state::{Screen, ViewState};
 use crate::fleet::jobs::Job;
 use crate::fleet::model::{HostState, HostStatus};
-use crate::fleet::table::{busy_text, job_title, marks, memory_text};
+use crate::fleet::table::{busy_text, job_title, marks, memory_text, sm_active_text};
 use crate::model::Severity;
 use crate::tui::Clock;
 use crate::tui::render::{bytes_short, clean_text, fit_text};
@@ -107,15 +107,20 @@ fn footer(view: &ViewState) -> String {
 
 const HOST_W: usize = 22;
 const MEMORY_W: usize = 20;
+const SM_W: usize = 10;
+/// From this width the SM activity column fits with a memory bar of 16.
+const SM_FROM: usize = 100;
 
 fn host_lines(view: &ViewState, w: usize, body_h: usize, now: u64) -> Vec<Line<'static>> {
     let hosts = view.hosts();
-    let bar_w = w.saturating_sub(2 + HOST_W + 13 + 10 + MEMORY_W + 1 + 6).min(40);
+    let sm_w = if w >= SM_FROM { SM_W } else { 0 };
+    let bar_w = w.saturating_sub(2 + HOST_W + 13 + 10 + sm_w + MEMORY_W + 1 + 6).min(40);
     let title = format!(
-        "  {}{}{}{}{}ALERTS",
+        "  {}{}{}{}{}{}ALERTS",
         cell(view, "HOST", HOST_W),
         cell(view, "STATUS", 13),
         cell(view, "GPUS BUSY", 10),
+        cell(view, "SM ACTIVE", sm_w),
         cell(view, "MEMORY", MEMORY_W),
         " ".repeat(bar_w + if bar_w > 0 { 1 } else { 0 })
     );
@@ -126,12 +131,14 @@ fn host_lines(view: &ViewState, w: usize, body_h: usize, now: u64) -> Vec<Line<'
     let page = body_h.saturating_sub(1).max(1);
     let offset = (view.selected + 1).saturating_sub(page);
     for (i, h) in hosts.iter().enumerate().skip(offset).take(page) {
-        lines.push(host_line(view, h, i == view.selected, bar_w, w, now));
+        lines.push(host_line(view, h, i == view.selected, [sm_w, bar_w], w, now));
     }
     lines
 }
 
-fn host_line(view: &ViewState, h: &HostState, selected: bool, bar_w: usize, w: usize, now: u64) -> Line<'static> {
+/// `widths`: the SM activity column's and the memory bar's, 0 where left out.
+fn host_line(view: &ViewState, h: &HostState, selected: bool, widths: [usize; 2], w: usize, now: u64) -> Line<'static> {
+    let [sm_w, bar_w] = widths;
     let mark = if selected { "> " } else { "  " };
     let status_style = match h.status {
         HostStatus::Ok => Style::new(),
@@ -143,6 +150,7 @@ fn host_line(view: &ViewState, h: &HostState, selected: bool, bar_w: usize, w: u
         Span::raw(format!("{} ", cell(view, &h.host, HOST_W - 1))),
         Span::styled(cell(view, &h.status_text(now), 13), status_style),
         Span::raw(cell(view, &busy_text(h), 10)),
+        Span::raw(cell(view, &sm_active_text(h), sm_w)),
         Span::raw(cell(view, &memory_text(h), MEMORY_W)),
     ];
     if bar_w > 0 {

@@ -1,6 +1,7 @@
-//! Per-GPU families, each labelled `gpu` (NVML's index) and `uuid`.
+//! Per-GPU families, each labelled `gpu` (NVML's index) and `uuid`; the
+//! activity counters' are in `activity.rs`.
 
-use super::{counter, gauge, info};
+use super::{activity, counter, gauge, info};
 use crate::model::{Gpu, GpuAllocator, GpuState, Snapshot};
 use crate::serve::encode::{Def, Encoder, Value};
 
@@ -261,5 +262,14 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot) {
     }
     for (def, read) in ALLOCATOR {
         per_gpu(enc, def, &|g| g.allocator.as_ref().and_then(read).map(Value::from));
+    }
+    for (pair, read) in &activity::READINGS {
+        per_gpu(enc, &pair[0], &|g| g.activity.as_ref().and_then(read));
+    }
+    let mut f = enc.family(&activity::UNAVAILABLE[0]);
+    for (index, uuid, g) in &ids {
+        if let Some(why) = g.activity_unavailable {
+            f.sample(&[("gpu", index), ("uuid", uuid), ("reason", activity::reason(why))], Some(1u64));
+        }
     }
 }

@@ -5,7 +5,7 @@
 //! device's, which dcgm-exporter has no label for). Upper case as
 //! dcgm-exporter spells them: Prometheus allows it in label names.
 
-use super::{gauge, info};
+use super::{activity, gauge, info};
 use crate::model::{Gpu, MigDevice, Snapshot};
 use crate::serve::encode::{Def, Encoder, Value};
 
@@ -64,6 +64,12 @@ impl MigLabels {
         let [a, b, c, d] = self.instance();
         [("gpu", &self.gpu), ("uuid", &self.uuid), a, b, c, d]
     }
+
+    /// `all` and one label more, without building a list.
+    fn and<'a>(&'a self, label: (&'static str, &'a str)) -> [(&'static str, &'a str); 7] {
+        let [a, b, c, d, e, f] = self.all();
+        [a, b, c, d, e, f, label]
+    }
 }
 
 type Reading = fn(&MigDevice) -> Option<Value>;
@@ -80,14 +86,24 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot) {
     let mut f = enc.family(&INFO);
     for (labels, m) in &migs {
         let index = m.index.to_string();
-        let mut all = labels.all().to_vec();
-        all.push(("mig_device", &index));
-        f.sample(&all, Some(1u64));
+        f.sample(&labels.and(("mig_device", &index)), Some(1u64));
     }
     for (def, read) in READINGS {
         let mut f = enc.family(def);
         for (labels, m) in &migs {
             f.sample(&labels.all(), read(m));
+        }
+    }
+    for (pair, read) in &activity::READINGS {
+        let mut f = enc.family(&pair[1]);
+        for (labels, m) in &migs {
+            f.sample(&labels.all(), m.activity.as_ref().and_then(read));
+        }
+    }
+    let mut f = enc.family(&activity::UNAVAILABLE[1]);
+    for (labels, m) in &migs {
+        if let Some(why) = m.activity_unavailable {
+            f.sample(&labels.and(("reason", activity::reason(why))), Some(1u64));
         }
     }
 }

@@ -3,6 +3,7 @@
 //! (bytes, seconds, ratio 0..1, celsius, watts, hertz); an unknown reading
 //! leaves no sample rather than a 0.
 
+mod activity;
 mod gpu;
 mod mig;
 mod process;
@@ -25,7 +26,9 @@ const fn info(name: &'static str, help: &'static str) -> Def {
 
 /// Every family the exporter can emit, in the order it emits them.
 pub fn families() -> impl Iterator<Item = &'static Def> {
-    [gpu::ALL, mig::ALL, process::ALL, status::ALL].into_iter().flatten().copied()
+    let gpu = gpu::ALL.iter().copied().chain(activity::families(0));
+    let mig = mig::ALL.iter().copied().chain(activity::families(1));
+    gpu.chain(mig).chain([process::ALL, status::ALL].into_iter().flatten().copied())
 }
 
 /// The names samples can carry (`_total` and `_info` included): what a

@@ -2,8 +2,9 @@ use std::collections::BTreeSet;
 
 use super::*;
 use crate::model::{
-    Alert, AlertKind, DeviceAllocator, Driver, Gpu, GpuAllocator, GpuState, Host, NvmlStatus, ProbeState, Process,
-    ProcessAllocator, ProcessGpu, ProcessType, Severity, SourceStatus, Sources, Timestamp,
+    Activity, ActivityUnavailable, Alert, AlertKind, DeviceAllocator, Driver, Gpu, GpuAllocator, GpuState, Host,
+    NvmlStatus, ProbeState, Process, ProcessAllocator, ProcessGpu, ProcessType, Severity, SourceStatus, Sources,
+    Timestamp,
 };
 
 const GIB: u64 = 1 << 30;
@@ -93,9 +94,40 @@ fn on_mig() -> Process {
     p
 }
 
-/// Two GPUs (one with every reading and a MIG device, one lost with
-/// none), a probed process, a process the host cannot see, one on the MIG
-/// device, and two alerts.
+/// Every activity counter, as an H100 training in bf16 might show them.
+fn activity() -> Activity {
+    Activity {
+        period_ms: 1000,
+        sm_active: Some(62.5),
+        sm_occupancy: Some(31.0),
+        tensor_active: Some(45.0),
+        tensor_hmma: Some(44.0),
+        tensor_imma: Some(0.0),
+        tensor_dfma: Some(1.0),
+        dram_active: Some(55.0),
+        fp64_active: Some(0.0),
+        fp32_active: Some(12.0),
+        fp16_active: Some(3.0),
+        pcie_tx_bytes_per_s: Some(3_000_000),
+        pcie_rx_bytes_per_s: Some(24_000_000_000),
+        nvlink_tx_bytes_per_s: Some(150_000_000_000),
+        nvlink_rx_bytes_per_s: Some(149_000_000_000),
+    }
+}
+
+/// An A100: no activity counters.
+fn without_gpm() -> Gpu {
+    let mut g = Gpu::blank(2, GpuState::Ok);
+    (g.uuid, g.name) = (Some("GPU-cc".into()), Some("NVIDIA A100-SXM4-80GB".into()));
+    g.utilization.gpu = Some(90);
+    g.activity_unavailable = Some(ActivityUnavailable::NotSupported);
+    g
+}
+
+/// Three GPUs (one with every reading, activity counters included, and two
+/// MIG devices, one lost with none, one without activity counters), a
+/// probed process, a process the host cannot see, one on a MIG device, and
+/// two alerts.
 pub(crate) fn snapshot() -> Snapshot {
     let mut ok = Gpu::blank(0, GpuState::Ok);
     ok.uuid = Some("GPU-aa".into());
@@ -120,9 +152,18 @@ pub(crate) fn snapshot() -> Snapshot {
         gpu_instance_id: Some(9),
         compute_instance_id: Some(0),
         memory: crate::model::MigMemory { total: Some(10 * GIB), used: Some(3 * GIB), free: Some(7 * GIB) },
-        activity: None,
+        activity: Some(Activity { sm_active: Some(40.0), tensor_active: Some(12.5), ..activity() }),
         activity_unavailable: None,
     }];
+    ok.mig_devices.push(crate::model::MigDevice {
+        index: 3,
+        uuid: Some("MIG-dd".into()),
+        gpu_instance_id: Some(10),
+        activity: None,
+        activity_unavailable: Some(ActivityUnavailable::FirstSample),
+        ..ok.mig_devices[0].clone()
+    });
+    ok.activity = Some(activity());
     (ok.persistence_mode, ok.power_management_limit_w) = (Some(true), Some(700.0));
     ok.max_clocks.sm_mhz = Some(1980);
     ok.ecc = crate::model::Ecc {
@@ -181,7 +222,7 @@ pub(crate) fn snapshot() -> Snapshot {
         simulated: true,
         host: Host::default(),
         driver: Driver::default(),
-        gpus: vec![ok, Gpu::blank(1, GpuState::Lost)],
+        gpus: vec![ok, Gpu::blank(1, GpuState::Lost), without_gpm()],
         processes: vec![
             process(4242, Some("python3 \"train.py\" --out C:\\runs"), Some(allocator)),
             process(77, None, None),
@@ -437,7 +478,7 @@ fn mig_devices_have_series_with_dcgm_exporter_s_labels() {
         assert!(has(&l, &expected), "missing {expected}");
     }
     let mut snap = snapshot();
-    snap.gpus[0].mig_devices[0].memory.free = None;
+    snap.gpus[0].mig_devices.iter_mut().for_each(|m| m.memory.free = None);
     let body = encode(Format::Text, &snap, 0);
     assert!(!body.contains("gpuscope_mig_memory_free_bytes{"), "unknown: no sample, not 0");
     // A process on the whole GPU carries no MIG labels.
@@ -473,4 +514,89 @@ fn label_values_from_a_process_are_bounded_and_visible() {
     assert_eq!(series(&body), series(&tame));
     assert!(body.len() < tame.len() + series(&tame) * 3 * 4 * crate::sources::NAME_MAX_CHARS, "{} bytes", body.len());
     promtool_accepts(&body);
+}
+
+#[test]
+fn gpu_activity_in_ratios_and_bytes_per_second_with_the_gpu_labels() {
+    let l = lines(Format::Text);
+    let gpu0 = "{gpu=\"0\",uuid=\"GPU-aa\"}";
+    for expected in [
+        format!("gpuscope_gpu_sm_active_ratio{gpu0} 0.625"),
+        format!("gpuscope_gpu_sm_occupancy_ratio{gpu0} 0.31"),
+        format!("gpuscope_gpu_tensor_active_ratio{gpu0} 0.45"),
+        format!("gpuscope_gpu_tensor_hmma_active_ratio{gpu0} 0.44"),
+        format!("gpuscope_gpu_tensor_imma_active_ratio{gpu0} 0"),
+        format!("gpuscope_gpu_tensor_dfma_active_ratio{gpu0} 0.01"),
+        format!("gpuscope_gpu_dram_active_ratio{gpu0} 0.55"),
+        format!("gpuscope_gpu_fp64_active_ratio{gpu0} 0"),
+        format!("gpuscope_gpu_fp32_active_ratio{gpu0} 0.12"),
+        format!("gpuscope_gpu_fp16_active_ratio{gpu0} 0.03"),
+        format!("gpuscope_gpu_gpm_pcie_tx_bytes_per_second{gpu0} 3000000"),
+        format!("gpuscope_gpu_gpm_pcie_rx_bytes_per_second{gpu0} 24000000000"),
+        format!("gpuscope_gpu_gpm_nvlink_tx_bytes_per_second{gpu0} 150000000000"),
+        format!("gpuscope_gpu_gpm_nvlink_rx_bytes_per_second{gpu0} 149000000000"),
+        // NVML's own PCIe figure keeps its name and meaning beside GPM's.
+        format!("gpuscope_gpu_pcie_tx_bytes_per_second{gpu0} 1024"),
+        "gpuscope_gpu_activity_unavailable{gpu=\"2\",uuid=\"GPU-cc\",reason=\"not_supported\"} 1".into(),
+    ] {
+        assert!(has(&l, &expected), "missing {expected}");
+    }
+    let om = lines(Format::OpenMetrics);
+    for expected in [
+        "# UNIT gpuscope_gpu_sm_active_ratio ratio",
+        "# UNIT gpuscope_gpu_gpm_pcie_tx_bytes_per_second bytes_per_second",
+        "# TYPE gpuscope_gpu_activity_unavailable gauge",
+    ] {
+        assert!(has(&om, expected), "missing {expected}");
+    }
+    promtool_accepts(&encode(Format::Text, &snapshot(), 7));
+}
+
+/// A GPU without the counters has no activity series, not zeros, and one
+/// series saying why; a GPU with them has no reason series.
+#[test]
+fn absent_activity_is_no_series_and_a_reason() {
+    let l = lines(Format::Text);
+    let activity_names: Vec<&str> = activity::families(0).map(|d| d.name).collect();
+    let of = |gpu: &str| -> Vec<&str> {
+        l.iter()
+            .filter(|l| l.contains(&format!("{{gpu=\"{gpu}\"")))
+            .filter_map(|l| l.split('{').next())
+            .filter(|name| activity_names.contains(name))
+            .collect()
+    };
+    assert_eq!(of("2"), ["gpuscope_gpu_activity_unavailable"]);
+    assert_eq!(of("1"), Vec::<&str>::new(), "a lost GPU says nothing of its activity");
+    assert_eq!(of("0").len(), activity::READINGS.len(), "{:?}", of("0"));
+
+    // One counter the board does not report: that series alone is missing.
+    let mut snap = snapshot();
+    let a = snap.gpus[0].activity.as_mut().unwrap();
+    (a.fp64_active, a.nvlink_tx_bytes_per_s) = (None, None);
+    let body = encode(Format::Text, &snap, 0);
+    assert!(!body.contains("gpuscope_gpu_fp64_active_ratio{"), "{body}");
+    assert!(!body.contains("gpuscope_gpu_gpm_nvlink_tx_bytes_per_second{"), "{body}");
+    assert!(body.contains("gpuscope_gpu_fp32_active_ratio{gpu=\"0\",uuid=\"GPU-aa\"} 0.12"), "{body}");
+}
+
+#[test]
+fn mig_activity_carries_the_mig_labels() {
+    let l = lines(Format::Text);
+    let mig = "gpu=\"0\",uuid=\"GPU-aa\",GPU_I_ID=\"9\",GPU_I_PROFILE=\"1g.10gb\",GPU_CI_ID=\"0\",mig_uuid=\"MIG-bb\"";
+    let fresh =
+        "gpu=\"0\",uuid=\"GPU-aa\",GPU_I_ID=\"10\",GPU_I_PROFILE=\"1g.10gb\",GPU_CI_ID=\"0\",mig_uuid=\"MIG-dd\"";
+    for expected in [
+        format!("gpuscope_mig_sm_active_ratio{{{mig}}} 0.4"),
+        format!("gpuscope_mig_tensor_active_ratio{{{mig}}} 0.125"),
+        format!("gpuscope_mig_dram_active_ratio{{{mig}}} 0.55"),
+        format!("gpuscope_mig_activity_unavailable{{{fresh},reason=\"first_sample\"}} 1"),
+    ] {
+        assert!(has(&l, &expected), "missing {expected}");
+    }
+    let fresh_series: Vec<&String> = l.iter().filter(|l| l.contains("MIG-dd")).collect();
+    assert!(
+        fresh_series.iter().all(|l| !l.contains("_active_ratio") && !l.contains("_occupancy_ratio")),
+        "{fresh_series:?}"
+    );
+    assert!(!l.iter().any(|l| l.starts_with("gpuscope_mig_activity_unavailable{") && l.contains("MIG-bb")));
 }
