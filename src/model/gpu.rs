@@ -138,9 +138,25 @@ pub enum ActivityUnavailable {
     /// A one-shot reading that did not wait for a second sample
     /// (`--activity` waits 0.1 s for one).
     NotRead,
+    /// A reason this build does not know: a newer node's, read by `fleet`,
+    /// whose snapshot must not fail to parse over it.
+    #[serde(other)]
+    Unknown,
 }
 
 impl ActivityUnavailable {
+    /// The JSON word, for a label, without serializing.
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::NotSupported => "not_supported",
+            Self::NoPermission => "no_permission",
+            Self::Failed => "failed",
+            Self::FirstSample => "first_sample",
+            Self::NotRead => "not_read",
+            Self::Unknown => "unknown",
+        }
+    }
+
     /// Words for a person, short enough for a detail line.
     pub fn describe(self) -> &'static str {
         match self {
@@ -149,6 +165,7 @@ impl ActivityUnavailable {
             Self::Failed => "the driver failed to read it; asking again later",
             Self::FirstSample => "needs a second sample (at least 0.1 s after the first)",
             Self::NotRead => "not read by a one-shot (--activity waits 0.1 s for it)",
+            Self::Unknown => "unavailable, for a reason this gpuscope does not know",
         }
     }
 }
@@ -402,6 +419,12 @@ impl Gpu {
 #[cfg(test)]
 mod tests {
     use super::MigDevice;
+
+    #[test]
+    fn an_unknown_reason_from_a_newer_node_still_parses() {
+        let why: super::ActivityUnavailable = serde_json::from_str("\"throttled_by_the_future\"").unwrap();
+        assert_eq!(why, super::ActivityUnavailable::Unknown);
+    }
 
     #[test]
     fn the_profile_is_read_from_the_mig_device_name() {

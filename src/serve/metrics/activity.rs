@@ -13,7 +13,7 @@
 //! `*_activity_unavailable` says why, so that "no GPM" and "idle" differ.
 
 use super::gauge;
-use crate::model::{Activity, ActivityUnavailable};
+use crate::model::Activity;
 use crate::serve::encode::{Def, Value};
 
 /// The GPU's family and the MIG device's: one figure, two label sets.
@@ -137,26 +137,15 @@ pub fn families(side: usize) -> impl Iterator<Item = &'static Def> {
     READINGS.iter().map(move |(pair, _)| &pair[side]).chain([&UNAVAILABLE[side]])
 }
 
-/// The `reason` label: the snapshot's JSON word, without serializing.
-pub fn reason(why: ActivityUnavailable) -> &'static str {
-    match why {
-        ActivityUnavailable::NotSupported => "not_supported",
-        ActivityUnavailable::NoPermission => "no_permission",
-        ActivityUnavailable::Failed => "failed",
-        ActivityUnavailable::FirstSample => "first_sample",
-        ActivityUnavailable::NotRead => "not_read",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_reason_label_is_the_json_word() {
-        use ActivityUnavailable::*;
-        for why in [NotSupported, NoPermission, Failed, FirstSample, NotRead] {
-            assert_eq!(serde_json::to_value(why).unwrap(), reason(why), "{why:?}");
+        use crate::model::ActivityUnavailable::*;
+        for why in [NotSupported, NoPermission, Failed, FirstSample, NotRead, Unknown] {
+            assert_eq!(serde_json::to_value(why).unwrap(), why.word(), "{why:?}");
         }
     }
 

@@ -269,7 +269,7 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot) {
     let mut f = enc.family(&activity::UNAVAILABLE[0]);
     for (index, uuid, g) in &ids {
         if let Some(why) = g.activity_unavailable {
-            f.sample(&[("gpu", index), ("uuid", uuid), ("reason", activity::reason(why))], Some(1u64));
+            f.sample(&[("gpu", index), ("uuid", uuid), ("reason", why.word())], Some(1u64));
         }
     }
 }

@@ -103,7 +103,7 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot) {
     let mut f = enc.family(&activity::UNAVAILABLE[1]);
     for (labels, m) in &migs {
         if let Some(why) = m.activity_unavailable {
-            f.sample(&labels.and(("reason", activity::reason(why))), Some(1u64));
+            f.sample(&labels.and(("reason", why.word())), Some(1u64));
         }
     }
 }
