@@ -4,7 +4,8 @@ The probe's thread holds the GIL while it turns the allocator's counters
 into a document (it lets go only inside the file write's system calls), so
 the time it spends is time the training loop's Python could not run.
 
-Two figures, median over many samples, per number of devices:
+Two figures, median over many samples, per number of devices (and with
+four live DataLoaders):
 - collect: reading and converting the counters (all under the GIL);
 - sample: collect + writing the file atomically (what each interval costs).
 
@@ -75,14 +76,26 @@ def fake_torch(stats):
     return torch
 
 
-def measure(standin, devices, rounds=2000):
+def measure(standin, devices, rounds=2000, loaders=0):
     stats = nested_stats(standin, devices)
+    # Only the minimal torch stays loaded: the stand-in's own modules answer
+    # from a script file, which real torch's never do.
+    for name in [n for n in sys.modules if n == "torch" or n.startswith("torch.")]:
+        del sys.modules[name]
     sys.modules["torch"] = fake_torch(stats)
+    live = []
+    if loaders:
+        module = bare_dataloader_module()
+        sys.modules[module.__name__] = module
+        gpuscope_probe_module()._armed = True
+        live = [module._SingleProcessDataLoaderIter() for _ in range(loaders)]
     os.environ["GPUSCOPE_PROBE_DIR"] = os.path.join(tempfile.mkdtemp(), "gpuscope", "probes")
     import gpuscope_probe
 
     probe = gpuscope_probe._Probe(1.0)
-    probe.cycle()  # warm: the directory, the uuid cache
+    probe.cycle()  # warm: the directory, the uuid cache; wraps the loader
+    for it in live:
+        next(it)
     collect, sample = [], []
     for _ in range(rounds):
         t = time.perf_counter_ns()
@@ -91,8 +104,17 @@ def measure(standin, devices, rounds=2000):
         t = time.perf_counter_ns()
         probe.cycle()
         sample.append(time.perf_counter_ns() - t)
+    for it in live:
+        next(it)
     probe.close()
+    sys.modules.pop("torch.utils.data.dataloader", None)
     return statistics.median(collect) / 1000, statistics.median(sample) / 1000
+
+
+def gpuscope_probe_module():
+    import gpuscope_probe
+
+    return gpuscope_probe
 
 
 def bare_dataloader_module():
@@ -164,6 +186,8 @@ def main():
     for devices in (1, 8):
         collect, sample = measure(standin, devices)
         print("%d device(s): collect %.0f us (GIL held), sample with file write %.0f us" % (devices, collect, sample))
+    collect, sample = measure(standin, 1, loaders=4)
+    print("1 device, 4 DataLoaders: collect %.0f us (GIL held), sample with file write %.0f us" % (collect, sample))
     median, best = per_batch()
     print("DataLoader __next__ wrapper: %.0f ns added per batch (median of 15 rounds; best %.0f ns)" % (median, best))
 
