@@ -2272,6 +2272,30 @@ def _arch_supported(arch_flags, capability):
     return any(sm // 10 == capability[0] for sm in built)
 
 
+# The fp32_precision settings' getter: torch._C._get_fp32_precision_getter
+# in a real 2.15.0, _get_fp32_precision in a source snapshot before it
+# (torch/backends/cuda/__init__.py, cuBLASModule.__getattr__).
+_FP32_PRECISION_GETTERS = ("_get_fp32_precision_getter", "_get_fp32_precision")
+
+
+def _fp32_precision(getter, op):
+    """The setting in effect for a CUDA op, resolved as
+    aten/src/ATen/Context.cpp's float32Precision does: "none" defers to
+    the backend's "all", then to "generic"'s; "none" all the way is
+    PyTorch's default, IEEE fp32 (a real 2.15.0 answers "none" for cuda
+    matmul out of the box, "tf32" for conv)."""
+    for backend, key in (("cuda", op), ("cuda", "all"), ("generic", "all")):
+        try:
+            value = getter(backend, key)
+        except Exception:
+            return None
+        if not isinstance(value, str):
+            return None
+        if value != "none":
+            return _label(value)
+    return "ieee"
+
+
 def _call(owner, name, *args):
     """owner.name(*args), or None where it is missing or raises."""
     function = getattr(owner, name, None) if owner is not None else None
@@ -2290,8 +2314,9 @@ class _EnvironmentReader(object):
     runtime against the compiled version and can raise), nor from the
     release with the fp32_precision settings on are the allow_tf32 and
     float32_matmul_precision getters (aten/src/ATen/Context.cpp:
-    allowTF32CuBLAS, allowTF32CuDNN and float32MatmulPrecision then warn
-    once in the program's name, and raise where both APIs were used)."""
+    allowTF32CuBLAS, allowTF32CuDNN and float32MatmulPrecision raise where
+    the program used both APIs, as a real 2.15.0 does, and a source
+    snapshot has them warn once in the program's name)."""
 
     def __init__(self):
         self.due = 0.0
@@ -2336,9 +2361,10 @@ class _EnvironmentReader(object):
     def _read(self, torch, capabilities):
         doc = self._static(torch)
         c = getattr(torch, "_C", None)
-        new_api = getattr(c, "_get_fp32_precision", None) is not None
-        matmul = _label(_call(c, "_get_fp32_precision", "cuda", "matmul")) if new_api else None
-        conv = _label(_call(c, "_get_fp32_precision", "cuda", "conv")) if new_api else None
+        getter = next((getattr(c, name) for name in _FP32_PRECISION_GETTERS if hasattr(c, name)), None)
+        new_api = getter is not None
+        matmul = _fp32_precision(getter, "matmul") if new_api else None
+        conv = _fp32_precision(getter, "conv") if new_api else None
         doc.update({
             "fp32_precision_matmul": matmul,
             "fp32_precision_conv": conv,

@@ -529,6 +529,15 @@ class EnvironmentTest(InputCase):
         # The stand-in records a violation for any call of the legacy
         # getters in this release (checked at cleanup).
 
+    def test_an_unset_fp32_precision_defers_as_pytorch_resolves_it(self):
+        # The newest binding's name; "none" out of the box for matmul, as a
+        # real 2.15.0 answers: the default, IEEE, no TF32.
+        env, _ = self.environment({"generation": "newest"})
+        self.assertEqual((env["fp32_precision_matmul"], env["matmul_tf32"]), ("ieee", False))
+        self.assertEqual((env["fp32_precision_conv"], env["cudnn_tf32"]), ("tf32", True))
+        env, _ = self.environment({"generation": "newest", "flags": {"fp32_precision": {"all": "tf32"}}})
+        self.assertEqual((env["fp32_precision_matmul"], env["matmul_tf32"]), ("tf32", True), "from cuda's all")
+
     def test_without_cudnn_or_cuda(self):
         env, _ = self.environment({"cudnn_version": None, "cuda_version": None, "hip_version": "6.2",
                                    "arch_flags": None})

@@ -61,7 +61,9 @@ _FLAG_DEFAULTS = {
     "allow_tf32_matmul": False,
     "allow_tf32_cudnn": True,
     "float32_matmul_precision": "highest",
-    "fp32_precision": {"matmul": "ieee", "conv": "tf32", "rnn": "tf32"},
+    # As a real 2.15.0 answers out of the box: "none" defers to "all",
+    # then to the generic backend's.
+    "fp32_precision": {"matmul": "none", "conv": "tf32", "rnn": "tf32", "all": "none", "generic": "none"},
     "benchmark": False,
     "deterministic": False,
 }
@@ -75,9 +77,10 @@ def _flag(name):
 def _legacy_getter(name, key):
     def getter():
         # From the release with the fp32_precision settings, Context.cpp's
-        # allowTF32CuBLAS, allowTF32CuDNN and float32MatmulPrecision warn
-        # once (TORCH_WARN_ONCE, in the caller's name) and raise where both
-        # APIs were used: the probe must not call them there.
+        # allowTF32CuBLAS, allowTF32CuDNN and float32MatmulPrecision raise
+        # where the program used both APIs (a real 2.15.0 does; a source
+        # snapshot also warns once, in the caller's name): the probe must
+        # not call them there.
         if _standin.has(_standin.script(), "fp32_precision_api"):
             _standin.violation(name + " (deprecated: warns in the program's name)")
         _standin.count(name)
@@ -101,10 +104,13 @@ def _get_cudnn_deterministic():
 
 
 def _get_fp32_precision_impl(backend, op):
-    # Context::float32Precision: "none" falls back to the backend's "all".
-    if backend != "cuda":
-        raise RuntimeError("Invalid backend: " + str(backend))
-    return (_flag("fp32_precision") or {}).get(op, "ieee")
+    # The setting as stored (Context's fp32_precision map), unresolved.
+    settings = dict(_FLAG_DEFAULTS["fp32_precision"], **(_flag("fp32_precision") or {}))
+    if backend == "generic" and op == "all":
+        return settings["generic"]
+    if backend != "cuda" or op not in ("matmul", "conv", "rnn", "all"):
+        raise RuntimeError("Invalid backend: %s or operator: %s" % (backend, op))
+    return settings[op]
 
 
 def _cuda_getArchFlags():
@@ -147,15 +153,22 @@ _BY_FEATURE = {
     "_cuda_cudaCachingAllocator_set_allocator_settings": ("legacy_settings_setter", _legacy_set_settings_impl),
     "_accelerator_getDeviceStats": ("accelerator_allocator", _accelerator_get_device_stats_impl),
     "_cuda_isHistoryEnabled": ("history_query", _is_history_enabled_impl),
-    "_get_fp32_precision": ("fp32_precision_api", _get_fp32_precision_impl),
 }
 _standin.GATED[__name__] = tuple(_BY_FEATURE)
 
 
 def __getattr__(name):
-    if name == "_cudnn" and _standin.script().get("cudnn_version", True) is not None:
+    current = _standin.script()
+    if name == "_cudnn" and current.get("cudnn_version", True) is not None:
         # Absent from a build without cuDNN.
         return _cudnn_module
+    # The fp32_precision getter's binding: _get_fp32_precision in a source
+    # snapshot (modelled for 2.9 and 2.11), _get_fp32_precision_getter in a
+    # real 2.15.0 (modelled for the newest).
+    if _standin.has(current, "fp32_precision_api"):
+        renamed = _standin.has(current, "fp32_precision_getter")
+        if name == ("_get_fp32_precision_getter" if renamed else "_get_fp32_precision"):
+            return _get_fp32_precision_impl
     found = _BY_FEATURE.get(name)
     if found is not None and _standin.has(_standin.script(), found[0]):
         return found[1]

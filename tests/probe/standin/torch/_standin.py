@@ -157,9 +157,12 @@ FIELD_TO_COUNTER = {
 # from 2.11), where older workers write into a sparse file and die of
 # SIGBUS; torch.amp.GradScaler from 2.3 (modelled from 2.5; earlier only
 # torch.cuda.amp's own). The fp32_precision settings
-# (torch._C._get_fp32_precision) are modelled from 2.9, the release
-# aten/src/ATen/Context.cpp's deprecation warning names: there the legacy
-# allow_tf32 and float32_matmul_precision getters warn once and can raise.
+# are modelled from 2.9, the release aten/src/ATen/Context.cpp's
+# deprecation warning names: there the legacy allow_tf32 and
+# float32_matmul_precision getters raise once the program used both APIs
+# (a real 2.15.0 does; a source snapshot also warns). Their getter's binding
+# was renamed (_get_fp32_precision, then _get_fp32_precision_getter in a
+# real 2.15.0): the newest generation has the later name.
 _BASE = ("lazy_call",)
 _2_0 = _BASE + ("allocator_backend", "oom_error", "oom_observer")
 _2_1 = _2_0 + ("uuid", "set_allocator_settings", "legacy_settings_setter", "requested_bytes",
@@ -177,7 +180,7 @@ GENERATIONS = {
     "2.7": {"version": "2.7.1", "features": _2_7},
     "2.9": {"version": "2.9.1", "features": _2_9},
     "2.11": {"version": "2.11.0", "features": _2_11},
-    "newest": {"version": "2.13.0", "features": _2_11 + ("settings_getter", "private_pools")},
+    "newest": {"version": "2.13.0", "features": _2_11 + ("settings_getter", "private_pools", "fp32_precision_getter")},
 }
 
 IMPORTED_AT = time.monotonic()
