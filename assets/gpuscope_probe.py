@@ -298,7 +298,7 @@ def _on_module_loaded(name, module):
         elif name == "jax":
             _launch(quick_start=False)
         else:
-            _hook_torch_classes(early=True)
+            _hook_torch_classes(early=True, loaded=name)
     except Exception:
         pass
 
@@ -2176,24 +2176,31 @@ def _wrap_method(module, class_name, attribute, make):
     return True
 
 
-def _hook_torch_classes(early):
+def _hook_torch_classes(early, loaded=None):
     """Wraps what the probe measures with, in the modules torch has loaded
     (never imported here): the DataLoader iterator's __next__, autocast's
-    __enter__, the GradScalers' __init__. `early`: called as the module
-    finished loading, so nothing of it has been used yet. Wrappers stay
-    after stop(): unwrapping could undo someone else's later wrapper."""
+    __enter__, the GradScalers' __init__. `early`: called as module
+    `loaded` finished executing (importlib still marks it initialising
+    until the import returns), so nothing of it has been used yet.
+    Wrappers stay after stop(): unwrapping could undo someone else's later
+    wrapper."""
     global _scalers_seen_from_import
     modules = sys.modules
+
+    def ready(name):
+        module = modules.get(name)
+        return module if module is not None and (name == loaded or not _mid_import(module)) else None
+
     try:
-        data = modules.get(_DATALOADER_MODULE)
-        if data is not None and not _mid_import(data):
+        data = ready(_DATALOADER_MODULE)
+        if data is not None:
             _wrap_method(data, "_BaseDataLoaderIter", "__next__", _loader_next)
-        autocast = modules.get(_AUTOCAST_MODULE)
-        if autocast is not None and not _mid_import(autocast):
+        autocast = ready(_AUTOCAST_MODULE)
+        if autocast is not None:
             _wrap_method(autocast, "autocast", "__enter__", _counting_enter)
         for name in _SCALER_MODULES:
-            scaler = modules.get(name)
-            if scaler is None or _mid_import(scaler) or _is_hooked(scaler, "GradScaler", "__init__"):
+            scaler = ready(name)
+            if scaler is None or _is_hooked(scaler, "GradScaler", "__init__"):
                 continue
             if _wrap_method(scaler, "GradScaler", "__init__", _noting_init) and early:
                 _scalers_seen_from_import = True

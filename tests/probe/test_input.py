@@ -579,6 +579,34 @@ class EnvironmentTest(InputCase):
         self.assertTrue(self.only_document()["environment"]["cudnn_benchmark"])
 
 
+class ImportOrderTest(InputCase):
+    def test_the_classes_are_wrapped_as_torch_loads_them(self):
+        # `gpuscope run`: start() before the program imports torch. The
+        # import watcher wraps each class as its module loads, before the
+        # program can make a GradScaler, so none seen is a count of 0.
+        code = textwrap.dedent("""
+            import json, sys
+            sys.path.insert(0, %r)
+            sys.path.insert(0, %r)
+            import gpuscope_probe as gp
+            gp.start()
+            import torch
+            hooked = {name: gp._is_hooked(sys.modules[module], cls, attr) for name, module, cls, attr in (
+                ("loader", "torch.utils.data.dataloader", "_BaseDataLoaderIter", "__next__"),
+                ("autocast", "torch.amp.autocast_mode", "autocast", "__enter__"),
+                ("scaler", "torch.amp.grad_scaler", "GradScaler", "__init__"))}
+            print(json.dumps({"hooked": hooked, "threads": [t.name for t in __import__("threading").enumerate()],
+                              "scalers": gp._grad_scaler_doc()}))
+        """) % (ASSETS, STANDIN)
+        out = run_python(code, child_env(GPUSCOPE_PROBE_DIR=self.probe_dir, STANDIN_TORCH_SCRIPT=self.script_path,
+                                         STANDIN_TORCH_VIOLATIONS=self.violations_path))
+        self.assertEqual(out.returncode, 0, out.stderr)
+        result = json.loads(out.stdout)
+        self.assertEqual(result["hooked"], {"loader": True, "autocast": True, "scaler": True})
+        self.assertEqual(result["scalers"], {"count": 0, "enabled": None})
+        self.assertEqual(result["threads"], ["MainThread"], "no thread before CUDA is initialised")
+
+
 class NoTorchImportTest(unittest.TestCase):
     def test_the_input_parts_import_nothing(self):
         code = textwrap.dedent("""
