@@ -60,6 +60,19 @@ open), torch.cuda.memory._dump_snapshot only when asked (gpuscope memviz),
 and torch.cuda.memory._snapshot() at most once in the process's life, for
 the settings in effect, only where start() came after torch was imported
 and the release has no settings getter (see _read_settings_once).
+
+For the input pipeline it wraps, at class level and only in modules torch
+has loaded, torch.utils.data.dataloader._BaseDataLoaderIter.__next__ (two
+clock reads and a few counters per batch; whatever it raises passes
+unchanged, a DataLoader failure noted on the way), autocast.__enter__ (a
+count) and the GradScalers' __init__ (a weak set). On its own tick it reads
+the live iterators' attributes (never is_alive() or exitcode of a worker:
+those reap a dead one), os.statvfs("/dev/shm"), the open-file limit,
+torch.multiprocessing.get_sharing_strategy(), and at most every 10 s
+torch.version, torch._C._cudnn's version getters, _cuda_getArchFlags() and
+the raw flag getters of torch._C (the fp32_precision ones where the release
+has them, else allow_tf32 and float32_matmul_precision; never
+torch.backends.cudnn.version(), which can raise).
 No exception ever reaches the host program.
 """
 
@@ -72,6 +85,13 @@ import stat
 import sys
 import threading
 import time
+import weakref
+from collections.abc import Mapping
+
+try:
+    import resource
+except ImportError:  # not on Windows
+    resource = None
 
 __all__ = ["start", "stop"]
 
@@ -262,6 +282,7 @@ def _arm_frameworks():
     cuda = getattr(torch, "cuda", None) if torch is not None else None
     if cuda is not None and not _mid_import(cuda):
         _arm_torch(cuda, early=False)
+    _hook_torch_classes(early=False)
     jax = modules.get("jax")
     if jax is not None and not _mid_import(jax):
         # JAX offers no hook for its backends coming up: a thread waits.
@@ -274,8 +295,10 @@ def _on_module_loaded(name, module):
             return
         if name == "torch.cuda":
             _arm_torch(module, early=True)
-        else:
+        elif name == "jax":
             _launch(quick_start=False)
+        else:
+            _hook_torch_classes(early=True, loaded=name)
     except Exception:
         pass
 
@@ -320,15 +343,15 @@ class _ImportWatcher(object):
     """A meta path finder that finds nothing itself: it asks the finders
     after it for torch.cuda and jax and wraps their loader, so the probe
     learns of the import without a thread (Python has no post-import hook).
-    Every other name costs one tuple lookup."""
-
-    _WATCHED = ("torch.cuda", "jax")
+    Also the modules whose classes the probe wraps (_HOOKED_MODULES), so a
+    GradScaler made right after its import is seen. Every other name costs
+    one tuple lookup."""
 
     def __init__(self):
         self._local = threading.local()
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname not in self._WATCHED or getattr(self._local, "busy", False):
+        if fullname not in _WATCHED_MODULES or getattr(self._local, "busy", False):
             return None
         self._local.busy = True
         try:
@@ -395,6 +418,10 @@ def _note_exception(exc):
     global _oom_events
     try:
         if not _is_cuda_oom(exc):
+            # A DataLoader worker's death is raised by PyTorch's SIGCHLD
+            # handler wherever the main thread is, not always inside
+            # __next__: known messages are kept from here too.
+            _note_loader_failure(exc)
             return
         _oom_events += 1
         now = time.time()
@@ -1232,6 +1259,10 @@ class _TorchReader(object):
         self.backend_failures = 0
         self.host_failures = 0
         self.private_failures = 0
+        # index -> (major, minor) compute capability, from the same
+        # properties as the identity.
+        self.capabilities = {}
+        self.environment = _EnvironmentReader()
         # None until tried once; then whether PyTorch took the observer.
         self.oom_observer = None
         # (torch.cuda, device indices) for cheap retry/OOM checks between
@@ -1279,6 +1310,13 @@ class _TorchReader(object):
         if _settings_unseen and not _read_settings_once(torch, cuda, backend, blocks):
             probe.errors += 1
         body.update(_alloc_settings(torch))
+        now = time.monotonic()
+        try:
+            body["input"] = _input_doc(now)
+        except Exception:
+            probe.errors += 1
+            body["input"] = None
+        body["environment"] = self.environment.read(torch, self.capabilities, now)
         return body
 
     def _device(self, cuda, index, stats, backend, probe):
@@ -1339,6 +1377,9 @@ class _TorchReader(object):
             text = _text(getattr(props, "uuid", None))
             uuid = text.strip() if text and text.strip() else None
             pci_bus_id = _pci_bus_id(props)
+            major, minor = _count(getattr(props, "major", None)), _count(getattr(props, "minor", None))
+            if major is not None and minor is not None:
+                self.capabilities[index] = (major, minor)
         except Exception:
             probe.errors += 1
         # Cached even when it failed: the properties never change, and a
@@ -1484,6 +1525,8 @@ class _JaxReader(object):
             "oom_events": None,
             "last_oom": None,
             "devices": devices,
+            "input": None,
+            "environment": None,
         }
 
 
@@ -1526,6 +1569,849 @@ def _pair_rose(before, now):
         if old is not None and new is not None and new > old:
             return True
     return False
+
+
+# ------------------------------------------------------------ input pipeline
+#
+# How long the training thread waits for its DataLoaders, what the loaders
+# are set to, /dev/shm, and the job's numeric environment. The DataLoader
+# part is a class-level wrapper of _BaseDataLoaderIter.__next__, the only
+# __next__ in torch/utils/data/dataloader.py from 1.12 to today: both
+# iterator classes inherit it, torchdata's StatefulDataLoader iterator calls
+# it through super(), and iterators made before the wrapper still go
+# through it. It runs in the training thread and only adds to counters; the
+# probe's thread turns them into figures on its own tick.
+
+# Bounds on what one file says: far above what a training job runs.
+_MAX_LOADERS = 8
+_MAX_TRACKED_LOADERS = 32
+_MAX_WORKER_PIDS = 64
+_MAX_LOADER_FAILURES = 4
+_MAX_LABEL = 128
+_MAX_MESSAGE = 1024
+# The figures cover this recent window; the tick's samples are kept at
+# least _INPUT_SAMPLE_GAP_S apart, so the ring stays short at any interval.
+_INPUT_WINDOW_S = 30.0
+_INPUT_SAMPLE_GAP_S = 0.5
+# A shorter window says nothing yet.
+_MIN_WINDOW_S = 1.0
+# The batch is only in the training thread's hands, so its bytes are summed
+# there, at most this often per loader, over a bounded walk: a few
+# microseconds every few seconds, nothing per batch.
+_BATCH_BYTES_EVERY_S = 5.0
+_MAX_BATCH_NODES = 256
+_MAX_BATCH_DEPTH = 4
+# Flags a program may change while it runs, re-read this often.
+_ENVIRONMENT_EVERY_S = 10.0
+# A second failure with the same message this soon is the same failure,
+# seen again by an exception hook after the wrapper let it through.
+_SAME_FAILURE_S = 2.0
+# Tests point this at a small tmpfs of their own.
+_SHM_PATH = "/dev/shm"
+
+# The classes wrapped, by module: (module, class, attribute, wrapper maker).
+_DATALOADER_MODULE = "torch.utils.data.dataloader"
+_AUTOCAST_MODULE = "torch.amp.autocast_mode"
+# torch.amp.GradScaler from 2.3; before, torch.cuda.amp's own class (which
+# from 2.3 subclasses torch.amp's and calls its __init__: a scaler seen by
+# both wrappers is one entry of the weak set).
+_SCALER_MODULES = ("torch.amp.grad_scaler", "torch.cuda.amp.grad_scaler")
+_HOOKED_MODULES = (_DATALOADER_MODULE, _AUTOCAST_MODULE) + _SCALER_MODULES
+_WATCHED_MODULES = ("torch.cuda", "jax") + _HOOKED_MODULES
+
+# id(iterator) -> its _Loader, or False for an iterator not followed (past
+# the bound); entries leave with the iterator (a weak reference's callback).
+_iterators = {}
+# loader key (see _loader_key) -> _Loader.
+_loaders = {}
+_loader_serial = 0
+# Loader failures, oldest first, bounded; and the last one's (exception,
+# message, monotonic time), to tell a repeat from a new failure.
+_loader_failures = []
+_last_loader_failure = (None, None, 0.0)
+# When a failure was last published at once, from the training thread: a
+# program that catches its loader's errors and goes on pays that at most
+# this often.
+_last_failure_publish = -1e18
+_FAILURE_PUBLISH_GAP_S = 1.0
+# [entries, monotonic time of the last, device type, dtype object].
+_autocast = [0, None, None, None]
+_grad_scalers = weakref.WeakSet()
+# Whether the GradScaler classes were wrapped as their module loaded (else
+# scalers made before the probe came are not seen).
+_scalers_seen_from_import = False
+
+
+class _Loader(object):
+    """One DataLoader, followed across its iterators (a new one each epoch
+    unless persistent_workers). The wrapped __next__ adds to the counters in
+    the training thread; the probe's thread reads them (each a single
+    attribute, so a read never sees half an update)."""
+
+    __slots__ = ("number", "sampler", "iterator", "thread", "batches", "wait_s", "epochs", "epoch_wait_s",
+                 "last_epoch_wait_s", "inside_since", "bytes_due", "batch_bytes", "samples", "settings",
+                 "last_active")
+
+    def __init__(self, number, sampler):
+        self.number = number
+        self.sampler = sampler
+        self.iterator = None
+        self.thread = None
+        self.batches = 0
+        # Seconds inside __next__, apart from each epoch's first batch
+        # (which includes starting the workers): that is epoch_wait_s.
+        self.wait_s = 0.0
+        self.epochs = 0
+        self.epoch_wait_s = 0.0
+        self.last_epoch_wait_s = None
+        # monotonic() when the current __next__ began, 0.0 outside one.
+        self.inside_since = 0.0
+        self.bytes_due = 0.0
+        self.batch_bytes = None
+        # (monotonic, batches, wait_s, epoch_wait_s), oldest first.
+        self.samples = []
+        self.settings = None
+        self.last_active = None
+
+
+def _loader_key(iterator):
+    """The DataLoader an iterator belongs to, by the index sampler every
+    iterator copies from it (torch/utils/data/dataloader.py,
+    _BaseDataLoaderIter.__init__: self._index_sampler =
+    loader._index_sampler, made once per DataLoader), without holding it:
+    (key, a weak reference to the sampler or None)."""
+    sampler = getattr(iterator, "_index_sampler", None)
+    if sampler is None:
+        return ("iterator", id(iterator)), None
+    try:
+        return ("sampler", id(sampler)), weakref.ref(sampler)
+    except TypeError:
+        return ("sampler", id(sampler)), None
+
+
+def _adopt_iterator(iterator):
+    """An iterator's first __next__: its loader's record, or False when it
+    is not followed. Never raises."""
+    global _loader_serial
+    try:
+        key, sampler_ref = _loader_key(iterator)
+        loader = _loaders.get(key)
+        if loader is not None and loader.sampler is not None and sampler_ref is not None \
+                and loader.sampler() is not sampler_ref():
+            loader = None  # a new DataLoader where a dead one's sampler was
+        if loader is None:
+            if len(_loaders) >= _MAX_TRACKED_LOADERS:
+                _forget_idle_loaders(time.monotonic())
+            if len(_loaders) >= _MAX_TRACKED_LOADERS:
+                loader = False
+            else:
+                _loader_serial += 1
+                loader = _Loader(_loader_serial, sampler_ref)
+                _loaders[key] = loader
+        ident = id(iterator)
+        ref = weakref.ref(iterator, functools.partial(_forget_iterator, ident))
+        if loader is not False:
+            loader.iterator = ref
+            loader.thread = _label(threading.current_thread().name)
+        # The weak reference lives as long as the entry, so its callback
+        # removes the entry before the id can name another object.
+        _iterators[ident] = loader
+        _iterator_refs[ident] = ref
+        return loader
+    except Exception:
+        return False
+
+
+# id(iterator) -> the weak reference whose callback removes its entries.
+_iterator_refs = {}
+
+
+def _forget_iterator(ident, ref):
+    try:
+        _iterators.pop(ident, None)
+        _iterator_refs.pop(ident, None)
+    except Exception:
+        pass
+
+
+def _forget_idle_loaders(now):
+    """Drops loaders with no live iterator and no batch in the window."""
+    for key, loader in list(_loaders.items()):
+        iterator = loader.iterator() if loader.iterator is not None else None
+        last = loader.last_active if loader.last_active is not None else -1e18
+        if iterator is None and now - last > _INPUT_WINDOW_S:
+            _loaders.pop(key, None)
+
+
+def _loader_next(original):
+    """The wrapper of _BaseDataLoaderIter.__next__. Its own cost is two
+    clock reads and a few attribute updates (benches/probe_cost.py); the
+    batch's bytes are summed at most every _BATCH_BYTES_EVERY_S. Whatever
+    __next__ raises reaches the caller unchanged."""
+    monotonic = time.monotonic
+    iterators = _iterators
+
+    @functools.wraps(original)
+    def __next__(self):
+        loader = iterators.get(id(self))
+        if loader is None:
+            loader = _adopt_iterator(self)
+        if loader is False or not _armed:
+            return original(self)
+        # 0 on an epoch's first batch (torch increments it after
+        # _next_data returns): that wait includes starting the workers.
+        try:
+            first = self._num_yielded == 0
+        except AttributeError:
+            first = False
+        start = monotonic()
+        loader.inside_since = start
+        try:
+            batch = original(self)
+        except BaseException as exc:
+            loader.inside_since = 0.0
+            took = monotonic() - start
+            if first:
+                loader.epoch_wait_s += took
+            else:
+                loader.wait_s += took
+            if isinstance(exc, Exception) and not isinstance(exc, StopIteration):
+                _note_loader_failure(exc, loader, self)
+            raise
+        end = monotonic()
+        loader.inside_since = 0.0
+        loader.batches += 1
+        if first:
+            loader.epochs += 1
+            loader.epoch_wait_s += end - start
+            loader.last_epoch_wait_s = end - start
+        else:
+            loader.wait_s += end - start
+        if end >= loader.bytes_due:
+            loader.bytes_due = end + _BATCH_BYTES_EVERY_S
+            loader.batch_bytes = _batch_bytes(batch)
+        return batch
+
+    __next__._gpuscope_original = original
+    return __next__
+
+
+def _batch_bytes(batch):
+    """Bytes of the tensors in a batch (lists, tuples, dicts, mappings,
+    nested at most _MAX_BATCH_DEPTH deep); None when there are none, or more
+    than _MAX_BATCH_NODES items to walk. Tensor.nbytes (numel x element
+    size) reads sizes only: no copy, no synchronisation."""
+    tensor_type = getattr(sys.modules.get("torch"), "Tensor", None)
+    if not isinstance(tensor_type, type):
+        return None
+    total = 0
+    found = False
+    stack = [(batch, 0)]
+    walked = 0
+    try:
+        while stack:
+            item, depth = stack.pop()
+            walked += 1
+            if walked > _MAX_BATCH_NODES:
+                return None
+            if isinstance(item, tensor_type):
+                size = _count(getattr(item, "nbytes", None))
+                if size is None:
+                    size = _count(item.numel() * item.element_size())
+                if size is None:
+                    return None
+                total += size
+                found = True
+            elif depth < _MAX_BATCH_DEPTH:
+                if isinstance(item, (list, tuple)):
+                    stack.extend((child, depth + 1) for child in item[:_MAX_BATCH_NODES])
+                elif isinstance(item, (dict, Mapping)):
+                    stack.extend((child, depth + 1) for child in list(item.values())[:_MAX_BATCH_NODES])
+    except Exception:
+        return None
+    return total if found else None
+
+
+def _flag(value):
+    return value if isinstance(value, bool) else None
+
+
+def _label(value):
+    text = _text(value)
+    return None if text is None else text[:_MAX_LABEL]
+
+
+def _type_name(value):
+    return None if value is None else _label(type(value).__name__)
+
+
+def _loader_settings(iterator):
+    """What the iterator says of its loader (attributes of
+    torch/utils/data/dataloader.py's iterators in every release since 1.12:
+    _num_workers, _pin_memory, _persistent_workers on both; _prefetch_factor,
+    _workers, _pin_memory_thread (only when pinning) and _data_queue on the
+    multi-process one). A worker's pid is read from its Popen; never
+    is_alive() or exitcode: both wait on a dead worker, which reaps it, and
+    PyTorch's SIGCHLD handler then loses its "killed by signal" diagnosis."""
+    workers = getattr(iterator, "_workers", None)
+    multiprocess = isinstance(workers, list)
+    pids = None
+    if multiprocess:
+        pids = []
+        for worker in workers[:_MAX_WORKER_PIDS]:
+            try:
+                pid = _count(worker.pid)
+            except Exception:
+                pid = None
+            if pid is not None:
+                pids.append(pid)
+    ready = None
+    if multiprocess:
+        # A queue.Queue while pinning (its lock, briefly), else the
+        # multiprocessing queue the workers fill (a semaphore's value).
+        qsize = getattr(getattr(iterator, "_data_queue", None), "qsize", None)
+        try:
+            ready = _count(qsize()) if qsize is not None else None
+        except Exception:
+            ready = None
+    return {
+        "iterator": _type_name(iterator),
+        "dataset": _type_name(getattr(iterator, "_dataset", None)),
+        "num_workers": _count(getattr(iterator, "_num_workers", None)),
+        "pin_memory": _flag(getattr(iterator, "_pin_memory", None)),
+        "prefetch_factor": _count(getattr(iterator, "_prefetch_factor", None)) if multiprocess else None,
+        "persistent_workers": _flag(getattr(iterator, "_persistent_workers", None)),
+        "workers": len(workers) if multiprocess else None,
+        "worker_pids": pids,
+        "pin_memory_thread": (getattr(iterator, "_pin_memory_thread", None) is not None) if multiprocess else None,
+        "batches_ready": ready,
+    }
+
+
+def _shm_need(settings, batch_bytes):
+    """What a loader keeps in /dev/shm: a worker collates its batch straight
+    into shared memory (torch/utils/data/_utils/collate.py), and at most
+    prefetch_factor x num_workers batches are outstanding, plus about two
+    being handed over; none without workers."""
+    if settings is None or settings["num_workers"] is None:
+        return None
+    if settings["num_workers"] == 0:
+        return 0
+    if batch_bytes is None or settings["prefetch_factor"] is None:
+        return None
+    return batch_bytes * (settings["prefetch_factor"] * settings["num_workers"] + 2)
+
+
+def _loader_point(loader, iterator, now):
+    """(now, batches, wait_s, epoch_wait_s), a __next__ in progress
+    counted up to now."""
+    wait, epoch_wait = loader.wait_s, loader.epoch_wait_s
+    inside = loader.inside_since
+    if inside:
+        extra = max(now - inside, 0.0)
+        if iterator is not None and getattr(iterator, "_num_yielded", None) == 0:
+            epoch_wait += extra
+        else:
+            wait += extra
+    return (now, loader.batches, wait, epoch_wait)
+
+
+def _remember(loader, point):
+    samples = loader.samples
+    if samples and samples[-1][1] != point[1]:
+        loader.last_active = point[0]
+    elif not samples:
+        loader.last_active = point[0] if point[1] else None
+    if samples and point[0] - samples[-1][0] < _INPUT_SAMPLE_GAP_S and len(samples) > 1:
+        samples[-1] = point
+    else:
+        samples.append(point)
+    # The newest sample at or before the window's start stays, as its base.
+    cutoff = point[0] - _INPUT_WINDOW_S
+    while len(samples) > 2 and samples[1][0] <= cutoff:
+        del samples[0]
+
+
+def _window_figures(loader):
+    samples = loader.samples
+    old, new = samples[0], samples[-1]
+    span = new[0] - old[0]
+    if span < _MIN_WINDOW_S:
+        return {"window_s": None, "batches_per_s": None, "wait_share": None, "wait_per_batch_s": None}
+    batches = new[1] - old[1]
+    wait = new[2] - old[2]
+    # Epoch starts are apart: neither their wait nor their time counts.
+    steady = span - (new[3] - old[3])
+    share = None
+    if steady >= _MIN_WINDOW_S:
+        share = min(max(wait / steady, 0.0), 1.0)
+    return {
+        "window_s": round(span, 3),
+        "batches_per_s": round(batches / span, 3),
+        "wait_share": None if share is None else round(share, 4),
+        "wait_per_batch_s": round(wait / batches, 6) if batches else None,
+    }
+
+
+def _loader_doc(loader, iterator, now):
+    settings = loader.settings
+    doc = {"id": loader.number, "live": iterator is not None, "consumer_thread": loader.thread,
+           "batches": loader.batches, "epochs": loader.epochs}
+    doc.update(_window_figures(loader))
+    inside = loader.inside_since
+    doc["waiting_s"] = round(max(now - inside, 0.0), 3) if inside and iterator is not None else 0.0
+    doc["first_batch_wait_s"] = None if loader.last_epoch_wait_s is None else round(loader.last_epoch_wait_s, 6)
+    for key in ("iterator", "dataset", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers",
+                "workers", "worker_pids", "pin_memory_thread", "batches_ready"):
+        doc[key] = settings.get(key) if settings is not None else None
+    doc["batch_bytes"] = loader.batch_bytes
+    doc["shm_need"] = _shm_need(settings, loader.batch_bytes) if iterator is not None else 0
+    return doc
+
+
+def _input_doc(now):
+    """The "input" part of the file: live loaders (those with a batch in the
+    window first), /dev/shm and the failures kept."""
+    _hook_torch_classes(early=False)
+    rows = []
+    for key, loader in list(_loaders.items()):
+        iterator = loader.iterator() if loader.iterator is not None else None
+        if iterator is not None:
+            try:
+                loader.settings = _loader_settings(iterator)
+            except Exception:
+                pass
+        _remember(loader, _loader_point(loader, iterator, now))
+        if iterator is None and (loader.last_active is None or now - loader.last_active > _INPUT_WINDOW_S):
+            _loaders.pop(key, None)
+            continue
+        rows.append((iterator is not None, loader.last_active or 0.0, loader, iterator))
+    rows.sort(key=lambda row: (row[0], row[1]), reverse=True)
+    docs = [_loader_doc(loader, iterator, now) for _, _, loader, iterator in rows[:_MAX_LOADERS]]
+    needs = [doc["shm_need"] for doc in docs]
+    return {
+        "hooked": _is_hooked(sys.modules.get(_DATALOADER_MODULE), "_BaseDataLoaderIter", "__next__"),
+        "window_s": _INPUT_WINDOW_S,
+        "loaders": docs,
+        "loaders_left_out": max(len(rows) - _MAX_LOADERS, 0),
+        "shm": _shm_doc(None if any(n is None for n in needs) else sum(needs)),
+        "failures": list(_loader_failures),
+    }
+
+
+def _shm_view():
+    """(total, free) bytes of this process's own /dev/shm, or (None, None):
+    statvfs needs no privilege and sees the container's own mount."""
+    try:
+        info = os.statvfs(_SHM_PATH)
+    except (OSError, AttributeError):
+        return None, None
+    unit = info.f_frsize or info.f_bsize
+    return _count(info.f_blocks * unit), _count(info.f_bavail * unit)
+
+
+def _shm_doc(need):
+    total, free = _shm_view()
+    limits = None
+    if resource is not None:
+        try:
+            limits = resource.getrlimit(resource.RLIMIT_NOFILE)
+        except (OSError, ValueError, AttributeError):
+            limits = None
+    return {
+        "path": _SHM_PATH,
+        "total": total,
+        "free": free,
+        "need": need,
+        "sharing_strategy": _sharing_strategy(),
+        # With the file_descriptor strategy each batch in flight holds
+        # descriptors; RLIM_INFINITY (-1) reads as no figure.
+        "open_files_limit": _count(limits[0]) if limits else None,
+        "open_files_limit_hard": _count(limits[1]) if limits else None,
+    }
+
+
+def _sharing_strategy():
+    """torch.multiprocessing.get_sharing_strategy() (a module global read
+    in Python), only where torch has loaded that module."""
+    getter = getattr(sys.modules.get("torch.multiprocessing"), "get_sharing_strategy", None)
+    if getter is None:
+        return None
+    try:
+        return _label(getter())
+    except Exception:
+        return None
+
+
+# What a DataLoader failure's message says it was (checked in this order):
+# PR 161910's reservation failing ("unable to allocate shared memory(shm)
+# for file </torch_...>: No space left on device (28)", inside "Caught
+# RuntimeError in DataLoader worker process N"); the SIGCHLD handler's
+# "DataLoader worker (pid N) is killed by signal: Bus error. It is possible
+# that dataloader's workers are out of shared memory." (torch/csrc/
+# DataLoader.cpp) and other signals; _try_get_data's "DataLoader worker
+# (pid(s) N) exited unexpectedly" and "Too many open files. Communication
+# with the workers is no longer possible." (torch/utils/data/dataloader.py);
+# "received 0 items of ancdata" (the file_descriptor strategy past the
+# descriptor limit); an exception re-raised from a worker; a timeout.
+_FAILURE_KINDS = (
+    ("shm_exhausted", re.compile(r"unable to allocate shared memory|No space left on device.*shm|shm.*No space left")),
+    ("bus_error", re.compile(r"killed by signal: Bus error")),
+    ("worker_killed", re.compile(r"DataLoader worker \(pid \d+\) is killed by signal")),
+    ("worker_exited", re.compile(r"DataLoader worker \(pid\(s\) [\d, ]+\) exited unexpectedly")),
+    ("too_many_open_files", re.compile(r"Too many open files|received 0 items of ancdata")),
+    ("worker_exception", re.compile(r"in DataLoader worker process \d+")),
+    ("timeout", re.compile(r"DataLoader timed out after")),
+)
+_WORKER_PID = re.compile(r"DataLoader worker \(pid(?:\(s\))? (\d+)")
+# The kinds that end the workers: the file is kept after exit, as an OOM's.
+_FATAL_KINDS = ("shm_exhausted", "bus_error", "worker_killed", "worker_exited", "too_many_open_files")
+
+
+def _failure_kind(text):
+    for kind, pattern in _FAILURE_KINDS:
+        if pattern.search(text):
+            return kind
+    return None
+
+
+def _bounded_message(text):
+    """The message, or its start and its end where it is long: a worker's
+    re-raised error puts the first line first and the real error last."""
+    if len(text) <= _MAX_MESSAGE:
+        return _text(text)
+    half = _MAX_MESSAGE // 2 - 2
+    return _text(text[:half] + " \u2026 " + text[-half:])
+
+
+def _note_loader_failure(exc, loader=None, iterator=None):
+    """A DataLoader failure's post-mortem, kept like an OOM's: the message,
+    how full /dev/shm was, and the loader's settings. From the wrapped
+    __next__ (loader known) or an exception hook (the loader found by the
+    worker's pid where the message names one). Never raises."""
+    global _last_loader_failure, _last_failure_publish
+    try:
+        try:
+            text = str(exc)
+        except Exception:
+            text = ""
+        kind = _failure_kind(text)
+        if loader is None and kind is None:
+            return
+        now = time.monotonic()
+        last_ref, last_text, last_at = _last_loader_failure
+        if (last_ref is not None and last_ref() is exc) or (text == last_text and now - last_at < _SAME_FAILURE_S):
+            return
+        try:
+            ref = weakref.ref(exc)
+        except TypeError:
+            ref = None
+        _last_loader_failure = (ref, text, now)
+        match = _WORKER_PID.search(text)
+        worker_pid = int(match.group(1)) if match else None
+        if loader is None and worker_pid is not None:
+            loader = _loader_of_worker(worker_pid)
+        settings = None
+        if iterator is not None:
+            try:
+                settings = _loader_settings(iterator)
+            except Exception:
+                settings = None
+        if settings is None and loader is not None:
+            settings = loader.settings
+        total, free = _shm_view()
+        record = {
+            "time_unix_ms": int(time.time() * 1000),
+            "kind": kind or "other",
+            "exception": _type_name(exc),
+            "message": _bounded_message(text),
+            "loader": loader.number if loader is not None else None,
+            "worker_pid": worker_pid,
+            "shm_total": total,
+            "shm_free": free,
+            "sharing_strategy": _sharing_strategy(),
+            "batch_bytes": loader.batch_bytes if loader is not None else None,
+        }
+        for key in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers"):
+            record[key] = settings.get(key) if settings is not None else None
+        _loader_failures.append(record)
+        del _loader_failures[:-_MAX_LOADER_FAILURES]
+        probe = _probe
+        if probe is not None and probe.pid == os.getpid():
+            if kind in _FATAL_KINDS:
+                probe.keep_at_exit = True
+            if kind in _FATAL_KINDS or now - _last_failure_publish >= _FAILURE_PUBLISH_GAP_S:
+                _last_failure_publish = now
+                probe.cycle()
+    except BaseException:
+        pass
+
+
+def _loader_of_worker(pid):
+    for loader in list(_loaders.values()):
+        settings = loader.settings
+        if settings is not None and pid in (settings.get("worker_pids") or ()):
+            return loader
+    return None
+
+
+def _is_hooked(module, class_name, attribute):
+    cls = getattr(module, class_name, None) if module is not None else None
+    found = getattr(cls, "__dict__", {}).get(attribute) if isinstance(cls, type) else None
+    return found is not None and hasattr(found, "_gpuscope_original")
+
+
+def _wrap_method(module, class_name, attribute, make):
+    """Replaces cls.attribute by make(original), once per class; False
+    where the class or its method is missing."""
+    cls = getattr(module, class_name, None)
+    if not isinstance(cls, type):
+        return False
+    original = cls.__dict__.get(attribute)
+    if original is None:
+        return False
+    if hasattr(original, "_gpuscope_original"):
+        return True
+    setattr(cls, attribute, make(original))
+    return True
+
+
+def _hook_torch_classes(early, loaded=None):
+    """Wraps what the probe measures with, in the modules torch has loaded
+    (never imported here): the DataLoader iterator's __next__, autocast's
+    __enter__, the GradScalers' __init__. `early`: called as module
+    `loaded` finished executing (importlib still marks it initialising
+    until the import returns), so nothing of it has been used yet.
+    Wrappers stay after stop(): unwrapping could undo someone else's later
+    wrapper."""
+    global _scalers_seen_from_import
+    modules = sys.modules
+
+    def ready(name):
+        module = modules.get(name)
+        return module if module is not None and (name == loaded or not _mid_import(module)) else None
+
+    try:
+        data = ready(_DATALOADER_MODULE)
+        if data is not None:
+            _wrap_method(data, "_BaseDataLoaderIter", "__next__", _loader_next)
+        autocast = ready(_AUTOCAST_MODULE)
+        if autocast is not None:
+            _wrap_method(autocast, "autocast", "__enter__", _counting_enter)
+        for name in _SCALER_MODULES:
+            scaler = ready(name)
+            if scaler is None or _is_hooked(scaler, "GradScaler", "__init__"):
+                continue
+            if _wrap_method(scaler, "GradScaler", "__init__", _noting_init) and early:
+                _scalers_seen_from_import = True
+    except Exception:
+        pass
+
+
+def _counting_enter(original):
+    """autocast.__enter__ (torch/amp/autocast_mode.py): counted after the
+    original ran, so its errors reach the caller unchanged. Whether autocast
+    is on is per thread (torch.is_autocast_enabled()), so the probe's own
+    thread could not ask; entries, and when the last was, say it is in use.
+    __exit__ is left alone: nothing shown needs how long a region lasts."""
+    monotonic = time.monotonic
+
+    @functools.wraps(original)
+    def __enter__(self):
+        result = original(self)
+        try:
+            if getattr(self, "_enabled", True):
+                state = _autocast
+                state[0] += 1
+                state[1] = monotonic()
+                state[2] = getattr(self, "device", None)
+                state[3] = getattr(self, "fast_dtype", None)
+        except Exception:
+            pass
+        return result
+
+    __enter__._gpuscope_original = original
+    return __enter__
+
+
+def _noting_init(original):
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        try:
+            _grad_scalers.add(self)
+        except Exception:
+            pass
+
+    __init__._gpuscope_original = original
+    return __init__
+
+
+def _version_text(value):
+    """A version as "9.1.0": from a (major, minor, patch) tuple, or from
+    cuDNN's integer, CUDNN_VERSION in cudnn_version.h: major x 1000 + minor
+    x 100 + patch up to 8.x, major x 10000 + minor x 100 + patch from 9.0."""
+    if isinstance(value, tuple) and value and all(_count(v) is not None for v in value):
+        return ".".join(str(v) for v in value[:4])
+    number = _count(value)
+    if number is None:
+        return None
+    if number >= 90000:
+        return "%d.%d.%d" % (number // 10000, number // 100 % 100, number % 100)
+    return "%d.%d.%d" % (number // 1000, number // 100 % 10, number % 100)
+
+
+def _arch_supported(arch_flags, capability):
+    """Whether the wheel has code for the device, by torch's own rule
+    (torch/cuda/__init__.py, _check_cubins): some sm_XY it was built for has
+    XY // 10 equal to the device's major capability; None where it does not
+    apply (no sm_ flags, a ROCm build)."""
+    if not arch_flags or capability is None:
+        return None
+    built = []
+    for flag in arch_flags.split():
+        if flag.startswith("sm_"):
+            digits = re.match(r"\d+", flag[3:])
+            if digits:
+                built.append(int(digits.group(0)))
+    if not built:
+        return None
+    return any(sm // 10 == capability[0] for sm in built)
+
+
+# The fp32_precision settings' getter: torch._C._get_fp32_precision_getter
+# in a real 2.15.0, _get_fp32_precision in a source snapshot before it
+# (torch/backends/cuda/__init__.py, cuBLASModule.__getattr__).
+_FP32_PRECISION_GETTERS = ("_get_fp32_precision_getter", "_get_fp32_precision")
+
+
+def _fp32_precision(getter, op):
+    """The setting in effect for a CUDA op, resolved as
+    aten/src/ATen/Context.cpp's float32Precision does: "none" defers to
+    the backend's "all", then to "generic"'s; "none" all the way is
+    PyTorch's default, IEEE fp32 (a real 2.15.0 answers "none" for cuda
+    matmul out of the box, "tf32" for conv)."""
+    for backend, key in (("cuda", op), ("cuda", "all"), ("generic", "all")):
+        try:
+            value = getter(backend, key)
+        except Exception:
+            return None
+        if not isinstance(value, str):
+            return None
+        if value != "none":
+            return _label(value)
+    return "ieee"
+
+
+def _call(owner, name, *args):
+    """owner.name(*args), or None where it is missing or raises."""
+    function = getattr(owner, name, None) if owner is not None else None
+    if function is None:
+        return None
+    try:
+        return function(*args)
+    except Exception:
+        return None
+
+
+class _EnvironmentReader(object):
+    """Versions, arch flags and the numeric settings a job runs with, read
+    at most every _ENVIRONMENT_EVERY_S, only through raw getters that read
+    a flag: torch.backends.cudnn.version() is not one (it checks the
+    runtime against the compiled version and can raise), nor from the
+    release with the fp32_precision settings on are the allow_tf32 and
+    float32_matmul_precision getters (aten/src/ATen/Context.cpp:
+    allowTF32CuBLAS, allowTF32CuDNN and float32MatmulPrecision raise where
+    the program used both APIs, as a real 2.15.0 does, and a source
+    snapshot has them warn once in the program's name)."""
+
+    def __init__(self):
+        self.due = 0.0
+        self.last = None
+        self.static = None
+
+    def read(self, torch, capabilities, now):
+        if self.last is None or now >= self.due:
+            self.due = now + _ENVIRONMENT_EVERY_S
+            try:
+                self.last = self._read(torch, capabilities)
+            except Exception:
+                self.last = None
+        if self.last is None:
+            return None
+        # The probe's own counters: current on every tick.
+        doc = dict(self.last)
+        doc["autocast"] = _autocast_doc(now)
+        doc["grad_scaler"] = _grad_scaler_doc()
+        return doc
+
+    def _static(self, torch):
+        # Fixed for the process's life: read once.
+        if self.static is None:
+            c = getattr(torch, "_C", None)
+            version = sys.modules.get("torch.version")
+            cudnn = getattr(c, "_cudnn", None)
+            runtime = _call(cudnn, "getRuntimeVersion")
+            if runtime is None:
+                runtime = _call(cudnn, "getVersionInt")
+            arch = _call(c, "_cuda_getArchFlags")
+            self.static = {
+                "torch_version": _label(getattr(torch, "__version__", None)),
+                "cuda_version": _label(getattr(version, "cuda", None)),
+                "hip_version": _label(getattr(version, "hip", None)),
+                "cudnn_version": _version_text(runtime),
+                "cudnn_compiled_version": _version_text(_call(cudnn, "getCompileVersion")),
+                "arch_flags": _text(arch)[:512] if isinstance(arch, str) else None,
+            }
+        return dict(self.static)
+
+    def _read(self, torch, capabilities):
+        doc = self._static(torch)
+        c = getattr(torch, "_C", None)
+        getter = next((getattr(c, name) for name in _FP32_PRECISION_GETTERS if hasattr(c, name)), None)
+        new_api = getter is not None
+        matmul = _fp32_precision(getter, "matmul") if new_api else None
+        conv = _fp32_precision(getter, "conv") if new_api else None
+        doc.update({
+            "fp32_precision_matmul": matmul,
+            "fp32_precision_conv": conv,
+            "matmul_tf32": (matmul == "tf32" if matmul else None) if new_api
+            else _flag(_call(c, "_get_cublas_allow_tf32")),
+            "cudnn_tf32": (conv == "tf32" if conv else None) if new_api
+            else _flag(_call(c, "_get_cudnn_allow_tf32")),
+            "float32_matmul_precision": None if new_api else _label(_call(c, "_get_float32_matmul_precision")),
+            "cudnn_benchmark": _flag(_call(c, "_get_cudnn_benchmark")),
+            "cudnn_deterministic": _flag(_call(c, "_get_cudnn_deterministic")),
+        })
+        doc["devices"] = [
+            {"index": index,
+             "capability": "%d.%d" % capability if capability else None,
+             "arch_supported": _arch_supported(doc["arch_flags"], capability)}
+            for index, capability in sorted(capabilities.items())[:_MAX_DEVICES]
+        ]
+        return doc
+
+
+def _autocast_doc(now):
+    entries, last, device, dtype = _autocast
+    return {
+        "hooked": _is_hooked(sys.modules.get(_AUTOCAST_MODULE), "autocast", "__enter__"),
+        "entries": entries,
+        "last_s_ago": None if last is None else round(max(now - last, 0.0), 3),
+        "device_type": _label(device),
+        "dtype": _label(dtype),
+    }
+
+
+def _grad_scaler_doc():
+    scalers = list(_grad_scalers)
+    hooked = any(_is_hooked(sys.modules.get(name), "GradScaler", "__init__") for name in _SCALER_MODULES)
+    return {
+        # Where the class was wrapped late, scalers made before are not
+        # seen: none seen is then no figure.
+        "count": len(scalers) if hooked and (scalers or _scalers_seen_from_import) else None,
+        "enabled": any(getattr(s, "_enabled", False) is True for s in scalers) if scalers else None,
+    }
 
 
 # --------------------------------------------------------------------- probe
@@ -1655,8 +2541,15 @@ class _Probe(object):
                 "world_size": _env_int("WORLD_SIZE"),
                 "pinned_host": body["pinned_host"],
                 "devices": body["devices"],
+                "input": body.get("input"),
+                "environment": body.get("environment"),
             }
             payload = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode("ascii")
+            if len(payload) > _MAX_FILE_BYTES and (doc["input"] or doc["environment"]):
+                # Only with the most devices and post-mortems at once: the
+                # allocator's figures come first.
+                doc["input"] = doc["environment"] = None
+                payload = json.dumps(doc, separators=(",", ":"), allow_nan=False).encode("ascii")
             if len(payload) > _MAX_FILE_BYTES:
                 raise ValueError("probe document too large")
             _write_atomic(directory, self.name, payload)
@@ -1889,11 +2782,17 @@ def _after_fork_in_child():
     # CUDA process never can (PyTorch marks it a bad fork: is_initialized()
     # stays False and initialising raises), so it stays silent. Locks are
     # replaced in case the fork caught another thread holding one.
-    global _probe, _lock, _oom_events, _oom_records
+    global _probe, _lock, _oom_events, _oom_records, _loader_failures
     _probe = None
     _lock = threading.Lock()
     _oom_events = 0
     _oom_records = []
+    # The parent's loaders and failures are the parent's; a worker forked
+    # from it runs none of their iterators.
+    _iterators.clear()
+    _iterator_refs.clear()
+    _loaders.clear()
+    _loader_failures = []
 
 
 def _at_exit():

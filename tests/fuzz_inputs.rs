@@ -21,7 +21,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 fn probe_sample() -> Value {
-    json!({
+    let mut v = json!({
         "format": "gpuscope-probe", "version": 1, "pid": 42, "start_ticks": 7, "seq": 3,
         "written_unix_ms": 1_795_289_400_123u64, "interval_s": 1.0, "errors": 0,
         "framework": "torch", "framework_version": "2.5.1", "backend": "native",
@@ -31,7 +31,77 @@ fn probe_sample() -> Value {
             "reserved_peak": 250, "active": 120, "active_peak": 160, "inactive_split": 30, "inactive_split_peak": 40,
             "requested": 90, "requested_peak": 140, "segments": 4, "alloc_retries": 0, "ooms": 0,
             "device_allocs": 5, "device_frees": 1, "largest_free_block": null, "bytes_limit": null}]
+    });
+    v["input"] = json!({"hooked": true, "window_s": 30.0, "loaders_left_out": 0,
+        "loaders": [{"id": 1, "live": true, "consumer_thread": "MainThread", "batches": 9, "epochs": 1,
+            "window_s": 5.0, "batches_per_s": 1.8, "wait_share": 0.5, "wait_per_batch_s": 0.3,
+            "waiting_s": 0.0, "first_batch_wait_s": 1.0, "iterator": "_MultiProcessingDataLoaderIter",
+            "dataset": "D", "num_workers": 1, "pin_memory": true, "prefetch_factor": 2,
+            "persistent_workers": false, "workers": 1, "worker_pids": [7], "pin_memory_thread": true,
+            "batches_ready": 1, "batch_bytes": 10, "shm_need": 40}],
+        "shm": {"path": "/dev/shm", "total": 100, "free": 50, "need": 40, "sharing_strategy": "file_system",
+            "open_files_limit": 1024, "open_files_limit_hard": 1024},
+        "failures": [{"time_unix_ms": 1, "kind": "timeout", "exception": "RuntimeError", "message": "m",
+            "loader": 1, "worker_pid": 7, "shm_total": 100, "shm_free": 0, "sharing_strategy": null,
+            "batch_bytes": 10, "num_workers": 1, "pin_memory": true, "prefetch_factor": 2,
+            "persistent_workers": false}]});
+    v["environment"] = json!({"torch_version": "2.9.1", "cuda_version": "12.8", "hip_version": null,
+        "cudnn_version": "9.10.2", "cudnn_compiled_version": "9.10.2", "arch_flags": "sm_90",
+        "fp32_precision_matmul": "tf32", "fp32_precision_conv": "tf32", "matmul_tf32": true,
+        "cudnn_tf32": true, "float32_matmul_precision": null, "cudnn_benchmark": false,
+        "cudnn_deterministic": true, "devices": [{"index": 0, "capability": "9.0", "arch_supported": true}],
+        "autocast": {"hooked": true, "entries": 3, "last_s_ago": 1.5, "device_type": "cuda",
+            "dtype": "torch.float16"},
+        "grad_scaler": {"count": null, "enabled": null}});
+    v
+}
+
+/// Where every value of a JSON document is: the keys and indices to it.
+fn paths(v: &Value, at: &mut Vec<Value>, out: &mut Vec<Vec<Value>>) {
+    let children: Vec<(Value, &Value)> = match v {
+        Value::Object(m) => m.iter().map(|(k, v)| (Value::from(k.as_str()), v)).collect(),
+        Value::Array(a) => a.iter().enumerate().map(|(i, v)| (Value::from(i), v)).collect(),
+        _ => return,
+    };
+    for (step, child) in children {
+        at.push(step);
+        out.push(at.clone());
+        paths(child, at, out);
+        at.pop();
+    }
+}
+
+/// The probe sample with the value at one path (under `input` or
+/// `environment`, at any depth) replaced, or removed.
+fn mutated_part() -> impl Strategy<Value = String> {
+    let mut all = Vec::new();
+    for part in ["input", "environment"] {
+        let mut found = Vec::new();
+        paths(&probe_sample()[part], &mut vec![Value::from(part)], &mut found);
+        all.extend(found);
+    }
+    (prop::sample::select(all), any_json(), any::<bool>()).prop_map(|(path, value, remove)| {
+        let mut v = probe_sample();
+        let (last, parents) = path.split_last().unwrap();
+        let mut node = &mut v;
+        for step in parents {
+            node = match step {
+                Value::String(k) => &mut node[k.as_str()],
+                other => &mut node[other.as_u64().unwrap() as usize],
+            };
+        }
+        match (last, node) {
+            (Value::String(k), Value::Object(m)) if remove => drop(m.remove(k)),
+            (Value::String(k), node) => node[k.as_str()] = value,
+            (i, node) => node[i.as_u64().unwrap() as usize] = value,
+        }
+        v.to_string()
     })
+}
+
+/// A text fit for a terminal line of at most `max` characters.
+fn tame(text: &Option<String>, max: usize) -> bool {
+    text.as_deref().is_none_or(|t| t.chars().count() <= max && !t.chars().any(char::is_control))
 }
 
 /// JSON values of every kind, the awkward ones often.
@@ -90,6 +160,34 @@ proptest! {
             prop_assert_eq!((f.pid, f.start_ticks), (42, 7));
             prop_assert!(f.devices.len() <= 64);
             prop_assert!(f.interval_s.is_finite() && f.interval_s > 0.0);
+        }
+    }
+
+    #[test]
+    fn the_input_and_environment_parts_keep_their_bounds(text in mutated_part()) {
+        let Ok(f) = ProbeFile::parse(&text, 42, 7) else { return Ok(()) };
+        if let Some(input) = &f.input {
+            prop_assert!(input.loaders.len() <= 16 && input.failures.len() <= 8);
+            for l in &input.loaders {
+                prop_assert!(l.wait_share.is_none_or(|s| (0.0..=1.0).contains(&s)));
+                for v in [l.window_s, l.batches_per_s, l.wait_per_batch_s, l.waiting_s, l.first_batch_wait_s] {
+                    prop_assert!(v.is_none_or(|v| v.is_finite() && v >= 0.0));
+                }
+                prop_assert!(l.worker_pids.as_ref().is_none_or(|p| p.len() <= 128));
+                prop_assert!(tame(&l.dataset, 128) && tame(&l.iterator, 128) && tame(&l.consumer_thread, 128));
+            }
+            if let Some(shm) = &input.shm {
+                prop_assert!(shm.used_share().is_none_or(|s| (0.0..=1.0).contains(&s)));
+                prop_assert!(tame(&shm.sharing_strategy, 128));
+            }
+            for failure in &input.failures {
+                prop_assert!(tame(&failure.message, 1024) && tame(&failure.exception, 128));
+            }
+        }
+        if let Some(env) = &f.environment {
+            prop_assert!(env.devices.len() <= 64);
+            prop_assert!(tame(&env.arch_flags, 512) && tame(&env.torch_version, 128));
+            prop_assert!(env.autocast.as_ref().is_none_or(|a| a.last_s_ago.is_none_or(|s| s.is_finite() && s >= 0.0)));
         }
     }
 }

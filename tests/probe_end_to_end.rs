@@ -143,6 +143,65 @@ fn forked_workers_stay_silent_and_a_spawned_rank_publishes_its_own() {
     assert_eq!(v["gpus"][0]["allocator"]["unprobed"], 600 * MIB);
 }
 
+/// The loop's own measurement (run_trainer.py --loop-report), once it
+/// covers `seconds`.
+fn loop_report(path: &Path, seconds: f64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let found = std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str::<Value>(&t).ok());
+        if let Some(v) = found.filter(|v| v["window_s"].as_f64().unwrap_or(0.0) >= seconds) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "the trainer's loop never reported");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_wait_for_data_reaches_the_json_as_the_loop_measures_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe_dir = dir.path().join("gpuscope").join("probes");
+    let report = dir.path().join("loop.json");
+    // Two workers take 2 x 20 ms per batch of two: a batch every 20 ms
+    // against a 12 ms step, so the loop waits about 40 % of the time.
+    let spec = r#"{"num_workers": 2, "fetch_s": 0.02, "batch_size": 2, "step_s": 0.012, "item_bytes": 65536,
+                   "persistent_workers": true}"#;
+    let cmd = python_trainer(&["--probe", "--loader", spec, "--loop-report", report.to_str().unwrap()]);
+    let trainer = Trainer::start(&torch_script(dir.path()), &probe_dir, cmd);
+    let pid = trainer.pid_of("main", 3);
+    let workers: Vec<u32> = trainer.pids(3).into_iter().filter(|(r, _)| r == "worker").map(|(_, p)| p).collect();
+    wait_for_probe_file(&probe_dir, pid);
+    let measured = loop_report(&report, 6.0);
+
+    let sim = Sim::new(&scenario(&[(pid, 12_000)]));
+    let out = sim.gpuscope().arg("--json").env("GPUSCOPE_PROBE_DIR", &probe_dir).output().unwrap();
+    assert_success(&out);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(&v);
+    let p = process(&v, pid);
+    let input = &p["input"];
+    assert_eq!(input["hooked"], true);
+    let loader = &input["loaders"][0];
+    let share = loader["wait_share"].as_f64().unwrap_or_else(|| panic!("no wait share: {loader:#}"));
+    let loop_share = measured["wait_share"].as_f64().unwrap();
+    assert!((share - loop_share).abs() <= 0.05, "gpuscope {share} against the loop's own {loop_share}");
+    assert!((0.3..=0.5).contains(&share), "about 40 %: {share}");
+    let rate = loader["batches_per_s"].as_f64().unwrap();
+    let loop_rate = measured["batches_per_s"].as_f64().unwrap();
+    assert!((rate - loop_rate).abs() <= loop_rate * 0.15, "{rate} batches/s against the loop's {loop_rate}");
+    assert_eq!((loader["num_workers"].clone(), loader["prefetch_factor"].clone()), (json!(2), json!(2)));
+    assert_eq!((loader["persistent_workers"].clone(), loader["pin_memory"].clone()), (json!(true), json!(false)));
+    assert_eq!(loader["worker_pids"], json!(workers), "the trainer's own workers");
+    assert_eq!(loader["batch_bytes"], 2 * 65536);
+    assert_eq!(loader["shm_need"], 2 * 65536 * (2 * 2 + 2));
+    let shm = &input["shm"];
+    assert!(shm["total"].as_u64().unwrap() > 0 && shm["used"].is_u64(), "{shm}");
+    assert_eq!(shm["sharing_strategy"], "file_descriptor");
+    let env = &p["environment"];
+    assert_eq!((env["torch_version"].clone(), env["cuda_version"].clone()), (json!("2.5.1"), json!("12.1")));
+    assert_eq!(env["devices"][0], json!({"ordinal": 0, "capability": "9.0", "arch_supported": true}));
+}
+
 #[test]
 fn a_killed_process_disappears_and_a_recycled_pid_inherits_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -265,6 +324,8 @@ fn hostile_probe_files_are_counted_not_fatal() {
         ("wrong type".into(), with(&|v| v["devices"] = json!("all of them")).into_bytes()),
         ("escape codes".into(), b"\x1b[2J\x07\x1b]0;owned\x07".to_vec()),
     ];
+    let loaders = json!({"loaders": vec![json!({"id": 1}); 17]});
+    bad.push(("more loaders than a probe writes".into(), with(&|v| v["input"] = loaders.clone()).into_bytes()));
     // Named for this process but claiming another's PID.
     bad.push(("claims another PID".into(), with(&|v| v["pid"] = json!(1)).into_bytes()));
     for (i, (_, bytes)) in bad.iter().enumerate() {

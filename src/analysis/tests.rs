@@ -160,6 +160,8 @@ fn process(p: &Proc) -> Process {
         cpu_percent: None,
         host_memory: None,
         allocator: allocator.map(Box::new),
+        input: None,
+        environment: None,
         workload: None,
         other_namespace: false,
     }

@@ -49,6 +49,9 @@ pub fn join(processes: &mut Vec<Process>, gpus: &mut [Gpu], all: &[GpuIdentity],
         };
         let process = &mut processes[pos];
         process.allocator = Some(Box::new(process_allocator(&report, &process.gpus, &matches)));
+        // As the probe wrote them: shared, not copied, each tick.
+        process.input.clone_from(&report.file.input);
+        process.environment.clone_from(&report.file.environment);
     }
     if processes.len() > sorted {
         processes.sort_unstable_by_key(|p| p.pid);
@@ -285,6 +288,8 @@ fn gpu_totals(index: u32, processes: &[Process]) -> Option<GpuAllocator> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::model::{GpuMatch, GpuState};
     use crate::probe::files::ProbeFile;
@@ -339,6 +344,23 @@ mod tests {
         let a = *procs.remove(0).allocator.unwrap();
         let d = a.devices[0].clone();
         (a, d)
+    }
+
+    #[test]
+    fn the_input_pipeline_and_environment_go_with_the_process_unchanged() {
+        let f = file(30, |v| {
+            v["input"] = serde_json::json!({"hooked": true, "loaders": [{"id": 1, "wait_share": 0.4}]});
+            v["environment"] = serde_json::json!({"cuda_version": "12.4"});
+        });
+        let report = live(f);
+        let shared = report.file.input.clone().unwrap();
+        let mut procs = vec![nvml_process(30, Some(11 * GIB)), nvml_process(40, Some(GIB))];
+        join(&mut procs, &mut [gpu()], &[], vec![report]);
+        let input = procs[0].input.as_ref().unwrap();
+        assert!(Arc::ptr_eq(input, &shared), "the probe file's, not a copy");
+        assert_eq!(input.wait_share(), Some(0.4));
+        assert_eq!(procs[0].environment.as_ref().unwrap().cuda_version.as_deref(), Some("12.4"));
+        assert_eq!((procs[1].input.clone(), procs[1].environment.clone()), (None, None), "no probe, nothing");
     }
 
     #[test]

@@ -4,6 +4,7 @@ mod alert;
 mod allocator;
 mod gpu;
 mod host;
+mod input;
 mod process;
 mod select;
 mod snapshot;
@@ -21,6 +22,10 @@ pub use gpu::{
     Utilization,
 };
 pub use host::Host;
+pub use input::{
+    Autocast, DataLoaderStats, DeviceArch, FrameworkEnvironment, GradScalerUse, InputPipeline, LoaderFailure,
+    LoaderFailureKind, LoaderSettings, SharedMemory,
+};
 pub use process::{Process, ProcessGpu, ProcessType};
 pub use select::{DeviceIds, GpuSelector, PciAddress, SelectError, parse_selectors, select_gpus, select_migs};
 pub use snapshot::{Driver, HostStatus, NvmlStatus, ProbeStatus, SCHEMA_VERSION, Snapshot, SourceStatus, Sources};

@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ProcessAllocator, Timestamp, Workload};
+use super::{FrameworkEnvironment, InputPipeline, ProcessAllocator, Timestamp, Workload};
 
 /// A process that holds at least one GPU, joined with what the host knows
 /// of it. Host fields are `None` when the process is not visible from here
@@ -37,6 +37,16 @@ pub struct Process {
     /// 400 of every process's 592 bytes (a snapshot of 512 processes kept
     /// 200 KiB less; two or three snapshots live at once).
     pub allocator: Option<Box<ProcessAllocator>>,
+    /// What the probe says of the job's input pipeline (DataLoaders,
+    /// `/dev/shm`, failures); `None` without a PyTorch probe that reports
+    /// it. Shared with the probe file it came from, unchanged between the
+    /// probe's writes. Absent in recordings made before gpuscope read it.
+    #[serde(default)]
+    pub input: Option<Arc<InputPipeline>>,
+    /// The framework's numeric environment (versions, arch flags, TF32,
+    /// autocast), likewise.
+    #[serde(default)]
+    pub environment: Option<Arc<FrameworkEnvironment>>,
     /// The container, pod or Slurm job; `None` when in none (or unseen).
     #[serde(default)]
     pub workload: Option<Arc<Workload>>,
@@ -62,6 +72,8 @@ impl Process {
             cpu_percent: None,
             host_memory: None,
             allocator: None,
+            input: None,
+            environment: None,
             workload: None,
             other_namespace: false,
         }

@@ -65,6 +65,8 @@ KEYS = [
     "world_size",
     "pinned_host",
     "devices",
+    "input",
+    "environment",
 ]
 
 DEVICE_KEYS = [

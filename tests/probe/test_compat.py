@@ -10,7 +10,8 @@ from helpers import ASSETS
 SHIPPED = ("gpuscope_probe.py", "sitecustomize.py")
 
 STDLIB_USED = {
-    "atexit", "functools", "importlib", "json", "os", "re", "stat", "sys", "threading", "time",
+    "atexit", "collections", "functools", "importlib", "json", "os", "re", "resource", "stat", "sys",
+    "threading", "time", "weakref",
 }
 
 

@@ -2,7 +2,9 @@
 //! shows what a probe adds: rank 0 fragments until its alert fires (within
 //! about 15 s) and later needs an allocation retry; rank 1 leaks slowly
 //! under a training saw-tooth; the inference server runs `cudaMallocAsync`,
-//! where fragmentation has no meaning. The processes are the demo
+//! where fragmentation has no meaning. Rank 0 also waits for its data
+//! about a third of each step, its 64 MiB `/dev/shm` three quarters full;
+//! rank 1's loader keeps up. The processes are the demo
 //! scenario's (`crates/nvml-sim/scenarios/demo.toml`), whose NVML figures
 //! ramp from 60 to 70 GiB over 15 minutes; these figures follow them.
 
@@ -10,7 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{ProbeDevice, ProbeFile, ProbeReport, ProbeSample, ProbeSource};
-use crate::model::ProbeStatus;
+use crate::model::{
+    Autocast, DataLoaderStats, DeviceArch, FrameworkEnvironment, GradScalerUse, InputPipeline, LoaderSettings,
+    ProbeStatus, SharedMemory,
+};
 use crate::probe::segmap::{Pool, RunClass, Segment, SegmentMap};
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -170,8 +175,95 @@ fn report(p: &DemoProcess, t: f64) -> ProbeReport {
         world_size: p.rank.map(|_| 2),
         pinned_host: None,
         devices: vec![device],
+        input: Some(Arc::new(input(p, t))),
+        environment: Some(Arc::new(environment(p))),
     };
     ProbeReport { file: file.into(), alive: true, age: Duration::from_millis(300) }
+}
+
+/// A training rank's DataLoader (8 workers, 4 MiB batches); the server
+/// has none.
+fn input(p: &DemoProcess, t: f64) -> InputPipeline {
+    const MIB: u64 = 1 << 20;
+    let Some(rank) = p.rank else {
+        return InputPipeline { hooked: false, window_s: Some(30.0), ..InputPipeline::default() };
+    };
+    let (share, rate) = if rank == 0 { (0.33 + 0.04 * (t / 7.0).sin(), 9.5) } else { (0.04, 14.2) };
+    let workers: Vec<u32> = (1..=8).map(|i| p.pid + 10 * (rank + 1) + i).collect();
+    let loader = DataLoaderStats {
+        id: 1,
+        live: true,
+        consumer_thread: Some("MainThread".into()),
+        batches: (rate * t) as u64,
+        epochs: 1 + (t / 600.0) as u64,
+        window_s: Some(30.0_f64.min(t)),
+        batches_per_s: Some(rate),
+        wait_share: Some(share),
+        wait_per_batch_s: Some(share / rate),
+        waiting_s: Some(0.0),
+        first_batch_wait_s: Some(4.2),
+        iterator: Some("_MultiProcessingDataLoaderIter".into()),
+        dataset: Some("ImageFolder".into()),
+        settings: LoaderSettings {
+            num_workers: Some(8),
+            pin_memory: Some(rank != 0),
+            prefetch_factor: Some(2),
+            persistent_workers: Some(false),
+        },
+        workers: Some(8),
+        worker_pids: Some(workers),
+        pin_memory_thread: Some(rank != 0),
+        batches_ready: Some(u64::from(rank != 0) * 6),
+        batch_bytes: Some(2 * MIB),
+        shm_need: Some(2 * MIB * (2 * 8 + 2)),
+    };
+    let total = 64 * MIB;
+    let free = if rank == 0 { 16 * MIB } else { 40 * MIB };
+    InputPipeline {
+        hooked: true,
+        window_s: Some(30.0),
+        loaders: vec![loader],
+        loaders_left_out: 0,
+        shm: Some(SharedMemory {
+            path: Some("/dev/shm".into()),
+            total: Some(total),
+            free: Some(free),
+            used: Some(total - free),
+            need: Some(2 * MIB * (2 * 8 + 2)),
+            sharing_strategy: Some("file_descriptor".into()),
+            open_files_limit: Some(1_048_576),
+            open_files_limit_hard: Some(1_048_576),
+        }),
+        failures: Vec::new(),
+    }
+}
+
+fn environment(p: &DemoProcess) -> FrameworkEnvironment {
+    let training = p.rank.is_some();
+    FrameworkEnvironment {
+        torch_version: Some("2.5.1".into()),
+        cuda_version: Some("12.4".into()),
+        hip_version: None,
+        cudnn_version: Some("9.1.0".into()),
+        cudnn_compiled_version: Some("9.1.0".into()),
+        arch_flags: Some("sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90".into()),
+        fp32_precision_matmul: None,
+        fp32_precision_conv: None,
+        matmul_tf32: Some(false),
+        cudnn_tf32: Some(true),
+        float32_matmul_precision: Some("highest".into()),
+        cudnn_benchmark: Some(training),
+        cudnn_deterministic: Some(false),
+        devices: vec![DeviceArch { ordinal: p.ordinal, capability: Some("9.0".into()), arch_supported: Some(true) }],
+        autocast: Some(Autocast {
+            hooked: true,
+            entries: if training { 12_000 } else { 0 },
+            last_s_ago: training.then_some(0.1),
+            device_type: training.then(|| "cuda".into()),
+            dtype: training.then(|| "torch.bfloat16".into()),
+        }),
+        grad_scaler: Some(GradScalerUse { count: Some(0), enabled: None }),
+    }
 }
 
 /// The segment map (`m`) a demo rank's probe would answer with: made up

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer};
 
-use crate::model::OomPostMortem;
+use crate::model::{FrameworkEnvironment, InputPipeline, OomPostMortem};
 use crate::sources::{NAME_MAX_CHARS, bounded, sanitize_command, sanitize_shared};
 
 pub const PROBE_FORMAT: &str = "gpuscope-probe";
@@ -78,6 +78,14 @@ pub struct ProbeFile {
     pub pinned_host: Option<PinnedHost>,
     #[serde(deserialize_with = "devices")]
     pub devices: Vec<ProbeDevice>,
+    /// The input pipeline (DataLoaders, `/dev/shm`); `None` from JAX and
+    /// from probes before it. Shared as is with every snapshot until the
+    /// file changes.
+    #[serde(default)]
+    pub input: Option<Arc<InputPipeline>>,
+    /// The framework's numeric environment, likewise.
+    #[serde(default)]
+    pub environment: Option<Arc<FrameworkEnvironment>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -145,6 +153,13 @@ impl ProbeFile {
             return Err(format!("bad interval {}", f.interval_s));
         }
         check_post_mortems(f.last_oom.as_deref().unwrap_or_default())?;
+        // Just read, each part has no other owner yet.
+        if let Some(input) = f.input.as_mut().and_then(Arc::get_mut) {
+            super::input::check_input(input)?;
+        }
+        if let Some(env) = f.environment.as_mut().and_then(Arc::get_mut) {
+            super::input::check_environment(env)?;
+        }
         if f.devices.len() > MAX_DEVICES {
             return Err(format!("{} devices", f.devices.len()));
         }

@@ -8,6 +8,7 @@ pub mod demo;
 mod dir;
 pub mod fake;
 mod file;
+mod input;
 mod reader;
 
 use std::sync::Arc;

@@ -50,6 +50,8 @@ fn process(pid: u32, command: Option<&str>, allocator: Option<ProcessAllocator>)
         cpu_percent: command.map(|_| 150.0),
         host_memory: command.map(|_| 2 * GIB),
         allocator: allocator.map(Box::new),
+        input: None,
+        environment: None,
         workload: None,
         other_namespace: false,
     }

@@ -40,11 +40,23 @@ from the script named by STANDIN_TORCH_SCRIPT (format: torch/_standin.py).
     --exec-from FILE    in the main thread, between steps, run the script whose
                         path appears in FILE (what sys.remote_exec does at a
                         safe point in Python 3.14, which these machines lack)
+    --loader JSON       train from a stand-in DataLoader instead of idling:
+                        {"num_workers": 2, "fetch_s": 0.02, "burn_s": 0,
+                        "item_bytes": 65536, "batch_size": 2, "step_s": 0.012,
+                        "pin_memory": false, "prefetch_factor": 2,
+                        "persistent_workers": false, "epoch_batches": 500}:
+                        each item waits fetch_s and burns burn_s of CPU in a
+                        worker, each step sleeps step_s (the GPU's work)
+    --loop-report PATH  with --loader: the loop's own measurement, rewritten
+                        every half second: {"wait_share", "batches_per_s",
+                        "window_s", "batches"} over the last 30 s, epoch
+                        starts apart (as the probe counts them)
     --seconds S         exit normally after S seconds (default: run until
                         SIGTERM or SIGINT, which also exit normally, so the
                         probe's atexit cleanup runs; SIGKILL leaves the file)
     --pids-file PATH    append one JSON line per process once it is ready:
-                        {"role": "main"|"fork"|"spawn", "pid": N, "rank": R}
+                        {"role": "main"|"fork"|"spawn"|"worker", "pid": N,
+                        "rank": R} (a DataLoader's workers once started)
 
 Children also exit when their parent disappears, so a killed test leaves no
 stragglers.
@@ -80,12 +92,14 @@ def parse_args(argv):
     parser.add_argument("--exec-from", default=None)
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--pids-file", default=None)
+    parser.add_argument("--loader", type=json.loads, default=None)
+    parser.add_argument("--loop-report", default=None)
     return parser.parse_args(argv)
 
 
-def report(pids_file, role):
+def report(pids_file, role, pid=None):
     if pids_file:
-        line = json.dumps({"role": role, "pid": os.getpid(), "rank": os.environ.get("RANK")})
+        line = json.dumps({"role": role, "pid": pid or os.getpid(), "rank": os.environ.get("RANK")})
         with open(pids_file, "a", encoding="utf-8") as handle:
             handle.write(line + "\n")
 
@@ -177,6 +191,79 @@ def exec_requested(trigger):
     exec(code, {"__name__": "__remote_exec__"})
 
 
+class LoopClock(object):
+    """The loop's own view of its waits, kept as the probe keeps it: over
+    the last 30 s, each epoch's first batch apart."""
+
+    WINDOW_S = 30.0
+
+    def __init__(self, path):
+        self.path = path
+        self.events = []  # (end, seconds in next(), first of its epoch)
+        self.began = time.monotonic()
+        self.batches = 0
+        self.written = 0.0
+
+    def note(self, start, end, first):
+        self.events.append((end, end - start, first))
+        self.batches += 1
+        now = time.monotonic()
+        while self.events and self.events[0][0] < now - self.WINDOW_S:
+            del self.events[0]
+        if self.path and now - self.written >= 0.5:
+            self.written = now
+            self.write(now)
+
+    def write(self, now):
+        span = min(now - self.began, self.WINDOW_S)
+        steady = span - sum(w for _, w, first in self.events if first)
+        waited = sum(w for _, w, first in self.events if not first)
+        doc = {"wait_share": waited / steady if steady > 0 else None,
+               "batches_per_s": len(self.events) / span if span > 0 else None,
+               "window_s": span, "batches": self.batches}
+        temp = self.path + ".tmp"
+        with open(temp, "w", encoding="utf-8") as handle:
+            json.dump(doc, handle)
+        os.replace(temp, self.path)
+
+
+def train(torch, args, deadline):
+    """Epochs over a stand-in DataLoader, each step a sleep (a training
+    thread waiting on its GPU)."""
+    from torch.utils.data import DataLoader, StandinDataset
+
+    spec = dict(args.loader)
+    dataset = StandinDataset(length=spec.get("epoch_batches", 500) * spec.get("batch_size", 2),
+                             item_bytes=spec.get("item_bytes", 65536), fetch_s=spec.get("fetch_s", 0.0),
+                             burn_s=spec.get("burn_s", 0.0))
+    workers = spec.get("num_workers", 0)
+    loader = DataLoader(dataset, batch_size=spec.get("batch_size", 2), num_workers=workers,
+                        pin_memory=spec.get("pin_memory", False),
+                        prefetch_factor=spec.get("prefetch_factor", 2 if workers else None),
+                        persistent_workers=spec.get("persistent_workers", False))
+    clock = LoopClock(args.loop_report)
+    reported = set()
+    step_s = spec.get("step_s", 0.01)
+    while deadline is None or time.monotonic() < deadline:
+        it = iter(loader)
+        first = True
+        while deadline is None or time.monotonic() < deadline:
+            start = time.monotonic()
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            clock.note(start, time.monotonic(), first)
+            first = False
+            for worker in getattr(it, "_workers", ()):
+                if worker.pid not in reported:
+                    reported.add(worker.pid)
+                    report(args.pids_file, "worker", worker.pid)
+            del batch
+            time.sleep(step_s)
+        del it
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.script:
@@ -232,6 +319,8 @@ def main(argv=None):
     report(args.pids_file, "main")
     try:
         deadline = None if args.seconds is None else time.monotonic() + args.seconds
+        if args.loader is not None:
+            train(torch, args, deadline)
         while deadline is None or time.monotonic() < deadline:
             time.sleep(0.05)
             if args.exec_from:

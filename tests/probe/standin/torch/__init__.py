@@ -16,6 +16,18 @@ from . import _C
 from . import cuda
 from .cuda import memory as _cuda_memory  # noqa: F401  (torch.cuda.memory, as real torch loads it)
 
+# What real torch also loads with itself (torch/__init__.py): the version
+# module, multiprocessing, amp (torch.cuda's own amp too) and
+# torch.utils.data, so the probe finds them without importing anything.
+from . import version  # noqa: F401
+from . import multiprocessing  # noqa: F401
+from . import amp  # noqa: F401
+from .cuda import amp as _cuda_amp  # noqa: F401
+from . import utils  # noqa: F401
+from .utils import data as _utils_data  # noqa: F401
+from ._tensor import Tensor, bfloat16, dtype, float16, float32  # noqa: F401
+from .amp import autocast  # noqa: F401
+
 
 
 def __getattr__(name):

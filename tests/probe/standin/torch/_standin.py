@@ -37,6 +37,7 @@ good copy. Format (every key optional):
       "pci": [0, 59, 0],           # pci_domain_id, pci_bus_id, pci_device_id
                                    # (generations with "pci" only)
       "private_pools": 123,        # private_pool_memory_reserved(i) (newest)
+      "capability": [9, 0],        # props.major, props.minor
       "total_memory": 85899345920, # props.total_memory, and the capacity an
                                    # OOM message names (default 80 GiB)
       "device_free": 0,            # the device's free memory at an OOM
@@ -52,6 +53,17 @@ good copy. Format (every key optional):
       "raise": "message"           # or: raise RuntimeError(message)
     }
   },
+  "cuda_version": "12.1",          # torch.version.cuda (null: a build without
+  "hip_version": null,             # CUDA); torch.version.hip
+  "cudnn_version": [9, 1, 0],      # torch._C._cudnn's run-time version (null:
+                                   # no _cudnn); "cudnn_compiled" its compile-time
+                                   # one; "cudnn_runtime_getter": false leaves out
+                                   # getRuntimeVersion (getVersionInt only)
+  "arch_flags": "sm_80 sm_90",     # torch._C._cuda_getArchFlags()
+  "flags": {"allow_tf32_matmul": false, "allow_tf32_cudnn": true,
+            "float32_matmul_precision": "highest", "benchmark": false,
+            "deterministic": false, "fp32_precision": {"matmul": "ieee", ...}},
+                                   # the process-wide numeric settings (torch/_C.py)
   "by_rank": {"1": {...}},         # merged over the top level when RANK=1
   "steps": [{"at_s": 2.0, ...}]    # merged over the top level once this many
                                    # seconds have passed since `import torch`
@@ -59,6 +71,10 @@ good copy. Format (every key optional):
 
 Devices below device_count but absent from "devices" answer all-zero stats,
 as real torch does for a device this process never touched.
+
+torch.utils.data (utils/data/dataloader.py) takes no script: its loaders
+are set up by the test, with real worker processes and batches in
+/dev/shm (STANDIN_TORCH_SHM_DIR to put them elsewhere).
 """
 
 import json
@@ -132,15 +148,30 @@ FIELD_TO_COUNTER = {
 # releases are not modelled with them; the probe detects them either way);
 # private_pool_memory_reserved() only in the newest release (PR 178240).
 # _lazy_call (the lazy-init queue) exists in every release modelled.
+#
+# The input pipeline (FACTS.md, read from the 1.12.1 to 2.15.0 wheels):
+# DataLoader workers named pt_data_worker and the pin thread pt_data_pin
+# from 2.5 (absent in 2.4.1); a worker reserves a batch's shared memory up
+# front and fails with "unable to allocate shared memory(shm) ... No space
+# left on device (28)" from PR 161910 (October 2025, about 2.10; modelled
+# from 2.11), where older workers write into a sparse file and die of
+# SIGBUS; torch.amp.GradScaler from 2.3 (modelled from 2.5; earlier only
+# torch.cuda.amp's own). The fp32_precision settings
+# are modelled from 2.9, the release aten/src/ATen/Context.cpp's
+# deprecation warning names: there the legacy allow_tf32 and
+# float32_matmul_precision getters raise once the program used both APIs
+# (a real 2.15.0 does; a source snapshot also warns). Their getter's binding
+# was renamed (_get_fp32_precision, then _get_fp32_precision_getter in a
+# real 2.15.0): the newest generation has the later name.
 _BASE = ("lazy_call",)
 _2_0 = _BASE + ("allocator_backend", "oom_error", "oom_observer")
 _2_1 = _2_0 + ("uuid", "set_allocator_settings", "legacy_settings_setter", "requested_bytes",
                "device_alloc_counters", "nvml_oom_message")
-_2_5 = _2_1 + ("snapshot_settings", "history_query")
+_2_5 = _2_1 + ("snapshot_settings", "history_query", "named_data_threads", "amp_grad_scaler")
 _2_7 = _2_5 + ("host_memory_stats",)
-_2_9 = _2_7 + ("accelerator_allocator", "reads_alloc_conf_first", "pci")
+_2_9 = _2_7 + ("accelerator_allocator", "reads_alloc_conf_first", "pci", "fp32_precision_api")
 _2_11 = tuple(f for f in _2_9 if f not in ("legacy_settings_setter", "reads_alloc_conf_first")) + (
-    "accelerator_settings_setter", "reads_alloc_conf_second")
+    "accelerator_settings_setter", "reads_alloc_conf_second", "shm_reserve")
 GENERATIONS = {
     "1.12": {"version": "1.12.1", "features": _BASE},
     "2.0": {"version": "2.0.1", "features": _2_0},
@@ -149,7 +180,7 @@ GENERATIONS = {
     "2.7": {"version": "2.7.1", "features": _2_7},
     "2.9": {"version": "2.9.1", "features": _2_9},
     "2.11": {"version": "2.11.0", "features": _2_11},
-    "newest": {"version": "2.13.0", "features": _2_11 + ("settings_getter", "private_pools")},
+    "newest": {"version": "2.13.0", "features": _2_11 + ("settings_getter", "private_pools", "fp32_precision_getter")},
 }
 
 IMPORTED_AT = time.monotonic()
@@ -165,6 +196,9 @@ violations = []
 # dropped by reset(), so the next script's release is modelled afresh: a
 # real process never changes release under the probe.
 GATED = {}
+# module name -> {class name: [(feature or None, class), ...]}: the first
+# whose feature the modelled release has (None: any) is the module's.
+GATED_CLASSES = {}
 _last_good = {}
 _calls_lock = threading.Lock()
 
@@ -273,7 +307,16 @@ def has(current, feature):
         return current.get("lazy_call", True) is not False
     return feature in ("uuid", "oom_error", "set_allocator_settings", "legacy_settings_setter",
                        "requested_bytes", "device_alloc_counters", "oom_observer", "nvml_oom_message",
-                       "snapshot_settings", "history_query")
+                       "snapshot_settings", "history_query", "named_data_threads", "amp_grad_scaler")
+
+
+def gated_class(module_name, name):
+    """A module's __getattr__ for classes only some releases have."""
+    current = script()
+    for feature, cls in GATED_CLASSES.get(module_name, {}).get(name, ()):
+        if feature is None or has(current, feature):
+            return cls
+    raise AttributeError("module %r has no attribute %r" % (module_name, name))
 
 
 def layout(current):

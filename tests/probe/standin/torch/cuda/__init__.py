@@ -140,6 +140,7 @@ class _Properties(object):
     def __init__(self, index, entry, current):
         self.name = entry.get("name", "Stand-in GPU %d" % index)
         self.total_memory = int(entry.get("total_memory", 80 * 1024**3))
+        self.major, self.minor = entry.get("capability", (9, 0))
         default_uuid = "5ea1c0de-0000-4000-8000-%012d" % index
         uuid = entry.get("uuid", default_uuid)
         if uuid is not None and _standin.has(current, "uuid"):

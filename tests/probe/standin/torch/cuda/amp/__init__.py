@@ -1,0 +1,4 @@
+"""Stand-in torch.cuda.amp: its GradScaler and autocast."""
+
+from . import autocast_mode, grad_scaler  # noqa: F401
+from .autocast_mode import autocast  # noqa: F401
