@@ -820,7 +820,10 @@ mod tests {
             Wanted::DASHBOARD.blank(&mut blank);
             assert_eq!(&blank, gpu, "GPU {}: nothing read that the dashboard does not show", gpu.index);
         }
-        assert!(snap.gpus.iter().any(|g| g.process_utilization.is_some()), "a process's details show its SM use");
+        assert!(
+            snap.gpus.iter().any(|g| g.process_utilization.is_some()),
+            "the table and a process's details show its SM use"
+        );
         assert!(snap.gpus.iter().any(|g| g.power_draw_w.is_some() && g.temperature_c.is_some()));
     }
 }

@@ -529,16 +529,23 @@ fn the_map_and_the_snapshot_need_a_pytorch_probe() {
     assert!(s.status.as_deref().is_some_and(|m| m.contains("has no gpuscope probe")), "{:?}", s.status);
 }
 
-#[test]
-fn nvlink_shows_beside_each_gpu_that_has_it() {
+/// Two GPUs of `spec` with NVLink: GPU 0's 18 links up and busy, GPU 1's
+/// link 17 down, before any traffic was read.
+fn with_links(spec: Spec) -> State {
     use gpuscope::model::{NvLink, NvLinkState};
-    let mut snap = snapshot(Spec::gpus(2).probed());
+    let mut snap = snapshot(Spec { gpus: 2, ..spec });
     let links = |down: Option<u32>| (0..18).map(|l| NvLinkState { link: l, active: Some(l) != down }).collect();
     snap.gpus[0].nvlink =
         Some(NvLink { links: links(None), tx_bytes_per_s: Some(166 << 30), rx_bytes_per_s: Some(162 << 30) });
     snap.gpus[1].nvlink = Some(NvLink { links: links(Some(17)), tx_bytes_per_s: None, rx_bytes_per_s: None });
     let mut s = State::new(&options());
     s.on_snapshot(Arc::new(snap));
+    s
+}
+
+#[test]
+fn nvlink_shows_beside_each_gpu_that_has_it() {
+    let mut s = with_links(Spec::gpus(2).probed());
     let big = render_text(&mut s, 200, 50);
     assert!(big.contains("NVLink 18/18 328.0G/s"), "{big}");
     assert!(big.contains("NVLink 17/18"), "{big}");
@@ -881,7 +888,7 @@ fn the_table_names_the_processes_near_the_screen() {
     draw(&mut state);
     assert_eq!((state.hits.near.as_ref(), gpuscope::tui::steer::wanted(&state)), (None, None), "the details");
     act(&mut state, &[Action::Back]);
-    act(&mut state, &[Action::SortNext; 5]);
+    act(&mut state, &[Action::SortNext; 7]);
     draw(&mut state);
     assert_eq!(state.sort.column, gpuscope::tui::rows::Column::Cpu);
     assert_eq!(gpuscope::tui::steer::wanted(&state), Some(gpuscope::sources::Figures::All));
@@ -908,4 +915,191 @@ fn the_demos_segment_map_and_environment_are_simulated() {
     assert!(small.contains("Environment of PID 4123401 (simulated)") && small.contains("RANK"), "{small}");
     insta::assert_snapshot!("demo_environ_80x24", small);
     insta::assert_snapshot!("demo_environ_200x50", render_text(&mut s, 200, 50));
+}
+
+/// The sizes every new view must draw at without a panic.
+fn renders_tiny(state: &mut State) {
+    for (w, h) in [(0, 0), (1, 1), (20, 5)] {
+        render(state, w, h);
+    }
+}
+
+/// The first cell of the first place `needle` is drawn, by cell.
+fn cell_of(terminal: &gpuscope::tui::term::Term<ratatui::backend::TestBackend>, needle: &str) -> ratatui::buffer::Cell {
+    let buf = terminal.backend().buffer();
+    let want: Vec<String> = needle.chars().map(String::from).collect();
+    for row in buf.content.chunks(usize::from(buf.area.width.max(1))) {
+        for x in 0..row.len() {
+            if row.len() - x >= want.len() && row[x..].iter().zip(&want).all(|(c, s)| c.symbol() == s) {
+                return row[x].clone();
+            }
+        }
+    }
+    panic!("{needle:?} is not drawn");
+}
+
+fn gpu_line(text: &str, index: u32) -> &str {
+    text.lines().find(|l| l.starts_with(&format!("  {index} NVIDIA"))).unwrap_or_else(|| panic!("GPU {index}:\n{text}"))
+}
+
+/// GPM's activity stands beside utilisation: SM activity at any width,
+/// tensor and DRAM where there is room; a GPU without any (GPU 2 was
+/// refused them) says n/a, never 0; GPU 0, 80% busy with 6% of its SMs
+/// working, is a warning, marked `!` as well as coloured.
+#[test]
+fn activity_stands_beside_utilisation() {
+    let mut s = state(Spec::gpus(4).activity());
+    let terminal = render(&mut s, 80, 24);
+    let small = tui_fixtures::text(&terminal);
+    assert!(gpu_line(&small, 0).contains("util  80%  SM  6%!  mem  40%"), "{small}");
+    assert!(gpu_line(&small, 1).contains("SM  62%") && !small.contains("TC "), "only SM at 80 columns:\n{small}");
+    assert!(gpu_line(&small, 2).contains("SM  n/a"), "{small}");
+    assert!(gpu_line(&small, 3).contains("SM   0%"), "idle is a figure too:\n{small}");
+    let warned = cell_of(&terminal, "6%!");
+    assert_eq!(
+        (warned.fg, warned.modifier.contains(ratatui::style::Modifier::BOLD)),
+        (ratatui::style::Color::Yellow, true)
+    );
+    assert_eq!(cell_of(&terminal, "62%").fg, ratatui::style::Color::Reset, "a healthy GPU is not a warning");
+    insta::assert_snapshot!("activity_80x24", small);
+
+    let big = render_text(&mut s, 200, 50);
+    assert!(gpu_line(&big, 0).contains("util  80%  SM  6%!  TC   0%  DRAM   3%  mem  40%"), "{big}");
+    assert!(gpu_line(&big, 2).contains("SM  n/a  TC  n/a  DRAM  n/a"), "{big}");
+    assert!(big.contains("• util × SM + TC ∘ DRAM"), "the chart draws activity:\n{big}");
+    insta::assert_snapshot!("activity_200x50", big);
+
+    // The chart's legend names as many as fit, SM first; the memory's
+    // names shorten to make room.
+    let mut two = state(Spec::gpus(2).probed().activity());
+    let chart = render_text(&mut two, 80, 24);
+    assert!(chart.contains("▓ resv █ alloc • util × SM + TC ─") && !chart.contains("DRAM"), "{chart}");
+    insta::assert_snapshot!("activity_chart_80x24", chart);
+
+    // Eight GPUs at 80x24, a line each: SM beside UTIL.
+    let mut many = state(Spec::gpus(8).activity());
+    let compact = render_text(&mut many, 80, 24);
+    assert!(compact.contains("UTIL   SM  MEM"), "{compact}");
+    assert!(compact.lines().any(|l| l.contains(" 0 H100 80GB HBM3") && l.contains(" 80%  6%!  40%")), "{compact}");
+    insta::assert_snapshot!("activity_compact_80x24", compact);
+    renders_tiny(&mut s);
+    renders_tiny(&mut many);
+    // Healthy links give way to tensor and DRAM activity; a link down
+    // goes before them.
+    let big = render_text(&mut with_links(Spec::gpus(2).activity()), 200, 50);
+    assert!(gpu_line(&big, 0).contains("DRAM   3%") && !gpu_line(&big, 0).contains("NVLink"), "{big}");
+    assert!(gpu_line(&big, 1).contains("TC  44%") && gpu_line(&big, 1).contains("NVLink 17/18"), "{big}");
+    assert!(!gpu_line(&big, 1).contains("DRAM"), "{big}");
+    // Without activity on any GPU, the lines stay as they were.
+    let plain = render_text(&mut state(Spec::gpus(4)), 200, 50);
+    assert!(!plain.contains(" SM ") && !plain.contains("× SM"), "{plain}");
+}
+
+/// The first row's details at 80x24, which must be `whose`.
+fn first_details(spec: Spec, whose: &str) -> (State, String) {
+    let mut s = state(spec);
+    act(&mut s, &[Action::OpenDetail]);
+    let text = render_text(&mut s, 80, 24);
+    assert!(text.contains(whose), "{text}");
+    (s, text)
+}
+
+/// The details of a process show its GPU's activity counters, each with
+/// what it counts; where the hints need the rows, in one line.
+#[test]
+fn detail_view_shows_the_gpu_activity() {
+    // GPU 1's process holds the most memory: the first row.
+    let (mut s, small) = first_details(Spec::gpus(2).activity(), "PID 4123402 on GPU 1");
+    assert!(small.contains("activity  GPU 1 over 1s (NVML GPM), share of the time:"), "{small}");
+    assert!(small.contains("SM active 62% (time with a warp)  occupancy 31% (warps of the maximum)"), "{small}");
+    assert!(
+        small.contains("tensor any 44%  HMMA 44% (fp16/bf16)  IMMA n/a (int)"),
+        "a metric the board lacks:\n{small}"
+    );
+    assert!(small.contains("NVLink tx 139.7 GiB/s"), "{small}");
+    insta::assert_snapshot!("detail_activity_80x24", small);
+    insta::assert_snapshot!("detail_activity_200x50", render_text(&mut s, 200, 50));
+
+    let mut probed = state(Spec { alerts: true, ..Spec::gpus(2).probed().activity() });
+    act(&mut probed, &[Action::OpenDetail]);
+    let crowded = render_text(&mut probed, 80, 24);
+    assert!(crowded.contains("activity  GPU 1: SM 62%  occupancy 31%  tensor 44%  DRAM 38%  over 1s"), "{crowded}");
+    assert!(crowded.contains("hints     · fragmentation 36%"), "the hints keep their rows:\n{crowded}");
+    assert!(render_text(&mut probed, 200, 50).contains("DRAM 38% (memory bandwidth)"), "room for all at 200x50");
+    renders_tiny(&mut s);
+    renders_tiny(&mut probed);
+}
+
+/// A GPU without activity says why, in the words of the reason.
+#[test]
+fn detail_view_says_why_a_gpu_has_no_activity() {
+    // GPU 2's inference server holds the most memory.
+    let (mut s, small) = first_details(Spec::gpus(3).activity(), "PID 4123403 on GPU 2");
+    assert!(small.contains("activity  GPU 2: n/a, the driver refused (no permission); asking again"), "{small}");
+    assert!(!small.contains("SM active"), "{small}");
+    insta::assert_snapshot!("detail_no_activity_80x24", small);
+    insta::assert_snapshot!("detail_no_activity_200x50", render_text(&mut s, 200, 50));
+    renders_tiny(&mut s);
+}
+
+/// SM% and GMBW% (NVML's per-process samples) appear where some GPU
+/// samples its processes: `n/a` on a GPU that does not, `-` for a process
+/// with no sample in the period; `s` and F6 sort by them.
+#[test]
+fn the_process_table_shows_each_process_share_of_its_gpu() {
+    let mut s = state(Spec::gpus(4).shares());
+    let small = render_text(&mut s, 80, 24);
+    let row = |text: &str, pid: u32| text.lines().find(|l| l.contains(&pid.to_string())).unwrap_or("").to_string();
+    assert!(small.contains("GPU MEM▼  SM%   CPU%"), "SM% outlasts TYPE and GMBW% at 80 columns:\n{small}");
+    assert!(row(&small, 4_123_402).contains("GiB   77  101.3"), "{small}");
+    assert!(row(&small, 4_123_403).contains("GiB  n/a  101.3"), "a GPU that does not sample:\n{small}");
+    assert!(row(&small, 4_123_404).contains("MiB    -  101.3"), "no sample this period:\n{small}");
+    insta::assert_snapshot!("process_shares_80x24", small);
+    let big = render_text(&mut s, 200, 50);
+    assert!(big.contains("SM%  GMBW%   CPU%") && row(&big, 4_123_401).contains("  57     20  "), "{big}");
+    insta::assert_snapshot!("process_shares_200x50", big);
+
+    act(&mut s, &[Action::SortNext; 5]);
+    assert_eq!(s.sort.column, gpuscope::tui::rows::Column::Sm);
+    let pids: Vec<u32> = s.rows().iter().map(|r| r.key.pid).collect();
+    assert_eq!(pids, [4_123_402, 4_123_401, 4_123_403, 4_123_404], "largest first, unknown last");
+    assert!(render_text(&mut s, 80, 24).contains("SM%▼"));
+    act(&mut s, &[Action::SortNext]);
+    assert_eq!(s.sort.column, gpuscope::tui::rows::Column::MemBw);
+    assert!(render_text(&mut s, 200, 50).contains("GMBW%▼"));
+    renders_tiny(&mut s);
+    assert!(!render_text(&mut state(Spec::gpus(4)), 200, 50).contains("SM%"), "no GPU samples: no column");
+}
+
+/// Each MIG device's line has its GPU instance's activity; one without
+/// says n/a; a MIG process's details name the instance.
+#[test]
+fn mig_devices_show_their_own_activity() {
+    let mut snap = tui_fixtures::mig_7way();
+    for m in &mut snap.gpus[0].mig_devices {
+        let sm = [Some(71.0), Some(12.0), Some(35.0), None, Some(0.0), None, None][m.index as usize];
+        m.activity = sm.map(|sm| gpuscope::model::Activity {
+            period_ms: 1000,
+            sm_active: Some(sm),
+            tensor_active: Some(sm * 0.7),
+            dram_active: Some(sm / 2.0),
+            ..Default::default()
+        });
+        m.activity_unavailable = sm.is_none().then_some(gpuscope::model::ActivityUnavailable::FirstSample);
+    }
+    let mut s = State::new(&options());
+    s.on_snapshot(Arc::new(snap));
+    let small = render_text(&mut s, 80, 24);
+    let mig = |text: &str, i: u32| {
+        text.lines().find(|l| l.contains(&format!("MIG {i} 1g.10gb"))).unwrap_or_else(|| panic!("{text}")).to_string()
+    };
+    assert!(mig(&small, 0).contains("SM  71%  TC  50%  DRAM  36%"), "{small}");
+    assert!(mig(&small, 3).contains("SM  n/a  TC  n/a  DRAM  n/a"), "{small}");
+    assert!(mig(&small, 4).contains("1 proc"), "the count stays:\n{small}");
+    insta::assert_snapshot!("mig_activity_80x24", small);
+    insta::assert_snapshot!("mig_activity_200x50", render_text(&mut s, 200, 50));
+    act(&mut s, &[Action::OpenDetail]);
+    let detail = render_text(&mut s, 200, 50);
+    assert!(detail.contains("activity  GPU 0 MIG 2 (its GPU instance) over 1s"), "{detail}");
+    renders_tiny(&mut s);
 }

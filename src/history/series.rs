@@ -556,6 +556,13 @@ impl<const N: usize> Series<N> {
         self.rings.iter().find(|r| r.covers(from_ms)).or(self.rings.last())
     }
 
+    /// Whether some bucket held ever had a value of `field`: a field
+    /// never recorded (activity, on boards without it) is known to be
+    /// empty without reading every bucket.
+    pub fn records(&self, field: usize) -> bool {
+        self.rings.iter().any(|r| r.fields.get(field).is_some_and(Option::is_some))
+    }
+
     /// The width of the buckets `since(from_ms)` gives (0: raw samples).
     /// While the raw ring is deferred, the first ring's buckets are each
     /// one sample: raw, as the raw ring's would be.

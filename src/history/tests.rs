@@ -231,9 +231,11 @@ fn a_field_available_late_reads_unavailable_before() {
     // ones (several samples a bucket) 14 bytes.
     let column = 4 * 4 + (4 + 3) * 14;
     assert_eq!(one_field, empty + (4 + 4 + 3) * 4 + column, "no column for a field never available");
+    assert!(s.records(0) && !s.records(1), "a chart need not read the buckets to know field 1 has none");
     // Field 1 first has a value in the middle of the second at 2 000 ms.
     s.push(2_400, &[Some(6.0), Some(60.0)]);
     assert_eq!(s.heap_bytes(), one_field + 4 * 4 + (4 + 3) * 4, "its column came with every slot, at once");
+    assert!(s.records(1));
     s.push(2_800, &[Some(7.0), Some(70.0)]);
     assert_eq!(s.heap_bytes(), one_field + column, "two values in a bucket: whole aggregates");
     let (_, raw) = s.tiers().next().unwrap();

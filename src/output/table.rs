@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use crate::model::{
-    Alert, DeviceAllocator, Gpu, GpuState, PidNamespace, ProbeState, Process, ProcessAllocator, ProcessGpu, Severity,
-    Snapshot,
+    Activity, ActivityUnavailable, Alert, DeviceAllocator, Gpu, GpuState, PidNamespace, ProbeState, Process,
+    ProcessAllocator, ProcessGpu, Severity, Snapshot,
 };
 use crate::sources::visible;
 use crate::util::units::{bytes, bytes_pair, opt};
@@ -120,6 +120,7 @@ fn gpu_lines(gpu: &Gpu, lines: &mut Vec<String>) {
         pct(gpu.utilization.encoder),
         pct(gpu.utilization.decoder),
     ));
+    lines.extend(activity_line(gpu.activity.as_ref(), gpu.activity_unavailable));
     if let Some(reasons) = gpu.throttle_reasons.as_ref().filter(|r| !r.is_empty()) {
         lines.push(format!("    clocks held down by: {}", reasons.join(", ")));
     }
@@ -164,6 +165,28 @@ fn mig_lines(gpu: &Gpu, processes: &[Process], lines: &mut Vec<String>) {
             format!("{count} proc"),
             m.uuid.as_deref().unwrap_or("n/a"),
         ));
+        lines.extend(activity_line(m.activity.as_ref(), m.activity_unavailable).map(|l| format!("  {l}")));
+    }
+}
+
+/// What the GPU's SMs, tensor pipes and memory really did (GPM), under
+/// its readings: "SM active 6%" where utilisation says 100%. Nothing
+/// where it was not read (a one-shot that did not wait for a second
+/// sample) or cannot be (a board before Hopper: a line on every A100
+/// would say only that); why, where reading it failed.
+fn activity_line(a: Option<&Activity>, why: Option<ActivityUnavailable>) -> Option<String> {
+    let pct = |v: Option<f64>| opt(v, |v| format!("{v:.0}%"));
+    match (a, why) {
+        (Some(a), _) => Some(format!(
+            "    SM active {}  occupancy {}  tensor {}  DRAM {}  over {:.1}s (GPM)",
+            pct(a.sm_active),
+            pct(a.sm_occupancy),
+            pct(a.tensor_active),
+            pct(a.dram_active),
+            a.period_ms as f64 / 1000.0
+        )),
+        (None, None | Some(ActivityUnavailable::NotRead | ActivityUnavailable::NotSupported)) => None,
+        (None, Some(why)) => Some(format!("    activity n/a: {}", why.describe())),
     }
 }
 
@@ -533,6 +556,29 @@ mod tests {
             remap_line(&bad).unwrap(),
             "    remapped rows: 0 correctable, 1 uncorrectable; remapping FAILED: replace the board"
         );
+    }
+
+    #[test]
+    fn activity_shows_where_read_and_why_not_where_it_failed() {
+        let a = Activity {
+            period_ms: 1000,
+            sm_active: Some(6.2),
+            sm_occupancy: Some(3.0),
+            tensor_active: Some(0.0),
+            dram_active: None,
+            ..Activity::default()
+        };
+        let line = activity_line(Some(&a), None).unwrap();
+        assert_eq!(line, "    SM active 6%  occupancy 3%  tensor 0%  DRAM n/a  over 1.0s (GPM)");
+        assert_eq!(activity_line(None, Some(ActivityUnavailable::NotRead)), None, "a one-shot not asked for it");
+        assert_eq!(activity_line(None, Some(ActivityUnavailable::NotSupported)), None, "an A100 says nothing");
+        assert_eq!(activity_line(None, None), None);
+        let refused = activity_line(None, Some(ActivityUnavailable::NoPermission)).unwrap();
+        assert_eq!(refused, "    activity n/a: the driver refused (no permission); asking again later");
+        let mut gpu = Gpu::blank(0, GpuState::Ok);
+        gpu.activity = Some(a);
+        let text = render(&Snapshot { gpus: vec![gpu], ..snap(Vec::new(), None) });
+        assert!(text.contains(&line) && text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
     }
 
     #[test]

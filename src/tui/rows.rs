@@ -5,7 +5,8 @@
 use std::borrow::Cow;
 use std::cmp::Ordering;
 
-use crate::model::{DeviceAllocator, Process, ProcessGpu, Snapshot};
+use crate::hashing::IntMap;
+use crate::model::{DeviceAllocator, Process, ProcessGpu, ProcessUtilization, Snapshot};
 
 /// Identifies a process row: one process on one GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -35,16 +36,23 @@ pub enum Column {
     Rank,
     /// Pinned host memory PyTorch's host allocator holds.
     Pinned,
+    /// The process's share of the GPU's SMs in NVML's last sample period
+    /// (nvitop's `%SM`).
+    Sm,
+    /// Its share of the GPU's memory bandwidth (nvitop's `%GMBW`).
+    MemBw,
     Command,
 }
 
 /// The order `s` walks through.
-pub const SORTABLE: [Column; 12] = [
+pub const SORTABLE: [Column; 14] = [
     Column::GpuMem,
     Column::Alloc,
     Column::Reserved,
     Column::Frag,
     Column::Peak,
+    Column::Sm,
+    Column::MemBw,
     Column::Cpu,
     Column::HostMem,
     Column::Time,
@@ -72,6 +80,8 @@ impl Column {
             Self::Workload => "WORKLOAD",
             Self::Rank => "RANK",
             Self::Pinned => "PINNED",
+            Self::Sm => "SM%",
+            Self::MemBw => "GMBW%",
             Self::Command => "COMMAND",
         }
     }
@@ -118,6 +128,67 @@ pub struct Row<'a> {
     pub gpu: &'a ProcessGpu,
     /// The allocator's view of this process on this GPU, with a probe.
     pub device: Option<&'a DeviceAllocator>,
+    pub share: Share<'a>,
+}
+
+/// NVML's sample of a process's share of its GPU
+/// (`nvmlDeviceGetProcessUtilization`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Share<'a> {
+    /// The GPU takes no samples of its processes (under MIG, or where the
+    /// driver refuses): the columns say `n/a`.
+    Unsampled,
+    /// The GPU samples, and its last period has none of this process:
+    /// NVML lists the processes that ran there, so this one ran nothing
+    /// it saw. The columns say `-`, as `nvidia-smi pmon` does, not 0,
+    /// which NVML did not say.
+    NoSample,
+    Sample(&'a ProcessUtilization),
+}
+
+impl Share<'_> {
+    pub fn sample(self) -> Option<ProcessUtilization> {
+        match self {
+            Share::Sample(u) => Some(*u),
+            Share::Unsampled | Share::NoSample => None,
+        }
+    }
+}
+
+/// Each process's sample by (GPU, PID), gathered once a frame: the rows
+/// then find theirs in one step, at 512 processes on a GPU too. Empty,
+/// and allocating nothing, where no GPU samples.
+struct Shares<'a> {
+    sampled: Vec<u32>,
+    by_key: IntMap<(u32, u32), &'a ProcessUtilization>,
+}
+
+impl<'a> Shares<'a> {
+    fn of(snap: &'a Snapshot) -> Self {
+        let sampled = || snap.gpus.iter().filter_map(|g| Some((g.index, g.process_utilization.as_deref()?)));
+        if sampled().next().is_none() {
+            return Self { sampled: Vec::new(), by_key: IntMap::default() };
+        }
+        // Sized once: grown sample by sample, the map would be rehashed
+        // on its way to 512 entries.
+        let n = sampled().map(|(_, samples)| samples.len()).sum();
+        let mut shares = Self { sampled: Vec::with_capacity(snap.gpus.len()), by_key: IntMap::default() };
+        shares.by_key.reserve(n);
+        for (index, samples) in sampled() {
+            shares.sampled.push(index);
+            for u in samples {
+                shares.by_key.entry((index, u.pid)).or_insert(u);
+            }
+        }
+        shares
+    }
+
+    fn get(&self, gpu: u32, pid: u32) -> Share<'a> {
+        if !self.sampled.contains(&gpu) {
+            return Share::Unsampled;
+        }
+        self.by_key.get(&(gpu, pid)).map_or(Share::NoSample, |u| Share::Sample(u))
+    }
 }
 
 impl<'a> Row<'a> {
@@ -128,13 +199,15 @@ impl<'a> Row<'a> {
 
 pub fn build<'a>(snap: &'a Snapshot, focus: Option<u32>, filter: &str, sort: Sort) -> Vec<Row<'a>> {
     let needle = filter.trim().to_lowercase();
+    let shares = Shares::of(snap);
+    let shares = &shares;
     // Sized up front: collected through the filters, the list would grow
     // seven times on its way to 512 rows.
     let mut rows = Vec::with_capacity(snap.processes.iter().map(|p| p.gpus.len()).sum());
     rows.extend(
         snap.processes
             .iter()
-            .flat_map(|p| p.gpus.iter().map(move |g| row(p, g)))
+            .flat_map(|p| p.gpus.iter().map(move |g| row(p, g, shares)))
             .filter(|r| focus.is_none_or(|f| r.key.gpu == f))
             .filter(|r| needle.is_empty() || matches(r, &needle)),
     );
@@ -192,9 +265,9 @@ fn ordinal(v: Option<f64>, descending: bool) -> u128 {
     u128::from(if descending { !ascending } else { ascending })
 }
 
-fn row<'a>(p: &'a Process, g: &'a ProcessGpu) -> Row<'a> {
+fn row<'a>(p: &'a Process, g: &'a ProcessGpu, shares: &Shares<'a>) -> Row<'a> {
     let device = p.allocator.as_ref().and_then(|a| a.devices.iter().find(|d| d.gpu == Some(g.index)));
-    Row { key: RowKey { pid: p.pid, gpu: g.index }, process: p, gpu: g, device }
+    Row { key: RowKey { pid: p.pid, gpu: g.index }, process: p, gpu: g, device, share: shares.get(g.index, p.pid) }
 }
 
 /// Whether the row has `needle` (lower case) in its user, name, command,
@@ -272,6 +345,9 @@ fn value<'a>(r: &Row<'a>, column: Column) -> Value<'a> {
         Column::Workload => Value::Text(None),
         Column::Rank => num(r.process.allocator.as_ref().and_then(|a| a.rank).map(u64::from)),
         Column::Pinned => num(r.process.allocator.as_ref().and_then(|a| a.pinned_host)),
+        // Unsampled and no sample alike go last: neither is a figure.
+        Column::Sm => Value::Num(r.share.sample().map(|u| f64::from(u.sm))),
+        Column::MemBw => Value::Num(r.share.sample().map(|u| f64::from(u.memory))),
         Column::Command => text(r.command()),
     }
 }
@@ -324,6 +400,50 @@ mod tests {
                          "probes": { "ok": true, "error": null, "directory": null, "files": 0, "skipped": 0, "last_skipped": null } }
         }))
         .unwrap()
+    }
+
+    /// GPU 0 samples its processes: PID 10 at SM 80% and 5% of the memory
+    /// bandwidth, PID 30 at 20% and 60%; GPU 1 (under MIG, say) does not.
+    fn with_shares() -> Snapshot {
+        let mut s = snap();
+        let share = |pid, sm, memory| ProcessUtilization { pid, sm, memory, encoder: 0, decoder: 0 };
+        let mut sampled = crate::model::Gpu::blank(0, crate::model::GpuState::Ok);
+        sampled.process_utilization = Some(vec![share(10, 80, 5), share(30, 20, 60)]);
+        s.gpus = vec![sampled, crate::model::Gpu::blank(1, crate::model::GpuState::Ok)];
+        s
+    }
+
+    fn by(column: Column, descending: bool) -> Sort {
+        Sort { column, descending, ..Sort::default() }
+    }
+
+    #[test]
+    fn each_row_has_its_gpu_s_sample_of_it_or_says_why_not() {
+        let mut s = with_shares();
+        let rows = build(&s, None, "", by(Column::Pid, false));
+        let shares: Vec<Option<(u32, u32)>> = rows.iter().map(|r| r.share.sample().map(|u| (u.sm, u.memory))).collect();
+        assert_eq!(keys(&rows), [(10, 0), (20, 1), (30, 0), (30, 1)]);
+        assert_eq!(shares, [Some((80, 5)), None, Some((20, 60)), None]);
+        assert_eq!(rows[1].share, Share::Unsampled, "GPU 1 takes no samples");
+        // GPU 0 samples, and its last period had none of PID 30.
+        s.gpus[0].process_utilization.as_mut().unwrap().truncate(1);
+        let rows = build(&s, None, "", by(Column::Pid, false));
+        assert_eq!((rows[2].key, rows[2].share), (RowKey { pid: 30, gpu: 0 }, Share::NoSample));
+        assert_eq!(rows[3].share, Share::Unsampled);
+    }
+
+    #[test]
+    fn sorting_by_sm_share_puts_the_busiest_first_and_the_unknown_last() {
+        let s = with_shares();
+        assert_eq!(keys(&build(&s, None, "", by(Column::Sm, true))), [(10, 0), (30, 0), (20, 1), (30, 1)]);
+        assert_eq!(keys(&build(&s, None, "", by(Column::Sm, false))), [(30, 0), (10, 0), (20, 1), (30, 1)]);
+        assert_eq!(keys(&build(&s, None, "", by(Column::MemBw, true))), [(30, 0), (10, 0), (20, 1), (30, 1)]);
+        // The same order through the comparisons a grouping sorts by.
+        let grouped = Sort { by_workload: true, ..by(Column::Sm, true) };
+        assert_eq!(keys(&build(&s, None, "", grouped)), [(10, 0), (30, 0), (20, 1), (30, 1)]);
+        assert!(Column::Sm.descending_by_default() && Column::MemBw.descending_by_default());
+        let after_peak = Sort { column: Column::Peak, ..Sort::default() }.next();
+        assert_eq!((after_peak.column, after_peak.next().column), (Column::Sm, Column::MemBw), "`s` walks to them");
     }
 
     fn keys(rows: &[Row]) -> Vec<(u32, u32)> {

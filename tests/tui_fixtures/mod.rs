@@ -38,6 +38,13 @@ pub struct Spec {
     pub workloads: bool,
     /// gpuscope in a container of its own: NVML's PIDs are the host's.
     pub container: bool,
+    /// Activity counters (GPM): GPU 0 busy but idle (utilisation 80%, SM
+    /// 6%), GPU 2 refused them (no permission), GPU 3 idle, the rest a
+    /// healthy training step.
+    pub activity: bool,
+    /// NVML samples each GPU's processes: GPU 2 does not (`n/a`), GPU 3's
+    /// notebook ran nothing in the period (`-`).
+    pub shares: bool,
 }
 
 impl Spec {
@@ -51,6 +58,14 @@ impl Spec {
 
     pub fn workloads(self) -> Self {
         Self { workloads: true, ..self }
+    }
+
+    pub fn activity(self) -> Self {
+        Self { activity: true, ..self }
+    }
+
+    pub fn shares(self) -> Self {
+        Self { shares: true, ..self }
     }
 }
 
@@ -183,7 +198,7 @@ fn gpu(spec: Spec, i: u32, step: u64) -> Value {
             "inactive_split": 3 * GIB, "overhead": used - reserved, "unprobed": 0
         })
     });
-    json!({
+    let mut gpu = json!({
         "index": i, "uuid": uuid, "name": "NVIDIA H100 80GB HBM3",
         "pci_bus_id": format!("00000000:{:02X}:00.0", 0x18 + i * 0x12), "state": "ok", "error": null,
         "memory": { "total": TOTAL, "used": used, "free": TOTAL - used - DRIVER_RESERVED, "driver_reserved": DRIVER_RESERVED },
@@ -193,6 +208,40 @@ fn gpu(spec: Spec, i: u32, step: u64) -> Value {
         "clocks": { "sm_mhz": 1980, "memory_mhz": 2619 }, "pcie": { "tx_bytes_per_s": 1024000, "rx_bytes_per_s": 2048000 },
         "performance_state": if i == 3 { "P8" } else { "P0" }, "throttle_reasons": [], "mig_mode": null,
         "allocator": allocator
+    });
+    if spec.activity {
+        gpu["activity"] = activity(i, step);
+        gpu["activity_unavailable"] = if i == 2 { json!("no_permission") } else { Value::Null };
+    }
+    if spec.shares {
+        let pid = 4_123_401 + i;
+        gpu["process_utilization"] = match i {
+            2 => Value::Null,
+            3 => json!([]),
+            _ => json!([{ "pid": pid, "sm": 57 + i * 20, "memory": 20 + i, "encoder": 0, "decoder": 0 }]),
+        };
+    }
+    gpu
+}
+
+/// What GPM reads on GPU `i`: its SMs mostly waiting (GPU 0), nothing
+/// (GPU 2, refused), idle (GPU 3), else a training step on the tensor
+/// cores (no integer tensor pipe figure).
+fn activity(i: u32, step: u64) -> Value {
+    let swing = 4.0 * wave(step, 11);
+    let (sm, tensor, dram) = match i {
+        0 => (6.0, 0.0, 3.0),
+        2 => return Value::Null,
+        3 => (0.0, 0.0, 0.0),
+        _ => (62.0 + swing, 44.0 + swing, 38.0),
+    };
+    json!({
+        "period_ms": 1000, "sm_active": sm, "sm_occupancy": sm / 2.0, "tensor_active": tensor,
+        "tensor_hmma": tensor, "tensor_imma": null, "tensor_dfma": 0.0, "dram_active": dram,
+        "fp64_active": 0.0, "fp32_active": sm / 5.0, "fp16_active": tensor / 4.0,
+        "pcie_tx_bytes_per_s": 1_200_000_000u64, "pcie_rx_bytes_per_s": 300_000_000u64,
+        "nvlink_tx_bytes_per_s": if i == 0 { 0 } else { 150_000_000_000u64 },
+        "nvlink_rx_bytes_per_s": if i == 0 { 0 } else { 148_000_000_000u64 }
     })
 }
 

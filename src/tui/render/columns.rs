@@ -2,11 +2,12 @@
 //! first as the terminal narrows. COMMAND takes whatever is left. Without
 //! any probe on screen, the allocator columns would only say "n/a", so
 //! they go first. WORKLOAD appears only when some process is in a
-//! container, pod or Slurm job, and is the first to go after those.
+//! container, pod or Slurm job, and is the first to go after those; SM%
+//! and GMBW% only when some row's GPU samples its processes.
 
 use crate::model::{ProbeState, Workload};
 use crate::tui::render::format::{NA, or_na_into, push_duration_short};
-use crate::tui::rows::{Column, Row};
+use crate::tui::rows::{Column, Row, Share};
 use crate::util::units::{push_bytes, push_fixed};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +29,10 @@ const WORKLOAD: Spec = spec(Column::Workload, 16, false, 0, false);
 /// `127/256`.
 const RANK: Spec = spec(Column::Rank, 7, true, 3, false);
 const PINNED: Spec = spec(Column::Pinned, 9, true, 1, false);
+/// Which process works the GPU outlasts its host figures; its share of
+/// the memory bandwidth gives way before them.
+const SM: Spec = spec(Column::Sm, 4, true, 8, false);
+const MEM_BW: Spec = spec(Column::MemBw, 6, true, 4, false);
 
 /// Which optional columns some row on screen has a value for.
 #[derive(Debug, Clone, Copy, Default)]
@@ -37,6 +42,8 @@ pub struct Present {
     pub workloads: bool,
     pub ranks: bool,
     pub pinned: bool,
+    /// Some row's GPU samples its processes' shares.
+    pub shares: bool,
 }
 
 impl Present {
@@ -47,36 +54,41 @@ impl Present {
             workloads: rows.iter().any(|r| r.process.workload.is_some()),
             ranks: allocators().any(|a| a.rank.is_some()),
             pinned: allocators().any(|a| a.pinned_host.is_some()),
+            shares: rows.iter().any(|r| r.share != Share::Unsampled),
         }
     }
 }
 
 /// In display order.
 const SPECS: [Spec; 12] = [
-    spec(Column::Gpu, 3, true, 12, false),
-    spec(Column::Pid, 8, true, 13, false),
-    spec(Column::User, 9, false, 10, false),
+    spec(Column::Gpu, 3, true, 14, false),
+    spec(Column::Pid, 8, true, 15, false),
+    spec(Column::User, 9, false, 12, false),
     spec(Column::Type, 4, false, 1, false),
-    spec(Column::GpuMem, 9, true, 11, false),
-    spec(Column::Alloc, 9, true, 9, true),
-    spec(Column::Reserved, 9, true, 8, true),
-    spec(Column::Frag, 5, true, 7, true),
+    spec(Column::GpuMem, 9, true, 13, false),
+    spec(Column::Alloc, 9, true, 11, true),
+    spec(Column::Reserved, 9, true, 10, true),
+    spec(Column::Frag, 5, true, 9, true),
     spec(Column::Peak, 9, true, 2, true),
-    spec(Column::Cpu, 6, true, 6, false),
-    spec(Column::HostMem, 9, true, 5, false),
-    spec(Column::Time, 6, true, 4, false),
+    spec(Column::Cpu, 6, true, 7, false),
+    spec(Column::HostMem, 9, true, 6, false),
+    spec(Column::Time, 6, true, 5, false),
 ];
 
 /// The selection mark and the alert mark before every row.
 pub const MARKER: usize = 2;
 const COMMAND_MIN: usize = 16;
 
-/// The columns that fit in `width`, and COMMAND's width; WORKLOAD, RANK
-/// and PINNED only when some row has one.
+/// The columns that fit in `width`, and COMMAND's width; WORKLOAD, RANK,
+/// PINNED, SM% and GMBW% only when some row has one.
 pub fn choose(width: usize, present: Present) -> (Vec<Spec>, usize) {
     let probed = present.probed;
-    let mut specs: Vec<Spec> = Vec::with_capacity(SPECS.len() + 3);
+    let mut specs: Vec<Spec> = Vec::with_capacity(SPECS.len() + 5);
     for s in SPECS {
+        // The GPU's shares before the host's.
+        if s.column == Column::Cpu && present.shares {
+            specs.extend([SM, MEM_BW]);
+        }
         specs.push(s);
         // RANK beside the user, PINNED beside the peak.
         if s.column == Column::User && present.ranks {
@@ -159,6 +171,11 @@ pub fn cell_into(out: &mut String, row: &Row, column: Column, now_ms: u64) {
             _ => out.push('-'),
         },
         Column::Pinned => alloc(out, p.allocator.as_ref().and_then(|a| a.pinned_host)),
+        Column::Sm | Column::MemBw => match row.share {
+            Share::Sample(u) => out.push_str(digits.format(if column == Column::Sm { u.sm } else { u.memory })),
+            Share::NoSample => out.push('-'),
+            Share::Unsampled => out.push_str(NA),
+        },
         // A host PID seen from a container: NVML's name is all there is.
         Column::Command if p.other_namespace => {
             out.push_str("[host] ");
@@ -182,7 +199,7 @@ mod tests {
 
     #[test]
     fn rank_and_pinned_show_only_when_some_row_has_them() {
-        let every = Present { probed: true, workloads: true, ranks: true, pinned: true };
+        let every = Present { probed: true, workloads: true, ranks: true, pinned: true, shares: false };
         let (specs, _) = choose(220, every);
         let n = names(&specs);
         assert_eq!(&n[..4], ["GPU", "PID", "USER", "RANK"]);
@@ -191,6 +208,40 @@ mod tests {
         // At 80 columns RANK outlasts TYPE, PEAK and PINNED.
         let (narrow, _) = choose(80, every);
         assert!(!names(&narrow).contains(&"PINNED"));
+    }
+
+    #[test]
+    fn the_gpu_shares_show_only_where_some_row_s_gpu_samples_them() {
+        let shares = Present { shares: true, ..Present::default() };
+        let wide = names(&choose(200, shares).0);
+        assert!(wide.windows(3).any(|w| w == ["SM%", "GMBW%", "CPU%"]), "{wide:?}");
+        assert!(!names(&choose(200, Present::default()).0).contains(&"SM%"));
+        // At 80 columns SM% outlasts TYPE and GMBW%, and the host's figures.
+        let (narrow, command) = choose(80, shares);
+        assert_eq!(names(&narrow), ["GPU", "PID", "USER", "GPU MEM", "SM%", "CPU%", "HOST MEM", "TIME"]);
+        assert!(command >= COMMAND_MIN);
+    }
+
+    #[test]
+    fn a_share_reads_as_nvidia_smi_pmon_writes_it() {
+        use crate::model::{Process, ProcessGpu, ProcessType, ProcessUtilization};
+        use crate::tui::rows::RowKey;
+        let p = Process::bare(7);
+        let g =
+            ProcessGpu { index: 0, kind: ProcessType::Compute, used_memory: None, mig_device: None, mig_uuid: None };
+        let u = ProcessUtilization { pid: 7, sm: 57, memory: 20, encoder: 0, decoder: 0 };
+        let cell = |share, column| {
+            let row = Row { key: RowKey { pid: 7, gpu: 0 }, process: &p, gpu: &g, device: None, share };
+            let mut out = String::new();
+            cell_into(&mut out, &row, column, 0);
+            out
+        };
+        assert_eq!(
+            (cell(Share::Sample(&u), Column::Sm), cell(Share::Sample(&u), Column::MemBw)),
+            ("57".into(), "20".into())
+        );
+        assert_eq!(cell(Share::NoSample, Column::Sm), "-", "sampled, and nothing of it this period");
+        assert_eq!(cell(Share::Unsampled, Column::MemBw), "n/a", "the GPU takes no samples");
     }
 
     fn names(specs: &[Spec]) -> Vec<&'static str> {

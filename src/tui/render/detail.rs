@@ -1,5 +1,6 @@
 //! Enter: one process on one GPU in full — command line, host figures,
-//! the allocator's backend and configuration, rank, every figure on this
+//! what that GPU (or MIG device) really does (its activity counters), the
+//! allocator's backend and configuration, rank, every figure on this
 //! GPU, its memory over time, and what to do about what it shows.
 
 use std::sync::Arc;
@@ -8,8 +9,8 @@ use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use crate::model::{DeviceAllocator, ProbeState, Process, ProcessAllocator, Snapshot, Workload};
-use crate::tui::render::format::{duration_short, or_na};
+use crate::model::{Activity, DeviceAllocator, ProbeState, Process, ProcessAllocator, Snapshot, Workload};
+use crate::tui::render::format::{activity, duration_short, interval, or_na};
 use crate::tui::render::layout::WIDE;
 use crate::tui::render::text::{spread, wrap};
 use crate::tui::render::{Ctx, hints, trend};
@@ -21,14 +22,25 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, key: RowK
     let process = snap.processes.iter().find(|p| p.pid == key.pid && p.gpus.iter().any(|g| g.index == key.gpu));
     let wide = area.width >= WIDE;
     let text_w = if wide { area.width / 2 } else { area.width } as usize;
-    let mut lines = vec![title(ctx, process, key, text_w)];
-    match process {
-        Some(p) => {
-            for (label, value) in fields(ctx, snap, p, key) {
-                lines.extend(field(ctx, label, &value, text_w));
+    let build = |full_activity: bool| {
+        let mut lines = vec![title(ctx, process, key, text_w)];
+        match process {
+            Some(p) => {
+                for (label, value) in fields(ctx, snap, p, key, full_activity) {
+                    lines.extend(field(ctx, label, &value, text_w));
+                }
+            }
+            None => {
+                lines.push(Line::styled(format!("PID {} is no longer on GPU {}.", key.pid, key.gpu), ctx.theme.warn));
             }
         }
-        None => lines.push(Line::styled(format!("PID {} is no longer on GPU {}.", key.pid, key.gpu), ctx.theme.warn)),
+        lines
+    };
+    // The activity counters with their meanings where they fit, else in a
+    // line, so that the hints after them stay on screen.
+    let mut lines = build(true);
+    if lines.len() > usize::from(area.height) {
+        lines = build(false);
     }
     let (text, chart) = if wide {
         let half = area.width / 2;
@@ -82,7 +94,7 @@ fn field<'a>(ctx: &Ctx, label: &str, value: &str, w: usize) -> Vec<Line<'a>> {
         .collect()
 }
 
-fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey) -> Vec<(&'static str, String)> {
+fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey, full_activity: bool) -> Vec<(&'static str, String)> {
     let mut lines = vec![("command", ctx.clean(p.command.as_deref().or(p.name.as_deref()).unwrap_or("n/a")))];
     let started = p.start_time.as_ref().map(|t| duration_short(ctx.now_ms.saturating_sub(t.time_unix_ms)));
     lines.push((
@@ -105,6 +117,7 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey) -> Vec<(&'static
         })
         .collect();
     lines.push(("NVML", gpus.join("   ")));
+    lines.extend(gpu_activity(snap, p, key, full_activity));
     if let Some(w) = &p.workload {
         lines.push(("workload", workload_text(w)));
     }
@@ -152,6 +165,78 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey) -> Vec<(&'static
         lines.push((if i == 0 { "hints" } else { "" }, format!("{} {}", ctx.sym.dot, ctx.clean(h))));
     }
     lines
+}
+
+/// The activity counters of the GPU the row is on, or of its MIG device's
+/// GPU instance: every one with what it counts (`full`), or the main ones
+/// in a line; why there are none where there are none.
+fn gpu_activity(snap: &Snapshot, p: &Process, key: RowKey, full: bool) -> Vec<(&'static str, String)> {
+    let Some(gpu) = snap.gpus.iter().find(|g| g.index == key.gpu) else { return Vec::new() };
+    let mig = p.gpus.iter().find(|g| g.index == key.gpu).and_then(|g| g.mig_device);
+    let (whose, a, why) = match mig.and_then(|m| gpu.mig_devices.iter().find(|d| d.index == m)) {
+        Some(m) => (
+            format!("GPU {} MIG {} (its GPU instance)", gpu.index, m.index),
+            m.activity.as_ref(),
+            m.activity_unavailable,
+        ),
+        None => (format!("GPU {}", gpu.index), gpu.activity.as_ref(), gpu.activity_unavailable),
+    };
+    let Some(a) = a else {
+        // A recording made before gpuscope read the counters has no
+        // reason, and nothing to say.
+        return why.map(|why| ("activity", format!("{whose}: n/a, {}", why.describe()))).into_iter().collect();
+    };
+    let period = interval(std::time::Duration::from_millis(a.period_ms));
+    if full {
+        return activity_lines(a, &whose, &period);
+    }
+    let text = format!(
+        "{whose}: SM {}  occupancy {}  tensor {}  DRAM {}  over {period}",
+        activity(a.sm_active),
+        activity(a.sm_occupancy),
+        activity(a.tensor_active),
+        activity(a.dram_active)
+    );
+    vec![("activity", text)]
+}
+
+/// Every activity counter, with a few words on what it counts; each
+/// line within 70 columns, the value's at 80.
+fn activity_lines(a: &Activity, whose: &str, period: &str) -> Vec<(&'static str, String)> {
+    let rate = |v: Option<u64>| or_na(v, |b| format!("{}/s", bytes(b)));
+    let sm = format!(
+        "SM active {} (time with a warp)  occupancy {} (warps of the maximum)",
+        activity(a.sm_active),
+        activity(a.sm_occupancy)
+    );
+    let tensor = format!(
+        "tensor any {}  HMMA {} (fp16/bf16)  IMMA {} (int)  DFMA {} (fp64)",
+        activity(a.tensor_active),
+        activity(a.tensor_hmma),
+        activity(a.tensor_imma),
+        activity(a.tensor_dfma)
+    );
+    let pipes = format!(
+        "DRAM {} (memory bandwidth)  pipes FP64 {}  FP32 {}  FP16 {}",
+        activity(a.dram_active),
+        activity(a.fp64_active),
+        activity(a.fp32_active),
+        activity(a.fp16_active)
+    );
+    let links = format!(
+        "PCIe tx {} rx {}  NVLink tx {} rx {}",
+        rate(a.pcie_tx_bytes_per_s),
+        rate(a.pcie_rx_bytes_per_s),
+        rate(a.nvlink_tx_bytes_per_s),
+        rate(a.nvlink_rx_bytes_per_s)
+    );
+    vec![
+        ("activity", format!("{whose} over {period} (NVML GPM), share of the time:")),
+        ("", sm),
+        ("", tensor),
+        ("", pipes),
+        ("", links),
+    ]
 }
 
 /// NVML's newest sample of the process on that GPU, where it samples.

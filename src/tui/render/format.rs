@@ -65,6 +65,15 @@ pub fn percent(v: Option<u32>) -> String {
     out
 }
 
+/// An activity counter's share of the time, whole: "6%", "n/a".
+pub fn activity(v: Option<f64>) -> String {
+    let Some(v) = v else { return NA.into() };
+    let mut out = String::with_capacity(4);
+    crate::util::units::push_fixed(&mut out, v, false);
+    out.push('%');
+    out
+}
+
 /// What a cell says for a figure that is unavailable.
 pub const NA: &str = "n/a";
 
@@ -97,6 +106,9 @@ mod tests {
         assert_eq!(duration_short(600_000), "10m");
         assert_eq!(duration_short(90_000_000), "1d01h");
         assert_eq!(percent(None), "n/a");
+        assert_eq!(activity(Some(6.4)), "6%");
+        assert_eq!(activity(Some(99.6)), "100%");
+        assert_eq!(activity(None), "n/a", "unavailable, never 0%");
     }
 
     /// What `duration_short` wrote when it went through `format!`.

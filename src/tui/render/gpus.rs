@@ -1,16 +1,19 @@
 //! The GPU list: two lines per GPU (readings, then the stacked memory bar
 //! with its figures) or, when that does not fit, one compact line each;
-//! a GPU's MIG devices a line each under it (`mig.rs`).
+//! a GPU's MIG devices a line each under it (`mig.rs`). Where some GPU
+//! has activity counters (GPM), SM, tensor and DRAM activity stand beside
+//! utilisation, as far as the width allows, SM first.
 
 use crate::tui::term::Frame;
 use ratatui::layout::Rect;
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
-use crate::model::{Gpu, GpuState, Snapshot};
+use crate::model::{Activity, Gpu, GpuState, Snapshot};
 use crate::tui::mouse::{Hits, Target};
 use crate::tui::render::Ctx;
 use crate::tui::render::bar::{self, Segment};
-use crate::tui::render::format::{bytes_short, percent};
+use crate::tui::render::format::{activity, bytes_short, percent};
 use crate::tui::render::mig;
 use crate::tui::render::text::{left, right, spread, width, wrap};
 use crate::tui::term::Lines;
@@ -32,16 +35,19 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, compact: 
     let iw = snap.gpus.iter().map(|g| g.index.to_string().len()).max().unwrap_or(1);
     // Every bar ends in the same column, whatever its figures' width.
     let text_w = snap.gpus.iter().map(|g| width(&bytes_pair(g.memory.used, g.memory.total))).max().unwrap_or(0);
+    // A GPU without activity beside one with says n/a; where none has
+    // any (before Hopper, a one-shot's first reading) nothing is said.
+    let active = snap.gpus.iter().any(|g| g.activity.is_some());
     if compact {
-        lines.push(compact_header(ctx, iw, w));
+        lines.push(compact_header(ctx, iw, active, w));
     }
     let columns = memory_columns(ctx, snap, 3 + iw, w);
     for gpu in &snap.gpus {
         let first = lines.len();
         if compact {
-            lines.push(compact_line(ctx, snap, gpu, (iw, text_w), w));
+            lines.push(compact_line(ctx, snap, gpu, (iw, text_w, active), w));
         } else {
-            lines.extend(full_lines(ctx, snap, gpu, (iw, columns), w));
+            lines.extend(full_lines(ctx, snap, gpu, (iw, columns, active), w));
         }
         hit(hits, area, first, lines.len(), Target::Gpu(gpu.index));
         lines.extend(mig::lines(ctx, snap, gpu, iw, w));
@@ -102,9 +108,9 @@ fn title<'a>(ctx: &Ctx, snap: &Snapshot, w: usize) -> Line<'a> {
 fn marker<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu) -> Vec<Span<'a>> {
     let focused = ctx.state.focus == Some(gpu.index) && ctx.state.focus_mig.is_none();
     let alarmed = gpu.state != GpuState::Ok || snap.alerts.iter().any(|a| a.gpu == Some(gpu.index));
-    // Room for the rest of a GPU's first line: its number, name and ten
-    // readings, without growing on the way.
-    let mut spans = Vec::with_capacity(16);
+    // Room for the rest of a GPU's first line: its number, name and up to
+    // nineteen readings' spans, without growing on the way.
+    let mut spans = Vec::with_capacity(24);
     spans.push(Span::styled(if focused { ">" } else { " " }, ctx.theme.title));
     spans.push(Span::styled(if alarmed { "!" } else { " " }, ctx.theme.crit));
     spans
@@ -148,7 +154,50 @@ fn power(gpu: &Gpu) -> String {
     out
 }
 
-fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, (iw, columns): (usize, Columns), w: usize) -> [Line<'a>; 2] {
+/// Columns a GPU's name keeps before a reading beyond SM activity is
+/// shown beside it.
+const NAME_ROOM: usize = 20;
+
+/// NVML's utilisation counts the GPU busy whenever a kernel runs, on one
+/// SM or on all of them; SM activity counts how many work. Issue 57's
+/// example of a GPU that is "busy but idle": utilisation at least this...
+const BUSY_UTIL: u32 = 80;
+/// ...and SM activity under this (DCGM calls under 50 % poor use).
+const IDLE_SM: f64 = 25.0;
+
+/// The GPU looks busy to utilisation while most of its SMs wait.
+fn busy_but_idle(gpu: &Gpu) -> bool {
+    let sm = gpu.activity.as_ref().and_then(|a| a.sm_active);
+    gpu.utilization.gpu.is_some_and(|u| u >= BUSY_UTIL) && sm.is_some_and(|sm| sm < IDLE_SM)
+}
+
+/// SM, tensor and DRAM activity: "  SM   6%", "  TC   0%", "  DRAM   3%",
+/// each figure in four columns so that the lines align. A figure the
+/// board lacks (or all, without activity) is a dim `n/a`; SM activity far
+/// below a busy GPU's utilisation is a warning, marked `!`.
+pub(super) fn activity_spans(ctx: &Ctx, a: Option<&Activity>, idle: bool) -> [[Span<'static>; 2]; 3] {
+    let t = &ctx.theme;
+    let cell = |label: &'static str, v: Option<f64>, warn: bool| {
+        let mut text = activity(v);
+        let style = match v {
+            None => t.dim,
+            Some(_) if warn => {
+                text.push('!');
+                t.warn
+            }
+            Some(_) => Style::new(),
+        };
+        [Span::styled(label, t.label), Span::styled(right(&text, 4, ctx.sym.cut), style)]
+    };
+    [
+        cell("  SM ", a.and_then(|a| a.sm_active), idle),
+        cell("  TC ", a.and_then(|a| a.tensor_active), false),
+        cell("  DRAM ", a.and_then(|a| a.dram_active), false),
+    ]
+}
+
+fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, layout: (usize, Columns, bool), w: usize) -> [Line<'a>; 2] {
+    let (iw, columns, active) = layout;
     let t = &ctx.theme;
     let mut first = marker(ctx, snap, gpu);
     first.push(Span::styled(format!("{:>iw$} ", gpu.index), t.title));
@@ -158,40 +207,72 @@ fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, (iw, columns): (usize, 
         first.push(Span::styled(format!("  {word}"), t.crit));
         return [Line::from(first), Line::from(vec![Span::raw(indent), Span::styled(ctx.clean(&why), t.crit)])];
     }
-    let mut readings: Vec<Span> = vec![
-        Span::styled("  util ", t.label),
-        Span::raw(right(&percent(gpu.utilization.gpu), 4, ctx.sym.cut)),
+    let util = [Span::styled("  util ", t.label), Span::raw(right(&percent(gpu.utilization.gpu), 4, ctx.sym.cut))];
+    let power = power(gpu);
+    // The power counted at its usual width ("600/700 W"), so that an idle
+    // GPU's "70/700 W" does not widen its name out of line with the rest.
+    let power_gap = 9usize.saturating_sub(width(&power));
+    let rest = [
         Span::styled("  mem ", t.label),
         Span::raw(right(&percent(gpu.utilization.memory), 4, ctx.sym.cut)),
         Span::raw("  "),
         temperature(ctx, gpu),
         Span::raw("  "),
-        Span::raw(power(gpu)),
+        Span::raw(power),
         Span::styled(format!("  {}", gpu.performance_state.as_deref().unwrap_or("")), t.dim),
     ];
-    let mut readings_w: usize = readings.iter().map(Span::width).sum();
-    // NVLink where there is room beside a readable name.
-    if let Some(span) = nvlink(ctx, gpu).filter(|s| w >= 3 + iw + readings_w + s.width() + 20) {
-        readings_w += span.width();
-        readings.push(span);
-    }
-    let name_w = w.saturating_sub(3 + iw + readings_w).clamp(8, 28);
+    let spans_w = |spans: &[Span]| spans.iter().map(Span::width).sum::<usize>();
+    // Made only where some GPU has activity: six strings a GPU a frame.
+    let activity = active.then(|| activity_spans(ctx, gpu.activity.as_ref(), busy_but_idle(gpu)));
+    let activity_w = |i: usize| activity.as_ref().map_or(0, |a| spans_w(&a[i]));
+    let link = nvlink(ctx, gpu);
+    let link_w = link.as_ref().map_or(0, |(span, _)| span.width());
+    // SM activity whenever some GPU has it; then, each where it leaves a
+    // readable name, tensor, DRAM and NVLink, or NVLink first when a link
+    // is down.
+    let (tensor_w, dram_w) = (activity_w(1), activity_w(2));
+    let mut used = spans_w(&util) + spans_w(&rest) + power_gap + activity_w(0);
+    let mut fits = |extra_w: usize| {
+        let room = extra_w > 0 && w >= 3 + iw + used + extra_w + NAME_ROOM;
+        used += if room { extra_w } else { 0 };
+        room
+    };
+    let (show_link, show_tensor, show_dram) = if link.as_ref().is_some_and(|(_, down)| *down) {
+        (fits(link_w), fits(tensor_w), fits(dram_w))
+    } else {
+        let (tensor, dram) = (fits(tensor_w), fits(dram_w));
+        (fits(link_w), tensor, dram)
+    };
+    let name_w = w.saturating_sub(3 + iw + used).clamp(8, 28);
     first.push(Span::raw(left(&name(ctx, gpu, false), name_w, ctx.sym.cut)));
-    first.extend(readings);
+    first.extend(util);
+    if let Some([sm, tensor, dram]) = activity {
+        first.extend(sm);
+        if show_tensor {
+            first.extend(tensor);
+        }
+        if show_dram {
+            first.extend(dram);
+        }
+    }
+    first.extend(rest);
+    if let Some((span, _)) = link.filter(|_| show_link) {
+        first.push(span);
+    }
     [Line::from(first), memory_line(ctx, gpu, indent, columns)]
 }
 
 /// "NVLink 18/18 332G/s": links up of all, and the traffic both ways once
-/// two readings give a rate; a link down is a warning.
-fn nvlink(ctx: &Ctx, gpu: &Gpu) -> Option<Span<'static>> {
+/// two readings give a rate; a link down is a warning (`true`).
+fn nvlink(ctx: &Ctx, gpu: &Gpu) -> Option<(Span<'static>, bool)> {
     let n = gpu.nvlink.as_ref()?;
     let up = n.links.iter().filter(|l| l.active).count();
     let mut text = format!("  NVLink {up}/{}", n.links.len());
     if let (Some(tx), Some(rx)) = (n.tx_bytes_per_s, n.rx_bytes_per_s) {
         text.push_str(&format!(" {}/s", bytes_short(tx.saturating_add(rx))));
     }
-    let style = if up < n.links.len() { ctx.theme.warn } else { ctx.theme.label };
-    Some(Span::styled(text, style))
+    let down = up < n.links.len();
+    Some((Span::styled(text, if down { ctx.theme.warn } else { ctx.theme.label }), down))
 }
 
 /// One bar length for every GPU, and the figures after it in the same
@@ -250,13 +331,15 @@ fn figures<'a>(segments: &[Segment], probed: bool) -> Vec<Span<'a>> {
     spans
 }
 
-fn compact_header<'a>(ctx: &Ctx, iw: usize, w: usize) -> Line<'a> {
+fn compact_header<'a>(ctx: &Ctx, iw: usize, active: bool, w: usize) -> Line<'a> {
     let nw = if w >= 100 { 24 } else { 14 };
-    let text = format!("  {:>iw$} {:<nw$} {:>4} {:>4} {:>5} {:>9} MEMORY", "#", "NAME", "UTIL", "MEM", "TEMP", "POWER");
+    let util = if active { format!("{:>4} {:>4}", "UTIL", "SM") } else { "UTIL".into() };
+    let text = format!("  {:>iw$} {:<nw$} {util} {:>4} {:>5} {:>9} MEMORY", "#", "NAME", "MEM", "TEMP", "POWER");
     Line::from(Span::styled(text, ctx.theme.header_row))
 }
 
-fn compact_line<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, (iw, text_w): (usize, usize), w: usize) -> Line<'a> {
+fn compact_line<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, widths: (usize, usize, bool), w: usize) -> Line<'a> {
+    let (iw, text_w, active) = widths;
     let t = &ctx.theme;
     let nw = if w >= 100 { 24 } else { 14 };
     let mut spans = marker(ctx, snap, gpu);
@@ -266,7 +349,13 @@ fn compact_line<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, (iw, text_w): (usize,
         spans.push(Span::styled(format!(" {word}: {}", ctx.clean(&why)), t.crit));
         return Line::from(spans);
     }
-    spans.push(Span::raw(format!(" {:>4} {:>4} ", percent(gpu.utilization.gpu), percent(gpu.utilization.memory))));
+    spans.push(Span::raw(format!(" {:>4}", percent(gpu.utilization.gpu))));
+    if active {
+        let [[_, sm], ..] = activity_spans(ctx, gpu.activity.as_ref(), busy_but_idle(gpu));
+        spans.push(Span::raw(" "));
+        spans.push(sm);
+    }
+    spans.push(Span::raw(format!(" {:>4} ", percent(gpu.utilization.memory))));
     let temp = temperature(ctx, gpu);
     spans.push(Span::raw(" ".repeat(5usize.saturating_sub(temp.width()))));
     spans.push(temp);
@@ -281,4 +370,26 @@ fn compact_line<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, (iw, text_w): (usize,
     }
     spans.push(Span::raw(right(&text, text_w, ctx.sym.cut)));
     Line::from(spans)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_but_idle_needs_both_figures() {
+        let gpu = |util: Option<u32>, sm: Option<f64>| {
+            let mut g = Gpu::blank(0, GpuState::Ok);
+            g.utilization.gpu = util;
+            g.activity = Some(Activity { period_ms: 1000, sm_active: sm, ..Activity::default() });
+            g
+        };
+        assert!(busy_but_idle(&gpu(Some(100), Some(6.0))));
+        assert!(busy_but_idle(&gpu(Some(80), Some(24.9))));
+        assert!(!busy_but_idle(&gpu(Some(79), Some(6.0))), "not busy");
+        assert!(!busy_but_idle(&gpu(Some(100), Some(25.0))), "enough SMs work");
+        assert!(!busy_but_idle(&gpu(None, Some(0.0))), "unknown utilisation");
+        assert!(!busy_but_idle(&gpu(Some(100), None)), "no SM figure is not an idle one");
+        assert!(!busy_but_idle(&Gpu { activity: None, ..gpu(Some(100), None) }));
+    }
 }

@@ -1,13 +1,14 @@
-//! A GPU's MIG devices, a line each under it: "MIG 4 1g.10gb", the memory
-//! bar and figures, the processes on it. NVML keeps utilization, clocks
-//! and power for the parent, so the line has memory only.
+//! A GPU's MIG devices, a line each under it: "MIG 4 1g.10gb", its GPU
+//! instance's SM, tensor and DRAM activity where some MIG device of the
+//! GPU has them, the memory bar and figures, the processes on it. NVML
+//! keeps utilization, clocks and power for the parent.
 
 use ratatui::text::{Line, Span};
 
 use crate::model::{Gpu, MigDevice, Snapshot};
-use crate::tui::render::Ctx;
 use crate::tui::render::bar::{self, Segment};
 use crate::tui::render::text::{left, width};
+use crate::tui::render::{Ctx, gpus};
 use crate::util::units::bytes_pair;
 
 /// Lines the MIG devices of every GPU take.
@@ -27,15 +28,22 @@ pub fn focus_label(ctx: &Ctx) -> Option<String> {
 pub fn lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, iw: usize, w: usize) -> Vec<Line<'a>> {
     let profile_w = gpu.mig_devices.iter().map(|m| width(m.profile.as_deref().unwrap_or("n/a"))).max().unwrap_or(0);
     let text_w = gpu.mig_devices.iter().map(|m| width(&figures(m))).max().unwrap_or(0);
-    gpu.mig_devices.iter().map(|m| line(ctx, snap, gpu, m, (iw, profile_w.min(12), text_w), w)).collect()
+    let active = gpu.mig_devices.iter().any(|m| m.activity.is_some());
+    gpu.mig_devices.iter().map(|m| line(ctx, snap, (gpu, m, active), (iw, profile_w.min(12), text_w), w)).collect()
 }
 
 fn figures(m: &MigDevice) -> String {
     bytes_pair(m.memory.used, m.memory.total)
 }
 
-fn line<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, m: &MigDevice, widths: (usize, usize, usize), w: usize) -> Line<'a> {
-    let (iw, profile_w, text_w) = widths;
+fn line<'a>(
+    ctx: &Ctx,
+    snap: &Snapshot,
+    on: (&Gpu, &MigDevice, bool),
+    widths: (usize, usize, usize),
+    w: usize,
+) -> Line<'a> {
+    let ((gpu, m, active), (iw, profile_w, text_w)) = (on, widths);
     let t = &ctx.theme;
     let focused = ctx.state.focus == Some(gpu.index) && ctx.state.focus_mig == Some(m.index);
     let on = |g: &crate::model::ProcessGpu| g.index == gpu.index && g.mig_device == Some(m.index);
@@ -49,8 +57,20 @@ fn line<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, m: &MigDevice, widths: (usize
     ];
     let text = format!(" {:>text_w$}", figures(m));
     let count = format!("  {procs} proc");
+    let rest = 2 + width(&text) + width(&count);
+    if active {
+        // As many as leave the bar its least, SM first; utilisation is
+        // the parent's, so nothing here is "busy but idle".
+        for cell in gpus::activity_spans(ctx, m.activity.as_ref(), false) {
+            let used: usize = spans.iter().map(Span::width).sum();
+            if cell.iter().map(Span::width).sum::<usize>() + used + rest + 4 <= w {
+                spans.extend(cell);
+            }
+        }
+        spans.push(Span::raw(" "));
+    }
     let used: usize = spans.iter().map(Span::width).sum();
-    let bar_w = w.saturating_sub(used + 2 + width(&text) + width(&count));
+    let bar_w = w.saturating_sub(used + rest);
     if let Some((segments, total)) = segments(ctx, m).filter(|_| bar_w >= 4) {
         spans.push(Span::raw("["));
         spans.extend(bar::bar(&segments, total, bar_w.min(40)));

@@ -14,6 +14,10 @@ pub struct Symbols {
     /// Used memory when there are no allocator figures to split it.
     pub used: &'static str,
     pub util: &'static str,
+    /// The history's SM, tensor and DRAM activity marks.
+    pub sm: &'static str,
+    pub tensor: &'static str,
+    pub dram: &'static str,
     pub rule: &'static str,
     /// Marks text cut to fit a column.
     pub cut: &'static str,
@@ -36,6 +40,9 @@ pub const UNICODE: Symbols = Symbols {
     free: "░",
     used: "█",
     util: "•",
+    sm: "×",
+    tensor: "+",
+    dram: "∘",
     rule: "─",
     cut: "…",
     ellipsis: "…",
@@ -54,6 +61,9 @@ pub const ASCII: Symbols = Symbols {
     free: ".",
     used: "#",
     util: "*",
+    sm: "x",
+    tensor: "+",
+    dram: "o",
     rule: "-",
     cut: "~",
     ellipsis: "...",

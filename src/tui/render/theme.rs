@@ -23,6 +23,9 @@ pub struct Theme {
     pub free: Style,
     pub used: Style,
     pub util: Style,
+    pub sm: Style,
+    pub tensor: Style,
+    pub dram: Style,
 }
 
 impl Theme {
@@ -47,6 +50,9 @@ impl Theme {
             free: c(plain, Color::DarkGray),
             used: c(plain, Color::Green),
             util: c(bold, Color::Magenta),
+            sm: c(bold, Color::LightBlue),
+            tensor: c(bold, Color::LightRed),
+            dram: c(plain, Color::White),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! History charts: a GPU's (or all GPUs') memory and utilisation, and one
+//! History charts: a GPU's (or all GPUs') memory, utilisation and, where
+//! it has activity counters, SM, tensor and DRAM activity; and one
 //! process's allocator figures, over the retained window.
 
 use crate::tui::term::Frame;
@@ -10,7 +11,7 @@ use crate::history::{Bucket, Series, gpu as g, lock, process as pr};
 use crate::tui::render::Ctx;
 use crate::tui::render::chart::{Layer, Merge, columns, plot};
 use crate::tui::render::format::{bytes_short, duration_short};
-use crate::tui::render::text::{right, spread};
+use crate::tui::render::text::{right, spread, width};
 use crate::tui::rows::RowKey;
 use crate::tui::term::Lines;
 
@@ -65,26 +66,64 @@ pub fn gpu(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     let (from, to, span) = window(ctx);
     let focus = ctx.state.focus;
     let store = lock(&ctx.state.history);
-    let points = Points::of(store.gpu(focus), from, to);
-    let probed = points.buckets.iter().any(|b| b.get(g::RESERVED).count() > 0);
+    let series = store.gpu(focus);
+    let points = Points::of(series, from, to);
+    let has =
+        |field| series.is_some_and(|s| s.records(field)) && points.buckets.iter().any(|b| b.get(field).count() > 0);
+    let probed = has(g::RESERVED);
     let max = points.buckets.iter().filter_map(|b| b.get(g::TOTAL).max().or(b.get(g::USED).max())).fold(0.0, f64::max);
     let w = (area.width as usize).saturating_sub(LEFT_AXIS + RIGHT_AXIS);
     let col = |field| points.peaks((from, to), w, field);
     let used_symbol = if probed { sym.other } else { sym.used };
+    // Activity, where recorded, in the order it gives way to the width.
+    let activity: Vec<(usize, &'static str, &'static str, Style)> = [
+        (g::SM_ACTIVE, sym.sm, "SM", t.sm),
+        (g::TENSOR_ACTIVE, sym.tensor, "TC", t.tensor),
+        (g::DRAM_ACTIVE, sym.dram, "DRAM", t.dram),
+    ]
+    .into_iter()
+    .filter(|(field, ..)| has(*field))
+    .collect();
+    // With activity to name too, the memory's names in short.
+    let (reserved, allocated) = if activity.is_empty() { ("reserved", "allocated") } else { ("resv", "alloc") };
     let mut layers = vec![Layer { values: col(g::USED), symbol: used_symbol, style: t.other, fill: true }];
     let mut legend = vec![(used_symbol, "used", t.other)];
     if probed {
         layers.push(Layer { values: col(g::RESERVED), symbol: sym.cached, style: t.cached, fill: true });
         layers.push(Layer { values: col(g::ALLOCATED), symbol: sym.allocated, style: t.allocated, fill: true });
-        legend.extend([(sym.cached, "reserved", t.cached), (sym.allocated, "allocated", t.allocated)]);
+        legend.extend([(sym.cached, reserved, t.cached), (sym.allocated, allocated, t.allocated)]);
     }
-    let util = points.columns((from, to), w, |b| b.get(g::UTIL).mean().map(|u| u / 100.0 * max), Merge::Mean);
-    drop(store);
-    layers.push(Layer { values: util, symbol: sym.util, style: t.util, fill: false });
+    let percent = |field| points.columns((from, to), w, |b| b.get(field).mean().map(|u| u / 100.0 * max), Merge::Mean);
+    let util = percent(g::UTIL);
     legend.push((sym.util, "util", t.util));
     let name = focus.map_or_else(|| "all GPUs".to_string(), |i| format!("GPU {i}"));
     let title = format!(" History {name} {} {} ", sym.dot, duration_short(span));
-    draw(frame, area, ctx, Chart { title, legend, layers, max, top: bytes_short(max as u64), percent: true, span });
+    let top = bytes_short(max as u64);
+    // Drawn last, so SM activity shows in front where marks meet: each
+    // only with its name in the legend.
+    let mut marks = Vec::with_capacity(activity.len());
+    for (field, symbol, label, style) in activity {
+        // `spread` keeps the top only with a rule between it and the legend.
+        if title_width(&title, &legend, &top) + legend_width(&[(symbol, label, style)]) >= usize::from(area.width) {
+            break;
+        }
+        legend.push((symbol, label, style));
+        marks.push(Layer { values: percent(field), symbol, style, fill: false });
+    }
+    drop(store);
+    layers.push(Layer { values: util, symbol: sym.util, style: t.util, fill: false });
+    layers.extend(marks.into_iter().rev());
+    draw(frame, area, ctx, Chart { title, legend, layers, max, top, percent: true, span });
+}
+
+/// The columns `draw`'s title line takes: rules, title, legend, the top.
+fn title_width(title: &str, legend: &[(&str, &str, Style)], top: &str) -> usize {
+    1 + width(title) + 1 + legend_width(legend) + 1 + width(" top ") + width(top) + 1 + 1
+}
+
+/// " ▒ used ▓ reserved": a space, the symbol, a space and the name each.
+fn legend_width(legend: &[(&str, &str, Style)]) -> usize {
+    legend.iter().map(|(symbol, name, _)| 2 + width(symbol) + width(name)).sum()
 }
 
 pub fn process(frame: &mut Frame, area: Rect, ctx: &Ctx, key: RowKey) {
