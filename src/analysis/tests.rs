@@ -151,6 +151,7 @@ fn process(p: &Proc) -> Process {
         allocator: allocator.map(Box::new),
         workload: None,
         other_namespace: false,
+        host_input: None,
     }
 }
 

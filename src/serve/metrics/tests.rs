@@ -51,6 +51,7 @@ fn process(pid: u32, command: Option<&str>, allocator: Option<ProcessAllocator>)
         allocator: allocator.map(Box::new),
         workload: None,
         other_namespace: false,
+        host_input: None,
     }
 }
 
