@@ -140,6 +140,13 @@ fn every_field_comes_from_the_scenario() {
     assert_eq!(g0["performance_state"], "P0");
     assert_eq!(g0["throttle_reasons"], json!(["sw_power_cap"]));
     assert_eq!(g0["mig_mode"], json!({"current": false, "pending": true}));
+    // The link as the driver says (an H100's Gen5 x16 by default); growth
+    // of the replay counter needs a second tick.
+    assert_eq!(
+        g0["pcie_link"],
+        json!({"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16,
+               "replay_counter": 0, "replays_since_last": null})
+    );
 
     // Unsupported readings are null, with no error: that is normal hardware.
     let g1 = gpu(&v, 1);

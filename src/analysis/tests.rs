@@ -164,6 +164,7 @@ fn process(p: &Proc) -> Process {
         environment: None,
         workload: None,
         other_namespace: false,
+        host_input: None,
     }
 }
 

@@ -72,6 +72,7 @@ impl Collector {
         let started = Instant::now();
         let time = Timestamp::now();
         let mut gpu = self.gpu.sample();
+        self.place_gpus(&mut gpu);
         let gpu_pids: Vec<u32> = gpu.processes.iter().map(|p| p.pid).collect();
         // Host PIDs are not looked up as local ones.
         let foreign = nvml_pids_are_foreign(self.host.pid_namespace(), self.simulated);
@@ -93,6 +94,15 @@ impl Collector {
         let mut snap = assemble(gpu, host, probes, time, self.interval, self.simulated);
         snap.collection_ms = started.elapsed().as_secs_f64() * 1000.0;
         snap
+    }
+
+    /// Each GPU's NUMA node, which the host knows by its PCI bus id.
+    fn place_gpus(&mut self, gpu: &mut GpuSample) {
+        let bus_ids: Vec<Option<&str>> = gpu.gpus.iter().map(|g| g.pci_bus_id.as_deref()).collect();
+        let nodes = self.host.gpu_numa_nodes(&bus_ids);
+        for (g, node) in gpu.gpus.iter_mut().zip(nodes) {
+            g.numa_node = node;
+        }
     }
 
     /// The driver's names for the GPU processes the host cannot name;
@@ -206,6 +216,7 @@ impl Process {
         self.cpu_percent = h.cpu_percent;
         self.host_memory = h.memory;
         self.workload = h.workload;
+        self.host_input = h.input;
     }
 }
 
@@ -321,6 +332,20 @@ mod tests {
         let snap = assemble(gpu_sample(&[42]), host, probes(&[]), Timestamp::now(), Duration::from_secs(1), true);
         assert!(!at(&snap, 42).other_namespace);
         assert_eq!(at(&snap, 42).user.as_deref(), Some("mallory"));
+    }
+
+    #[test]
+    fn the_gpus_numa_nodes_and_the_processes_input_side_come_from_the_host() {
+        let mut gpu = gpu_sample(&[42]);
+        gpu.gpus[0].pci_bus_id = Some("00000000:1B:00.0".into());
+        let mut host = host_sample(Some(PidNamespace::Host));
+        let input = crate::model::HostInput { workers_omitted: 3, ..crate::model::HostInput::default() };
+        let bash = HostProcess { input: Some(Box::new(input)), ..host.processes[&42].clone() };
+        host.processes.insert(42, bash);
+        let host = ScriptedHost::new([host]).with_gpu_numa_nodes([("00000000:1B:00.0".to_owned(), 1)]);
+        let snap = scripted(ScriptedGpu::new([gpu]), host, ScriptedProbes::new([probes(&[])]), Reads::ALL).tick();
+        assert_eq!(snap.gpus[0].numa_node, Some(1));
+        assert_eq!(at(&snap, 42).host_input.as_ref().map(|i| i.workers_omitted), Some(3));
     }
 
     /// A collector over scripted sources, at a 1 s interval.

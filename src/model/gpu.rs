@@ -81,6 +81,37 @@ pub struct Gpu {
     pub activity: Option<Activity>,
     #[serde(default)]
     pub activity_unavailable: Option<ActivityUnavailable>,
+    /// The PCIe link's generation and width, and its replay counter.
+    /// Absent in recordings made before gpuscope read them.
+    #[serde(default)]
+    pub pcie_link: PcieLink,
+    /// The NUMA node the GPU's PCIe slot hangs off (sysfs `numa_node`):
+    /// CPUs on another node reach it across the socket link. `None` where
+    /// the platform does not say (one node, or firmware that leaves it
+    /// out). Absent in recordings made before gpuscope read it.
+    #[serde(default)]
+    pub numa_node: Option<u32>,
+}
+
+/// The GPU's PCIe link. An idle link drops to a lower generation by design
+/// (power saving); one below its maximum generation or width while the GPU
+/// is busy is a fault (a card not fully seated, a riser, a bad slot), and
+/// a growing replay counter means the link retries transfers it got wrong.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PcieLink {
+    pub gen_current: Option<u32>,
+    /// The highest generation this GPU and the slot it sits in can both
+    /// run (nvml.h: a Gen4 GPU in a Gen3 slot says 3).
+    pub gen_max: Option<u32>,
+    /// Lanes now and at most (x16 on data-centre boards).
+    pub width_current: Option<u32>,
+    pub width_max: Option<u32>,
+    /// Link-level retries since the driver loaded
+    /// (`nvmlDeviceGetPcieReplayCounter`); `None` where the board keeps none.
+    pub replay_counter: Option<u64>,
+    /// How many more there are than at the last tick; `None` on the first
+    /// tick, and after the counter went back (a driver reload).
+    pub replays_since_last: Option<u64>,
 }
 
 /// The GPU's activity counters (NVML's GPM metrics) between two samples
@@ -412,6 +443,8 @@ impl Gpu {
             process_utilization: None,
             activity: None,
             activity_unavailable: None,
+            pcie_link: PcieLink::default(),
+            numa_node: None,
         }
     }
 }

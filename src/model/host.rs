@@ -13,4 +13,16 @@ pub struct Host {
     pub memory_available: Option<u64>,
     pub swap_total: Option<u64>,
     pub swap_used: Option<u64>,
+    /// The machine's NUMA nodes and their CPUs
+    /// (`/sys/devices/system/node/node*/cpulist`); `None` where sysfs does
+    /// not say. Absent in recordings made before gpuscope read them.
+    #[serde(default)]
+    pub numa_nodes: Option<Vec<NumaNode>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NumaNode {
+    pub node: u32,
+    /// As the kernel writes a CPU list: "0-31,64-95".
+    pub cpus: String,
 }

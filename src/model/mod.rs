@@ -4,6 +4,7 @@ mod alert;
 mod allocator;
 mod gpu;
 mod host;
+mod host_input;
 mod input;
 mod process;
 mod select;
@@ -18,10 +19,13 @@ pub use allocator::{
 };
 pub use gpu::{
     AccountedProcess, Accounting, Activity, ActivityUnavailable, Bar1Memory, Clocks, ComputeMode, Ecc, Gpu, GpuMemory,
-    GpuState, MaxClocks, MigDevice, MigMemory, MigMode, NvLink, NvLinkState, Pcie, ProcessUtilization, RemappedRows,
-    Utilization,
+    GpuState, MaxClocks, MigDevice, MigMemory, MigMode, NvLink, NvLinkState, Pcie, PcieLink, ProcessUtilization,
+    RemappedRows, Utilization,
 };
-pub use host::Host;
+pub use host::{Host, NumaNode};
+pub use host_input::{
+    CgroupCpu, DataWorker, HostInput, MAX_WORKERS, PinThread, Placement, TaskFigures, TaskState, WorkerSource,
+};
 pub use input::{
     Autocast, DataLoaderStats, DeviceArch, FrameworkEnvironment, GradScalerUse, InputPipeline, LoaderFailure,
     LoaderFailureKind, LoaderSettings, SharedMemory,

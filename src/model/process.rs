@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{FrameworkEnvironment, InputPipeline, ProcessAllocator, Timestamp, Workload};
+use super::{FrameworkEnvironment, HostInput, InputPipeline, ProcessAllocator, Timestamp, Workload};
 
 /// A process that holds at least one GPU, joined with what the host knows
 /// of it. Host fields are `None` when the process is not visible from here
@@ -54,6 +54,13 @@ pub struct Process {
     /// namespace: nothing local is known of the process.
     #[serde(default)]
     pub other_namespace: bool,
+    /// What the host sees of its input side without a probe: DataLoader
+    /// workers, pin-memory threads, CPU placement, cgroup throttling.
+    /// `None` where not read (its figures not wanted, another PID
+    /// namespace). Boxed, as `allocator`. Absent in recordings made
+    /// before gpuscope read it.
+    #[serde(default)]
+    pub host_input: Option<Box<HostInput>>,
 }
 
 impl Process {
@@ -76,6 +83,7 @@ impl Process {
             environment: None,
             workload: None,
             other_namespace: false,
+            host_input: None,
         }
     }
 }

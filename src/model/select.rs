@@ -41,6 +41,13 @@ impl PciAddress {
         };
         Some(Self { domain: hex(domain, 8)?, bus: hex(bus, 2)?, device: hex(device, 2)?, function: hex(function, 1)? })
     }
+
+    /// The device's name under `/sys/bus/pci/devices`: the kernel prints
+    /// the domain with at least four hex digits, all in lower case
+    /// (`pci_name`: "%04x:%02x:%02x.%d").
+    pub fn sysfs_name(&self) -> String {
+        format!("{:04x}:{:02x}:{:02x}.{:x}", self.domain, self.bus, self.device, self.function)
+    }
 }
 
 impl fmt::Display for PciAddress {

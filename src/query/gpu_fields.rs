@@ -98,6 +98,30 @@ pub static GPU_FIELDS: &[GpuField] = &[
     ident(&["pci.bus_id", "gpu_bus_id"], "PCI bus id as \"domain:bus:device.function\", in hex.", |r| {
         Cell::text(r.gpu.pci_bus_id.as_deref())
     }),
+    reading(
+        &["pcie.link.gen.current"],
+        None,
+        "The current PCI-E link generation. These may be reduced when the GPU is not in use.",
+        |r| Cell::opt(r.gpu.pcie_link.gen_current, Cell::int),
+    ),
+    reading(
+        &["pcie.link.gen.max"],
+        None,
+        "The maximum PCI-E link generation possible with this GPU and system configuration.",
+        |r| Cell::opt(r.gpu.pcie_link.gen_max, Cell::int),
+    ),
+    reading(
+        &["pcie.link.width.current"],
+        None,
+        "The current PCI-E link width. These may be reduced when the GPU is not in use.",
+        |r| Cell::opt(r.gpu.pcie_link.width_current, Cell::int),
+    ),
+    reading(
+        &["pcie.link.width.max"],
+        None,
+        "The maximum PCI-E link width possible with this GPU and system configuration.",
+        |r| Cell::opt(r.gpu.pcie_link.width_max, Cell::int),
+    ),
     ident(&["serial", "gpu_serial"], "The serial number physically printed on the board.", |r| {
         Cell::text(r.gpu.serial.as_deref())
     }),
@@ -313,6 +337,7 @@ pub fn wants(field: &GpuField) -> Wanted {
         _ if has("clocks.current.") || has("clocks_throttle_reasons.") => Wanted { clocks: true, ..none },
         _ if has("clocks.max.") => Wanted { max_clocks: true, ..none },
         _ if has("ecc.") || has("retired_pages.") => Wanted { health: true, ..none },
+        _ if has("pcie.link.") => Wanted { pcie_link: true, ..none },
         _ => none,
     }
 }

@@ -7,7 +7,9 @@
 use std::time::{Duration, SystemTime};
 
 use super::{Figures, HostProcess, HostSample, HostSource};
-use crate::model::{PidNamespace, Timestamp};
+use crate::model::{
+    DataWorker, HostInput, PidNamespace, PinThread, Placement, TaskFigures, TaskState, Timestamp, WorkerSource,
+};
 
 /// (PID, user, name, command, CPU %, resident GiB, hours running) of the
 /// demo scenario's processes (`crates/nvml-sim/scenarios/demo.toml`).
@@ -42,7 +44,44 @@ impl<H: HostSource> DemoHost<H> {
             cpu_percent: Some(cpu),
             memory: Some((gib * f64::from(1u32 << 30)) as u64),
             workload: None,
+            input: (name == "python3").then(|| Box::new(input_of(pid))),
         })
+    }
+}
+
+/// A rank's DataLoader as the host would see it: four workers named by
+/// PyTorch 2.5+, busy decoding, and a pin-memory thread, all on node 0.
+fn input_of(rank: u32) -> HostInput {
+    let placed = |cpu: u32| Placement {
+        cpus_allowed: Some("0-31".into()),
+        nodes_allowed: Some(vec![0]),
+        last_cpu: Some(cpu),
+        last_node: Some(0),
+    };
+    let figures = |state, cpu_percent, cpu| TaskFigures {
+        state: Some(state),
+        cpu_percent: Some(cpu_percent),
+        blkio_wait_percent: None,
+        placement: Some(placed(cpu)),
+    };
+    let base = (rank - PROCESSES[0].0) * 10 + 4_123_420;
+    let states = [TaskState::Running, TaskState::Running, TaskState::Sleeping, TaskState::Running];
+    let workers = (0..4u32)
+        .map(|i| DataWorker {
+            pid: base + i,
+            ns_pid: None,
+            found_by: WorkerSource::Name,
+            alive: true,
+            figures: figures(states[i as usize], 71.0 + f64::from(i) * 6.5, 2 + i),
+            exit_signal: None,
+        })
+        .collect();
+    HostInput {
+        workers,
+        workers_omitted: 0,
+        pin_threads: vec![PinThread { tid: rank + 7, figures: figures(TaskState::Sleeping, 4.2, 1) }],
+        placement: Some(placed(0)),
+        cgroup_cpu: None,
     }
 }
 
@@ -63,6 +102,14 @@ impl<H: HostSource> HostSource for DemoHost<H> {
 
     fn pid_namespace(&self) -> Option<PidNamespace> {
         self.inner.pid_namespace()
+    }
+
+    fn publish_workers(&mut self, published: &[(u32, Vec<u32>)]) {
+        self.inner.publish_workers(published);
+    }
+
+    fn gpu_numa_nodes(&mut self, bus_ids: &[Option<&str>]) -> Vec<Option<u32>> {
+        self.inner.gpu_numa_nodes(bus_ids)
     }
 }
 
@@ -103,6 +150,10 @@ mod tests {
         let rank0 = &sample.processes[&4_123_401];
         assert_eq!((rank0.user.as_deref(), rank0.parent_pid), (Some("alice"), Some(LAUNCHER)));
         assert_eq!(rank0.parent_name.as_deref(), Some("torchrun"));
+        let input = rank0.input.as_deref().unwrap();
+        assert_eq!(input.workers.len(), 4);
+        assert!(input.workers.iter().all(|w| w.alive && w.figures.cpu_percent.is_some()));
+        assert!(sample.processes[&4_123_510].input.is_none(), "vLLM serves without a DataLoader");
         assert!(rank0.cpu_percent.is_some() && rank0.memory.is_some() && rank0.start_time.is_some());
         assert_eq!(sample.processes[&4_123_510].name.as_deref(), Some("vllm"));
         assert!(!sample.processes.contains_key(&77), "only the demo's own PIDs are made up");

@@ -46,6 +46,9 @@ impl GpuSource for ScriptedGpu {
     }
 }
 
+/// What one `publish_workers` call gave: each trainer's workers.
+pub type Published = Vec<(u32, Vec<u32>)>;
+
 /// Answers only for the PIDs asked, and records them and whose figures
 /// were wanted, so tests can check that the host is asked only for GPU
 /// processes, and for the figures the output shows.
@@ -54,12 +57,28 @@ pub struct ScriptedHost {
     last: HostSample,
     pub asked: Arc<Mutex<Vec<Vec<u32>>>>,
     pub figures: Arc<Mutex<Vec<Figures>>>,
+    /// What `publish_workers` was given, call by call.
+    pub published: Arc<Mutex<Vec<Published>>>,
+    /// The GPUs' NUMA nodes by bus id, as `gpu_numa_nodes` answers.
+    gpu_nodes: HashMap<String, u32>,
 }
 
 impl ScriptedHost {
     pub fn new(script: impl IntoIterator<Item = HostSample>) -> Self {
         let script = script.into_iter().collect();
-        Self { script, last: HostSample::default(), asked: Arc::default(), figures: Arc::default() }
+        Self {
+            script,
+            last: HostSample::default(),
+            asked: Arc::default(),
+            figures: Arc::default(),
+            published: Arc::default(),
+            gpu_nodes: HashMap::new(),
+        }
+    }
+
+    pub fn with_gpu_numa_nodes(mut self, nodes: impl IntoIterator<Item = (String, u32)>) -> Self {
+        self.gpu_nodes = nodes.into_iter().collect();
+        self
     }
 }
 
@@ -78,12 +97,22 @@ impl HostSource for ScriptedHost {
         let mut sample = self.last.clone();
         sample.processes.retain(|pid| pids.contains(&pid));
         for (_, p) in sample.processes.iter_mut().filter(|(pid, _)| !figures.wants(*pid)) {
-            (p.cpu_percent, p.memory) = (None, None);
+            (p.cpu_percent, p.memory, p.input) = (None, None, None);
         }
         sample
     }
 
     fn pid_namespace(&self) -> Option<crate::model::PidNamespace> {
         self.script.front().unwrap_or(&self.last).pid_namespace
+    }
+
+    fn publish_workers(&mut self, published: &[(u32, Vec<u32>)]) {
+        if let Ok(mut all) = self.published.lock() {
+            all.push(published.to_vec());
+        }
+    }
+
+    fn gpu_numa_nodes(&mut self, bus_ids: &[Option<&str>]) -> Vec<Option<u32>> {
+        bus_ids.iter().map(|id| id.and_then(|id| self.gpu_nodes.get(id).copied())).collect()
     }
 }

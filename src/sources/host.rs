@@ -11,15 +11,17 @@
 //! come from files held open (see `machine`).
 
 use crate::hashing::IntMap;
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::input::{Inputs, Seed};
 use super::machine::Machine;
 use super::procstat::{self, Stat, Tracked};
 use super::users::UserNames;
 use super::{Figures, HostProcess, HostProcesses, HostSample, HostSource, sanitize_command};
-use super::{pidns, workload};
+use super::{numa, pidns, workload};
 use crate::model::{Host, PidNamespace, SourceStatus, Timestamp, Workload};
 use crate::util::spread::on_threads;
 
@@ -43,6 +45,12 @@ pub struct ProcHost {
     pid_namespace_error: Option<String>,
     /// Whether many processes seen at once are read on several threads.
     spread: bool,
+    /// The processes' input side: workers, pin threads, placement, cgroup.
+    inputs: Inputs,
+    /// Where sysfs is, for the NUMA layout and the GPUs' nodes.
+    sys_root: PathBuf,
+    /// Each GPU's node by bus id: fixed while the machine runs.
+    gpu_nodes: HashMap<String, Option<u32>>,
 }
 
 /// A process seen before: what does not change, and the last reading to
@@ -133,8 +141,9 @@ impl Default for ProcHost {
 impl ProcHost {
     pub fn new() -> Self {
         let mut machine = Machine::open(Path::new("/proc"));
+        let cpu_count = std::thread::available_parallelism().ok().and_then(|n| u32::try_from(n.get()).ok());
         Self {
-            cpu_count: std::thread::available_parallelism().ok().and_then(|n| u32::try_from(n.get()).ok()),
+            cpu_count,
             boot_time: machine.boot_time(),
             machine,
             users: UserNames::default(),
@@ -147,6 +156,9 @@ impl ProcHost {
             pid_namespace: None,
             pid_namespace_error: None,
             spread: true,
+            inputs: Inputs::new(Path::new("/proc"), Path::new("/sys"), cpu_count),
+            sys_root: PathBuf::from("/sys"),
+            gpu_nodes: HashMap::new(),
         }
         .with_pid_namespace(pidns::current(Path::new("/proc")))
     }
@@ -201,6 +213,7 @@ impl ProcHost {
             Sight::read(pid, &stat, name, track, boot_time, tps)
         });
         for sight in sights.into_iter().flatten() {
+            self.inputs.seed(sight.pid, sight.start_ticks, sight.seed, now);
             let user = self.user_name_of(sight.view.uid);
             let mut fixed = fixed_fields(&sight.view, user);
             fixed.workload = sight.workload;
@@ -291,9 +304,8 @@ impl ProcHost {
         if let Some(reading) = &reading {
             let seconds = now.duration_since(k.at).as_secs_f64();
             let comparable = !reading.first && !k.skipped && reading.from_clock == k.from_clock && seconds > 0.0;
-            let used = reading.cpu_ns.saturating_sub(k.cpu_ns) as f64 / 1e9;
-            // Tenths: finer is tick-rounding noise, not information.
-            cpu_percent = comparable.then(|| ((used / seconds * 100.0).min(max_percent) * 10.0).round() / 10.0);
+            let used = reading.cpu_ns.saturating_sub(k.cpu_ns);
+            cpu_percent = comparable.then(|| procstat::cpu_percent(used, seconds, max_percent));
             if !reading.first {
                 (k.cpu_ns, k.from_clock, k.at) = (reading.cpu_ns, reading.from_clock, now);
             }
@@ -313,6 +325,7 @@ impl ProcHost {
             cpu_percent,
             memory: reading.map(|r| r.rss_pages.saturating_mul(page)),
             workload: fixed.workload,
+            input: None,
         })
     }
 }
@@ -332,6 +345,7 @@ impl HostSource for ProcHost {
             memory_available: memory.map(|m| m.available),
             swap_total: memory.map(|m| m.swap_total),
             swap_used: memory.map(|m| m.swap_used),
+            numa_nodes: None,
         };
 
         let now = Instant::now();
@@ -389,12 +403,33 @@ impl HostSource for ProcHost {
         }
         // Forget PIDs that are gone so a recycled PID starts fresh.
         self.known.retain(|pid, _| processes.contains_key(pid));
+        for (pid, p) in processes.iter_mut().filter(|(pid, _)| figures.wants(*pid)) {
+            if let Some(k) = self.known.get(&pid) {
+                p.input = Some(Box::new(self.inputs.read(pid, k.start_ticks, now)));
+            }
+        }
+        self.inputs.end_tick(now);
+        let host = Host { numa_nodes: self.inputs.numa_nodes(now), ..host };
 
         HostSample { host, processes, status, pid_namespace: self.pid_namespace }
     }
 
     fn pid_namespace(&self) -> Option<PidNamespace> {
         self.pid_namespace
+    }
+
+    fn publish_workers(&mut self, published: &[(u32, Vec<u32>)]) {
+        self.inputs.publish(published);
+    }
+
+    fn gpu_numa_nodes(&mut self, bus_ids: &[Option<&str>]) -> Vec<Option<u32>> {
+        let sys_root = &self.sys_root;
+        (bus_ids.iter())
+            .map(|id| {
+                let id = (*id)?;
+                *self.gpu_nodes.entry(id.to_owned()).or_insert_with(|| numa::pci_node(sys_root, id))
+            })
+            .collect()
     }
 }
 
@@ -435,6 +470,7 @@ struct Sight {
     /// The rate's base, from the source the next readings come from.
     cpu_ns: u64,
     from_clock: bool,
+    seed: Seed,
 }
 
 impl Sight {
@@ -449,7 +485,11 @@ impl Sight {
         tps: u64,
     ) -> Option<Self> {
         let proc_root = Path::new("/proc");
-        let uid = procstat::real_uid(proc_root, pid)?;
+        // One read of `status` for the owner, and for the input side's
+        // first look (`Inputs::seed`): its longest read.
+        let status = procstat::read_up_to(&procstat::pid_file(proc_root, pid, "status"), usize::MAX).ok()?;
+        let uid = procstat::uid_in(&status)?;
+        let seed = Seed::of_status(&status);
         let view = ProcessView {
             name: name.unwrap_or_default(),
             cmd: procstat::command_line(proc_root, pid),
@@ -466,7 +506,7 @@ impl Sight {
             Some(usage) => (usage.cpu_ns, true),
             None => (Reading::of_stat(stat, tps, true).cpu_ns, false),
         };
-        Some(Self { pid, view, workload, tracked, start_ticks: stat.start_ticks, cpu_ns, from_clock })
+        Some(Self { pid, view, workload, tracked, start_ticks: stat.start_ticks, cpu_ns, from_clock, seed })
     }
 }
 
@@ -512,6 +552,10 @@ mod tests {
             "the cgroup is read on first sight"
         );
         assert_eq!(first.pid_namespace, pidns::current(Path::new("/proc")).unwrap());
+        let topology = super::super::numa::Topology::read(Path::new("/sys"));
+        assert_eq!(first.host.numa_nodes, topology.map(|t| t.nodes()));
+        let input = p.input.as_deref().expect("the input side is read with the figures");
+        assert!(input.placement.as_ref().is_some_and(|p| p.last_cpu.is_some() && p.cpus_allowed.is_some()));
         assert!(!first.processes.contains_key(&(u32::MAX - 1)));
 
         // Burn some CPU between the readings, so there is a rate to see.
@@ -565,7 +609,7 @@ mod tests {
         burn();
         let unread = host.sample(&[me], &nobody);
         let p = &unread.processes[&me];
-        assert_eq!((p.cpu_percent, p.memory), (None, None), "{p:?}");
+        assert_eq!((p.cpu_percent, p.memory, &p.input), (None, None, &None), "{p:?}");
         assert!(p.command.is_some() && p.user.is_some() && p.parent_pid.is_some(), "what it keeps for life: {p:?}");
         assert!(host.known[&me].tracked.is_some() && host.known[&me].at == at, "followed, and not read");
         burn();

@@ -2,11 +2,14 @@
 //! it. Implementations block (NVML calls, /proc reads); the poller runs them
 //! off the async workers.
 
+pub mod cgroup_cpu;
 pub mod demo_host;
 pub mod fake;
 pub mod host;
+pub mod input;
 pub mod liveness;
 mod machine;
+pub mod numa;
 pub mod nvml;
 pub mod pidns;
 pub mod procstat;
@@ -16,7 +19,9 @@ pub mod workload;
 
 use std::sync::Arc;
 
-use crate::model::{Driver, Gpu, Host, MigDevice, PidNamespace, ProcessGpu, SourceStatus, Timestamp, Workload};
+use crate::model::{
+    Driver, Gpu, Host, HostInput, MigDevice, PidNamespace, ProcessGpu, SourceStatus, Timestamp, Workload,
+};
 
 pub use sanitize::{
     NAME_MAX_CHARS, SHOWN_FOR_INVISIBLE, bounded, is_invisible, sanitize_command, sanitize_shared, visible,
@@ -100,6 +105,9 @@ pub struct HostProcess {
     pub memory: Option<u64>,
     /// The container, pod or Slurm job, from `/proc/PID/cgroup` at first sight.
     pub workload: Option<Arc<Workload>>,
+    /// Its input side as the host sees it (`input.rs`); read, as the
+    /// figures are, only where `Figures` wants them.
+    pub input: Option<Box<HostInput>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -224,6 +232,19 @@ pub trait HostSource: Send {
     /// sample, so that host PIDs are never looked up as local ones.
     fn pid_namespace(&self) -> Option<PidNamespace> {
         None
+    }
+
+    /// The DataLoader workers each trainer's probe published, for the
+    /// samples from now on: per trainer (by its PID as the sample is asked
+    /// it), its workers' PIDs as the trainer's own PID namespace numbers
+    /// them, mapped here through `NSpid` where that namespace is not this
+    /// one. Replaces what was published before. Ignored by default.
+    fn publish_workers(&mut self, _published: &[(u32, Vec<u32>)]) {}
+
+    /// The NUMA node of each GPU, by its PCI bus id as NVML spells it, in
+    /// order; `None` where the host cannot tell. None by default.
+    fn gpu_numa_nodes(&mut self, bus_ids: &[Option<&str>]) -> Vec<Option<u32>> {
+        vec![None; bus_ids.len()]
     }
 }
 

@@ -176,7 +176,8 @@ pub fn real_uid(proc_root: &Path, pid: u32) -> Option<u32> {
     uid_in(&status)
 }
 
-fn uid_in(status: &[u8]) -> Option<u32> {
+/// The real user ID in a `status` already read.
+pub fn uid_in(status: &[u8]) -> Option<u32> {
     let line = status.split(|&b| b == b'\n').find_map(|l| l.strip_prefix(b"Uid:"))?;
     std::str::from_utf8(line).ok()?.split_whitespace().next()?.parse().ok()
 }
@@ -212,25 +213,12 @@ pub fn start_ticks(proc_root: &Path, pid: u32) -> Option<u64> {
 }
 
 pub fn parse(stat: &[u8]) -> Option<Stat> {
-    // The command name (field 2) is in parentheses and may itself contain
-    // spaces, parentheses and bytes that are not UTF-8: count fields from
-    // the last ')'.
-    let close = stat.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
-    let state = *rest.trim_start().as_bytes().first()?;
-    let mut fields = rest.split_whitespace();
-    // `rest` starts at field 3, and fields must be asked for in order.
-    let mut next = 3;
-    let mut field = |n: usize| {
-        let value = fields.nth(n - next)?.parse::<u64>().ok();
-        next = n + 1;
-        value
-    };
-    let parent = field(4)?;
-    let utime = field(14)?;
-    let stime = field(15)?;
-    let start_ticks = field(22)?;
-    let rss_pages = field(24)?;
+    let (state, mut field) = fields(stat)?;
+    let parent = field.at(4)?;
+    let utime = field.at(14)?;
+    let stime = field.at(15)?;
+    let start_ticks = field.at(22)?;
+    let rss_pages = field.at(24)?;
     Some(Stat {
         state,
         parent: u32::try_from(parent).ok()?,
@@ -238,6 +226,71 @@ pub fn parse(stat: &[u8]) -> Option<Stat> {
         start_ticks,
         rss_pages,
     })
+}
+
+/// What the input view reads of a worker or thread each tick, one `stat`
+/// read for all of it: `stat`'s figures, and three that `Stat` leaves out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskStat {
+    pub state: u8,
+    pub parent: u32,
+    pub cpu_ticks: u64,
+    pub start_ticks: u64,
+    /// Field 39, "CPU number last executed on" (since Linux 2.2.8).
+    pub last_cpu: Option<u32>,
+    /// Field 42, "aggregated block I/O delays, measured in clock ticks"
+    /// (since 2.6.18): 0 where delay accounting is off.
+    pub blkio_ticks: Option<u64>,
+    /// Field 52, "the thread's exit status in the form reported by
+    /// waitpid(2)" (since 3.5): 0 unless the reader may ptrace the task.
+    pub exit_code: Option<u64>,
+}
+
+pub fn parse_task(stat: &[u8]) -> Option<TaskStat> {
+    let (state, mut field) = fields(stat)?;
+    let parent = u32::try_from(field.at(4)?).ok()?;
+    let cpu_ticks = field.at(14)?.saturating_add(field.at(15)?);
+    let start_ticks = field.at(22)?;
+    let last_cpu = field.at(39).and_then(|c| u32::try_from(c).ok());
+    let blkio_ticks = field.at(42);
+    let exit_code = field.at(52);
+    Some(TaskStat { state, parent, cpu_ticks, start_ticks, last_cpu, blkio_ticks, exit_code })
+}
+
+/// The state letter and the numbered fields after it of a `stat` line.
+/// The command name (field 2) is in parentheses and may itself contain
+/// spaces, parentheses and bytes that are not UTF-8: fields count from
+/// the last ')'.
+fn fields(stat: &[u8]) -> Option<(u8, Fields<'_>)> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
+    let state = *rest.trim_start().as_bytes().first()?;
+    // `rest` starts at field 3.
+    Some((state, Fields { fields: rest.split_whitespace(), next: 3 }))
+}
+
+/// Numbered fields, asked for in ascending order.
+struct Fields<'a> {
+    fields: std::str::SplitWhitespace<'a>,
+    next: usize,
+}
+
+impl Fields<'_> {
+    /// Field `n` as a number; `None` past the end, for a field that is not
+    /// one, and for one asked out of order.
+    fn at(&mut self, n: usize) -> Option<u64> {
+        let skip = n.checked_sub(self.next)?;
+        self.next = n + 1;
+        self.fields.nth(skip)?.parse().ok()
+    }
+}
+
+/// The share of `seconds` that `used_ns` of CPU time is, in percent of one
+/// CPU, at most `max_percent`, to tenths: finer is tick-rounding noise,
+/// not information.
+pub fn cpu_percent(used_ns: u64, seconds: f64, max_percent: f64) -> f64 {
+    let used = used_ns as f64 / 1e9;
+    ((used / seconds * 100.0).min(max_percent) * 10.0).round() / 10.0
 }
 
 /// The executable's name as the kernel keeps it (`/proc/PID/comm`, at

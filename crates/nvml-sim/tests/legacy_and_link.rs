@@ -1,6 +1,7 @@
-//! What other NVML clients (nvtop, nvitop) call that gpuscope does not: the
-//! PCIe link's generation and width, the temperature thresholds, and the
-//! first version of the process lists with its 16-byte entry.
+//! The PCIe link's generation and width and its replay counter, and what
+//! other NVML clients (nvtop, nvitop) call that gpuscope does not: the
+//! temperature thresholds, and the first version of the process lists with
+//! its 16-byte entry.
 
 // Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -21,7 +22,9 @@ const SCENARIO: &str = "[[gpu]]\npcie_link_gen_current = 4\npcie_link_width_curr
                         temperature_slowdown_c = 85\n\
                         [[gpu.process]]\npid = 4242\nused_mib = 1024\n\
                         [[gpu.process]]\npid = 4343\nused_mib = 2048\n\
-                        [[gpu]]\nunsupported = [\"pcie\"]\n";
+                        [[gpu]]\nunsupported = [\"pcie\"]\n\
+                        [[gpu]]\npcie_replay_counter = 5\npcie_replays_per_s = 1000\n\
+                        [[gpu]]\nunsupported = [\"pcie_replay\"]\n";
 
 fn handle(index: c_uint) -> nvmlDevice_t {
     let mut dev = ptr::null_mut();
@@ -61,6 +64,29 @@ fn link_generation_width_and_thresholds_come_from_the_scenario() {
             assert_eq!(nvmlShutdown(), OK);
         }
     });
+}
+
+#[test]
+fn the_replay_counter_grows_at_its_rate_and_is_not_supported_where_a_board_keeps_none() {
+    scenario_test(
+        "the_replay_counter_grows_at_its_rate_and_is_not_supported_where_a_board_keeps_none",
+        Some(SCENARIO),
+        |_| {
+            // SAFETY: init and shutdown take no arguments.
+            assert_eq!(unsafe { nvmlInit_v2() }, OK);
+            assert_eq!(read(nvmlDeviceGetPcieReplayCounter, handle(0)), (OK, 0), "none by default");
+            assert_eq!(read(nvmlDeviceGetPcieReplayCounter, handle(1)).0, NOT_SUPPORTED, "no PCIe readings at all");
+            assert_eq!(read(nvmlDeviceGetPcieReplayCounter, handle(3)).0, NOT_SUPPORTED);
+            assert_eq!(read(nvmlDeviceGetCurrPcieLinkWidth, handle(3)), (OK, 16), "the link itself still answers");
+            let (code, first) = read(nvmlDeviceGetPcieReplayCounter, handle(2));
+            assert!(code == OK && first >= 5, "{first}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let (_, later) = read(nvmlDeviceGetPcieReplayCounter, handle(2));
+            assert!(later >= first + 10, "1000 a second for 20 ms: {first} then {later}");
+            // SAFETY: as above.
+            assert_eq!(unsafe { nvmlShutdown() }, OK);
+        },
+    );
 }
 
 #[test]

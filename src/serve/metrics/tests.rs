@@ -54,6 +54,7 @@ fn process(pid: u32, command: Option<&str>, allocator: Option<ProcessAllocator>)
         environment: None,
         workload: None,
         other_namespace: false,
+        host_input: None,
     }
 }
 

@@ -8,6 +8,7 @@ use nvml_wrapper::{Device, Nvml};
 
 use super::boards::Boards;
 use super::calls::Calls;
+use super::link::LinkState;
 use super::pcie::PcieState;
 use super::slow::Slow;
 use super::wanted::Wanted;
@@ -43,6 +44,8 @@ pub struct DeviceStatic {
     /// index: the PCIe counters between ticks, the settings read seldom.
     pub(super) pcie: PcieState,
     slow: Slow,
+    /// The link's maxima and its last replay count.
+    link: LinkState,
 }
 
 impl DeviceStatic {
@@ -85,6 +88,7 @@ impl DeviceStatic {
             handle: 0,
             pcie: PcieState::default(),
             slow: Slow::default(),
+            link: LinkState::default(),
         };
         if let Some(dev) = dev {
             st.handle = handle_of(dev);
@@ -352,6 +356,9 @@ pub fn read_gpu(dev: &Device<'_>, st: &mut DeviceStatic, calls: &Calls, kept: bo
     }
     if wanted.pcie {
         gpu.pcie = st.pcie.read(&mut r, dev);
+    }
+    if wanted.pcie_link {
+        gpu.pcie_link = st.link.read(&mut r, dev);
     }
     st.slow.apply(&mut r, dev, &mut gpu, wanted);
     super::settings::read(&mut r, dev, &mut gpu, st.slow.accounting());

@@ -9,6 +9,7 @@ mod device;
 mod fields;
 mod gpm;
 mod library;
+mod link;
 mod mig;
 mod nvlink;
 mod pcie;

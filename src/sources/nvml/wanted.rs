@@ -9,7 +9,7 @@
 //! dashboard only the per-process samples (in a process's details);
 //! `check`, whose report is the alerts, none.
 
-use crate::model::{Bar1Memory, Clocks, Ecc, Gpu, MaxClocks, Pcie, RemappedRows};
+use crate::model::{Bar1Memory, Clocks, Ecc, Gpu, MaxClocks, Pcie, PcieLink, RemappedRows};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wanted {
@@ -24,6 +24,9 @@ pub struct Wanted {
     pub clocks: bool,
     /// PCIe rates: two field-value calls a tick, 0.3 ms each (`pcie.rs`).
     pub pcie: bool,
+    /// The PCIe link's generation and width and its replay counter: three
+    /// calls a tick, two more on a GPU's first (`link.rs`).
+    pub pcie_link: bool,
     /// The fan's speed: 160 µs a call, every tick.
     pub fan: bool,
     /// The encoder's and decoder's utilisation.
@@ -48,6 +51,7 @@ impl Wanted {
         process_samples: true,
         clocks: true,
         pcie: true,
+        pcie_link: true,
         fan: true,
         codecs: true,
         health: true,
@@ -60,6 +64,7 @@ impl Wanted {
         process_samples: false,
         clocks: false,
         pcie: false,
+        pcie_link: false,
         fan: false,
         codecs: false,
         health: false,
@@ -83,6 +88,7 @@ impl Wanted {
             process_samples: self.process_samples || other.process_samples,
             clocks: self.clocks || other.clocks,
             pcie: self.pcie || other.pcie,
+            pcie_link: self.pcie_link || other.pcie_link,
             fan: self.fan || other.fan,
             codecs: self.codecs || other.codecs,
             health: self.health || other.health,
@@ -108,6 +114,9 @@ impl Wanted {
         }
         if !self.pcie {
             gpu.pcie = Pcie::default();
+        }
+        if !self.pcie_link {
+            gpu.pcie_link = PcieLink::default();
         }
         if !self.fan {
             gpu.fan_percent = None;

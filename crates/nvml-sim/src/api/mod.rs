@@ -87,6 +87,7 @@ pub const EXPORTED: &[&str] = &[
     "nvmlDeviceGetMaxPcieLinkGeneration",
     "nvmlDeviceGetCurrPcieLinkWidth",
     "nvmlDeviceGetMaxPcieLinkWidth",
+    "nvmlDeviceGetPcieReplayCounter",
     "nvmlDeviceGetTemperatureThreshold",
     "nvmlDeviceGetPerformanceState",
     "nvmlDeviceGetCurrentClocksThrottleReasons",

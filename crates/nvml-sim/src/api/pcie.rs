@@ -9,7 +9,7 @@ use nvml_wrapper_sys::bindings::{
 
 use super::out;
 use crate::call;
-use crate::code::{INVALID_ARGUMENT, nvmlReturn_t};
+use crate::code::{INVALID_ARGUMENT, NOT_SUPPORTED, nvmlReturn_t};
 use crate::scenario::Reading;
 use crate::value::uint;
 
@@ -50,3 +50,20 @@ link_reading!(nvmlDeviceGetCurrPcieLinkGeneration, pcie_link_gen_current);
 link_reading!(nvmlDeviceGetMaxPcieLinkGeneration, pcie_link_gen_max);
 link_reading!(nvmlDeviceGetCurrPcieLinkWidth, pcie_link_width_current);
 link_reading!(nvmlDeviceGetMaxPcieLinkWidth, pcie_link_width_max);
+
+/// Link-level replays since init: the scenario's count at init plus what
+/// its rate has added up to. nvml.h: "Kepler or newer"; a board that keeps
+/// none answers NOT_SUPPORTED (`unsupported = ["pcie_replay"]`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetPcieReplayCounter(device: nvmlDevice_t, value: *mut c_uint) -> nvmlReturn_t {
+    call::device("nvmlDeviceGetPcieReplayCounter", device, Some(Reading::Pcie), |dev| {
+        if !dev.gpu.supports(Reading::PcieReplay) {
+            return Err(NOT_SUPPORTED);
+        }
+        let spec = &dev.gpu.spec;
+        let grown = spec.pcie_replays_per_s.integral(dev.t).max(0.0).floor();
+        let count = u64::from(spec.pcie_replay_counter).saturating_add(grown as u64);
+        // SAFETY: NVML's contract: `value` is null or valid for writing one value.
+        unsafe { out::put(value, u32::try_from(count).unwrap_or(u32::MAX)) }
+    })
+}

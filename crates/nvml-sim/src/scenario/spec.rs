@@ -96,6 +96,8 @@ pub(crate) enum Reading {
     /// (`NVML_FI_DEV_PCIE_COUNT_TX_BYTES` / `_RX_BYTES`), which boards and
     /// drivers before them lack; also off where `pcie` is.
     PcieCounters,
+    /// `nvmlDeviceGetPcieReplayCounter`; also off where `pcie` is.
+    PcieReplay,
     Pstate,
     Throttle,
     Mig,
@@ -187,6 +189,10 @@ pub(crate) struct GpuSpec {
     pub pcie_link_gen_max: u32,
     pub pcie_link_width_current: u32,
     pub pcie_link_width_max: u32,
+    /// The PCIe replay counter at init, and how many replays a second it
+    /// grows by from then (its integral, whole replays).
+    pub pcie_replay_counter: u32,
+    pub pcie_replays_per_s: Value,
     /// The temperatures at which the board slows down and shuts down.
     pub temperature_slowdown_c: u32,
     pub temperature_shutdown_c: u32,
@@ -336,6 +342,8 @@ impl Default for GpuSpec {
             pcie_link_gen_max: 5,
             pcie_link_width_current: 16,
             pcie_link_width_max: 16,
+            pcie_replay_counter: 0,
+            pcie_replays_per_s: Value::Const(0.0),
             temperature_slowdown_c: 87,
             temperature_shutdown_c: 92,
             ecc_enabled: true,
