@@ -123,6 +123,7 @@ pub fn main() -> ExitCode {
         None if cli.help_query_compute_apps => print(&query::help_compute_apps()),
         None => watch(&cli).map(|()| exit::OK),
         Some(Command::Check { window, fail_on }) => check(&cli, *window, fail_on),
+        Some(Command::Doctor { pids, json }) => doctor(&cli, pids, *json),
         Some(Command::Run { command }) => Err(AppError::Inject(inject::run(command))),
         Some(Command::Attach { pid, script_only }) => attach(*pid, *script_only),
         Some(Command::Memviz { pid, output, history }) => {
@@ -367,6 +368,38 @@ fn check(cli: &Cli, window: Duration, fail_on: &[AlertKind]) -> Result<u8, AppEr
     let Some(snap) = &seen.last else { return Err(AppError::PollerStopped) };
     print(&check::report(&seen, window, None))?;
     Ok(check::exit_code(&snap.alerts, fail_on))
+}
+
+/// How long `doctor` watches: two readings at least, for what needs two
+/// (CPU percentages, the activity counters, the cgroup's throttling).
+const DOCTOR_WATCH: Duration = Duration::from_secs(2);
+
+/// `gpuscope doctor`: ranked findings for running jobs, exit 0 / 1 / 2.
+fn doctor(cli: &Cli, pids: &[u32], json: bool) -> Result<u8, AppError> {
+    let settings = Settings::resolve(cli)?;
+    let started = Instant::now();
+    let window_end = bounds::later(started, DOCTOR_WATCH);
+    let deadline = bounds::later(window_end, settings.timeout);
+    let headless = match Headless::start(&settings, deadline, Feeds::streaming(Wanted::ALL)) {
+        Ok(started) => started,
+        Err(AppError::DriverSilent(silence)) => return check_silent(&silence, None),
+        Err(e) => return Err(e),
+    };
+    let calls = headless.calls.clone();
+    let seen = headless
+        .finish(HOOKS_ONE_SHOT, |rx, _| check::watch_for(rx, window_end.into(), settings.interval, deadline.into()));
+    if seen.silent {
+        let since = seen.last_at.map_or(started, tokio::time::Instant::into_std);
+        return check_silent(&Silence::new(since, &calls), Some(&seen));
+    }
+    let Some(snap) = &seen.last else { return Err(AppError::PollerStopped) };
+    let report = crate::doctor::diagnose(snap, pids);
+    if json {
+        print(&(serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"))?;
+    } else {
+        print(&crate::doctor::render(&report))?;
+    }
+    Ok(report.exit_code())
 }
 
 /// A check whose driver went silent: the last alerts it saw, the silence

@@ -150,6 +150,18 @@ pub enum Command {
         #[arg(long, value_name = "KINDS", value_delimiter = ',', value_parser = alert_kind)]
         fail_on: Vec<AlertKind>,
     },
+    /// Diagnose running jobs (every probed one, or the PIDs given): how much
+    /// of each step waits for data and why, /dev/shm, DataLoader workers that
+    /// died, the wheel against the GPU, the allocator, idle SMs; each finding
+    /// with its evidence and its fix. Watches for 2 s; exit 0 when nothing is
+    /// found (or only info), 1 for warnings, 2 for critical findings.
+    Doctor {
+        /// The processes to diagnose (default: every probed one).
+        pids: Vec<u32>,
+        /// Print the findings as JSON (assets/doctor.schema.json).
+        #[arg(long)]
+        json: bool,
+    },
     /// Record snapshots to FILE (NDJSON; zstd-compressed when FILE ends in
     /// .zst) until --duration is up, Ctrl-C or SIGTERM.
     Record {

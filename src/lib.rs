@@ -8,6 +8,7 @@ pub mod cli;
 pub mod collect;
 pub mod config;
 pub mod docs;
+pub mod doctor;
 pub mod exit;
 pub mod fleet;
 pub mod hashing;

@@ -370,3 +370,52 @@ fn good_file(pid: u32, ticks: u64) -> Value {
             "device_allocs": 1, "device_frees": 0, "largest_free_block": null, "bytes_limit": null}]
     })
 }
+
+/// A job without DataLoader workers that waits for its data: the `starved`
+/// alert and `gpuscope doctor` name the cause (num_workers=0) with the
+/// figures, and doctor's JSON follows its schema; exit 1 for a warning.
+#[test]
+fn doctor_and_the_starved_alert_name_why_a_job_waits_for_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe_dir = dir.path().join("gpuscope").join("probes");
+    // No workers: the loop fetches each 20 ms batch itself against a 40 ms
+    // step, and so waits about a third of the time: a warning (from 20 %),
+    // not critical (from 50 %).
+    let spec = r#"{"num_workers": 0, "fetch_s": 0.02, "batch_size": 1, "step_s": 0.04, "item_bytes": 4096}"#;
+    let cmd = python_trainer(&["--probe", "--loader", spec]);
+    let trainer = Trainer::start(&torch_script(dir.path()), &probe_dir, cmd);
+    let pid = trainer.pid_of("main", 1);
+    wait_for_probe_file(&probe_dir, pid);
+    std::thread::sleep(Duration::from_secs(3));
+    let sim = Sim::new(&scenario(&[(pid, 12_000)]));
+
+    let v: Value = {
+        let out = sim.gpuscope().arg("--json").env("GPUSCOPE_PROBE_DIR", &probe_dir).output().unwrap();
+        assert_success(&out);
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let starved = v["alerts"].as_array().unwrap().iter().find(|a| a["kind"] == "starved");
+    let starved = starved.unwrap_or_else(|| panic!("no starved alert: {:#}", v["alerts"]));
+    let message = starved["message"].as_str().unwrap();
+    assert!(message.contains(&format!("PID {pid} waits for data")) && message.contains("num_workers=0"), "{message}");
+    assert!(starved["hint"].as_str().unwrap().contains("num_workers"), "{starved}");
+
+    let out = sim.gpuscope().args(["doctor", "--json"]).env("GPUSCOPE_PROBE_DIR", &probe_dir).output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let schema: Value = serde_json::from_str(include_str!("../assets/doctor.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    assert!(validator.is_valid(&report), "{report:#}");
+    assert_eq!(report["pids"], json!([pid]));
+    let findings = report["findings"].as_array().unwrap();
+    let f = findings.iter().find(|f| f["code"] == "data_wait").unwrap_or_else(|| panic!("{report:#}"));
+    assert_eq!((f["severity"].clone(), f["pid"].clone()), (json!("warning"), json!(pid)));
+    assert!(f["evidence"].as_str().unwrap().contains("num_workers=0"), "{f}");
+    // The stand-in's script also reports an OOM: critical, listed first,
+    // and the exit code is the worst finding's.
+    let critical = findings.iter().any(|f| f["severity"] == "critical");
+    assert_eq!(findings[0]["severity"], if critical { "critical" } else { "warning" });
+    assert_eq!(out.status.code(), Some(if critical { 2 } else { 1 }), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = sim.gpuscope().arg("doctor").env("GPUSCOPE_PROBE_DIR", &probe_dir).output().unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("[WARNING]") && text.contains("fix: Set DataLoader(num_workers=N)"), "{text}");
+}

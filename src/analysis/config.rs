@@ -41,6 +41,7 @@ pub struct AlertsConfig {
     pub starved: StarvedConfig,
     pub sm_idle: SmIdleConfig,
     pub tensor_idle: TensorIdleConfig,
+    pub shm_full: ShmFullConfig,
 }
 
 impl Default for AlertsConfig {
@@ -57,6 +58,7 @@ impl Default for AlertsConfig {
             starved: StarvedConfig::default(),
             sm_idle: SmIdleConfig::default(),
             tensor_idle: TensorIdleConfig::default(),
+            shm_full: ShmFullConfig::default(),
         }
     }
 }
@@ -159,6 +161,24 @@ impl Default for Toggle {
     }
 }
 
+/// A probed job's `/dev/shm`, where its DataLoader workers hand batches
+/// over: a warning at `used_share` full (0 to 1), or when what the loaders
+/// keep in flight exceeds what is free; critical once workers died of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShmFullConfig {
+    pub enabled: bool,
+    pub used_share: f64,
+    /// Cleared under this.
+    pub clear_share: f64,
+}
+
+impl Default for ShmFullConfig {
+    fn default() -> Self {
+        Self { enabled: true, used_share: 0.90, clear_share: 0.80 }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StarvedConfig {
@@ -169,6 +189,11 @@ pub struct StarvedConfig {
     pub window: Duration,
     /// A probed process must hold at least this much on the GPU.
     pub min_process_memory_mib: u64,
+    /// Where the probe measures the DataLoader wait: raised at this share
+    /// of the training thread's time (0 to 1) or more, cleared under
+    /// `clear_data_wait`; the utilisation figures above are then unused.
+    pub min_data_wait: f64,
+    pub clear_data_wait: f64,
 }
 
 impl Default for StarvedConfig {
@@ -179,6 +204,8 @@ impl Default for StarvedConfig {
             clear_utilization: 40.0,
             window: Duration::from_secs(120),
             min_process_memory_mib: 1024,
+            min_data_wait: 0.20,
+            clear_data_wait: 0.10,
         }
     }
 }
@@ -276,6 +303,13 @@ impl AlertsConfig {
         let s = &self.starved;
         if s.max_utilization > s.clear_utilization {
             return Err("alerts.starved: need max_utilization <= clear_utilization".into());
+        }
+        if !(0.0..=1.0).contains(&s.clear_data_wait) || !(s.clear_data_wait..=1.0).contains(&s.min_data_wait) {
+            return Err("alerts.starved: need 0 <= clear_data_wait <= min_data_wait <= 1".into());
+        }
+        let m = &self.shm_full;
+        if !(0.0..=1.0).contains(&m.clear_share) || !(m.clear_share..=1.0).contains(&m.used_share) {
+            return Err("alerts.shm_full: need 0 <= clear_share <= used_share <= 1".into());
         }
         let b = &self.sm_idle;
         if b.clear_utilization > b.min_utilization || b.max_sm_active > b.clear_sm_active {

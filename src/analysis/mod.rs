@@ -6,6 +6,7 @@
 pub mod config;
 pub mod engine;
 mod exec;
+pub mod input_cause;
 mod rules;
 #[cfg(test)]
 mod tests;

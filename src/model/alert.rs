@@ -34,11 +34,14 @@ pub enum AlertKind {
     SmIdle,
     /// SM activity high while the tensor cores (GPM) do nearly nothing.
     TensorIdle,
+    /// A job's `/dev/shm` about to fill, or its DataLoader workers killed
+    /// by a full one.
+    ShmFull,
 }
 
 impl AlertKind {
     /// Every kind, in the order the docs list them.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::Fragmentation,
         Self::AllocRetry,
         Self::Oom,
@@ -48,6 +51,7 @@ impl AlertKind {
         Self::Starved,
         Self::SmIdle,
         Self::TensorIdle,
+        Self::ShmFull,
     ];
 
     /// The name JSON, the config and `--fail-on` use (`alloc_retry`).
@@ -62,6 +66,7 @@ impl AlertKind {
             Self::Starved => "starved",
             Self::SmIdle => "sm_idle",
             Self::TensorIdle => "tensor_idle",
+            Self::ShmFull => "shm_full",
         }
     }
 }

@@ -6,6 +6,7 @@ mod fragmentation;
 mod leak;
 mod lost;
 mod pressure;
+mod shm;
 mod sm_idle;
 mod starved;
 mod tensor_idle;
@@ -99,6 +100,9 @@ pub fn judge(
     }
     if c.tensor_idle.enabled {
         tensor_idle::judge(inputs, &mut v);
+    }
+    if c.shm_full.enabled {
+        shm::judge(inputs, &mut v);
     }
     counters::judge(inputs, counters, &mut v);
     v

@@ -6,8 +6,9 @@
 //! never show. JSON, a recording and the exporter show all of them; `-1`
 //! all but the maximum clocks, the per-process samples and the settings;
 //! a query what its fields show (`query::gpu_fields::wants`); the
-//! dashboard only the per-process samples (in a process's details);
-//! `check`, whose report is the alerts, none.
+//! dashboard the per-process samples (its SM% and GMBW% columns) and the
+//! activity counters; `check`, whose report is the alerts, the activity
+//! counters alone (two rules read them).
 
 use crate::model::{Bar1Memory, Clocks, Ecc, Gpu, MaxClocks, Pcie, PcieLink, RemappedRows};
 
