@@ -123,6 +123,37 @@ fn the_job_view_spans_hosts() {
     insta::assert_snapshot!("fleet_jobs_200x50", big);
 }
 
+/// Issue 58: where a rank's probe reports its data wait, the job gets a
+/// DATA column (`n/a` for the ranks without it); the other jobs, as above,
+/// none.
+#[test]
+fn the_job_view_shows_the_data_wait_where_a_rank_reports_it() {
+    use gpuscope::model::{DataLoaderStats, InputPipeline};
+    let mut snap = ranks(snapshot(Spec::gpus(2).probed()), 0);
+    let loader = DataLoaderStats { id: 1, wait_share: Some(0.413), ..DataLoaderStats::default() };
+    snap.processes[0].input =
+        Some(Arc::new(InputPipeline { hooked: true, loaders: vec![loader], ..Default::default() }));
+    let mut a = HostState::new("node-a:9835".into());
+    a.answered(Answer::of(snap), T0);
+    a.refresh(T0, 3000);
+    let hosts = vec![a];
+    let fleet = Fleet {
+        fleet_schema_version: FLEET_SCHEMA_VERSION,
+        source: Source::Direct,
+        time_unix_ms: T0,
+        jobs: jobs::group(&hosts),
+        hosts,
+        capped: None,
+    };
+    let mut v = ViewState::new(Arc::new(fleet), options());
+    press(&mut v, KeyCode::Char('J'));
+    let shown = frame(&v, 100, 12);
+    let line = |what: &str| shown.lines().find(|l| l.contains(what)).unwrap_or_else(|| panic!("{what}: {shown}"));
+    assert!(line("RANK HOST").contains("UTIL  DATA  MARK"), "{shown}");
+    assert!(line("4123401").contains("80%   41%   "), "{shown}");
+    assert!(line("4123402").contains("88%   n/a   "), "{shown}");
+}
+
 #[test]
 fn enter_shows_the_host_in_the_dashboards_widgets_and_esc_comes_back() {
     let mut v = view();

@@ -5,6 +5,7 @@
 // Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
 mod serve_common;
 
 use std::collections::BTreeSet;
@@ -25,6 +26,7 @@ const LABELS: &[&str] = &[
     "user",
     "command",
     "rank",
+    "job_id",
     "kind",
     "severity",
     "version",
@@ -145,6 +147,10 @@ fn every_query_names_only_what_the_exporter_emits() {
         "gpuscope_gpu_tensor_active_ratio",
         "gpuscope_gpu_dram_active_ratio",
         "gpuscope_gpu_activity_unavailable",
+        "gpuscope_process_data_wait_ratio",
+        "gpuscope_dataloader_batches_per_second",
+        "gpuscope_process_shm_size_bytes",
+        "gpuscope_process_shm_free_bytes",
     ] {
         assert!(used.contains(needed), "the dashboard should show {needed}");
     }
@@ -167,6 +173,78 @@ fn the_real_work_row_sets_sm_activity_beside_utilisation() {
         ["gpuscope_gpu_sm_active_ratio", "gpuscope_gpu_utilization_ratio"]
     );
     assert_eq!(sm["fieldConfig"]["defaults"]["unit"], "percentunit", "ratios from 0 to 1");
+}
+
+/// The panels after the row titled `title`, up to the next row.
+fn row<'a>(all: &[&'a Value], title: &str) -> Vec<&'a Value> {
+    let start = all.iter().position(|p| p["type"] == "row" && p["title"].as_str().unwrap().starts_with(title));
+    let after = &all[start.unwrap_or_else(|| panic!("a {title} row")) + 1..];
+    after.iter().take_while(|p| p["type"] != "row").copied().collect()
+}
+
+fn panel_exprs(p: &Value) -> Vec<&str> {
+    p["targets"].as_array().unwrap().iter().map(|t| t["expr"].as_str().unwrap()).collect()
+}
+
+/// The labels `by (...)` and `without (...)` clauses name.
+fn grouped_by(expr: &str) -> BTreeSet<String> {
+    let mut labels = BTreeSet::new();
+    for clause in ["by (", "by(", "without (", "without("] {
+        for (at, _) in expr.match_indices(clause) {
+            let inside = expr[at + clause.len()..].split(')').next().unwrap();
+            labels.extend(inside.split(',').map(|l| l.trim().to_string()).filter(|l| !l.is_empty()));
+        }
+    }
+    labels
+}
+
+/// Issue 58: the Input pipeline row reads the data-wait share per process
+/// and per job, batches per second and `/dev/shm`, and each of its queries
+/// finds series with the labels it groups and filters by in what a
+/// running exporter (the demo's probed jobs) writes.
+#[test]
+fn the_input_pipeline_row_reads_series_the_exporter_writes() {
+    let v = dashboard();
+    let all = panels(&v);
+    let input = row(&all, "Input pipeline");
+    let title = |t: &str| *input.iter().find(|p| p["title"] == t).unwrap_or_else(|| panic!("no panel {t}"));
+    let reads = |t: &str| names(&panel_exprs(title(t)).join(" + ")).0.into_iter().collect::<Vec<_>>();
+    assert_eq!(reads("Data wait per process"), ["gpuscope_process_data_wait_ratio"]);
+    assert_eq!(reads("Data wait per job (all hosts)"), ["gpuscope_process_data_wait_ratio"]);
+    assert!(reads("Batches per second per DataLoader").contains(&"gpuscope_dataloader_batches_per_second".into()));
+    assert_eq!(
+        reads("/dev/shm: used vs size"),
+        ["gpuscope_process_shm_free_bytes", "gpuscope_process_shm_need_bytes", "gpuscope_process_shm_size_bytes"]
+    );
+    for t in ["Data wait per process", "Data wait per job (all hosts)"] {
+        assert_eq!(title(t)["fieldConfig"]["defaults"]["unit"], "percentunit", "{t}: a ratio from 0 to 1");
+    }
+
+    let server =
+        serve_common::Server::start(common::gpuscope(), &["--demo", "--listen", "127.0.0.1:0", "--interval", "200ms"]);
+    let body = server
+        .until("/metrics", "the demo's input pipeline", |r| r.body.contains("gpuscope_process_data_wait_ratio{"))
+        .body;
+    // Prometheus adds these at scrape time.
+    let added = ["instance", "job"];
+    // The demo's jobs never fail (the library's tests write a failure).
+    let when_it_happens = ["gpuscope_process_dataloader_failures"];
+    for p in &input {
+        for expr in panel_exprs(p) {
+            let (metrics, matched) = names(expr);
+            let wanted: BTreeSet<String> =
+                matched.into_iter().chain(grouped_by(expr)).filter(|l| !added.contains(&l.as_str())).collect();
+            for m in metrics.iter().filter(|m| !when_it_happens.contains(&m.as_str())) {
+                let series: Vec<&str> = body.lines().filter(|l| l.starts_with(&format!("{m}{{"))).collect();
+                assert!(!series.is_empty(), "{expr}: the demo's exporter writes no {m}");
+                for label in &wanted {
+                    let has = series.iter().any(|s| s.contains(&format!("{label}=\"")));
+                    assert!(has, "{expr}: no {m} series has a label {label}: {series:#?}");
+                }
+            }
+        }
+    }
+    serve_common::promtool_check(&body);
 }
 
 #[test]
@@ -194,4 +272,6 @@ fn the_name_scanner_skips_quoted_values() {
     let (metrics, labels) = names(r#"increase(gpuscope_a_total{pid="gpuscope_x", gpu=~"a\"b"}[1m]) or gpuscope_b"#);
     assert_eq!(metrics.into_iter().collect::<Vec<_>>(), ["gpuscope_a_total", "gpuscope_b"]);
     assert_eq!(labels.into_iter().collect::<Vec<_>>(), ["gpu", "pid"]);
+    let grouped = grouped_by("max by (job_id, rank) (gpuscope_a) / sum without(pid) (gpuscope_b)");
+    assert_eq!(grouped.into_iter().collect::<Vec<_>>(), ["job_id", "pid", "rank"]);
 }

@@ -48,6 +48,9 @@ pub struct RankEntry {
     pub utilization: Option<u32>,
     /// The rank's GPU: used over total, 0 to 1.
     pub gpu_memory_ratio: Option<f64>,
+    /// Share of its time the rank waits for its data, 0 to 1: the largest
+    /// of its DataLoaders' (`null` without a probe that reports them).
+    pub data_wait: Option<f64>,
     /// From a stale host: figures as of its last answer.
     pub stale: bool,
 }
@@ -119,6 +122,7 @@ fn entry(gpus: &Gpus, p: &Process, host: &str, stale: bool) -> RankEntry {
         fragmentation: device.and_then(|d| d.fragmentation),
         utilization: own.or_else(|| on.and_then(|g| g.utilization.gpu)),
         gpu_memory_ratio: ratio,
+        data_wait: p.input.as_ref().and_then(|i| i.wait_share()),
         stale,
     }
 }
@@ -185,6 +189,7 @@ mod tests {
             fragmentation: None,
             utilization: util,
             gpu_memory_ratio: mem,
+            data_wait: None,
             stale: false,
         };
         (e, Some(8))

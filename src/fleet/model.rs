@@ -151,6 +151,16 @@ fn cap(snap: &mut Snapshot) -> Option<Capped> {
         if let Some(a) = p.allocator.as_mut() {
             a.devices.truncate(MAX_GPUS);
         }
+        // The probe's sections are held to what gpuscope accepts of a probe
+        // file (its lists cut, its shares and rates in range, its texts
+        // safe), as the node's own reader held them: a node is not trusted
+        // to have. Just deserialized, each `Arc` is this snapshot's alone.
+        if let Some(input) = p.input.as_mut() {
+            crate::probe::files::bound_input(Arc::make_mut(input));
+        }
+        if let Some(env) = p.environment.as_mut() {
+            crate::probe::files::bound_environment(Arc::make_mut(env));
+        }
     }
     for g in &mut snap.gpus {
         if let Some(u) = g.process_utilization.as_mut() {
@@ -369,6 +379,44 @@ mod tests {
         assert_eq!(with(&[]), None);
         assert_eq!(with(&[Some(1e300), Some(1e300)]), Some(100));
         assert_eq!(with(&[Some(-5.0)]), Some(0));
+    }
+
+    /// Issue 58: a node's input pipeline and environment are held to what
+    /// gpuscope accepts of a probe file, lists cut rather than refused.
+    #[test]
+    fn a_node_s_input_pipeline_is_held_to_the_probe_s_bounds() {
+        use crate::model::{DataLoaderStats, DeviceArch, FrameworkEnvironment, InputPipeline, LoaderFailure};
+        let loader = DataLoaderStats {
+            wait_share: Some(7.0),
+            batches_per_s: Some(f64::MAX),
+            dataset: Some("\u{1b}]0;owned\u{7}Images".into()),
+            worker_pids: Some((0..100_000).collect()),
+            ..DataLoaderStats::default()
+        };
+        let failure: LoaderFailure =
+            serde_json::from_value(serde_json::json!({"time_unix_ms": 1, "kind": "bus_error"}))
+                .expect("a failure with its two required fields");
+        let input =
+            InputPipeline { loaders: vec![loader; 1000], failures: vec![failure; 1000], ..InputPipeline::default() };
+        let device = DeviceArch { ordinal: 0, capability: None, arch_supported: None };
+        let env = FrameworkEnvironment {
+            torch_version: Some(format!("2.5\u{202E}{}", "x".repeat(100_000))),
+            devices: vec![device; 100_000],
+            ..FrameworkEnvironment::default()
+        };
+        let mut snap = snapshot(1, &[None], [0]);
+        (snap.processes[0].input, snap.processes[0].environment) = (Some(Arc::new(input)), Some(Arc::new(env)));
+        let a = Answer::of(snap);
+        let p = &a.snapshot.processes[0];
+        let input = p.input.as_deref().unwrap();
+        assert_eq!((input.loaders.len(), input.failures.len()), (16, 8));
+        let l = &input.loaders[0];
+        assert_eq!((l.wait_share, l.batches_per_s, l.worker_pids.as_ref().map(Vec::len)), (None, None, Some(128)));
+        assert_eq!(l.dataset.as_deref(), Some("Images"), "no escape sequence reaches a terminal");
+        let env = p.environment.as_deref().unwrap();
+        assert_eq!(env.devices.len(), 64);
+        let torch = env.torch_version.as_deref().unwrap();
+        assert!(torch.chars().count() <= crate::sources::NAME_MAX_CHARS && !torch.contains('\u{202E}'), "{torch}");
     }
 
     proptest! {

@@ -108,23 +108,73 @@ pub fn marks(job: &Job, r: &RankEntry) -> String {
 
 fn job_text(job: &Job) -> String {
     let mut out = format!("\n{}\n", fit_text(&clean_text(&job_title(job), true), WIDTH, "~"));
-    out.push_str("  RANK HOST              PID      GPU ALLOC   RESERVD FRAG  UTIL MARK\n");
+    // The data wait only where a rank reports it: most jobs' probes do not.
+    let data = job.ranks.iter().any(|r| r.data_wait.is_some());
+    out.push_str("  RANK HOST              PID      GPU ALLOC   RESERVD FRAG  UTIL ");
+    out.push_str(if data { "DATA MARK\n" } else { "MARK\n" });
     for r in &job.ranks {
         let na = || "n/a".to_string();
+        let percent = |f: f64| format!("{:.0}%", f * 100.0);
         let line = format!(
-            "  {}{}{}{}{}{}{}{}{}",
+            "  {}{}{}{}{}{}{}{}{}{}",
             cell(&r.rank.map_or_else(na, |x| x.to_string()), 5),
             cell(&r.host, 18),
             cell(&r.pid.to_string(), 9),
             cell(&r.gpu.map_or_else(na, |g| g.to_string()), 4),
             cell(&r.allocated.map_or_else(na, bytes_short), 8),
             cell(&r.reserved.map_or_else(na, bytes_short), 8),
-            cell(&r.fragmentation.map_or_else(na, |f| format!("{:.0}%", f * 100.0)), 6),
+            cell(&r.fragmentation.map_or_else(na, percent), 6),
             cell(&r.utilization.map_or_else(na, |u| format!("{u}%")), 5),
+            if data { cell(&r.data_wait.map_or_else(na, percent), 5) } else { String::new() },
             marks(job, r)
         );
         out.push_str(fit_text(line.trim_end(), WIDTH, "~").as_str());
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(data_wait: [Option<f64>; 2]) -> Job {
+        let rank = |r: u32, data_wait| RankEntry {
+            rank: Some(r),
+            host: "node1".into(),
+            pid: 100 + r,
+            gpu: Some(r),
+            allocated: None,
+            reserved: None,
+            fragmentation: None,
+            utilization: Some(90),
+            gpu_memory_ratio: None,
+            data_wait,
+            stale: false,
+        };
+        Job {
+            job: "run-1".into(),
+            world_size: Some(2),
+            ranks: vec![rank(0, data_wait[0]), rank(1, data_wait[1])],
+            missing_ranks: Vec::new(),
+            duplicate_ranks: Vec::new(),
+            slowest_rank: None,
+            fullest_rank: None,
+        }
+    }
+
+    /// Issue 58: a DATA column (the rank's data-wait share) where a rank
+    /// reports it, `n/a` for the ranks that do not; none otherwise.
+    #[test]
+    fn the_data_wait_column_comes_with_the_figure() {
+        let text = job_text(&job([Some(0.413), None]));
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[2].ends_with("UTIL DATA MARK"), "{text}");
+        assert!(lines[3].ends_with("90%  41%"), "{text}");
+        assert!(lines[4].ends_with("90%  n/a"), "{text}");
+        assert!(lines.iter().all(|l| l.chars().count() <= WIDTH), "{text}");
+        let text = job_text(&job([None, None]));
+        assert!(text.lines().nth(2).unwrap().ends_with("UTIL MARK"), "{text}");
+        assert!(text.lines().nth(3).unwrap().ends_with("90%"), "{text}");
+    }
 }

@@ -101,39 +101,39 @@ fn with_activity(secs: u64) -> Snapshot {
     snap
 }
 
-/// Issue 57: activity is recorded and replays as it was read, through the
-/// dashboard's reader and `replay --json`'s stream alike.
-#[test]
-fn activity_records_and_replays_unchanged() {
+/// Records `make(0..3)`, plain and compressed: each snapshot reads back
+/// as it was written, through the dashboard's reader and `replay --json`'s
+/// stream alike.
+fn assert_records_and_replays(make: fn(u64) -> Snapshot) {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["gpm.ndjson", "gpm.ndjson.zst"] {
+    for name in ["run.ndjson", "run.ndjson.zst"] {
         let path = dir.path().join(name);
         let mut r = Recorder::create(&path, &Header::new(None, 1000)).unwrap();
         for s in 0..3 {
-            r.write(&with_activity(s)).unwrap();
+            r.write(&make(s)).unwrap();
         }
         r.finish().unwrap();
         let rec = Recording::open(&path).unwrap();
-        assert_eq!(rec.get(1).unwrap(), with_activity(1), "{name}");
+        assert_eq!(rec.get(1).unwrap(), make(1), "{name}");
         let mut streamed = Vec::new();
         super::reader::stream(&path, |snap| {
             streamed.push(snap);
             Ok(())
         })
         .unwrap();
-        assert_eq!(streamed, (0..3).map(with_activity).collect::<Vec<_>>(), "{name}");
+        assert_eq!(streamed, (0..3).map(make).collect::<Vec<_>>(), "{name}");
     }
 }
 
-/// A recording made before gpuscope read activity has none of its keys:
-/// it reads, the figures n/a rather than 0.
-#[test]
-fn a_recording_from_before_activity_reads_without_it() {
+/// Records `make(0..3)` as an older gpuscope would have: `strip` takes
+/// from each line (the header's included) the keys it did not write. The
+/// recording opens whole; its last snapshot is returned.
+fn read_as_written_before(make: fn(u64) -> Snapshot, strip: impl Fn(&mut serde_json::Value)) -> Snapshot {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.ndjson");
     let mut r = Recorder::create(&path, &Header::new(None, 1000)).unwrap();
     for s in 0..3 {
-        r.write(&with_activity(s)).unwrap();
+        r.write(&make(s)).unwrap();
     }
     r.finish().unwrap();
     let old: Vec<String> = std::fs::read_to_string(&path)
@@ -141,30 +141,163 @@ fn a_recording_from_before_activity_reads_without_it() {
         .lines()
         .map(|line| {
             let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
-            let strip = |o: &mut serde_json::Value| {
-                let o = o.as_object_mut().unwrap();
-                o.remove("activity");
-                o.remove("activity_unavailable");
-            };
-            // The header line has no GPUs: left as it was.
-            for gpu in v.get_mut("gpus").and_then(serde_json::Value::as_array_mut).into_iter().flatten() {
-                gpu["mig_devices"].as_array_mut().into_iter().flatten().for_each(strip);
-                strip(gpu);
-            }
+            strip(&mut v);
             v.to_string()
         })
         .collect();
-    let text = old.join("\n") + "\n";
-    assert!(!text.contains("activity") && text.contains("mig_devices"), "{text}");
-    std::fs::write(&path, text).unwrap();
+    std::fs::write(&path, old.join("\n") + "\n").unwrap();
     let rec = Recording::open(&path).unwrap();
     assert_eq!((rec.len(), rec.skipped.total()), (3, 0));
-    let snap = rec.get(2).unwrap();
+    rec.get(2).unwrap()
+}
+
+/// The objects of `v`'s array `key` (none on the header line).
+fn each<'v>(v: &'v mut serde_json::Value, key: &str) -> impl Iterator<Item = &'v mut serde_json::Value> {
+    v.get_mut(key).and_then(serde_json::Value::as_array_mut).into_iter().flatten()
+}
+
+/// Issue 57: activity is recorded and replays as it was read.
+#[test]
+fn activity_records_and_replays_unchanged() {
+    assert_records_and_replays(with_activity);
+}
+
+/// A recording made before gpuscope read activity has none of its keys:
+/// it reads, the figures n/a rather than 0.
+#[test]
+fn a_recording_from_before_activity_reads_without_it() {
+    let snap = read_as_written_before(with_activity, |v| {
+        let strip = |o: &mut serde_json::Value| {
+            let o = o.as_object_mut().unwrap();
+            assert!(o.remove("activity").is_some() && o.remove("activity_unavailable").is_some(), "{o:?}");
+        };
+        for gpu in each(v, "gpus") {
+            each(gpu, "mig_devices").for_each(strip);
+            strip(gpu);
+        }
+    });
     let mut expected = with_activity(2);
     for g in &mut expected.gpus {
         (g.activity, g.activity_unavailable) = (None, None);
         g.mig_devices.iter_mut().for_each(|m| (m.activity, m.activity_unavailable) = (None, None));
     }
+    assert_eq!(snap, expected);
+}
+
+/// A probed process whose DataLoaders wait, with a failure kept and the
+/// framework's environment, figures as odd as rates and shares come.
+fn with_input(secs: u64) -> Snapshot {
+    let mut snap = snapshot(secs, false);
+    let settings = LoaderSettings {
+        num_workers: Some(8),
+        pin_memory: Some(false),
+        prefetch_factor: Some(2),
+        persistent_workers: None,
+    };
+    let loader = DataLoaderStats {
+        id: 3,
+        live: true,
+        consumer_thread: Some("MainThread".into()),
+        batches: 1000 + secs,
+        epochs: 2,
+        window_s: Some(29.97),
+        batches_per_s: Some(100.0 / 3.0),
+        wait_share: Some(0.1 + 0.2),
+        wait_per_batch_s: Some(1e-7),
+        waiting_s: Some(0.0),
+        first_batch_wait_s: None,
+        iterator: Some("_MultiProcessingDataLoaderIter".into()),
+        dataset: Some("ImageFolder".into()),
+        settings: settings.clone(),
+        workers: Some(8),
+        worker_pids: Some(vec![101, 102]),
+        pin_memory_thread: Some(false),
+        batches_ready: Some(0),
+        batch_bytes: Some(u64::MAX),
+        shm_need: None,
+    };
+    let input = InputPipeline {
+        hooked: true,
+        window_s: Some(30.0),
+        loaders: vec![loader, DataLoaderStats { id: 4, ..DataLoaderStats::default() }],
+        loaders_left_out: 1,
+        shm: Some(SharedMemory {
+            path: Some("/dev/shm".into()),
+            total: Some(64 << 20),
+            free: Some(0),
+            used: Some(64 << 20),
+            need: None,
+            sharing_strategy: Some("file_descriptor".into()),
+            open_files_limit: Some(1024),
+            open_files_limit_hard: None,
+        }),
+        failures: vec![LoaderFailure {
+            time_unix_ms: T0 + 500,
+            kind: LoaderFailureKind::BusError,
+            exception: Some("RuntimeError".into()),
+            message: Some("DataLoader worker (pid 102) is killed by signal: Bus error.".into()),
+            loader: Some(3),
+            worker_pid: Some(102),
+            shm_total: Some(64 << 20),
+            shm_free: Some(0),
+            sharing_strategy: None,
+            batch_bytes: Some(4 << 20),
+            settings,
+        }],
+    };
+    let environment = FrameworkEnvironment {
+        torch_version: Some("2.5.1+cu124".into()),
+        cuda_version: Some("12.4".into()),
+        cudnn_version: Some("90100".into()),
+        arch_flags: Some("sm_80 sm_90".into()),
+        matmul_tf32: Some(false),
+        cudnn_benchmark: Some(true),
+        devices: vec![DeviceArch { ordinal: 0, capability: Some("9.0".into()), arch_supported: Some(true) }],
+        autocast: Some(Autocast {
+            hooked: true,
+            entries: 12_000,
+            last_s_ago: Some(0.2),
+            device_type: Some("cuda".into()),
+            dtype: Some("torch.bfloat16".into()),
+        }),
+        grad_scaler: Some(GradScalerUse { count: Some(1), enabled: None }),
+        ..FrameworkEnvironment::default()
+    };
+    let gpu = ProcessGpu {
+        index: 0,
+        kind: ProcessType::Compute,
+        used_memory: Some(1 << 30),
+        mig_device: None,
+        mig_uuid: None,
+    };
+    snap.processes.push(Process {
+        gpus: vec![gpu],
+        input: Some(std::sync::Arc::new(input)),
+        environment: Some(std::sync::Arc::new(environment)),
+        ..Process::bare(4242)
+    });
+    snap
+}
+
+/// Issue 58: the input pipeline and the environment are recorded and
+/// replay as they were read.
+#[test]
+fn the_input_pipeline_records_and_replays_unchanged() {
+    assert_records_and_replays(with_input);
+}
+
+/// A recording made before gpuscope read the input pipeline has neither
+/// key on its processes: it reads, both `None` (n/a, never 0).
+#[test]
+fn a_recording_from_before_the_input_pipeline_reads_without_it() {
+    let snap = read_as_written_before(with_input, |v| {
+        for p in each(v, "processes") {
+            let p = p.as_object_mut().unwrap();
+            assert!(p.remove("input").is_some() && p.remove("environment").is_some(), "{p:?}");
+        }
+    });
+    let mut expected = with_input(2);
+    (expected.processes[0].input, expected.processes[0].environment) = (None, None);
     assert_eq!(snap, expected);
 }
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use super::api::Sample;
 use crate::model::{
-    Activity, Alert, DeviceAllocator, Gpu, GpuState, Process, ProcessAllocator, ProcessGpu, ProcessType,
-    ProcessUtilization, SCHEMA_VERSION, Snapshot, Timestamp,
+    Activity, Alert, DataLoaderStats, DeviceAllocator, Gpu, GpuState, InputPipeline, Process, ProcessAllocator,
+    ProcessGpu, ProcessType, ProcessUtilization, SCHEMA_VERSION, Snapshot, Timestamp,
 };
 
 /// The families the fleet reads: one query asks for all of them.
@@ -46,6 +46,9 @@ pub const FAMILIES: &[&str] = &[
     "gpuscope_allocator_fragmentation_ratio",
     "gpuscope_allocator_alloc_retries_total",
     "gpuscope_allocator_ooms_total",
+    // Per loader (8 at most a process), so that the snapshot's loaders are
+    // the node's own, each with the probe's number for it.
+    "gpuscope_dataloader_wait_ratio",
     "gpuscope_alert_active",
     "gpuscope_collect_duration_seconds",
 ];
@@ -71,6 +74,7 @@ fn snapshot(series: &[&Sample], interval_ms: u64, now_ms: u64) -> Snapshot {
     let collect = series.iter().find(|s| s.name() == "gpuscope_collect_duration_seconds").and_then(|s| s.value);
     let mut processes = processes(series);
     allocators(series, &mut processes);
+    loaders(series, &mut processes);
     Snapshot {
         schema_version: SCHEMA_VERSION,
         time: time.clone(),
@@ -273,6 +277,27 @@ fn allocators(series: &[&Sample], procs: &mut BTreeMap<u32, Process>) {
     }
 }
 
+/// Each loader's wait share, gathered by process, then handed to the
+/// processes as their input pipelines: only the share is filled in, the
+/// rest of what the probe reports stays `None`.
+fn loaders(series: &[&Sample], procs: &mut BTreeMap<u32, Process>) {
+    let mut by_pid: BTreeMap<u32, BTreeMap<u32, Option<f64>>> = BTreeMap::new();
+    for s in series.iter().filter(|s| s.name() == "gpuscope_dataloader_wait_ratio") {
+        let (Some(pid), Some(id)) = (index(s, "pid"), index(s, "loader")) else { continue };
+        procs.entry(pid).or_insert_with(|| new_process(pid, s));
+        by_pid.entry(pid).or_default().insert(id, s.value);
+    }
+    for (pid, loaders) in by_pid {
+        let loaders = loaders
+            .into_iter()
+            .map(|(id, wait_share)| DataLoaderStats { id, wait_share, ..DataLoaderStats::default() })
+            .collect();
+        if let Some(p) = procs.get_mut(&pid) {
+            p.input = Some(Arc::new(InputPipeline { hooked: true, loaders, ..InputPipeline::default() }));
+        }
+    }
+}
+
 /// A label holding one of the snapshot's snake_case words (`oom`, `warning`).
 fn word<T: serde::de::DeserializeOwned>(s: &Sample, label: &str) -> Option<T> {
     serde_json::from_value(serde_json::Value::String(s.label(label)?.to_string())).ok()
@@ -400,5 +425,32 @@ mod tests {
             (&back.gpus[2].activity, back.gpus[2].activity_unavailable),
             (&None, Some(ActivityUnavailable::NotSupported))
         );
+    }
+
+    /// Issue 58: each loader's wait share comes back from Prometheus with
+    /// the probe's number for the loader, so that the jobs view shows each
+    /// rank's data wait; what the fleet does not ask for stays `None`.
+    #[test]
+    fn the_data_wait_the_exporter_writes_is_read_back() {
+        let node = crate::serve::metrics::tests::snapshot();
+        let body = crate::serve::metrics::encode(crate::serve::encode::Format::Text, &node, 0);
+        let back = &snapshots(&scraped(&body), 2000, 0)["n:1"];
+        let by_pid = |snap: &Snapshot, pid| snap.processes.iter().find(|p| p.pid == pid).unwrap().input.clone();
+        let (got, sent) = (by_pid(back, 4242).unwrap(), by_pid(&node, 4242).unwrap());
+        assert_eq!(got.wait_share(), sent.wait_share());
+        assert_eq!(got.wait_share(), Some(0.41));
+        // The validation loader has no share yet: no series, so no loader.
+        let ids: Vec<(u32, Option<f64>, Option<f64>)> =
+            got.loaders.iter().map(|l| (l.id, l.wait_share, l.batches_per_s)).collect();
+        assert_eq!(ids, [(1, Some(0.41), None)]);
+        assert_eq!(got.shm, None, "not asked for: n/a, not 0");
+        assert_eq!((by_pid(back, 77), by_pid(back, 5150)), (None, None), "no probe reports them");
+        let hosts = vec![crate::fleet::model::HostState {
+            snapshot: Some(Arc::new(back.clone())),
+            status: crate::fleet::model::HostStatus::Ok,
+            ..crate::fleet::model::HostState::new("n:1".into())
+        }];
+        let jobs = crate::fleet::jobs::group(&hosts);
+        assert_eq!(jobs[0].ranks[0].data_wait, Some(0.41), "{jobs:?}");
     }
 }

@@ -223,28 +223,34 @@ fn job_lines(view: &ViewState, w: usize) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     for job in &view.fleet.jobs {
         lines.push(Line::styled(cell(view, &job_title(job), w), Style::new().add_modifier(Modifier::BOLD)));
-        lines.push(Line::styled(
-            cell(view, "  RANK HOST                PID      GPU ALLOC   RESERVED FRAG  UTIL  MARK", w),
-            Style::new().add_modifier(Modifier::DIM),
-        ));
-        lines.extend(job.ranks.iter().map(|r| rank_line(view, job, r, w)));
+        // The data wait only where a rank reports it, as `-1` shows it.
+        let data = job.ranks.iter().any(|r| r.data_wait.is_some());
+        let header = if data {
+            "  RANK HOST                PID      GPU ALLOC   RESERVED FRAG  UTIL  DATA  MARK"
+        } else {
+            "  RANK HOST                PID      GPU ALLOC   RESERVED FRAG  UTIL  MARK"
+        };
+        lines.push(Line::styled(cell(view, header, w), Style::new().add_modifier(Modifier::DIM)));
+        lines.extend(job.ranks.iter().map(|r| rank_line(view, job, r, data, w)));
         lines.push(Line::raw(""));
     }
     lines
 }
 
-fn rank_line(view: &ViewState, job: &Job, r: &crate::fleet::jobs::RankEntry, w: usize) -> Line<'static> {
+fn rank_line(view: &ViewState, job: &Job, r: &crate::fleet::jobs::RankEntry, data: bool, w: usize) -> Line<'static> {
     let na = || "n/a".to_string();
+    let percent = |f: f64| format!("{:.0}%", f * 100.0);
     let text = format!(
-        "  {}{}{}{}{}{}{}{}",
+        "  {}{}{}{}{}{}{}{}{}",
         cell(view, &r.rank.map_or_else(na, |x| x.to_string()), 5),
         cell(view, &r.host, 20),
         cell(view, &r.pid.to_string(), 9),
         cell(view, &r.gpu.map_or_else(na, |g| g.to_string()), 4),
         cell(view, &r.allocated.map_or_else(na, bytes_short), 8),
         cell(view, &r.reserved.map_or_else(na, bytes_short), 9),
-        cell(view, &r.fragmentation.map_or_else(na, |f| format!("{:.0}%", f * 100.0)), 6),
+        cell(view, &r.fragmentation.map_or_else(na, percent), 6),
         cell(view, &r.utilization.map_or_else(na, |u| format!("{u}%")), 6),
+        if data { cell(view, &r.data_wait.map_or_else(na, percent), 6) } else { String::new() },
     );
     let marks = marks(job, r);
     let style = if marks.is_empty() { Style::new() } else { color(view, Color::Yellow) };

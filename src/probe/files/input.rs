@@ -1,6 +1,7 @@
 //! The probe file's `input` and `environment` parts: read into the model's
 //! own types, then held to what a probe writes. A list longer than a probe
-//! writes refuses the file, as the rest of the format does; a figure out of
+//! writes refuses the file, as the rest of the format does (the same
+//! sections from a fleet node are cut instead: `bound_*`); a figure out of
 //! its range (a share above 1, a negative or endless rate) becomes `None`;
 //! every text is made safe for a terminal and bounded.
 
@@ -24,25 +25,39 @@ pub(super) fn check_input(input: &mut InputPipeline) -> Result<(), String> {
     if input.loaders.len() > MAX_LOADERS || input.failures.len() > MAX_FAILURES {
         return Err("an input section larger than a probe writes".into());
     }
-    input.window_s = figure(input.window_s);
-    for loader in &mut input.loaders {
-        check_loader(loader)?;
+    if input.loaders.iter().any(|l| l.worker_pids.as_ref().is_some_and(|p| p.len() > MAX_WORKER_PIDS)) {
+        return Err("a loader with more worker PIDs than a probe writes".into());
     }
-    if let Some(shm) = &mut input.shm {
-        check_shm(shm);
-    }
-    for failure in &mut input.failures {
-        check_failure(failure);
-    }
-    input.loaders.shrink_to_fit();
-    input.failures.shrink_to_fit();
+    hold_input(input);
     Ok(())
 }
 
-fn check_loader(l: &mut DataLoaderStats) -> Result<(), String> {
-    if l.worker_pids.as_ref().is_some_and(|p| p.len() > MAX_WORKER_PIDS) {
-        return Err("a loader with more worker PIDs than a probe writes".into());
+/// An input section that did not come from a probe file (a fleet node's
+/// `/snapshot`): its lists cut to what a file may hold, rather than
+/// refused, then held to the same checks.
+pub fn bound_input(input: &mut InputPipeline) {
+    input.loaders.truncate(MAX_LOADERS);
+    input.failures.truncate(MAX_FAILURES);
+    for pids in input.loaders.iter_mut().filter_map(|l| l.worker_pids.as_mut()) {
+        pids.truncate(MAX_WORKER_PIDS);
     }
+    hold_input(input);
+}
+
+/// Figures to their range, texts made safe and bounded; the lists are
+/// within their bounds already.
+fn hold_input(input: &mut InputPipeline) {
+    input.window_s = figure(input.window_s);
+    input.loaders.iter_mut().for_each(hold_loader);
+    if let Some(shm) = &mut input.shm {
+        check_shm(shm);
+    }
+    input.failures.iter_mut().for_each(check_failure);
+    input.loaders.shrink_to_fit();
+    input.failures.shrink_to_fit();
+}
+
+fn hold_loader(l: &mut DataLoaderStats) {
     for value in
         [&mut l.window_s, &mut l.batches_per_s, &mut l.wait_per_batch_s, &mut l.waiting_s, &mut l.first_batch_wait_s]
     {
@@ -52,7 +67,6 @@ fn check_loader(l: &mut DataLoaderStats) -> Result<(), String> {
     for text in [&mut l.consumer_thread, &mut l.iterator, &mut l.dataset] {
         label(text, NAME_MAX_CHARS);
     }
-    Ok(())
 }
 
 fn check_shm(shm: &mut SharedMemory) {
@@ -83,6 +97,18 @@ pub(super) fn check_environment(env: &mut FrameworkEnvironment) -> Result<(), St
     if env.devices.len() > MAX_DEVICES {
         return Err("an environment with more devices than a probe writes".into());
     }
+    hold_environment(env);
+    Ok(())
+}
+
+/// An environment from elsewhere (a fleet node's `/snapshot`), as
+/// [`bound_input`] takes an input section.
+pub fn bound_environment(env: &mut FrameworkEnvironment) {
+    env.devices.truncate(MAX_DEVICES);
+    hold_environment(env);
+}
+
+fn hold_environment(env: &mut FrameworkEnvironment) {
     for text in [
         &mut env.torch_version,
         &mut env.cuda_version,
@@ -105,7 +131,6 @@ pub(super) fn check_environment(env: &mut FrameworkEnvironment) -> Result<(), St
         label(&mut autocast.dtype, NAME_MAX_CHARS);
     }
     env.devices.shrink_to_fit();
-    Ok(())
 }
 
 /// Seconds or a rate: finite, not negative, not absurd.

@@ -17,6 +17,7 @@ use std::time::Duration;
 pub use demo::DemoProbes;
 pub use dir::{ProbeDir, default_dir};
 pub use file::{PROBE_FORMAT, ProbeDevice, ProbeFile};
+pub use input::{bound_environment, bound_input};
 pub use reader::FileProbes;
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 
 mod activity;
 mod gpu;
+mod input;
 mod mig;
 mod process;
 mod status;
@@ -28,7 +29,7 @@ const fn info(name: &'static str, help: &'static str) -> Def {
 pub fn families() -> impl Iterator<Item = &'static Def> {
     let gpu = gpu::ALL.iter().copied().chain(activity::families(0));
     let mig = mig::ALL.iter().copied().chain(activity::families(1));
-    gpu.chain(mig).chain([process::ALL, status::ALL].into_iter().flatten().copied())
+    gpu.chain(mig).chain([process::ALL, input::ALL, status::ALL].into_iter().flatten().copied())
 }
 
 /// The names samples can carry (`_total` and `_info` included): what a

@@ -8,7 +8,7 @@
 //! Prometheus treats it.
 //! A series for a process on a MIG device also carries that device's
 //! labels (`GPU_I_ID`, `GPU_I_PROFILE`, `GPU_CI_ID`, `mig_uuid`; see
-//! `mig.rs`).
+//! `mig.rs`). The input pipeline's families are in `input.rs`.
 
 use super::mig::MigLabels;
 use super::{counter, gauge};
@@ -138,8 +138,8 @@ static ALLOCATOR: [(&Def, AllocReading); 11] = [
 ];
 
 /// The labels one process's series share.
-struct Who<'a> {
-    process: &'a Process,
+pub(super) struct Who<'a> {
+    pub(super) process: &'a Process,
     pid: String,
     user: std::borrow::Cow<'a, str>,
     command: String,
@@ -174,6 +174,13 @@ impl Who<'_> {
             ("job_id", &self.job_id),
             ("world_size", &self.world_size),
         ]
+    }
+
+    /// Every label but `gpu`: for what belongs to the process as a whole
+    /// and to its job (the input pipeline's figures).
+    pub(super) fn process_labels(&self) -> [(&'static str, &str); BEFORE_RANK + 2] {
+        let [_, rest @ ..] = self.labels("");
+        rest
     }
 }
 
@@ -251,4 +258,5 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot) {
             f.sample(&labels, read(d));
         }
     }
+    super::input::write(enc, &who);
 }

@@ -2,8 +2,9 @@ use std::collections::BTreeSet;
 
 use super::*;
 use crate::model::{
-    Activity, ActivityUnavailable, Alert, AlertKind, DeviceAllocator, Driver, Gpu, GpuAllocator, GpuState, Host,
-    NvmlStatus, ProbeState, Process, ProcessAllocator, ProcessGpu, ProcessType, Severity, SourceStatus, Sources,
+    Activity, ActivityUnavailable, Alert, AlertKind, DataLoaderStats, DeviceAllocator, Driver, FrameworkEnvironment,
+    Gpu, GpuAllocator, GpuState, Host, InputPipeline, LoaderFailure, LoaderFailureKind, LoaderSettings, NvmlStatus,
+    ProbeState, Process, ProcessAllocator, ProcessGpu, ProcessType, Severity, SharedMemory, SourceStatus, Sources,
     Timestamp,
 };
 
@@ -95,6 +96,77 @@ fn on_mig() -> Process {
     p.allocator =
         Some(Box::new(ProcessAllocator { devices: vec![d], job: None, rank: None, world_size: None, ..allocator() }));
     p
+}
+
+/// A job that waits for its data: a training loader at 41% wait whose
+/// workers died once of a full `/dev/shm`, beside a validation loader
+/// without workers whose figures are not in yet.
+pub(crate) fn input() -> InputPipeline {
+    let settings = LoaderSettings {
+        num_workers: Some(4),
+        pin_memory: Some(false),
+        prefetch_factor: Some(2),
+        persistent_workers: None,
+    };
+    let train = DataLoaderStats {
+        id: 1,
+        live: true,
+        batches: 500,
+        batches_per_s: Some(16.5),
+        wait_share: Some(0.41),
+        wait_per_batch_s: Some(0.025),
+        settings: settings.clone(),
+        batches_ready: Some(0),
+        batch_bytes: Some(4 << 20),
+        shm_need: Some(40 << 20),
+        ..DataLoaderStats::default()
+    };
+    let val = DataLoaderStats {
+        id: 2,
+        batches: 3,
+        settings: LoaderSettings { num_workers: Some(0), ..LoaderSettings::default() },
+        ..DataLoaderStats::default()
+    };
+    let failure = |kind| LoaderFailure {
+        time_unix_ms: 1_700_000_000_000,
+        kind,
+        exception: Some("RuntimeError".into()),
+        message: None,
+        loader: Some(1),
+        worker_pid: Some(103),
+        shm_total: Some(64 << 20),
+        shm_free: Some(0),
+        sharing_strategy: None,
+        batch_bytes: None,
+        settings: settings.clone(),
+    };
+    InputPipeline {
+        hooked: true,
+        window_s: Some(30.0),
+        loaders: vec![train, val],
+        loaders_left_out: 0,
+        shm: Some(SharedMemory {
+            total: Some(64 << 20),
+            free: Some(8 << 20),
+            used: Some(56 << 20),
+            need: Some(40 << 20),
+            ..SharedMemory::default()
+        }),
+        failures: vec![
+            failure(LoaderFailureKind::BusError),
+            failure(LoaderFailureKind::WorkerExited),
+            failure(LoaderFailureKind::BusError),
+        ],
+    }
+}
+
+pub(crate) fn environment() -> FrameworkEnvironment {
+    FrameworkEnvironment {
+        torch_version: Some("2.5.1+cu124".into()),
+        cuda_version: Some("12.4".into()),
+        cudnn_version: Some("90100".into()),
+        ..FrameworkEnvironment::default()
+    }
 }
 
 /// Every activity counter, as an H100 training in bf16 might show them.
@@ -227,7 +299,11 @@ pub(crate) fn snapshot() -> Snapshot {
         driver: Driver::default(),
         gpus: vec![ok, Gpu::blank(1, GpuState::Lost), without_gpm()],
         processes: vec![
-            process(4242, Some("python3 \"train.py\" --out C:\\runs"), Some(allocator)),
+            Process {
+                input: Some(std::sync::Arc::new(input())),
+                environment: Some(std::sync::Arc::new(environment())),
+                ..process(4242, Some("python3 \"train.py\" --out C:\\runs"), Some(allocator))
+            },
             process(77, None, None),
             on_mig(),
         ],
@@ -503,6 +579,10 @@ fn label_values_from_a_process_are_bounded_and_visible() {
         if let Some(a) = &mut p.allocator {
             a.job = Some(hostile.as_str().into());
         }
+        if let Some(env) = &mut p.environment {
+            let env = std::sync::Arc::make_mut(env);
+            (env.torch_version, env.cudnn_version) = (Some(hostile.clone()), Some("9\u{202E}\n1".into()));
+        }
     }
     let body = encode(Format::Text, &snap, 7);
     assert!(!body.contains('\u{202E}'), "no bidirectional override reaches a label");
@@ -602,4 +682,83 @@ fn mig_activity_carries_the_mig_labels() {
         "{fresh_series:?}"
     );
     assert!(!l.iter().any(|l| l.starts_with("gpuscope_mig_activity_unavailable{") && l.contains("MIG-bb")));
+}
+
+/// Issue 58: how long a process waits for its data, per process and per
+/// loader, its `/dev/shm`, the failures kept and the versions, with the
+/// process's and the job's labels and no `gpu`.
+#[test]
+fn the_input_pipeline_per_process_and_per_loader() {
+    let l = lines(Format::Text);
+    let who = "pid=\"4242\",user=\"alice\",command=\"python3 \\\"train.py\\\" --out C:\\\\runs\",rank=\"3\",\
+               job_id=\"10.1.2.3:29500\",world_size=\"8\"";
+    for expected in [
+        format!("gpuscope_process_data_wait_ratio{{{who}}} 0.41"),
+        format!("gpuscope_process_shm_size_bytes{{{who}}} {}", 64 << 20),
+        format!("gpuscope_process_shm_free_bytes{{{who}}} {}", 8 << 20),
+        format!("gpuscope_process_shm_need_bytes{{{who}}} {}", 40 << 20),
+        format!("gpuscope_process_dataloader_failures{{{who},kind=\"bus_error\"}} 2"),
+        format!("gpuscope_process_dataloader_failures{{{who},kind=\"worker_exited\"}} 1"),
+        format!("gpuscope_dataloader_wait_ratio{{{who},loader=\"1\"}} 0.41"),
+        format!("gpuscope_dataloader_batches_per_second{{{who},loader=\"1\"}} 16.5"),
+        format!("gpuscope_dataloader_wait_per_batch_seconds{{{who},loader=\"1\"}} 0.025"),
+        format!("gpuscope_dataloader_batches_total{{{who},loader=\"1\"}} 500"),
+        format!("gpuscope_dataloader_batches_total{{{who},loader=\"2\"}} 3"),
+        format!("gpuscope_dataloader_num_workers{{{who},loader=\"1\"}} 4"),
+        format!("gpuscope_dataloader_num_workers{{{who},loader=\"2\"}} 0"),
+        format!("gpuscope_dataloader_batches_ready{{{who},loader=\"1\"}} 0"),
+        format!(
+            "gpuscope_process_framework_info{{{who},torch_version=\"2.5.1+cu124\",cuda_version=\"12.4\",\
+             cudnn_version=\"90100\"}} 1"
+        ),
+    ] {
+        assert!(has(&l, &expected), "missing {expected}");
+    }
+    // The validation loader's figures are not in yet: no series, not 0.
+    for name in ["gpuscope_dataloader_wait_ratio", "gpuscope_dataloader_batches_per_second"] {
+        let of_val = l.iter().filter(|x| x.starts_with(&format!("{name}{{")) && x.contains("loader=\"2\"")).count();
+        assert_eq!(of_val, 0, "{name}");
+    }
+    let input_names: Vec<&str> = input::ALL.iter().map(|d| d.name).collect();
+    let input_series: Vec<&String> =
+        l.iter().filter(|x| !x.starts_with('#') && input_names.iter().any(|n| x.starts_with(n))).collect();
+    assert_eq!(input_series.len(), 15, "{input_series:#?}");
+    assert!(input_series.iter().all(|x| x.contains("pid=\"4242\"") && !x.contains("gpu=")), "{input_series:#?}");
+    let om = lines(Format::OpenMetrics);
+    for expected in [
+        "# TYPE gpuscope_dataloader_batches counter",
+        "# TYPE gpuscope_process_framework info",
+        "# TYPE gpuscope_process_dataloader_failures gauge",
+        "# UNIT gpuscope_process_shm_size_bytes bytes",
+        "# UNIT gpuscope_dataloader_wait_per_batch_seconds seconds",
+    ] {
+        assert!(has(&om, expected), "missing {expected}");
+    }
+    promtool_accepts(&encode(Format::Text, &snapshot(), 7));
+}
+
+/// A probe that has seen no loader yet, and no `/dev/shm`: no input
+/// series at all; a probe with more loaders than it writes: eight have
+/// series, and the process's share is still the largest of all.
+#[test]
+fn input_series_exist_only_for_what_the_probe_knows() {
+    let mut snap = snapshot();
+    snap.processes[0].input = Some(std::sync::Arc::new(InputPipeline::default()));
+    snap.processes[0].environment = None;
+    let body = encode(Format::Text, &snap, 0);
+    for def in input::ALL {
+        assert!(!body.contains(&format!("\n{}", def.sample_name())), "{}: {body}", def.name);
+    }
+
+    let mut many = input();
+    many.loaders = (0..12)
+        .map(|id| DataLoaderStats { id, wait_share: Some(f64::from(id) / 100.0), ..DataLoaderStats::default() })
+        .collect();
+    snap.processes[0].input = Some(std::sync::Arc::new(many));
+    let body = encode(Format::Text, &snap, 0);
+    let waits = body.lines().filter(|x| x.starts_with("gpuscope_dataloader_wait_ratio{")).count();
+    assert_eq!(waits, input::MAX_LOADERS);
+    assert!(body.contains("gpuscope_process_data_wait_ratio{pid=\"4242\","), "{body}");
+    assert!(body.lines().any(|x| x.starts_with("gpuscope_process_data_wait_ratio{") && x.ends_with(" 0.11")), "{body}");
+    promtool_accepts(&body);
 }
