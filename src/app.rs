@@ -634,7 +634,8 @@ fn wanted_by(settings: &Settings) -> Wanted {
     };
     if settings.mode.one_shot() {
         let activity = shown.activity && settings.activity;
-        Wanted { pcie: false, activity, activity_wait: activity, ..shown }
+        // The driver's events: none could come before the one snapshot.
+        Wanted { pcie: false, activity, activity_wait: activity, events: false, ..shown }
     } else {
         shown
     }
@@ -768,14 +769,14 @@ mod tests {
 
     #[test]
     fn each_mode_asks_what_its_output_shows_and_one_snapshot_no_pcie_rates() {
-        let one_shot = |wanted| Wanted { pcie: false, activity: false, ..wanted };
+        let one_shot = |wanted| Wanted { pcie: false, activity: false, events: false, ..wanted };
         let cases: [(&[&str], Wanted); 12] = [
             (&["--json"], one_shot(Wanted::ALL)),
             (&["--json", "-l", "1"], Wanted::ALL),
             (&["--json", "-l", "1", "--count", "1"], one_shot(Wanted::ALL)),
             (&["--json", "-l", "1", "--count", "2"], Wanted::ALL),
-            (&["--json", "--activity"], Wanted { pcie: false, activity_wait: true, ..Wanted::ALL }),
-            (&["-1", "--activity"], Wanted { pcie: false, activity_wait: true, ..Wanted::TABLE }),
+            (&["--json", "--activity"], Wanted { pcie: false, activity_wait: true, events: false, ..Wanted::ALL }),
+            (&["-1", "--activity"], Wanted { pcie: false, activity_wait: true, events: false, ..Wanted::TABLE }),
             (&["--query-gpu=index,clocks.max.gr", "--format=csv"], Wanted { max_clocks: true, ..Wanted::NONE }),
             (&["--query-gpu=index,memory.used,utilization.gpu", "--format=csv"], Wanted::NONE),
             (

@@ -34,11 +34,15 @@ pub enum AlertKind {
     SmIdle,
     /// SM activity high while the tensor cores (GPM) do nearly nothing.
     TensorIdle,
+    /// The driver reported an Xid error on the GPU.
+    Xid,
+    /// The GPU's health verdict is warning or critical (board health).
+    Health,
 }
 
 impl AlertKind {
     /// Every kind, in the order the docs list them.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 11] = [
         Self::Fragmentation,
         Self::AllocRetry,
         Self::Oom,
@@ -48,6 +52,8 @@ impl AlertKind {
         Self::Starved,
         Self::SmIdle,
         Self::TensorIdle,
+        Self::Xid,
+        Self::Health,
     ];
 
     /// The name JSON, the config and `--fail-on` use (`alloc_retry`).
@@ -62,6 +68,8 @@ impl AlertKind {
             Self::Starved => "starved",
             Self::SmIdle => "sm_idle",
             Self::TensorIdle => "tensor_idle",
+            Self::Xid => "xid",
+            Self::Health => "health",
         }
     }
 }

@@ -3,12 +3,14 @@
 
 mod counters;
 mod fragmentation;
+mod health;
 mod leak;
 mod lost;
 mod pressure;
 mod sm_idle;
 mod starved;
 mod tensor_idle;
+mod xid;
 
 use std::collections::BTreeMap;
 
@@ -99,6 +101,12 @@ pub fn judge(
     }
     if c.tensor_idle.enabled {
         tensor_idle::judge(inputs, &mut v);
+    }
+    if c.xid.enabled {
+        xid::judge(inputs, &mut v);
+    }
+    if c.health.enabled {
+        health::judge(inputs, &mut v);
     }
     counters::judge(inputs, counters, &mut v);
     v

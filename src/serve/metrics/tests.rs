@@ -237,6 +237,7 @@ pub(crate) fn snapshot() -> Snapshot {
             nvml: NvmlStatus { calls: Some(145), ..SourceStatus::ok().into() },
             host: SourceStatus::ok().into(),
             probes: Default::default(),
+            driver_events: None,
         },
     }
 }

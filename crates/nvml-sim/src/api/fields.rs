@@ -132,7 +132,7 @@ fn counter(dev: &Dev<'_>, field: c_uint, scope: c_uint) -> Option<u64> {
     if let Some(per_s) = errors {
         // Totals over the whole device: no link to name.
         let links = !gpu.spec.nvlink.is_empty() && gpu.supports(Reading::Nvlink);
-        return links.then(|| (per_s * dev.t) as u64);
+        return links.then_some((per_s * dev.t) as u64);
     }
     let link = gpu.spec.nvlink.get(scope as usize).filter(|_| gpu.supports(Reading::Nvlink));
     let pcie = gpu.supports(Reading::Pcie) && gpu.supports(Reading::PcieCounters);
