@@ -12,7 +12,6 @@ use crate::check;
 use crate::cli::{Cli, Command, DemoMode, ProbeAction};
 use crate::collect::{Collector, Reads};
 use crate::exit;
-use crate::model::AlertKind;
 use crate::output::stdout::{self, Delivered};
 use crate::output::{json, table};
 use crate::poller::{self, SnapshotRx};
@@ -122,7 +121,14 @@ pub fn main() -> ExitCode {
         None if cli.help_query_gpu => print(&query::help_gpu()),
         None if cli.help_query_compute_apps => print(&query::help_compute_apps()),
         None => watch(&cli).map(|()| exit::OK),
-        Some(Command::Check { window, fail_on }) => check(&cli, *window, fail_on),
+        Some(Command::Check { window, fail_on, health, npd }) => {
+            let judge = match (health, npd) {
+                (false, _) => check::Judge::Alerts(fail_on),
+                (true, false) => check::Judge::Health,
+                (true, true) => check::Judge::HealthNpd,
+            };
+            check(&cli, *window, &judge)
+        }
         Some(Command::Run { command }) => Err(AppError::Inject(inject::run(command))),
         Some(Command::Attach { pid, script_only }) => attach(*pid, *script_only),
         Some(Command::Memviz { pid, output, history }) => {
@@ -342,8 +348,11 @@ const HOOKS_AT_EXIT: Duration = Duration::from_secs(1);
 
 /// `gpuscope check`: the exit code says how bad the alerts are, and a
 /// driver that stops answering is the worst of all.
-fn check(cli: &Cli, window: Duration, fail_on: &[AlertKind]) -> Result<u8, AppError> {
+fn check(cli: &Cli, window: Option<Duration>, judge: &check::Judge<'_>) -> Result<u8, AppError> {
     let settings = Settings::resolve(cli)?;
+    // A health check judges the first snapshot (its slow readings taken):
+    // it must fit a Slurm prolog and node-problem-detector's 5 s default.
+    let window = window.unwrap_or(if judge.health() { Duration::ZERO } else { check::WINDOW });
     let started = Instant::now();
     let window_end = bounds::later(started, window);
     let deadline = bounds::later(window_end, settings.timeout);
@@ -365,8 +374,13 @@ fn check(cli: &Cli, window: Duration, fail_on: &[AlertKind]) -> Result<u8, AppEr
         return check_silent(&Silence::new(since, &calls), Some(&seen));
     }
     let Some(snap) = &seen.last else { return Err(AppError::PollerStopped) };
-    print(&check::report(&seen, window, None))?;
-    Ok(check::exit_code(&snap.alerts, fail_on))
+    let (text, code) = match judge {
+        check::Judge::Alerts(fail_on) => (check::report(&seen, window, None), check::exit_code(&snap.alerts, fail_on)),
+        check::Judge::Health => check::health_report(snap),
+        check::Judge::HealthNpd => check::npd_report(snap),
+    };
+    print(&text)?;
+    Ok(code)
 }
 
 /// A check whose driver went silent: the last alerts it saw, the silence

@@ -6,7 +6,7 @@ use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use crate::model::{Gpu, GpuState, Snapshot};
+use crate::model::{Gpu, GpuState, HealthCode, HealthVerdict, Snapshot};
 use crate::tui::mouse::{Hits, Target};
 use crate::tui::render::Ctx;
 use crate::tui::render::bar::{self, Segment};
@@ -170,6 +170,11 @@ fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, (iw, columns): (usize, 
         Span::styled(format!("  {}", gpu.performance_state.as_deref().unwrap_or("")), t.dim),
     ];
     let mut readings_w: usize = readings.iter().map(Span::width).sum();
+    // A health that is not ok, where there is room beside a readable name.
+    if let Some(span) = health(ctx, gpu).filter(|s| w >= 3 + iw + readings_w + s.width() + 12) {
+        readings_w += span.width();
+        readings.push(span);
+    }
     // NVLink where there is room beside a readable name.
     if let Some(span) = nvlink(ctx, gpu).filter(|s| w >= 3 + iw + readings_w + s.width() + 20) {
         readings_w += span.width();
@@ -179,6 +184,40 @@ fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, (iw, columns): (usize, 
     first.push(Span::raw(left(&name(ctx, gpu, false), name_w, ctx.sym.cut)));
     first.extend(readings);
     [Line::from(first), memory_line(ctx, gpu, indent, columns)]
+}
+
+/// "CRIT remap failed +1": the worst reason of a GPU whose health is not
+/// ok, and how many more; the detail view has them all.
+fn health(ctx: &Ctx, gpu: &Gpu) -> Option<Span<'static>> {
+    let h = gpu.health.as_ref().filter(|h| h.verdict != HealthVerdict::Ok)?;
+    let worst = h.reasons.first()?;
+    let (word, style) =
+        if h.verdict == HealthVerdict::Critical { ("CRIT", ctx.theme.crit) } else { ("WARN", ctx.theme.warn) };
+    let more = match h.reasons.len() {
+        0 | 1 => String::new(),
+        n => format!(" +{}", n - 1),
+    };
+    Some(Span::styled(format!("  {word} {}{more}", short(worst.code)), style))
+}
+
+/// A health reason in a few words, for the GPU's line.
+fn short(code: HealthCode) -> &'static str {
+    match code {
+        HealthCode::GpuLost => "lost",
+        HealthCode::RowRemapFailed => "remap failed",
+        HealthCode::RowRemapPending => "remap pending",
+        HealthCode::EccUncorrected => "ECC uncorrected",
+        HealthCode::RetiredPagesPending => "pages pending",
+        HealthCode::RecoveryAction => "recovery action",
+        HealthCode::Xid => "Xid",
+        HealthCode::HwSlowdown => "HW slowdown",
+        HealthCode::HwThermalSlowdown => "HW thermal",
+        HealthCode::HwPowerBrake => "power brake",
+        HealthCode::NvlinkErrors => "NVLink errors",
+        HealthCode::PcieReplays => "PCIe replays",
+        HealthCode::DriverEvents => "no events",
+        HealthCode::Unknown => "health",
+    }
 }
 
 /// "NVLink 18/18 332G/s": links up of all, and the traffic both ways once
