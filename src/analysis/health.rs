@@ -74,10 +74,11 @@ impl HealthState {
     /// Fills in every GPU's `health`.
     pub fn judge(&mut self, snap: &mut Snapshot, config: &AlertsConfig) {
         let now_ms = snap.time.time_unix_ms;
-        let listening = snap.sources.driver_events.as_ref().is_some_and(|s| s.listening);
+        let status = snap.sources.driver_events.as_ref();
         let mut seen = Vec::with_capacity(snap.gpus.len());
         for gpu in &mut snap.gpus {
             let key = gpu.uuid.clone().unwrap_or_else(|| gpu.index.to_string());
+            let listening = status.is_some_and(|s| s.listening && !s.not_on.contains(&key));
             let kept = self.gpus.entry(key.clone()).or_default();
             kept.nvlink.see(nvlink_total(gpu.nvlink_errors.as_ref()), now_ms);
             kept.pcie_replays.see(pcie_replay_count(gpu), now_ms);

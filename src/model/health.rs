@@ -313,6 +313,10 @@ pub struct EventsStatus {
     /// Why not on any GPU, or on which GPUs not; `None` where it listens
     /// on every watched GPU.
     pub unavailable: Option<String>,
+    /// The watched GPUs it does not listen on, by UUID (index where the
+    /// UUID could not be read).
+    #[serde(default)]
+    pub not_on: Vec<String>,
 }
 
 #[cfg(test)]

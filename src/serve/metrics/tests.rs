@@ -249,7 +249,7 @@ pub(crate) fn snapshot() -> Snapshot {
             nvml: NvmlStatus { calls: Some(145), ..SourceStatus::ok().into() },
             host: SourceStatus::ok().into(),
             probes: Default::default(),
-            driver_events: Some(crate::model::EventsStatus { listening: true, unavailable: None }),
+            driver_events: Some(crate::model::EventsStatus { listening: true, unavailable: None, not_on: Vec::new() }),
         },
     }
 }

@@ -103,7 +103,7 @@ impl Listener {
             .stack_size(STACK)
             .spawn(move || run(&spec, only.as_deref(), &their));
         if let Err(e) = started {
-            shared.give_up(format!("no thread to listen on: {e}"));
+            shared.give_up(format!("no thread to listen on: {e}"), watched.clone().unwrap_or_default());
         }
         Self { shared, watched }
     }
@@ -117,10 +117,11 @@ impl Listener {
     pub fn take(&self) -> (Vec<Heard>, EventsStatus) {
         let mut inbox = self.shared.inbox();
         let heard = std::mem::take(&mut inbox.heard);
-        let mut status = inbox
-            .status
-            .clone()
-            .unwrap_or_else(|| EventsStatus { listening: false, unavailable: Some("starting to listen".into()) });
+        let mut status = inbox.status.clone().unwrap_or_else(|| EventsStatus {
+            listening: false,
+            unavailable: Some("starting to listen".into()),
+            not_on: self.watched.clone().unwrap_or_default(),
+        });
         if inbox.dropped > 0 {
             let dropped = format!("{} events dropped: more came between two ticks than gpuscope keeps", inbox.dropped);
             status.unavailable = Some(match status.unavailable {
@@ -144,8 +145,8 @@ impl Shared {
         self.inbox.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn give_up(&self, why: String) {
-        self.inbox().status = Some(EventsStatus { listening: false, unavailable: Some(why) });
+    fn give_up(&self, why: String, not_on: Vec<String>) {
+        self.inbox().status = Some(EventsStatus { listening: false, unavailable: Some(why), not_on });
     }
 
     fn stopping(&self) -> bool {
@@ -154,26 +155,30 @@ impl Shared {
 }
 
 fn run(spec: &LibrarySpec, watched: Option<&[String]>, shared: &Shared) {
+    let all = || watched.map(<[String]>::to_vec).unwrap_or_default();
     let nvml = match library::load_aside(spec) {
         Ok(nvml) => nvml,
-        Err(e) => return shared.give_up(format!("NVML could not be opened to listen: {e}")),
+        Err(e) => return shared.give_up(format!("NVML could not be opened to listen: {e}"), all()),
     };
     listen(&nvml, watched, shared);
     // The set is freed inside `listen`, before this session shuts down.
 }
 
 fn listen(nvml: &Nvml, watched: Option<&[String]>, shared: &Shared) {
+    let all = || watched.map(<[String]>::to_vec).unwrap_or_default();
     let set = match nvml.create_event_set() {
         Ok(set) => set,
-        Err(e) => return shared.give_up(format!("the driver has no event sets ({})", describe(&e))),
+        Err(e) => return shared.give_up(format!("the driver has no event sets ({})", describe(&e)), all()),
     };
     let (registered, refused) = register(nvml, &set, watched);
+    let lines: Vec<&str> = refused.iter().map(|(_, why)| why.as_str()).collect();
+    let not_on: Vec<String> = refused.iter().map(|(key, _)| key.clone()).collect();
     if registered.is_empty() {
-        let why = if refused.is_empty() { "no GPU to listen on".into() } else { refused.join("; ") };
-        return shared.give_up(why);
+        let why = if lines.is_empty() { "no GPU to listen on".into() } else { lines.join("; ") };
+        return shared.give_up(why, not_on);
     }
-    shared.inbox().status =
-        Some(EventsStatus { listening: true, unavailable: (!refused.is_empty()).then(|| refused.join("; ")) });
+    let unavailable = (!lines.is_empty()).then(|| lines.join("; "));
+    shared.inbox().status = Some(EventsStatus { listening: true, unavailable, not_on: not_on.clone() });
     let mut failures = 0;
     while !shared.stopping() {
         match wait(nvml, &set) {
@@ -205,7 +210,8 @@ fn listen(nvml: &Nvml, watched: Option<&[String]>, shared: &Shared) {
             Err(e) => {
                 failures += 1;
                 if failures >= MAX_FAILURES || super::session_broken(&e) {
-                    return shared.give_up(format!("stopped listening: the wait failed ({})", describe(&e)));
+                    let keys = registered.iter().map(|(_, k)| k.clone()).chain(not_on.iter().cloned()).collect();
+                    return shared.give_up(format!("stopped listening: the wait failed ({})", describe(&e)), keys);
                 }
                 std::thread::sleep(Duration::from_millis(u64::from(WAIT_MS)));
             }
@@ -214,13 +220,20 @@ fn listen(nvml: &Nvml, watched: Option<&[String]>, shared: &Shared) {
 }
 
 /// Registers the watched GPUs' wanted events on `set`: each GPU's handle
-/// (as an address, to know the GPU of an event) with its key, and a line
-/// for each GPU that refused.
-fn register(nvml: &Nvml, set: &EventSet<'_>, watched: Option<&[String]>) -> (Vec<(usize, String)>, Vec<String>) {
+/// (as an address, to know the GPU of an event) with its key, and each
+/// GPU that refused with a line that says why.
+fn register(
+    nvml: &Nvml,
+    set: &EventSet<'_>,
+    watched: Option<&[String]>,
+) -> (Vec<(usize, String)>, Vec<(String, String)>) {
     let (mut registered, mut refused) = (Vec::new(), Vec::new());
     let count = match nvml.device_count() {
         Ok(n) => n,
-        Err(e) => return (registered, vec![format!("the GPUs could not be listed ({})", describe(&e))]),
+        Err(e) => {
+            let why = format!("the GPUs could not be listed ({})", describe(&e));
+            return (registered, watched.unwrap_or_default().iter().map(|k| (k.clone(), why.clone())).collect());
+        }
     };
     for index in 0..count {
         let Ok(dev) = nvml.device_by_index(index) else { continue };
@@ -234,19 +247,19 @@ fn register(nvml: &Nvml, set: &EventSet<'_>, watched: Option<&[String]>) -> (Vec
         let types = match dev.supported_event_types() {
             Ok(types) => types & WANTED,
             Err(e) => {
-                refused.push(format!("GPU {index}: {}", describe(&e)));
+                refused.push((key, format!("GPU {index}: {}", describe(&e))));
                 continue;
             }
         };
         if !types.contains(EventTypes::CRITICAL_XID_ERROR) {
-            refused.push(format!("GPU {index}: the driver reports no Xid events on it"));
+            refused.push((key, format!("GPU {index}: the driver reports no Xid events on it")));
             continue;
         }
         // SAFETY: the address is only compared with the device an event names.
         let handle = unsafe { dev.handle() }.addr();
         match register_raw(&dev, types, set) {
             Ok(()) => registered.push((handle, key)),
-            Err(e) => refused.push(format!("GPU {index}: {}", describe(&e))),
+            Err(e) => refused.push((key, format!("GPU {index}: {}", describe(&e)))),
         }
     }
     (registered, refused)
