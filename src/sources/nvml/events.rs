@@ -219,6 +219,9 @@ fn listen(nvml: &Nvml, watched: Option<&[String]>, shared: &Shared) {
     }
 }
 
+/// A GPU that refused events: its key, and a line that says why.
+type Refused = (String, String);
+
 /// Registers the watched GPUs' wanted events on `set`: each GPU's handle
 /// (as an address, to know the GPU of an event) with its key, and each
 /// GPU that refused with a line that says why.
@@ -226,7 +229,7 @@ fn register(
     nvml: &Nvml,
     set: &EventSet<'_>,
     watched: Option<&[String]>,
-) -> (Vec<(usize, String)>, Vec<(String, String)>) {
+) -> (Vec<(usize, String)>, Vec<Refused>) {
     let (mut registered, mut refused) = (Vec::new(), Vec::new());
     let count = match nvml.device_count() {
         Ok(n) => n,

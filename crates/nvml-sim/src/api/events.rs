@@ -29,7 +29,7 @@ use crate::{cost, timing};
 const SET_BASE: usize = 0x67a0_0000;
 /// How long a wait sleeps at most between looks at the scenario, so that
 /// an edit to it (an event added, a GPU lost) is seen while a client waits.
-const LOOK_EVERY: Duration = Duration::from_millis(50);
+const LOOK_EVERY: Duration = Duration::from_millis(200);
 /// nvml.h, `nvmlEventData_t.gpuInstanceId` / `computeInstanceId`: "set to
 /// 0xFFFFFFFF otherwise", for an event not attributable to an instance.
 const NO_INSTANCE: c_uint = 0xFFFF_FFFF;
