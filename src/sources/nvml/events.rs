@@ -225,11 +225,7 @@ type Refused = (String, String);
 /// Registers the watched GPUs' wanted events on `set`: each GPU's handle
 /// (as an address, to know the GPU of an event) with its key, and each
 /// GPU that refused with a line that says why.
-fn register(
-    nvml: &Nvml,
-    set: &EventSet<'_>,
-    watched: Option<&[String]>,
-) -> (Vec<(usize, String)>, Vec<Refused>) {
+fn register(nvml: &Nvml, set: &EventSet<'_>, watched: Option<&[String]>) -> (Vec<(usize, String)>, Vec<Refused>) {
     let (mut registered, mut refused) = (Vec::new(), Vec::new());
     let count = match nvml.device_count() {
         Ok(n) => n,
@@ -432,5 +428,39 @@ mod tests {
         assert_eq!(counts.iter().find(|c| c.xid.is_none()).map(|c| c.count), Some(8), "Xids 116-119, twice each");
         assert_eq!(gpus[1].driver_events.len(), 1);
         assert!(gpus[1].xid_counts.is_empty(), "an ECC event is not an Xid");
+    }
+
+    proptest::proptest! {
+        /// Whatever the driver hands over (any type bits, any data, any
+        /// instance ids), an event is made without a panic, is an Xid
+        /// exactly when nvml.h's Xid bit is set, and the log stays bounded.
+        #[test]
+        fn any_event_the_driver_delivers_is_taken_safely(
+            events in proptest::collection::vec((proptest::prelude::any::<u64>(), proptest::prelude::any::<u64>(),
+                proptest::prelude::any::<u32>()), 0..80),
+        ) {
+            let mut log = Log::default();
+            let heard: Vec<Heard> = events
+                .iter()
+                .map(|&(types, data, gi)| Heard { gpu_instance_id: gi, ..heard("GPU-p", EventTypes::from_bits_retain(types), data) })
+                .collect();
+            for h in &heard {
+                let e = to_event(h);
+                let is_xid = h.types & EventTypes::CRITICAL_XID_ERROR.bits() != 0;
+                proptest::prop_assert_eq!(e.kind == DriverEventKind::Xid, is_xid);
+                proptest::prop_assert_eq!(e.gpu_instance_id, (h.gpu_instance_id != NO_INSTANCE).then_some(h.gpu_instance_id));
+                if let Some(action) = e.action {
+                    proptest::prop_assert_eq!(e.severity, xid::severity(action));
+                }
+            }
+            let xids = heard.iter().filter(|h| h.types & EventTypes::CRITICAL_XID_ERROR.bits() != 0).count() as u64;
+            log.add(heard);
+            let mut gpus = vec![Gpu::blank(0, crate::model::GpuState::Ok)];
+            gpus[0].uuid = Some("GPU-p".into());
+            log.apply(&mut gpus);
+            proptest::prop_assert!(gpus[0].driver_events.len() <= MAX_DRIVER_EVENTS);
+            proptest::prop_assert!(gpus[0].xid_counts.len() <= MAX_XID_COUNTS + 1);
+            proptest::prop_assert_eq!(gpus[0].xid_counts.iter().map(|c| c.count).sum::<u64>(), xids);
+        }
     }
 }
