@@ -141,7 +141,8 @@ pub enum Command {
     },
     /// Watch for a while and report the active alerts, for scripts and cron:
     /// exit 0 when there are none (or only info), 1 for warnings, 2 for critical ones,
-    /// 3 when the driver stopped answering (see --timeout).
+    /// 3 when the driver stopped answering (see --timeout). With --health, the
+    /// GPUs' health verdict instead, for a Slurm prolog or node-problem-detector.
     Check {
         /// How long to watch (at most 30 days); 10s, or with --health one
         /// snapshot.
