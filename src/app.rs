@@ -357,7 +357,10 @@ fn check(cli: &Cli, window: Option<Duration>, judge: &check::Judge<'_>) -> Resul
     let window_end = bounds::later(started, window);
     let deadline = bounds::later(window_end, settings.timeout);
     // Its report is the alerts, whose rules read what every output gets.
-    let headless = match Headless::start(&settings, deadline, Feeds::streaming(Wanted::ALERTS)) {
+    // A check of one snapshot ends before any driver event could come:
+    // it starts no listener (nor leaves one half-loaded at exit).
+    let wanted = Wanted { events: !window.is_zero(), ..Wanted::ALERTS };
+    let headless = match Headless::start(&settings, deadline, Feeds::streaming(wanted)) {
         Ok(started) => started,
         Err(AppError::DriverSilent(silence)) => return check_silent(&silence, None),
         Err(e) => return Err(e),
