@@ -12,7 +12,6 @@ use crate::check;
 use crate::cli::{Cli, Command, DemoMode, ProbeAction};
 use crate::collect::{Collector, Reads};
 use crate::exit;
-use crate::model::AlertKind;
 use crate::output::stdout::{self, Delivered};
 use crate::output::{json, table};
 use crate::poller::{self, SnapshotRx};
@@ -122,7 +121,14 @@ pub fn main() -> ExitCode {
         None if cli.help_query_gpu => print(&query::help_gpu()),
         None if cli.help_query_compute_apps => print(&query::help_compute_apps()),
         None => watch(&cli).map(|()| exit::OK),
-        Some(Command::Check { window, fail_on }) => check(&cli, *window, fail_on),
+        Some(Command::Check { window, fail_on, health, npd }) => {
+            let judge = match (health, npd) {
+                (false, _) => check::Judge::Alerts(fail_on),
+                (true, false) => check::Judge::Health,
+                (true, true) => check::Judge::HealthNpd,
+            };
+            check(&cli, *window, &judge)
+        }
         Some(Command::Doctor { pids, json }) => doctor(&cli, pids, *json),
         Some(Command::Run { command }) => Err(AppError::Inject(inject::run(command))),
         Some(Command::Attach { pid, script_only }) => attach(*pid, *script_only),
@@ -343,13 +349,19 @@ const HOOKS_AT_EXIT: Duration = Duration::from_secs(1);
 
 /// `gpuscope check`: the exit code says how bad the alerts are, and a
 /// driver that stops answering is the worst of all.
-fn check(cli: &Cli, window: Duration, fail_on: &[AlertKind]) -> Result<u8, AppError> {
+fn check(cli: &Cli, window: Option<Duration>, judge: &check::Judge<'_>) -> Result<u8, AppError> {
     let settings = Settings::resolve(cli)?;
+    // A health check judges the first snapshot (its slow readings taken):
+    // it must fit a Slurm prolog and node-problem-detector's 5 s default.
+    let window = window.unwrap_or(if judge.health() { Duration::ZERO } else { check::WINDOW });
     let started = Instant::now();
     let window_end = bounds::later(started, window);
     let deadline = bounds::later(window_end, settings.timeout);
     // Its report is the alerts, whose rules read what every output gets.
-    let headless = match Headless::start(&settings, deadline, Feeds::streaming(Wanted::ALERTS)) {
+    // A check of one snapshot ends before any driver event could come:
+    // it starts no listener (nor leaves one half-loaded at exit).
+    let wanted = Wanted { events: !window.is_zero(), ..Wanted::ALERTS };
+    let headless = match Headless::start(&settings, deadline, Feeds::streaming(wanted)) {
         Ok(started) => started,
         Err(AppError::DriverSilent(silence)) => return check_silent(&silence, None),
         Err(e) => return Err(e),
@@ -366,8 +378,13 @@ fn check(cli: &Cli, window: Duration, fail_on: &[AlertKind]) -> Result<u8, AppEr
         return check_silent(&Silence::new(since, &calls), Some(&seen));
     }
     let Some(snap) = &seen.last else { return Err(AppError::PollerStopped) };
-    print(&check::report(&seen, window, None))?;
-    Ok(check::exit_code(&snap.alerts, fail_on))
+    let (text, code) = match judge {
+        check::Judge::Alerts(fail_on) => (check::report(&seen, window, None), check::exit_code(&snap.alerts, fail_on)),
+        check::Judge::Health => check::health_report(snap),
+        check::Judge::HealthNpd => check::npd_report(snap),
+    };
+    print(&text)?;
+    Ok(code)
 }
 
 /// How long `doctor` watches: two readings at least, for what needs two
@@ -667,7 +684,8 @@ fn wanted_by(settings: &Settings) -> Wanted {
     };
     if settings.mode.one_shot() {
         let activity = shown.activity && settings.activity;
-        Wanted { pcie: false, activity, activity_wait: activity, ..shown }
+        // The driver's events: none could come before the one snapshot.
+        Wanted { pcie: false, activity, activity_wait: activity, events: false, ..shown }
     } else {
         shown
     }
@@ -801,14 +819,14 @@ mod tests {
 
     #[test]
     fn each_mode_asks_what_its_output_shows_and_one_snapshot_no_pcie_rates() {
-        let one_shot = |wanted| Wanted { pcie: false, activity: false, ..wanted };
+        let one_shot = |wanted| Wanted { pcie: false, activity: false, events: false, ..wanted };
         let cases: [(&[&str], Wanted); 12] = [
             (&["--json"], one_shot(Wanted::ALL)),
             (&["--json", "-l", "1"], Wanted::ALL),
             (&["--json", "-l", "1", "--count", "1"], one_shot(Wanted::ALL)),
             (&["--json", "-l", "1", "--count", "2"], Wanted::ALL),
-            (&["--json", "--activity"], Wanted { pcie: false, activity_wait: true, ..Wanted::ALL }),
-            (&["-1", "--activity"], Wanted { pcie: false, activity_wait: true, ..Wanted::TABLE }),
+            (&["--json", "--activity"], Wanted { pcie: false, activity_wait: true, events: false, ..Wanted::ALL }),
+            (&["-1", "--activity"], Wanted { pcie: false, activity_wait: true, events: false, ..Wanted::TABLE }),
             (&["--query-gpu=index,clocks.max.gr", "--format=csv"], Wanted { max_clocks: true, ..Wanted::NONE }),
             (&["--query-gpu=index,memory.used,utilization.gpu", "--format=csv"], Wanted::NONE),
             (

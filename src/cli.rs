@@ -141,14 +141,27 @@ pub enum Command {
     },
     /// Watch for a while and report the active alerts, for scripts and cron:
     /// exit 0 when there are none (or only info), 1 for warnings, 2 for critical ones,
-    /// 3 when the driver stopped answering (see --timeout).
+    /// 3 when the driver stopped answering (see --timeout). With --health, the
+    /// GPUs' health verdict instead, for a Slurm prolog or node-problem-detector.
     Check {
-        /// How long to watch (at most 30 days).
-        #[arg(long = "for", value_name = "DURATION", default_value = "10s", value_parser = bounds::parse_check_window)]
-        window: Duration,
+        /// How long to watch (at most 30 days); 10s, or with --health one
+        /// snapshot.
+        #[arg(long = "for", value_name = "DURATION", value_parser = bounds::parse_check_window)]
+        window: Option<Duration>,
         /// Only these kinds count for the exit code (comma-separated).
-        #[arg(long, value_name = "KINDS", value_delimiter = ',', value_parser = alert_kind)]
+        #[arg(long, value_name = "KINDS", value_delimiter = ',', value_parser = alert_kind, conflicts_with = "health")]
         fail_on: Vec<AlertKind>,
+        /// Judge the GPUs' health instead (row remapping, ECC, retired
+        /// pages, recovery action, Xids, hardware slowdown, NVLink errors):
+        /// exit 0 ok, 1 warning, 2 critical, 3 a silent driver. For a Slurm
+        /// prolog or epilog.
+        #[arg(long)]
+        health: bool,
+        /// With --health, speak node-problem-detector's custom plugin
+        /// protocol: one line of at most 80 bytes, exit 0 (OK; warnings
+        /// too), 1 (NonOK: a GPU is critical), 2 or 3 (Unknown).
+        #[arg(long, requires = "health")]
+        npd: bool,
     },
     /// Diagnose running jobs (every probed one, or the PIDs given): how much
     /// of each step waits for data and why, /dev/shm, DataLoader workers that
@@ -488,8 +501,13 @@ mod tests {
         let check = Cli::try_parse_from(["gpuscope", "check", "--for", "3s", "--fail-on", "oom,alloc_retry", "--demo"]);
         let check = check.unwrap();
         assert_eq!(check.demo, Some(DemoMode::Always), "common flags work after the subcommand");
-        let Some(Command::Check { window, fail_on }) = check.command else { panic!() };
-        assert_eq!((window, fail_on), (Duration::from_secs(3), vec![AlertKind::Oom, AlertKind::AllocRetry]));
+        let Some(Command::Check { window, fail_on, health, npd }) = check.command else { panic!() };
+        assert_eq!((window, fail_on), (Some(Duration::from_secs(3)), vec![AlertKind::Oom, AlertKind::AllocRetry]));
+        assert!(!health && !npd);
+        let health = Cli::try_parse_from(["gpuscope", "check", "--health", "--npd"]).unwrap().command;
+        assert!(matches!(health, Some(Command::Check { health: true, npd: true, window: None, .. })));
+        assert!(Cli::try_parse_from(["gpuscope", "check", "--npd"]).is_err(), "--npd speaks for --health");
+        assert!(Cli::try_parse_from(["gpuscope", "check", "--health", "--fail-on", "oom"]).is_err());
         let err = Cli::try_parse_from(["gpuscope", "check", "--fail-on", "oom,fragmentaton"]).unwrap_err().to_string();
         assert!(err.contains("fragmentaton") && err.contains("expected one of"), "{err}");
         assert!(err.contains("starved, sm_idle, tensor_idle"), "every kind named: {err}");

@@ -15,6 +15,11 @@ pub const DRIVER_SILENT: u8 = 3;
 pub const CHECK_WARNING: u8 = 1;
 /// `check`: critical alerts are active.
 pub const CHECK_CRITICAL: u8 = 2;
+/// `check --health --npd`: node-problem-detector's custom plugin statuses
+/// (`pkg/custompluginmonitor/types`: OK 0, NonOK 1, Unknown 2; any other
+/// status it reads as Unknown too, so a silent driver's 3 is Unknown).
+pub const NPD_OK: u8 = 0;
+pub const NPD_NON_OK: u8 = 1;
 /// `run`: the command exists but could not be started (the shells' 126).
 pub const CANNOT_EXECUTE: u8 = 126;
 /// `run`: no such command (the shells' 127). Otherwise `run` exits with
@@ -23,16 +28,18 @@ pub const NOT_FOUND: u8 = 127;
 
 /// What each status says, by status, for the man page (`docs.rs`).
 pub const MEANINGS: &[(u8, &str)] = &[
-    (OK, "Success. check: no alert is active."),
+    (OK, "Success. check: no alert is active; check --health: every GPU is healthy (--npd: or only warnings)."),
     (
         FAILURE,
         "Something failed while running (an output error other than a closed pipe; a probe that did not \
-         answer). check: warnings are active.",
+         answer). check: warnings are active; check --health: a GPU's health is a warning (--npd: a GPU is \
+         critical, node-problem-detector's NonOK).",
     ),
     (
         USAGE,
         "Bad usage or config, no usable NVML (nothing was collected), or a refusal (attach, memviz). \
-         check: critical alerts are active.",
+         check: critical alerts are active; check --health: a GPU's health is critical (--npd: Unknown, as \
+         is 3).",
     ),
     (DRIVER_SILENT, "The driver did not answer within --timeout: a hung NVML call."),
     (CANNOT_EXECUTE, "run: the command exists but could not be started."),
@@ -46,7 +53,18 @@ mod tests {
     #[test]
     fn every_status_has_its_meaning() {
         let said: Vec<u8> = MEANINGS.iter().map(|m| m.0).collect();
-        for status in [OK, FAILURE, USAGE, DRIVER_SILENT, CHECK_WARNING, CHECK_CRITICAL, CANNOT_EXECUTE, NOT_FOUND] {
+        for status in [
+            OK,
+            FAILURE,
+            USAGE,
+            DRIVER_SILENT,
+            CHECK_WARNING,
+            CHECK_CRITICAL,
+            NPD_OK,
+            NPD_NON_OK,
+            CANNOT_EXECUTE,
+            NOT_FOUND,
+        ] {
             assert!(said.contains(&status), "exit status {status} is not in MEANINGS");
         }
         assert!(said.windows(2).all(|w| w[0] < w[1]), "in order, each once");

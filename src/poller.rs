@@ -178,6 +178,7 @@ mod tests {
             }],
             status: SourceStatus::ok(),
             calls: None,
+            events: None,
         }
     }
 

@@ -1103,3 +1103,71 @@ fn mig_devices_show_their_own_activity() {
     assert!(detail.contains("activity  GPU 0 MIG 2 (its GPU instance) over 1s"), "{detail}");
     renders_tiny(&mut s);
 }
+
+/// Two GPUs whose health is not ok: GPU 0 critical (a row remapping
+/// failed, a critical Xid), GPU 1 a warning (hardware thermal slowdown)
+/// after an application's Xid 13.
+fn unhealthy() -> State {
+    use gpuscope::model::{
+        DriverEvent, DriverEventKind, Health, HealthCode, HealthReason, Severity, Timestamp, XidAction,
+    };
+    let mut snap = snapshot(Spec::gpus(2).probed());
+    let reason = |code, severity, message: &str| HealthReason { code, severity, message: message.into() };
+    let xid = |number, action, severity, meaning: &str| DriverEvent {
+        time: Timestamp::from_system(std::time::UNIX_EPOCH + std::time::Duration::from_millis(T0 - 90_000)),
+        kind: DriverEventKind::Xid,
+        xid: Some(number),
+        mnemonic: None,
+        meaning: Some(meaning.into()),
+        action: Some(action),
+        severity,
+        gpu_instance_id: None,
+        compute_instance_id: None,
+    };
+    snap.gpus[0].health = Some(Health::from_reasons(
+        vec![
+            reason(HealthCode::RowRemapFailed, Severity::Critical, "a row remapping failed: replace the board"),
+            reason(HealthCode::Xid, Severity::Critical, "Xid 48 at 12:00: double-bit ECC error; reset the GPU"),
+        ],
+        Vec::new(),
+    ));
+    snap.gpus[0].driver_events.push(xid(
+        48,
+        XidAction::ResetGpu,
+        Severity::Critical,
+        "double-bit (uncorrectable) ECC error in device memory",
+    ));
+    snap.gpus[1].health = Some(Health::from_reasons(
+        vec![reason(HealthCode::HwThermalSlowdown, Severity::Warning, "the hardware slows the clocks down: too hot")],
+        Vec::new(),
+    ));
+    snap.gpus[1].driver_events.push(xid(13, XidAction::RestartApp, Severity::Warning, "graphics engine exception"));
+    let mut s = State::new(&options());
+    s.on_snapshot(Arc::new(snap));
+    s
+}
+
+#[test]
+fn health_marks_each_gpu_and_the_detail_view_gives_the_reasons() {
+    let mut s = unhealthy();
+    let big = render_text(&mut s, 200, 50);
+    assert!(big.contains("CRIT remap failed +1") && big.contains("WARN HW thermal"), "{big}");
+    insta::assert_snapshot!("health_200x50", big);
+    insta::assert_snapshot!("health_80x24", render_text(&mut s, 80, 24));
+    // Sorted by GPU memory, GPU 1's process is first.
+    act(&mut s, &[Action::OpenDetail]);
+    let detail = render_text(&mut s, 200, 50);
+    assert!(detail.contains("WARN the hardware slows the clocks down"), "{detail}");
+    assert!(detail.contains("Xid 13 1m30s ago: graphics engine exception; restart the application"), "{detail}");
+    insta::assert_snapshot!("health_detail_200x50", detail);
+    insta::assert_snapshot!("health_detail_80x24", render_text(&mut s, 80, 24));
+    for (w, h) in [(0, 0), (1, 1), (20, 5)] {
+        let drawn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| render_text(&mut s, w, h)));
+        assert!(drawn.is_ok(), "the detail view at {w}x{h} panicked");
+    }
+    let mut dashboard = unhealthy();
+    for (w, h) in [(0, 0), (1, 1), (20, 5)] {
+        let drawn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| render_text(&mut dashboard, w, h)));
+        assert!(drawn.is_ok(), "the dashboard at {w}x{h} panicked");
+    }
+}

@@ -42,6 +42,8 @@ pub struct AlertsConfig {
     pub sm_idle: SmIdleConfig,
     pub tensor_idle: TensorIdleConfig,
     pub shm_full: ShmFullConfig,
+    pub xid: XidConfig,
+    pub health: HealthConfig,
 }
 
 impl Default for AlertsConfig {
@@ -59,6 +61,8 @@ impl Default for AlertsConfig {
             sm_idle: SmIdleConfig::default(),
             tensor_idle: TensorIdleConfig::default(),
             shm_full: ShmFullConfig::default(),
+            xid: XidConfig::default(),
+            health: HealthConfig::default(),
         }
     }
 }
@@ -275,6 +279,41 @@ impl Default for TensorIdleConfig {
     }
 }
 
+/// Xid events (the driver's critical errors): the alert stays up for
+/// `window` after the last one, and a critical Xid within it makes the
+/// GPU's health critical.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct XidConfig {
+    pub enabled: bool,
+    #[serde(with = "humantime_serde")]
+    pub window: Duration,
+}
+
+impl Default for XidConfig {
+    fn default() -> Self {
+        Self { enabled: true, window: Duration::from_secs(3600) }
+    }
+}
+
+/// The health alert: raised while a GPU's health verdict is warning or
+/// critical for a reason other than an Xid or a lost GPU (those have
+/// alerts of their own). An error counter that grew (NVLink, PCIe
+/// replays) counts against the verdict for `hold` after it last grew.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthConfig {
+    pub enabled: bool,
+    #[serde(with = "humantime_serde")]
+    pub hold: Duration,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        Self { enabled: true, hold: Duration::from_secs(300) }
+    }
+}
+
 impl AlertsConfig {
     /// Thresholds that contradict each other are refused at load time.
     pub fn validate(&self) -> Result<(), String> {
@@ -288,6 +327,8 @@ impl AlertsConfig {
             ("alerts.starved.window", self.starved.window),
             ("alerts.sm_idle.window", self.sm_idle.window),
             ("alerts.tensor_idle.window", self.tensor_idle.window),
+            ("alerts.xid.window", self.xid.window),
+            ("alerts.health.hold", self.health.hold),
         ];
         for (name, span) in spans {
             crate::util::bounds::CONFIG_SPAN.check(span).map_err(|e| format!("{name} {e}"))?;

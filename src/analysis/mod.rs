@@ -7,6 +7,7 @@ pub mod config;
 pub mod engine;
 mod exec;
 pub mod input_cause;
+mod health;
 mod rules;
 #[cfg(test)]
 mod tests;
@@ -32,6 +33,8 @@ pub struct Analyzer {
     starts: Vec<(u32, Option<u64>)>,
     engine: Engine,
     hook: Option<ExecHook>,
+    /// Each GPU's error counters, to judge their growth (`health.rs`).
+    health: health::HealthState,
 }
 
 impl Analyzer {
@@ -50,6 +53,7 @@ impl Analyzer {
             starts: Vec::new(),
             engine: Engine::default(),
             hook,
+            health: health::HealthState::default(),
             config,
         }
     }
@@ -76,6 +80,8 @@ impl Analyzer {
 
     pub fn observe(&mut self, snap: &mut Snapshot) {
         let now_ms = snap.time.time_unix_ms;
+        // Before the rules: the health alert reads the verdict.
+        self.health.judge(snap, &self.config);
         let mut store = history::lock(&self.store);
         let moved = store.record(snap);
         self.counters.retain(|k, _| !moved.contains(&k.gpu));

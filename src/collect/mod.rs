@@ -162,6 +162,7 @@ pub fn assemble(
             nvml: NvmlStatus { calls: gpu.calls, ..gpu.status.into() },
             host: HostStatus { pid_namespace: host.pid_namespace, ..host.status.into() },
             probes: probes.status,
+            driver_events: gpu.events,
         },
     }
 }

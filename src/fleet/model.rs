@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::jobs::Job;
-use crate::model::Snapshot;
+use crate::model::{HealthVerdict, Snapshot};
 
 /// Bumped when a field of `fleet --json` is renamed, removed or changes
 /// meaning; each host's `snapshot` follows the snapshot's own schema.
@@ -119,6 +119,9 @@ pub struct Summary {
     /// The mean of the GPUs' SM activity, percent, over those that report
     /// it; `None`: none does.
     pub sm_active: Option<u32>,
+    /// The worst GPU's health verdict, and that GPU; `None`: no GPU was
+    /// judged.
+    pub health: Option<(HealthVerdict, u32)>,
 }
 
 /// One node's snapshot, cut to the caps, with its summary.
@@ -187,7 +190,22 @@ fn summarize(snap: &Snapshot) -> Summary {
         .fold((0.0, 0u32), |(sum, n), sm| (sum + sm, n + 1));
     // Clamped: a node's figure is shown, not trusted.
     let sm_active = (n > 0).then(|| (sum / f64::from(n)).round().clamp(0.0, 100.0) as u32);
-    Summary { busy_gpus, gpus: snap.gpus.len(), memory, alerts: snap.alerts.len(), sm_active }
+    // The first of the worst: `max_by_key` keeps the last of equals.
+    let health = snap
+        .gpus
+        .iter()
+        .rev()
+        .filter_map(|g| Some((g.health.as_ref()?.verdict, g.index)))
+        .max_by_key(|(verdict, _)| *verdict);
+    Summary { busy_gpus, gpus: snap.gpus.len(), memory, alerts: snap.alerts.len(), sm_active, health }
+}
+
+/// A host's worst GPU: its verdict, which GPU, and its first reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostHealth {
+    pub verdict: HealthVerdict,
+    pub gpu: u32,
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -208,6 +226,9 @@ pub struct HostState {
     pub snapshot: Option<Arc<Snapshot>>,
     /// What the node sent beyond the caps; `null`: the snapshot is whole.
     pub capped: Option<Capped>,
+    /// The health of the host's worst GPU; `null` without a snapshot, or
+    /// where no GPU was judged.
+    pub health: Option<HostHealth>,
     /// The snapshot's figures, as the host table shows them.
     #[serde(skip)]
     pub summary: Option<Summary>,
@@ -240,11 +261,19 @@ impl HostState {
             age_ms: None,
             snapshot: None,
             capped: None,
+            health: None,
             summary: None,
         }
     }
 
     pub fn answered(&mut self, answer: Answer, now_ms: u64) {
+        self.health = answer.summary.health.map(|(verdict, gpu)| HostHealth {
+            verdict,
+            gpu,
+            reason: (answer.snapshot.gpus.iter().find(|g| g.index == gpu))
+                .and_then(|g| g.health.as_ref()?.reasons.first())
+                .map(|r| r.message.clone()),
+        });
         self.snapshot = Some(answer.snapshot);
         self.summary = Some(answer.summary);
         self.capped = answer.capped;
@@ -419,6 +448,42 @@ mod tests {
         assert!(torch.chars().count() <= crate::sources::NAME_MAX_CHARS && !torch.contains('\u{202E}'), "{torch}");
     }
 
+    /// Issue 59: a host's health is its worst GPU's, the first of equals,
+    /// with that GPU's first reason; none where no GPU was judged.
+    #[test]
+    fn a_hosts_health_is_its_worst_gpus() {
+        use crate::model::{Health, HealthCode, HealthReason, Severity};
+        let judged = |verdicts: &[Option<Severity>]| {
+            let mut snap = snapshot(verdicts.len() as u32, &[None], []);
+            for (g, v) in snap.gpus.iter_mut().zip(verdicts) {
+                let reasons = v
+                    .iter()
+                    .map(|severity| HealthReason {
+                        code: HealthCode::RowRemapFailed,
+                        severity: *severity,
+                        message: format!("GPU {}'s reason", g.index),
+                    })
+                    .collect();
+                g.health = Some(Health::from_reasons(reasons, Vec::new()));
+            }
+            let mut h = HostState::new("n".into());
+            h.answered(Answer::of(snap), 1);
+            h.health
+        };
+        let worst = judged(&[None, Some(Severity::Critical), Some(Severity::Warning), Some(Severity::Critical)]);
+        let worst = worst.unwrap();
+        assert_eq!(
+            (worst.verdict, worst.gpu, worst.reason.as_deref()),
+            (HealthVerdict::Critical, 1, Some("GPU 1's reason"))
+        );
+        assert_eq!(judged(&[None, None]).map(|w| (w.verdict, w.gpu)), Some((HealthVerdict::Ok, 0)));
+        let mut h = HostState::new("n".into());
+        h.answered(Answer::of(snapshot(2, &[None], [])), 1);
+        assert_eq!(h.health, None, "not judged");
+        h.health = judged(&[Some(Severity::Warning)]);
+        assert_eq!(super::super::table::health_text(&h).as_deref(), Some("health warning: GPU 0: GPU 0's reason"));
+    }
+
     proptest! {
         /// The summary is the table's old per-frame definition, computed once.
         #[test]
@@ -435,7 +500,8 @@ mod tests {
             let used: u64 = (0..u64::from(gpus)).sum();
             let memory = (gpus > 0).then_some((used, 100 * u64::from(gpus)));
             let s = Answer::of(snap.clone()).summary;
-            let want = Summary { busy_gpus: busy, gpus: snap.gpus.len(), memory, alerts: 0, sm_active: None };
+            let want =
+                Summary { busy_gpus: busy, gpus: snap.gpus.len(), memory, alerts: 0, sm_active: None, health: None };
             prop_assert_eq!(s, want);
         }
     }

@@ -30,7 +30,7 @@ pub fn render(fleet: &Fleet, now_ms: u64) -> String {
     for h in &fleet.hosts {
         out.push_str(&host_line(h, now_ms));
         out.push('\n');
-        for note in h.error.iter().cloned().chain(h.capped.map(|c| c.text())) {
+        for note in h.error.iter().cloned().chain(h.capped.map(|c| c.text())).chain(health_text(h)) {
             out.push_str(&format!("  {}\n", fit_text(&clean_text(&note, true), WIDTH - 2, "~")));
         }
     }
@@ -41,6 +41,15 @@ pub fn render(fleet: &Fleet, now_ms: u64) -> String {
         out.push_str(&job_text(job));
     }
     out
+}
+
+/// "health CRITICAL: GPU 3: a row remapping failed ...": the host's worst
+/// GPU, where its health is not ok.
+pub fn health_text(h: &HostState) -> Option<String> {
+    let worst = h.health.as_ref().filter(|w| w.verdict != crate::model::HealthVerdict::Ok)?;
+    let level = if worst.verdict == crate::model::HealthVerdict::Critical { "CRITICAL" } else { "warning" };
+    let reason = worst.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
+    Some(format!("health {level}: GPU {}{reason}", worst.gpu))
 }
 
 pub fn busy_text(h: &HostState) -> String {

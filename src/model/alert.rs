@@ -37,11 +37,15 @@ pub enum AlertKind {
     /// A job's `/dev/shm` about to fill, or its DataLoader workers killed
     /// by a full one.
     ShmFull,
+    /// The driver reported an Xid error on the GPU.
+    Xid,
+    /// The GPU's health verdict is warning or critical (board health).
+    Health,
 }
 
 impl AlertKind {
     /// Every kind, in the order the docs list them.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 12] = [
         Self::Fragmentation,
         Self::AllocRetry,
         Self::Oom,
@@ -52,6 +56,8 @@ impl AlertKind {
         Self::SmIdle,
         Self::TensorIdle,
         Self::ShmFull,
+        Self::Xid,
+        Self::Health,
     ];
 
     /// The name JSON, the config and `--fail-on` use (`alloc_retry`).
@@ -67,6 +73,8 @@ impl AlertKind {
             Self::SmIdle => "sm_idle",
             Self::TensorIdle => "tensor_idle",
             Self::ShmFull => "shm_full",
+            Self::Xid => "xid",
+            Self::Health => "health",
         }
     }
 }

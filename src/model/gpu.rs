@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use super::GpuAllocator;
+use super::{DriverEvent, GpuAllocator, Health, NvLinkErrors, RecoveryAction, XidCount};
 
 /// One GPU as NVML reports it. Readings the device does not support, or that
 /// failed, are `None` (`null` in JSON): never 0, which would be a lie.
@@ -81,6 +81,27 @@ pub struct Gpu {
     pub activity: Option<Activity>,
     #[serde(default)]
     pub activity_unavailable: Option<ActivityUnavailable>,
+    /// The driver's events gpuscope heard on this GPU (Xid critical
+    /// errors, ECC errors), oldest first, the newest `MAX_DRIVER_EVENTS`;
+    /// empty where none came or gpuscope is not listening
+    /// (`sources.driver_events` says which).
+    #[serde(default)]
+    pub driver_events: Vec<DriverEvent>,
+    /// Xid events counted since gpuscope began listening, by Xid.
+    #[serde(default)]
+    pub xid_counts: Vec<XidCount>,
+    /// The recovery action the driver recommends (R570 and later); `None`
+    /// where the driver or board does not say.
+    #[serde(default)]
+    pub recovery_action: Option<RecoveryAction>,
+    /// NVLink's error counters; `None` without NVLink, or where the
+    /// driver keeps none.
+    #[serde(default)]
+    pub nvlink_errors: Option<NvLinkErrors>,
+    /// OK / warning / critical, with the reasons; `None` where it was not
+    /// judged (a recording made before gpuscope judged health).
+    #[serde(default)]
+    pub health: Option<Health>,
     /// The PCIe link's generation and width, and its replay counter.
     /// Absent in recordings made before gpuscope read them.
     #[serde(default)]
@@ -113,6 +134,9 @@ pub struct PcieLink {
     /// tick, and after the counter went back (a driver reload).
     pub replays_since_last: Option<u64>,
 }
+
+/// How many of a GPU's driver events a snapshot keeps (`driver_events`).
+pub const MAX_DRIVER_EVENTS: usize = 32;
 
 /// The GPU's activity counters (NVML's GPM metrics) between two samples
 /// `period_ms` apart. Percentages are of the period, 0 to 100: `sm_active`
@@ -443,6 +467,11 @@ impl Gpu {
             process_utilization: None,
             activity: None,
             activity_unavailable: None,
+            driver_events: Vec::new(),
+            xid_counts: Vec::new(),
+            recovery_action: None,
+            nvlink_errors: None,
+            health: None,
             pcie_link: PcieLink::default(),
             numa_node: None,
         }

@@ -3,6 +3,7 @@
 mod alert;
 mod allocator;
 mod gpu;
+mod health;
 mod host;
 mod host_input;
 mod input;
@@ -19,8 +20,12 @@ pub use allocator::{
 };
 pub use gpu::{
     AccountedProcess, Accounting, Activity, ActivityUnavailable, Bar1Memory, Clocks, ComputeMode, Ecc, Gpu, GpuMemory,
-    GpuState, MaxClocks, MigDevice, MigMemory, MigMode, NvLink, NvLinkState, Pcie, PcieLink, ProcessUtilization,
-    RemappedRows, Utilization,
+    GpuState, MAX_DRIVER_EVENTS, MaxClocks, MigDevice, MigMemory, MigMode, NvLink, NvLinkState, Pcie, PcieLink,
+    ProcessUtilization, RemappedRows, Utilization,
+};
+pub use health::{
+    DriverEvent, DriverEventKind, EventsStatus, Health, HealthCode, HealthReason, HealthVerdict, MAX_XID_COUNTS,
+    NvLinkErrors, RecoveryAction, XidAction, XidCount,
 };
 pub use host::{Host, NumaNode};
 pub use host_input::{

@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use super::{Alert, AlertEvent, Gpu, Host, PidNamespace, Process, Timestamp};
+use super::{Alert, AlertEvent, EventsStatus, Gpu, Host, PidNamespace, Process, Timestamp};
 
 /// Bumped whenever a field is renamed, removed or changes meaning; adding a
 /// field is not a break. `assets/snapshot.schema.json` pins the current shape.
@@ -48,6 +48,11 @@ pub struct Sources {
     pub nvml: NvmlStatus,
     pub host: HostStatus,
     pub probes: ProbeStatus,
+    /// Whether the driver's events (Xid, ECC) are heard, and why not;
+    /// `None` where nothing listened (a one-shot, a recording made before
+    /// gpuscope listened).
+    #[serde(default)]
+    pub driver_events: Option<EventsStatus>,
 }
 
 /// The NVML source's health, and what it cost the driver.

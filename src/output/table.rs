@@ -129,6 +129,7 @@ fn gpu_lines(gpu: &Gpu, lines: &mut Vec<String>) {
     }
     lines.extend(nvlink_line(gpu.nvlink.as_ref()));
     lines.extend(remap_line(&gpu.remapped_rows));
+    lines.extend(health_lines(gpu));
     if let Some(m) = gpu.mig_mode.filter(|m| m.current || m.pending) {
         lines.push(format!(
             "    MIG {}{}",
@@ -419,6 +420,29 @@ fn nvlink_line(nvlink: Option<&crate::model::NvLink>) -> Option<String> {
     Some(line)
 }
 
+/// The health verdict, a line per reason, when it is not ok; and the
+/// newest Xid, which may be an application's fault that leaves the board
+/// healthy.
+fn health_lines(gpu: &Gpu) -> Vec<String> {
+    let mut lines = Vec::new();
+    for r in gpu.health.iter().flat_map(|h| &h.reasons) {
+        let level = match r.severity {
+            Severity::Critical => "CRITICAL",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        };
+        lines.push(format!("    health {level}: {}", r.message));
+    }
+    let xids = || gpu.driver_events.iter().filter(|e| e.kind == crate::model::DriverEventKind::Xid);
+    if let Some(last) = xids().next_back() {
+        let number = last.xid.map_or_else(|| "?".into(), |x| x.to_string());
+        let what = last.meaning.as_deref().unwrap_or("not in NVIDIA's Xid catalogue");
+        let todo = last.action.map_or("", |a| a.describe());
+        lines.push(format!("    Xid {number} at {} ({} heard): {what}; {todo}", last.time.time, xids().count()));
+    }
+    lines
+}
+
 /// Remapped rows only when there are any, or one is pending or failed.
 fn remap_line(r: &crate::model::RemappedRows) -> Option<String> {
     let any = r.correctable.unwrap_or(0) > 0 || r.uncorrectable.unwrap_or(0) > 0;
@@ -579,6 +603,38 @@ mod tests {
         gpu.activity = Some(a);
         let text = render(&Snapshot { gpus: vec![gpu], ..snap(Vec::new(), None) });
         assert!(text.contains(&line) && text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
+    }
+
+    #[test]
+    fn health_reasons_and_the_newest_xid_each_get_a_line() {
+        let mut g = Gpu::blank(0, GpuState::Ok);
+        assert!(health_lines(&g).is_empty(), "nothing judged, nothing said");
+        g.health = Some(crate::model::Health::from_reasons(
+            vec![crate::model::HealthReason {
+                code: crate::model::HealthCode::RowRemapFailed,
+                severity: Severity::Critical,
+                message: "a row remapping failed: replace the board".into(),
+            }],
+            Vec::new(),
+        ));
+        g.driver_events.push(crate::model::DriverEvent {
+            time: crate::model::Timestamp::from_unix_secs(1_700_000_000),
+            kind: crate::model::DriverEventKind::Xid,
+            xid: Some(13),
+            mnemonic: None,
+            meaning: Some("graphics engine exception".into()),
+            action: Some(crate::model::XidAction::RestartApp),
+            severity: Severity::Warning,
+            gpu_instance_id: None,
+            compute_instance_id: None,
+        });
+        assert_eq!(
+            health_lines(&g),
+            [
+                "    health CRITICAL: a row remapping failed: replace the board",
+                "    Xid 13 at 2023-11-14T22:13:20.000Z (1 heard): graphics engine exception; restart the application",
+            ]
+        );
     }
 
     #[test]

@@ -73,6 +73,9 @@ pub struct GpuSample {
     pub status: SourceStatus,
     /// NVML calls this sample made; `None` where the source does not count.
     pub calls: Option<u64>,
+    /// Whether the driver's events are heard (`sources.driver_events`);
+    /// `None` where the source does not listen.
+    pub events: Option<crate::model::EventsStatus>,
 }
 
 pub trait GpuSource: Send {

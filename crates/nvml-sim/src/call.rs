@@ -47,6 +47,9 @@ pub(crate) struct Dev<'a> {
     pub mig: Option<&'a MigDevice>,
     pub t: f64,
     pub unix_us: i64,
+    /// The scenario's driver branch (560 of "560.35.03"), for readings
+    /// that older drivers lack.
+    pub driver_branch: Option<u32>,
 }
 
 /// The handle of the GPU at `position` among the scenario's `[[gpu]]`.
@@ -139,5 +142,6 @@ pub(crate) fn resolve<'a>(ctx: &Ctx<'a>, handle: nvmlDevice_t) -> Result<Dev<'a>
         Some(_) => return Err(INVALID_ARGUMENT),
         None => None,
     };
-    Ok(Dev { index: index as u32, position, gpu, mig, t: ctx.t, unix_us: ctx.unix_us })
+    let driver_branch = ctx.scenario.driver_branch();
+    Ok(Dev { index: index as u32, position, gpu, mig, t: ctx.t, unix_us: ctx.unix_us, driver_branch })
 }

@@ -12,8 +12,8 @@ pub(crate) use nvml_wrapper_sys::bindings::{
     nvmlReturn_enum_NVML_ERROR_LIB_RM_VERSION_MISMATCH as LIB_RM_VERSION_MISMATCH,
     nvmlReturn_enum_NVML_ERROR_MEMORY as MEMORY, nvmlReturn_enum_NVML_ERROR_NO_PERMISSION as NO_PERMISSION,
     nvmlReturn_enum_NVML_ERROR_NOT_FOUND as NOT_FOUND, nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED as NOT_SUPPORTED,
-    nvmlReturn_enum_NVML_ERROR_UNINITIALIZED as UNINITIALIZED, nvmlReturn_enum_NVML_ERROR_UNKNOWN as UNKNOWN,
-    nvmlReturn_enum_NVML_SUCCESS as SUCCESS, nvmlReturn_t,
+    nvmlReturn_enum_NVML_ERROR_TIMEOUT as TIMEOUT, nvmlReturn_enum_NVML_ERROR_UNINITIALIZED as UNINITIALIZED,
+    nvmlReturn_enum_NVML_ERROR_UNKNOWN as UNKNOWN, nvmlReturn_enum_NVML_SUCCESS as SUCCESS, nvmlReturn_t,
 };
 
 use crate::scenario::InitError;

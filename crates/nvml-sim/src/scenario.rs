@@ -11,7 +11,7 @@ use nvml_wrapper_sys::bindings::NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE;
 
 pub(crate) use gpu::Gpu;
 pub(crate) use mig::{MAX_MIG_DEVICES, MigDevice};
-pub(crate) use spec::{InitError, ProcessSpec, Reading, TopologyStep};
+pub(crate) use spec::{EventKind, InitError, ProcessSpec, Reading, TopologyStep};
 
 /// Functions a driver older than the given branch lacks: GPM first
 /// appears in the R520 documentation, the versioned per-process
@@ -25,6 +25,11 @@ const SINCE: &[(&str, u32)] = &[
     ("nvmlGpmMetricsGet", 520),
     ("nvmlDeviceGetProcessesUtilizationInfo", 550),
 ];
+
+/// NVML 12.8 (driver R570) is the first header with
+/// `NVML_FI_DEV_GET_GPU_RECOVERY_ACTION` (NVIDIA/go-nvml's copy of nvml.h,
+/// "Bump to NVML version 12.8"): an older driver does not know the field.
+pub(crate) const RECOVERY_ACTION_SINCE: u32 = 570;
 
 /// The built-in scenario used when `GPUSCOPE_SIM_SCENARIO` is unset.
 pub const DEMO_SCENARIO: &str = include_str!("../scenarios/demo.toml");
@@ -96,9 +101,14 @@ impl Scenario {
 
     /// Named in `missing_functions`, or newer than the scenario's driver.
     pub(crate) fn hides(&self, function: &str) -> bool {
-        let major = self.driver_version.split('.').next().and_then(|m| m.parse::<u32>().ok());
+        let major = self.driver_branch();
         let too_old = major.is_some_and(|m| SINCE.iter().any(|&(f, since)| f == function && m < since));
         too_old || self.missing_functions.iter().any(|f| f == function)
+    }
+
+    /// The driver's branch, 560 of "560.35.03"; `None` where it is no number.
+    pub(crate) fn driver_branch(&self) -> Option<u32> {
+        self.driver_version.split('.').next().and_then(|m| m.parse::<u32>().ok())
     }
 
     /// The positions in `gpus` of the devices listed at time `t`, by index.

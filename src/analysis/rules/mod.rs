@@ -3,6 +3,7 @@
 
 mod counters;
 mod fragmentation;
+mod health;
 mod leak;
 mod lost;
 mod pressure;
@@ -10,6 +11,7 @@ mod shm;
 mod sm_idle;
 mod starved;
 mod tensor_idle;
+mod xid;
 
 use std::collections::BTreeMap;
 
@@ -103,6 +105,12 @@ pub fn judge(
     }
     if c.shm_full.enabled {
         shm::judge(inputs, &mut v);
+    }
+    if c.xid.enabled {
+        xid::judge(inputs, &mut v);
+    }
+    if c.health.enabled {
+        health::judge(inputs, &mut v);
     }
     counters::judge(inputs, counters, &mut v);
     v

@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use super::api::Sample;
 use crate::model::{
-    Activity, Alert, DataLoaderStats, DeviceAllocator, Gpu, GpuState, InputPipeline, Process, ProcessAllocator,
-    ProcessGpu, ProcessType, ProcessUtilization, SCHEMA_VERSION, Snapshot, Timestamp,
+    Activity, Alert, DataLoaderStats, DeviceAllocator, Gpu, GpuState, Health, HealthCode, HealthReason, HealthVerdict,
+    InputPipeline, Process, ProcessAllocator, ProcessGpu, ProcessType, ProcessUtilization, SCHEMA_VERSION, Snapshot,
+    Timestamp,
 };
 
 /// The families the fleet reads: one query asks for all of them.
@@ -31,6 +32,10 @@ pub const FAMILIES: &[&str] = &[
     "gpuscope_gpu_tensor_active_ratio",
     "gpuscope_gpu_dram_active_ratio",
     "gpuscope_gpu_activity_unavailable",
+    // The health verdict and its reasons (their messages stay in the
+    // node's /snapshot), so `fleet` can name a host's worst GPU.
+    "gpuscope_gpu_health",
+    "gpuscope_gpu_health_reason",
     "gpuscope_process_gpu_memory_bytes",
     "gpuscope_process_cpu_usage_ratio",
     "gpuscope_process_host_memory_bytes",
@@ -116,6 +121,11 @@ fn activity(g: &mut Gpu, interval_ms: u64) -> &mut Activity {
     g.activity.get_or_insert_with(|| Activity { period_ms: interval_ms, ..Activity::default() })
 }
 
+/// The verdict a figure goes into, begun (ok, no reasons) on the first.
+fn health(g: &mut Gpu) -> &mut Health {
+    g.health.get_or_insert_with(|| Health { verdict: HealthVerdict::Ok, reasons: Vec::new(), unchecked: Vec::new() })
+}
+
 fn gpus(series: &[&Sample], interval_ms: u64) -> Vec<Gpu> {
     let mut gpus: BTreeMap<u32, Gpu> = BTreeMap::new();
     for s in series.iter().filter(|s| s.name().starts_with("gpuscope_gpu_")) {
@@ -146,8 +156,27 @@ fn gpus(series: &[&Sample], interval_ms: u64) -> Vec<Gpu> {
                 activity(g, interval_ms).dram_active = share(v);
             }
             "gpuscope_gpu_activity_unavailable" if v == Some(1.0) => g.activity_unavailable = word(s, "reason"),
+            "gpuscope_gpu_health" => {
+                let verdict = match v {
+                    Some(x) if x >= 2.0 => HealthVerdict::Critical,
+                    Some(x) if x >= 1.0 => HealthVerdict::Warning,
+                    Some(_) => HealthVerdict::Ok,
+                    None => continue,
+                };
+                health(g).verdict = verdict;
+            }
+            "gpuscope_gpu_health_reason" if v == Some(1.0) => {
+                let (Some(code), Some(severity)) = (word::<HealthCode>(s, "reason"), word(s, "severity")) else {
+                    continue;
+                };
+                let message = format!("{} (from Prometheus: the message is in the node's /snapshot)", code.word());
+                health(g).reasons.push(HealthReason { code, severity, message });
+            }
             _ => {}
         }
+    }
+    for h in gpus.values_mut().filter_map(|g| g.health.as_mut()) {
+        h.reasons.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.code.cmp(&b.code)));
     }
     let mut gpus: Vec<Gpu> = gpus.into_values().collect();
     process_utilization(series, &mut gpus);
@@ -399,6 +428,20 @@ mod tests {
         for family in FAMILIES {
             assert!(written.iter().any(|w| w == family), "{family}");
         }
+    }
+
+    /// Issue 59: each GPU's verdict and its reasons' codes come back; the
+    /// messages stay in the node's /snapshot.
+    #[test]
+    fn health_the_exporter_writes_is_read_back() {
+        let node = crate::serve::metrics::tests::snapshot();
+        let body = crate::serve::metrics::encode(crate::serve::encode::Format::Text, &node, 0);
+        let back = &snapshots(&scraped(&body), 2000, 0)["n:1"];
+        let (got, sent) = (back.gpus[0].health.as_ref().unwrap(), node.gpus[0].health.as_ref().unwrap());
+        assert_eq!(got.verdict, sent.verdict);
+        let codes = |h: &Health| h.reasons.iter().map(|r| (r.code, r.severity)).collect::<Vec<_>>();
+        assert_eq!(codes(got), codes(sent));
+        assert!(back.gpus[1].health.is_none(), "not judged: nothing made up");
     }
 
     /// Issue 57: SM, tensor and DRAM activity, and why a GPU has none,

@@ -5,6 +5,7 @@
 
 mod activity;
 mod gpu;
+mod health;
 mod input;
 mod mig;
 mod process;
@@ -27,7 +28,7 @@ const fn info(name: &'static str, help: &'static str) -> Def {
 
 /// Every family the exporter can emit, in the order it emits them.
 pub fn families() -> impl Iterator<Item = &'static Def> {
-    let gpu = gpu::ALL.iter().copied().chain(activity::families(0));
+    let gpu = gpu::ALL.iter().copied().chain(activity::families(0)).chain(health::ALL.iter().copied());
     let mig = mig::ALL.iter().copied().chain(activity::families(1));
     gpu.chain(mig).chain([process::ALL, input::ALL, status::ALL].into_iter().flatten().copied())
 }
@@ -43,6 +44,7 @@ pub fn sample_names() -> Vec<String> {
 pub fn encode(format: Format, snap: &Snapshot, nvml_errors: u64) -> String {
     let mut enc = Encoder::new(format);
     gpu::write(&mut enc, snap);
+    health::write(&mut enc, snap);
     mig::write(&mut enc, snap);
     process::write(&mut enc, snap);
     status::write(&mut enc, snap, nvml_errors);

@@ -58,7 +58,7 @@ pub fn write(enc: &mut Encoder, snap: &Snapshot, nvml_errors: u64) {
 }
 
 /// The snake_case name the JSON uses, so labels and `/snapshot` agree.
-fn to_label(v: &impl serde::Serialize) -> String {
+pub(super) fn to_label(v: &impl serde::Serialize) -> String {
     match serde_json::to_value(v) {
         Ok(serde_json::Value::String(s)) => s,
         _ => String::new(),

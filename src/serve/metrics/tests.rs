@@ -268,6 +268,18 @@ pub(crate) fn snapshot() -> Snapshot {
         pending: Some(true),
         failure: Some(false),
     };
+    ok.xid_counts =
+        vec![crate::model::XidCount { xid: Some(79), count: 1 }, crate::model::XidCount { xid: None, count: 2 }];
+    ok.recovery_action = Some(crate::model::RecoveryAction::GpuReset);
+    ok.nvlink_errors = Some(crate::model::NvLinkErrors { replay: Some(5), crc_flit: Some(1), ..Default::default() });
+    ok.health = Some(crate::model::Health::from_reasons(
+        vec![crate::model::HealthReason {
+            code: crate::model::HealthCode::RowRemapPending,
+            severity: Severity::Warning,
+            message: "a row remapping waits".into(),
+        }],
+        Vec::new(),
+    ));
     ok.allocator = Some(GpuAllocator {
         probed_processes: 1,
         allocated: Some(4 * GIB),
@@ -316,6 +328,7 @@ pub(crate) fn snapshot() -> Snapshot {
             nvml: NvmlStatus { calls: Some(145), ..SourceStatus::ok().into() },
             host: SourceStatus::ok().into(),
             probes: Default::default(),
+            driver_events: Some(crate::model::EventsStatus { listening: true, unavailable: None, not_on: Vec::new() }),
         },
     }
 }
@@ -444,6 +457,27 @@ fn alerts_and_self_metrics() {
     }
     assert!(has(&l, &format!("gpuscope_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"))));
     assert!(!l.iter().any(|l| l.starts_with("# EOF") || l.starts_with("# UNIT")), "not in the 0.0.4 format");
+}
+
+#[test]
+fn health_and_xids_with_bounded_labels() {
+    let l = lines(Format::Text);
+    let gpu0 = "gpu=\"0\",uuid=\"GPU-aa\"";
+    for expected in [
+        format!("gpuscope_gpu_health{{{gpu0}}} 1"),
+        format!("gpuscope_gpu_health_reason{{{gpu0},reason=\"row_remap_pending\",severity=\"warning\"}} 1"),
+        format!("gpuscope_gpu_xid_errors_total{{{gpu0},xid=\"79\"}} 1"),
+        format!("gpuscope_gpu_xid_errors_total{{{gpu0},xid=\"other\"}} 2"),
+        format!("gpuscope_gpu_recovery_action{{{gpu0}}} 1"),
+        format!("gpuscope_gpu_nvlink_errors_total{{{gpu0},type=\"replay\"}} 5"),
+        "gpuscope_driver_events_listening 1".into(),
+    ] {
+        assert!(has(&l, &expected), "missing {expected}");
+    }
+    assert!(!l.iter().any(|l| l.contains("type=\"crc_data\"")), "an unknown counter leaves no sample");
+    let mut silent = snapshot();
+    silent.sources.driver_events = None;
+    assert!(!encode(Format::Text, &silent, 0).contains("gpuscope_driver_events_listening "), "null: no sample");
 }
 
 #[test]

@@ -350,6 +350,9 @@ pub fn read_gpu(dev: &Device<'_>, st: &mut DeviceStatic, calls: &Calls, kept: bo
             graphics_mhz: r.take("graphics clock", || dev.clock_info(Clock::Graphics)),
             video_mhz: r.take("video clock", || dev.clock_info(Clock::Video)),
         };
+    }
+    // The health verdict judges hardware slowdowns by them.
+    if wanted.clocks || wanted.health {
         gpu.throttle_reasons = r.take("throttle reasons", || dev.current_throttle_reasons()).map(|reasons| {
             reasons.iter_names().map(|(name, _)| name.to_ascii_lowercase()).filter(|n| n != "none").collect()
         });

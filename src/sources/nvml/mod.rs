@@ -6,6 +6,7 @@ mod backoff;
 mod boards;
 mod calls;
 mod device;
+mod events;
 mod fields;
 mod gpm;
 mod library;
@@ -19,6 +20,7 @@ mod settings;
 mod sized;
 mod slow;
 mod wanted;
+mod xid;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -94,6 +96,11 @@ pub struct NvmlSource {
     wanted: Wanted,
     /// The activity counters' kept samples (`gpm.rs`).
     gpm: gpm::Gpm,
+    /// The thread that hears the driver's events (`events.rs`), started
+    /// once the source knows its GPUs, where `wanted` asks for them.
+    events: Option<events::Listener>,
+    /// Each GPU's events and Xid counts so far.
+    event_log: events::Log,
 }
 
 /// Selected GPUs: by UUID, or by index where the UUID could not be read.
@@ -188,6 +195,8 @@ impl NvmlSource {
             handle_turn: 0,
             wanted: Wanted::ALL,
             gpm: gpm::Gpm::default(),
+            events: None,
+            event_log: events::Log::default(),
         }
     }
 
@@ -257,6 +266,8 @@ impl NvmlSource {
         if let Some(nvml) = self.nvml.take() {
             self.gpm.free_all(&nvml);
         }
+        // Its session likely failed too: a new one starts with the next.
+        self.events = None;
         self.last_error = Some(format!("NVML stopped answering ({error}); retrying"));
         self.backoff.failed();
     }
@@ -778,7 +789,7 @@ impl NvmlSource {
             self.follow_devices();
             read = self.read(true);
         }
-        let Some((gpus, processes)) = read else {
+        let Some((mut gpus, processes)) = read else {
             let error = match (&self.nvml, &self.last_error) {
                 (Some(_), _) => "the GPUs changed while they were being read; reading them again next tick".into(),
                 (None, Some(e)) => e.clone(),
@@ -803,7 +814,35 @@ impl NvmlSource {
                 .collect();
         }
         let all_gpus = Arc::clone(&self.identities);
-        GpuSample { driver: self.driver.clone(), gpus, all_gpus, processes, status: SourceStatus::ok(), calls: None }
+        let events = self.hear(&mut gpus);
+        GpuSample {
+            driver: self.driver.clone(),
+            gpus,
+            all_gpus,
+            processes,
+            status: SourceStatus::ok(),
+            calls: None,
+            events,
+        }
+    }
+
+    /// The driver's events heard since the last tick, into each GPU's
+    /// entry, and whether they are heard. The listener starts with the
+    /// first tick that knows the watched GPUs, and again only when they
+    /// change (a GPU came or went) or NVML was loaded again: a listener
+    /// that gave up says why in every snapshot and is not retried.
+    fn hear(&mut self, gpus: &mut [Gpu]) -> Option<crate::model::EventsStatus> {
+        if !self.wanted.events {
+            return None;
+        }
+        let watched: Vec<String> = self.watched.iter().filter_map(|d| d.uuid.clone()).collect();
+        if self.events.as_ref().is_none_or(|l| !l.watches(Some(&watched))) {
+            self.events = Some(events::Listener::start(&self.spec, Some(watched)));
+        }
+        let (heard, status) = self.events.as_ref()?.take();
+        self.event_log.add(heard);
+        self.event_log.apply(gpus);
+        Some(status)
     }
 }
 

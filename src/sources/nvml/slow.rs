@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 
 use nvml_wrapper::Device;
 use nvml_wrapper::enum_wrappers::device::{Clock, ComputeMode as NvmlComputeMode};
+use nvml_wrapper_sys::bindings::field_id;
 
 use super::device::Reader;
 use super::wanted::Wanted;
-use crate::model::{Bar1Memory, ComputeMode, Ecc, Gpu, MaxClocks, MigMode, RemappedRows};
+use crate::model::{Bar1Memory, ComputeMode, Ecc, Gpu, MaxClocks, MigMode, NvLinkErrors, RecoveryAction, RemappedRows};
 
 /// How stale a changed setting may be shown: `nvidia-smi -pl` or `-c`
 /// shows within this long.
@@ -52,6 +53,8 @@ struct Readings {
     ecc_counts: Ecc,
     remapped_rows: RemappedRows,
     bar1: Bar1Memory,
+    recovery_action: Option<RecoveryAction>,
+    nvlink_errors: Option<NvLinkErrors>,
 }
 
 impl Slow {
@@ -88,6 +91,8 @@ impl Slow {
         gpu.ecc = Ecc { mode_current: v.ecc_mode.map(|m| m.0), mode_pending: v.ecc_mode.map(|m| m.1), ..v.ecc_counts };
         gpu.remapped_rows = v.remapped_rows.clone();
         gpu.bar1_memory = v.bar1.clone();
+        gpu.recovery_action = v.recovery_action;
+        gpu.nvlink_errors.clone_from(&v.nvlink_errors);
         gpu.mig_mode = v.mig_mode;
     }
 
@@ -136,6 +141,7 @@ impl Readings {
         if wanted.health {
             v.ecc_mode = r.take("ECC mode", || dev.is_ecc_enabled()).map(|m| (m.currently_enabled, m.pending_enabled));
             (v.ecc_counts, v.remapped_rows, v.bar1) = super::settings::health(r, dev);
+            (v.recovery_action, v.nvlink_errors) = health_fields(r, dev);
         }
         v.max_clocks = max_clocks.unwrap_or_else(|| MaxClocks {
             sm_mhz: r.take("max SM clock", || dev.max_clock_info(Clock::SM)),
@@ -159,6 +165,34 @@ impl Readings {
             r.take("MIG mode", || dev.mig_mode()).map(|m| MigMode { current: m.current == 1, pending: m.pending == 1 });
         v
     }
+}
+
+/// nvml.h's field ids: the recovery action the driver recommends
+/// (`NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`, 230; R570 and later) and
+/// NVLink's CRC (flow control, data), replay and recovery error counters,
+/// each a "total for all Lanes" (38, 45, 52, 59).
+const RECOVERY_ACTION: u32 = field_id::NVML_FI_DEV_GET_GPU_RECOVERY_ACTION;
+const NVLINK_ERRORS: [u32; 4] = [
+    field_id::NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL,
+    field_id::NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL,
+    field_id::NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL,
+    field_id::NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL,
+];
+
+/// One field-value call for all five. Each field answers on its own: a
+/// driver before R570 or a board without NVLink answers NOT_SUPPORTED
+/// for those, and they stay unknown. The PCIe replay counter is read
+/// beside the PCIe link state (the host-side branch), not here.
+fn health_fields(r: &mut Reader<'_>, dev: &Device<'_>) -> (Option<RecoveryAction>, Option<NvLinkErrors>) {
+    let wanted: Vec<(u32, u32)> = std::iter::once(RECOVERY_ACTION).chain(NVLINK_ERRORS).map(|id| (id, 0)).collect();
+    let Some(values) = r.take("health field values", || super::fields::read(dev, &wanted)) else {
+        return (None, None);
+    };
+    let value = |at: usize| values.get(at).copied().flatten().map(|v| v.value);
+    let action = value(0).map(RecoveryAction::from_code);
+    let errors = NvLinkErrors { crc_flit: value(1), crc_data: value(2), replay: value(3), recovery: value(4) };
+    let any = [errors.crc_flit, errors.crc_data, errors.replay, errors.recovery].iter().any(Option::is_some);
+    (action, any.then_some(errors))
 }
 
 fn compute_mode(m: NvmlComputeMode) -> ComputeMode {

@@ -33,7 +33,9 @@ pub struct Wanted {
     /// The encoder's and decoder's utilisation.
     pub codecs: bool,
     /// ECC mode and error totals, pages pending retirement, remapped rows,
-    /// BAR1: eight calls every 10 s (`slow.rs`).
+    /// BAR1, the recovery action and NVLink's error totals: nine calls
+    /// every 10 s (`slow.rs`); and why the clocks are held down, one call
+    /// a tick.
     pub health: bool,
     /// The serial number, persistence and compute modes, the power
     /// management limit, and accounting.
@@ -44,6 +46,10 @@ pub struct Wanted {
     /// A one-shot's activity: its figures need a second sample at least
     /// 0.1 s after the first, which the tick waits for (`--activity`).
     pub activity_wait: bool,
+    /// The driver's events (Xid, ECC): a thread of its own that waits on
+    /// them (`events.rs`), for the outputs that keep running; a one-shot
+    /// is over before any could come.
+    pub events: bool,
 }
 
 impl Wanted {
@@ -59,6 +65,7 @@ impl Wanted {
         settings: true,
         activity: true,
         activity_wait: false,
+        events: true,
     };
     pub const NONE: Self = Self {
         max_clocks: false,
@@ -72,15 +79,27 @@ impl Wanted {
         settings: false,
         activity: false,
         activity_wait: false,
+        events: false,
     };
-    /// What the dashboard shows: each GPU's activity, and its processes'
-    /// SM use.
-    pub const DASHBOARD: Self = Self { process_samples: true, activity: true, ..Self::NONE };
+    /// What the dashboard shows: each GPU's activity and health, its
+    /// driver events, and its processes' SM use.
+    pub const DASHBOARD: Self =
+        Self { process_samples: true, activity: true, health: true, events: true, ..Self::NONE };
     /// What `-1`'s table shows.
-    pub const TABLE: Self =
-        Self { clocks: true, pcie: true, fan: true, codecs: true, health: true, activity: true, ..Self::NONE };
-    /// What `check` judges: the alerts, of which two read the activity.
-    pub const ALERTS: Self = Self { activity: true, ..Self::NONE };
+    pub const TABLE: Self = Self {
+        clocks: true,
+        pcie: true,
+        fan: true,
+        codecs: true,
+        health: true,
+        activity: true,
+        events: true,
+        ..Self::NONE
+    };
+    /// What `check` judges: the alerts, of which two read the activity,
+    /// and the health verdict, which reads the health counters and the
+    /// driver's events.
+    pub const ALERTS: Self = Self { activity: true, health: true, events: true, ..Self::NONE };
 
     /// What either asks.
     pub const fn or(self, other: Self) -> Self {
@@ -96,6 +115,7 @@ impl Wanted {
             settings: self.settings || other.settings,
             activity: self.activity || other.activity,
             activity_wait: self.activity_wait || other.activity_wait,
+            events: self.events || other.events,
         }
     }
 
@@ -111,6 +131,9 @@ impl Wanted {
         }
         if !self.clocks {
             gpu.clocks = Clocks::default();
+        }
+        // The health verdict reads why the clocks are held down.
+        if !self.clocks && !self.health {
             gpu.throttle_reasons = None;
         }
         if !self.pcie {
@@ -130,6 +153,12 @@ impl Wanted {
             gpu.ecc = Ecc::default();
             gpu.remapped_rows = RemappedRows::default();
             gpu.bar1_memory = Bar1Memory::default();
+            gpu.recovery_action = None;
+            gpu.nvlink_errors = None;
+        }
+        if !self.events {
+            gpu.driver_events = Vec::new();
+            gpu.xid_counts = Vec::new();
         }
         if !self.settings {
             gpu.serial = None;

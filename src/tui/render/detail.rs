@@ -9,7 +9,10 @@ use crate::tui::term::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use crate::model::{Activity, DeviceAllocator, ProbeState, Process, ProcessAllocator, Snapshot, Workload};
+use crate::model::{
+    Activity, DeviceAllocator, DriverEventKind, Gpu, HealthVerdict, ProbeState, Process, ProcessAllocator, Severity,
+    Snapshot, Workload,
+};
 use crate::tui::render::format::{activity, duration_short, interval, or_na};
 use crate::tui::render::layout::WIDE;
 use crate::tui::render::text::{spread, wrap};
@@ -120,6 +123,9 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey, full_activity: b
     lines.extend(gpu_activity(snap, p, key, full_activity));
     if let Some(w) = &p.workload {
         lines.push(("workload", workload_text(w)));
+    }
+    if let Some(gpu) = snap.gpus.iter().find(|g| g.index == key.gpu) {
+        lines.extend(health(ctx, gpu));
     }
     let device = p.allocator.as_ref().and_then(|a| a.devices.iter().find(|d| d.gpu == Some(key.gpu)));
     if let Some(a) = &p.allocator {
@@ -238,6 +244,35 @@ fn activity_lines(a: &Activity, whose: &str, period: &str) -> Vec<(&'static str,
         ("", links),
     ]
 }
+
+/// The GPU's health where it is not ok, every reason; and its newest
+/// driver events (Xid, ECC), newest first, each with what it means and
+/// what to do.
+fn health(ctx: &Ctx, gpu: &Gpu) -> Vec<(&'static str, String)> {
+    let mut lines = Vec::new();
+    if let Some(h) = gpu.health.as_ref().filter(|h| h.verdict != HealthVerdict::Ok) {
+        for (i, r) in h.reasons.iter().enumerate() {
+            let level = if r.severity == Severity::Critical { "CRIT" } else { "WARN" };
+            lines.push((if i == 0 { "health" } else { "" }, format!("{level} {}", ctx.clean(&r.message))));
+        }
+    }
+    for (i, e) in gpu.driver_events.iter().rev().take(DRIVER_EVENTS_SHOWN).enumerate() {
+        let what = match (e.kind, e.xid) {
+            (DriverEventKind::Xid, Some(x)) => format!("Xid {x}"),
+            (DriverEventKind::EccDoubleBit, _) => "ECC double-bit".into(),
+            (DriverEventKind::EccSingleBit, _) => "ECC single-bit".into(),
+            _ => "event".into(),
+        };
+        let meaning = e.meaning.as_deref().map(|m| ctx.clean(m)).unwrap_or_else(|| "not in the Xid catalogue".into());
+        let todo = e.action.map(|a| format!("; {}", a.describe())).unwrap_or_default();
+        let at = duration_short(ctx.now_ms.saturating_sub(e.time.time_unix_ms));
+        lines.push((if i == 0 { "events" } else { "" }, format!("{what} {at} ago: {meaning}{todo}")));
+    }
+    lines
+}
+
+/// How many of a GPU's driver events the detail view lists.
+const DRIVER_EVENTS_SHOWN: usize = 3;
 
 /// NVML's newest sample of the process on that GPU, where it samples.
 fn share(snap: &Snapshot, gpu: u32, pid: u32) -> Option<String> {

@@ -9,7 +9,7 @@ use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
-use crate::model::{Activity, Gpu, GpuState, Snapshot};
+use crate::model::{Activity, Gpu, GpuState, HealthCode, HealthVerdict, Snapshot};
 use crate::tui::mouse::{Hits, Target};
 use crate::tui::render::Ctx;
 use crate::tui::render::bar::{self, Segment};
@@ -237,6 +237,9 @@ fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, layout: (usize, Columns
         used += if room { extra_w } else { 0 };
         room
     };
+    // A health that is not ok comes first: the board needs attention.
+    let health = health(ctx, gpu);
+    let show_health = fits(health.as_ref().map_or(0, Span::width));
     let (show_link, show_tensor, show_dram) = if link.as_ref().is_some_and(|(_, down)| *down) {
         (fits(link_w), fits(tensor_w), fits(dram_w))
     } else {
@@ -256,10 +259,47 @@ fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, layout: (usize, Columns
         }
     }
     first.extend(rest);
+    if let Some(span) = health.filter(|_| show_health) {
+        first.push(span);
+    }
     if let Some((span, _)) = link.filter(|_| show_link) {
         first.push(span);
     }
     [Line::from(first), memory_line(ctx, gpu, indent, columns)]
+}
+
+/// "CRIT remap failed +1": the worst reason of a GPU whose health is not
+/// ok, and how many more; the detail view has them all.
+fn health(ctx: &Ctx, gpu: &Gpu) -> Option<Span<'static>> {
+    let h = gpu.health.as_ref().filter(|h| h.verdict != HealthVerdict::Ok)?;
+    let worst = h.reasons.first()?;
+    let (word, style) =
+        if h.verdict == HealthVerdict::Critical { ("CRIT", ctx.theme.crit) } else { ("WARN", ctx.theme.warn) };
+    let more = match h.reasons.len() {
+        0 | 1 => String::new(),
+        n => format!(" +{}", n - 1),
+    };
+    Some(Span::styled(format!("  {word} {}{more}", short(worst.code)), style))
+}
+
+/// A health reason in a few words, for the GPU's line.
+fn short(code: HealthCode) -> &'static str {
+    match code {
+        HealthCode::GpuLost => "lost",
+        HealthCode::RowRemapFailed => "remap failed",
+        HealthCode::RowRemapPending => "remap pending",
+        HealthCode::EccUncorrected => "ECC uncorrected",
+        HealthCode::RetiredPagesPending => "pages pending",
+        HealthCode::RecoveryAction => "recovery action",
+        HealthCode::Xid => "Xid",
+        HealthCode::HwSlowdown => "HW slowdown",
+        HealthCode::HwThermalSlowdown => "HW thermal",
+        HealthCode::HwPowerBrake => "power brake",
+        HealthCode::NvlinkErrors => "NVLink errors",
+        HealthCode::PcieReplays => "PCIe replays",
+        HealthCode::DriverEvents => "no events",
+        HealthCode::Unknown => "health",
+    }
 }
 
 /// "NVLink 18/18 332G/s": links up of all, and the traffic both ways once

@@ -2,7 +2,9 @@
 //! id. Each value gets its own return code, as NVML fills them; the
 //! simulated fields are NVLink's data counters (per link by `scopeId`, or
 //! summed over every link for `UINT_MAX`) and
-//! the PCIe byte counters; every other field is NOT_SUPPORTED.
+//! the PCIe byte counters, NVLink's error counters summed over all lanes,
+//! and the driver's recommended recovery action; every other field is
+//! NOT_SUPPORTED.
 //!
 //! The PCIe counters come back as a real driver gives them: on an H100
 //! with driver 580.159.04 (tests/gpu/nvml_costs.py) both were
@@ -12,7 +14,11 @@
 
 use std::ffi::{c_int, c_uint};
 
-use nvml_wrapper_sys::bindings::field_id::{NVML_FI_DEV_PCIE_COUNT_RX_BYTES, NVML_FI_DEV_PCIE_COUNT_TX_BYTES};
+use nvml_wrapper_sys::bindings::field_id::{
+    NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL,
+    NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL,
+    NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, NVML_FI_DEV_PCIE_COUNT_RX_BYTES, NVML_FI_DEV_PCIE_COUNT_TX_BYTES,
+};
 use nvml_wrapper_sys::bindings::{
     nvmlDevice_t, nvmlFieldValue_t, nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT as UNSIGNED_INT,
     nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG as UNSIGNED_LONG_LONG,
@@ -20,7 +26,7 @@ use nvml_wrapper_sys::bindings::{
 
 use crate::call::{self, Dev};
 use crate::code::{INVALID_ARGUMENT, NOT_SUPPORTED, SUCCESS, nvmlReturn_t};
-use crate::scenario::Reading;
+use crate::scenario::{RECOVERY_ACTION_SINCE, Reading};
 
 /// nvml.h: `NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX` / `_RX`, the data
 /// payload a link has sent / received, in KiB, cumulative; `scopeId`
@@ -33,6 +39,16 @@ pub const ALL_LINKS: c_uint = c_uint::MAX;
 /// bytes the device has sent / received over PCIe, cumulative.
 pub const FI_PCIE_TX_BYTES: c_uint = NVML_FI_DEV_PCIE_COUNT_TX_BYTES;
 pub const FI_PCIE_RX_BYTES: c_uint = NVML_FI_DEV_PCIE_COUNT_RX_BYTES;
+/// nvml.h: `NVML_FI_DEV_GET_GPU_RECOVERY_ACTION` (230), "GPU Recovery
+/// action - None/Reset/Reboot/Drain P2P/Drain and Reset", an
+/// `nvmlDeviceGpuRecoveryAction_t`.
+pub const FI_RECOVERY_ACTION: c_uint = NVML_FI_DEV_GET_GPU_RECOVERY_ACTION;
+/// nvml.h: NVLink's flow-control CRC, data CRC, replay and recovery error
+/// counters, each a "total for all Lanes" (38, 45, 52, 59).
+pub const FI_NVLINK_CRC_FLIT_TOTAL: c_uint = NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL;
+pub const FI_NVLINK_CRC_DATA_TOTAL: c_uint = NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL;
+pub const FI_NVLINK_REPLAY_TOTAL: c_uint = NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL;
+pub const FI_NVLINK_RECOVERY_TOTAL: c_uint = NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL;
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
@@ -54,6 +70,17 @@ pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
             // 1970": the moment the counters below are read at.
             v.timestamp = dev.unix_us;
             v.latencyUsec = 0;
+            if v.fieldId == FI_RECOVERY_ACTION {
+                match recovery_action(dev) {
+                    Some(code) => {
+                        v.nvmlReturn = SUCCESS;
+                        v.valueType = UNSIGNED_INT;
+                        v.value.uiVal = code;
+                    }
+                    None => v.nvmlReturn = NOT_SUPPORTED,
+                }
+                continue;
+            }
             match counter(dev, v.fieldId, v.scopeId) {
                 Some(total) if matches!(v.fieldId, FI_PCIE_TX_BYTES | FI_PCIE_RX_BYTES) => {
                     v.nvmlReturn = SUCCESS;
@@ -73,6 +100,13 @@ pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
     })
 }
 
+/// The recommended recovery action's code, where the driver (R570 and
+/// later) and the board report one.
+fn recovery_action(dev: &Dev<'_>) -> Option<c_uint> {
+    let known = dev.driver_branch.is_some_and(|b| b >= RECOVERY_ACTION_SINCE);
+    (known && dev.gpu.supports(Reading::RecoveryAction)).then(|| dev.gpu.recovery_action(dev.t).code())
+}
+
 /// A counter's value now: NVLink's in KiB, PCIe's in bytes, each what
 /// the scenario's rate (KiB/s) has added up to since init.
 fn counter(dev: &Dev<'_>, field: c_uint, scope: c_uint) -> Option<u64> {
@@ -86,6 +120,19 @@ fn counter(dev: &Dev<'_>, field: c_uint, scope: c_uint) -> Option<u64> {
         }
         let scopes = (0..links).filter_map(|l| c_uint::try_from(l).ok());
         return scopes.map(|l| counter(dev, field, l)).try_fold(0u64, |sum, v| Some(sum.saturating_add(v?)));
+    }
+    let rates = &gpu.spec.nvlink_errors_per_s;
+    let errors = match field {
+        FI_NVLINK_CRC_FLIT_TOTAL => Some(rates.crc_flit),
+        FI_NVLINK_CRC_DATA_TOTAL => Some(rates.crc_data),
+        FI_NVLINK_REPLAY_TOTAL => Some(rates.replay),
+        FI_NVLINK_RECOVERY_TOTAL => Some(rates.recovery),
+        _ => None,
+    };
+    if let Some(per_s) = errors {
+        // Totals over the whole device: no link to name.
+        let links = !gpu.spec.nvlink.is_empty() && gpu.supports(Reading::Nvlink);
+        return links.then_some((per_s * dev.t) as u64);
     }
     let link = gpu.spec.nvlink.get(scope as usize).filter(|_| gpu.supports(Reading::Nvlink));
     let pcie = gpu.supports(Reading::Pcie) && gpu.supports(Reading::PcieCounters);

@@ -12,6 +12,7 @@
 mod accounting;
 mod activity;
 mod clocks;
+mod events;
 mod fields;
 mod gpm;
 mod handles;
@@ -33,6 +34,7 @@ mod thermal;
 pub use accounting::*;
 pub use activity::*;
 pub use clocks::*;
+pub use events::*;
 pub use fields::*;
 pub use gpm::*;
 pub use handles::*;
@@ -127,4 +129,9 @@ pub const EXPORTED: &[&str] = &[
     "nvmlGpmSampleGet",
     "nvmlGpmMigSampleGet",
     "nvmlGpmMetricsGet",
+    "nvmlEventSetCreate",
+    "nvmlEventSetFree",
+    "nvmlDeviceGetSupportedEventTypes",
+    "nvmlDeviceRegisterEvents",
+    "nvmlEventSetWait_v2",
 ];

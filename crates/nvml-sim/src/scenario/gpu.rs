@@ -8,7 +8,7 @@ use nvml_wrapper_sys::bindings::{
 use super::check_text;
 use super::mig::{self, MigDevice};
 use super::pci::PciAddress;
-use super::spec::{GpuSpec, GpuState, ProcessSpec, Reading};
+use super::spec::{EventKind, GpuSpec, GpuState, ProcessSpec, Reading, RecoveryAction};
 use crate::gpm::{self, Metric};
 use crate::value::mib_to_bytes;
 
@@ -62,6 +62,7 @@ impl Gpu {
         if spec.gpm_no_permission_after_s.is_some_and(|s| !(s.is_finite() && s >= 0.0)) {
             return Err("gpm_no_permission_after_s must be a non-negative number".into());
         }
+        check_events(&spec)?;
         let gpm = spec.gpm.as_ref().map(gpm::resolve).transpose()?;
         let mig = mig::resolve(index, &mut spec)?;
         if gpm.is_none() && mig.iter().any(|m| m.gpm.is_some()) {
@@ -75,6 +76,11 @@ impl Gpu {
             }
         }
         Ok(Gpu { uuid, pci, spec, mig, gpm })
+    }
+
+    /// The recovery action the driver recommends at `t`.
+    pub(crate) fn recovery_action(&self, t: f64) -> RecoveryAction {
+        if t >= self.spec.recovery_action_from_s { self.spec.recovery_action } else { RecoveryAction::None }
     }
 
     /// Whether a call on this GPU at time `t` never returns.
@@ -127,4 +133,26 @@ impl Gpu {
         .min(usable);
         Memory { total, reserved, used, free: usable - used }
     }
+}
+
+fn check_events(spec: &GpuSpec) -> Result<(), String> {
+    for (i, e) in spec.event.iter().enumerate() {
+        if !(e.at_s.is_finite() && e.at_s >= 0.0) {
+            return Err(format!("event[{i}]: at_s must be a non-negative number"));
+        }
+        match (e.kind, e.xid) {
+            (EventKind::Xid, None) => return Err(format!("event[{i}]: an xid event needs its xid")),
+            (EventKind::Xid, Some(_)) => {}
+            (_, Some(_)) => return Err(format!("event[{i}]: only an xid event carries an xid")),
+            (_, None) => {}
+        }
+    }
+    let r = &spec.nvlink_errors_per_s;
+    if [r.crc_flit, r.crc_data, r.replay, r.recovery].iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+        return Err("nvlink_errors_per_s must be non-negative numbers".into());
+    }
+    if !(spec.recovery_action_from_s.is_finite() && spec.recovery_action_from_s >= 0.0) {
+        return Err("recovery_action_from_s must be a non-negative number".into());
+    }
+    Ok(())
 }

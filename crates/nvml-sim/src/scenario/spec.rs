@@ -116,6 +116,14 @@ pub(crate) enum Reading {
     NvlinkSum,
     RemappedRows,
     Accounting,
+    /// Driver events (`nvmlDeviceGetSupportedEventTypes` answers an empty
+    /// mask, `nvmlDeviceRegisterEvents` NOT_SUPPORTED): a virtualised GPU
+    /// that does not pass them on.
+    Events,
+    /// The driver's recommended recovery action among the field values
+    /// (`NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`), which drivers before R570
+    /// lack whatever the scenario says here.
+    RecoveryAction,
 }
 
 /// NVML's compute modes (`nvmlComputeMode_t`).
@@ -227,6 +235,90 @@ pub(crate) struct GpuSpec {
     /// Blackwell with driver 580 (HAMi issue 2015); the newer
     /// nvmlDeviceGetProcessesUtilizationInfo still reads the processes.
     pub process_utilization_reads_zero: bool,
+    /// Driver events (Xid critical errors, ECC errors) that happen this
+    /// many seconds after init, delivered to event sets registered for
+    /// them before then (`[[gpu.event]]`).
+    pub event: Vec<EventSpec>,
+    /// The driver's recommended recovery action (nvml.h,
+    /// `nvmlDeviceGpuRecoveryAction_t`) from `recovery_action_from_s`
+    /// seconds after init on; `none` before.
+    pub recovery_action: RecoveryAction,
+    pub recovery_action_from_s: f64,
+    /// NVLink's error counters summed over all lanes (nvml.h's
+    /// `NVML_FI_DEV_NVLINK_*_ERROR_COUNT_TOTAL`): each grows at this many
+    /// errors a second from init; only on boards with NVLink.
+    pub nvlink_errors_per_s: NvLinkErrorRates,
+}
+
+/// One scripted driver event (nvml.h, `nvmlEventData_t`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EventSpec {
+    /// Seconds after init.
+    pub at_s: f64,
+    #[serde(rename = "type")]
+    pub kind: EventKind,
+    /// The Xid (`eventData`) of an `xid` event; nvml.h: "999 for unknown
+    /// Xid error".
+    #[serde(default)]
+    pub xid: Option<u64>,
+    /// The GPU and compute instance an Xid is attributed to on a MIG GPU;
+    /// without them, 0xFFFFFFFF, as nvml.h says for the whole device.
+    #[serde(default)]
+    pub gpu_instance_id: Option<u32>,
+    #[serde(default)]
+    pub compute_instance_id: Option<u32>,
+}
+
+/// The event types a scenario can script, by nvml.h's `nvmlEventType*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum EventKind {
+    /// `nvmlEventTypeXidCriticalError`.
+    Xid,
+    /// `nvmlEventTypeSingleBitEccError`.
+    EccSingleBit,
+    /// `nvmlEventTypeDoubleBitEccError`.
+    EccDoubleBit,
+    /// `nvmlEventTypePState`.
+    Pstate,
+}
+
+/// nvml.h's `nvmlDeviceGpuRecoveryAction_t`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RecoveryAction {
+    #[default]
+    None,
+    GpuReset,
+    NodeReboot,
+    DrainP2p,
+    DrainAndReset,
+    RecoverImexDomain,
+}
+
+impl RecoveryAction {
+    /// NVML_GPU_RECOVERY_ACTION_NONE = 0 ... _RECOVER_IMEX_DOMAIN = 5.
+    pub(crate) fn code(self) -> u32 {
+        match self {
+            Self::None => 0,
+            Self::GpuReset => 1,
+            Self::NodeReboot => 2,
+            Self::DrainP2p => 3,
+            Self::DrainAndReset => 4,
+            Self::RecoverImexDomain => 5,
+        }
+    }
+}
+
+/// Errors a second, summed over every lane.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct NvLinkErrorRates {
+    pub crc_flit: f64,
+    pub crc_data: f64,
+    pub replay: f64,
+    pub recovery: f64,
 }
 
 /// One NVLink link: up or down, and its data rates (constant) in KiB/s.
@@ -364,6 +456,10 @@ impl Default for GpuSpec {
             gpm: None,
             gpm_no_permission_after_s: None,
             process_utilization_reads_zero: false,
+            event: Vec::new(),
+            recovery_action: RecoveryAction::None,
+            recovery_action_from_s: 0.0,
+            nvlink_errors_per_s: NvLinkErrorRates::default(),
         }
     }
 }

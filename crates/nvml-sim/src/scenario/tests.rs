@@ -221,3 +221,20 @@ fn the_demo_has_gpm_on_every_h100_and_one_gpu_with_idle_sms() {
     let low = (0..450).map(|i| f64::from(i) / 10.0).all(|t| sm(&s.gpus[2]).unwrap().at(t) < 10.0);
     assert!(low);
 }
+
+#[test]
+fn scripted_events_and_health_readings_are_checked() {
+    let gpu = &parse(
+        "[[gpu]]\nrecovery_action = \"drain_and_reset\"\nrecovery_action_from_s = 2\n\
+         [[gpu.event]]\nat_s = 1.5\ntype = \"xid\"\nxid = 48\n\
+         [[gpu.event]]\nat_s = 3\ntype = \"ecc_double_bit\"\n",
+    )
+    .gpus[0];
+    assert_eq!(gpu.spec.event.len(), 2);
+    assert_eq!(gpu.recovery_action(1.0).code(), 0, "none until recovery_action_from_s");
+    assert_eq!(gpu.recovery_action(2.0).code(), 4);
+    assert!(error("[[gpu]]\n[[gpu.event]]\nat_s = 1\ntype = \"xid\"\n").contains("needs its xid"));
+    assert!(error("[[gpu]]\n[[gpu.event]]\nat_s = 1\ntype = \"pstate\"\nxid = 3\n").contains("only an xid event"));
+    assert!(error("[[gpu]]\n[[gpu.event]]\nat_s = -1\ntype = \"pstate\"\n").contains("at_s"));
+    assert!(error("[[gpu]]\nnvlink_errors_per_s = { replay = -1 }\n").contains("nvlink_errors_per_s"));
+}
