@@ -4,7 +4,8 @@
 //! state, MIG mode and devices, NVLink and the process lists: the alerts'
 //! rules and every view read them. The groups here are what some outputs
 //! never show. JSON, a recording and the exporter show all of them; `-1`
-//! all but the maximum clocks, the per-process samples and the settings;
+//! all but the maximum clocks, the per-process samples, the settings and
+//! the PCIe link;
 //! a query what its fields show (`query::gpu_fields::wants`); the
 //! dashboard the per-process samples (its SM% and GMBW% columns) and the
 //! activity counters; `check`, whose report is the alerts, the activity
