@@ -96,12 +96,12 @@ fn nvlink_total(errors: Option<&NvLinkErrors>) -> Option<u64> {
     parts.iter().any(Option::is_some).then(|| parts.iter().flatten().fold(0u64, |sum, v| sum.saturating_add(*v)))
 }
 
-/// The hook for the PCIe replay counter (`nvmlDeviceGetPcieReplayCounter`),
-/// which the host-side readings (branch input-host) add to the GPU: once
-/// merged, return that reading here and the verdict judges its growth.
-/// Until then the check is listed as not made (`unchecked`).
-fn pcie_replay_count(_gpu: &Gpu) -> Option<u64> {
-    None
+/// The PCIe replay counter (`nvmlDeviceGetPcieReplayCounter`): link-level
+/// retries of transfers that arrived wrong; growing, the link is failing.
+/// Read where the output asks for the PCIe link (JSON, recordings, the
+/// exporter); elsewhere the check is listed as not made (`unchecked`).
+fn pcie_replay_count(gpu: &Gpu) -> Option<u64> {
+    gpu.pcie_link.replay_counter
 }
 
 fn verdict(gpu: &Gpu, kept: &Kept, now_ms: u64, listening: bool, config: &AlertsConfig) -> Health {
@@ -288,10 +288,29 @@ mod tests {
     fn a_healthy_gpu_is_ok_and_says_what_it_could_not_check() {
         let h = judge(&healthy());
         assert_eq!((h.verdict, h.reasons.len()), (HealthVerdict::Ok, 0));
-        assert_eq!(h.unchecked, [HealthCode::PcieReplays], "until the replay counter is read");
+        assert_eq!(h.unchecked, [HealthCode::PcieReplays], "where the replay counter is not read");
         let unknown = judge(&Gpu::blank(0, GpuState::Ok));
         assert_eq!(unknown.verdict, HealthVerdict::Ok, "nothing known is nothing wrong...");
         assert!(unknown.unchecked.contains(&HealthCode::RowRemapFailed), "...and says so: {:?}", unknown.unchecked);
+    }
+
+    /// The replay counter is judged by its growth between ticks: a count
+    /// that stands (the link retried once, long ago) is not a fault.
+    #[test]
+    fn a_growing_pcie_replay_counter_is_a_warning() {
+        let mut g = healthy();
+        let mut kept = Kept::default();
+        let mut tick = |count: u64, at_ms: u64| {
+            g.pcie_link.replay_counter = Some(count);
+            kept.pcie_replays.see(pcie_replay_count(&g), at_ms);
+            verdict(&g, &kept, at_ms, true, &AlertsConfig::default())
+        };
+        let first = tick(40, NOW_MS);
+        assert_eq!((first.verdict, first.unchecked.len()), (HealthVerdict::Ok, 0), "read, and standing");
+        assert_eq!(tick(40, NOW_MS + 1_000).verdict, HealthVerdict::Ok);
+        let grew = tick(47, NOW_MS + 2_000);
+        assert_eq!(codes(&grew), [(HealthCode::PcieReplays, Severity::Warning)]);
+        assert!(grew.reasons[0].message.contains("+7"), "{}", grew.reasons[0].message);
     }
 
     #[test]

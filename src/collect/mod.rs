@@ -86,6 +86,17 @@ impl Collector {
         pids.extend(probes.reports.iter().filter(|r| r.alive).map(|r| r.file.pid));
         pids.sort_unstable();
         pids.dedup();
+        // The workers each trainer's probe names are found even where they
+        // are not its children by name (before PyTorch 2.5).
+        let published: Vec<(u32, Vec<u32>)> = (probes.reports.iter().filter(|r| r.alive))
+            .filter_map(|r| {
+                let input = r.file.input.as_deref()?;
+                let workers: Vec<u32> =
+                    input.loaders.iter().flat_map(|l| l.worker_pids.iter().flatten().copied()).collect();
+                (!workers.is_empty()).then_some((r.file.pid, workers))
+            })
+            .collect();
+        self.host.publish_workers(&published);
         // The machine's own figures still: they cost two small reads.
         let host = self.host.sample(&pids, &self.reads.figures);
         if self.reads.processes {
