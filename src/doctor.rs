@@ -100,7 +100,9 @@ fn same_as_alert(f: &Finding, a: &crate::model::Alert) -> bool {
         "starved" => "data_wait",
         other => other,
     };
-    f.code == code && f.pid == a.pid
+    // A per-GPU alert (starved, sm_idle) names no PID: the finding on its
+    // GPU says it.
+    f.code == code && (f.pid == a.pid || (a.pid.is_none() && f.gpu == a.gpu))
 }
 
 fn input(snap: &Snapshot, p: &Process, gpu: Option<&Gpu>, out: &mut Vec<Finding>) {
