@@ -232,14 +232,17 @@ fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, layout: (usize, Columns
     // is down.
     let (tensor_w, dram_w) = (activity_w(1), activity_w(2));
     let mut used = spans_w(&util) + spans_w(&rest) + power_gap + activity_w(0);
+    // A health that is not ok comes first, the board needing attention:
+    // beside a shorter name than the rest are allowed.
+    let health = health(ctx, gpu);
+    let health_w = health.as_ref().map_or(0, Span::width);
+    let show_health = health_w > 0 && w >= 3 + iw + used + health_w + 12;
+    used += if show_health { health_w } else { 0 };
     let mut fits = |extra_w: usize| {
         let room = extra_w > 0 && w >= 3 + iw + used + extra_w + NAME_ROOM;
         used += if room { extra_w } else { 0 };
         room
     };
-    // A health that is not ok comes first: the board needs attention.
-    let health = health(ctx, gpu);
-    let show_health = fits(health.as_ref().map_or(0, Span::width));
     let (show_link, show_tensor, show_dram) = if link.as_ref().is_some_and(|(_, down)| *down) {
         (fits(link_w), fits(tensor_w), fits(dram_w))
     } else {
