@@ -22,7 +22,8 @@ For every wheel and tarball:
 Where the architecture is this machine's, the wheel is installed with pip
 into a fresh virtual environment (no index, no dependencies) and run:
 `gpuscope --version`, `gpuscope --demo -1`, `python -m gpuscope --version`,
-`python -c "import gpuscope_probe"`. Where it is not, and qemu-user with a
+`python -c "import gpuscope_probe"`, and the Python API's suite
+(tests/python) against the installed package. Where it is not, and qemu-user with a
 sysroot for it is present (packaging/build.sh installs them), the program
 runs `--demo -1` under qemu.
 
@@ -56,6 +57,7 @@ ALLOWED_NEEDED = {
     "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1",
 }
 MACHINES = {62: "x86_64", 183: "aarch64"}
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TAG_RE = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$")
 
 
@@ -224,7 +226,8 @@ def check_wheel(path):
         script = "%s-%s.data/scripts/gpuscope" % (tag["name"], tag["version"])
         if script not in names:
             return problems + ["%s: no %s" % (path, script)], machine
-        for module in ("gpuscope/__init__.py", "gpuscope/__main__.py", "gpuscope_probe/__init__.py"):
+        for module in ("gpuscope/__init__.py", "gpuscope/__main__.py", "gpuscope/types.py",
+                       "gpuscope_probe/__init__.py"):
             if module not in names:
                 problems.append("%s: no %s" % (path, module))
         problems += check_wheel_licenses(zf, path, "%s-%s.dist-info" % (tag["name"], tag["version"]))
@@ -314,6 +317,13 @@ def install_and_run(wheel):
             if err:
                 problems.append(err)
         problems += same_probe(gpuscope, py, env, tmp)
+        # The Python API's suite against the installed package (not the
+        # checkout's python/: neither PYTHONPATH nor GPUSCOPE_BIN is set).
+        suite = os.path.join(REPO, "tests", "python")
+        api_env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "GPUSCOPE_BIN")}
+        err = run([py, "-m", "unittest", "discover", "-s", suite, "-t", suite], env=api_env, cwd=tmp)
+        if err:
+            problems.append(err)
     return problems
 
 

@@ -130,6 +130,7 @@ pub fn main() -> ExitCode {
             check(&cli, *window, &judge)
         }
         Some(Command::Doctor { pids, json }) => doctor(&cli, pids, *json),
+        Some(Command::Select(args)) => select(&cli, args),
         Some(Command::Run { command }) => Err(AppError::Inject(inject::run(command))),
         Some(Command::Attach { pid, script_only }) => attach(*pid, *script_only),
         Some(Command::Memviz { pid, output, history }) => {
@@ -417,6 +418,42 @@ fn doctor(cli: &Cli, pids: &[u32], json: bool) -> Result<u8, AppError> {
         print(&crate::doctor::render(&report))?;
     }
     Ok(report.exit_code())
+}
+
+/// `gpuscope select`: one snapshot (no activity counters, no PCIe rates:
+/// none of them is judged), the devices that fit on stdout.
+fn select(cli: &Cli, args: &crate::cli::SelectArgs) -> Result<u8, AppError> {
+    use crate::pick;
+    let criteria = pick::Criteria {
+        count: usize::from(args.count),
+        min_free: args.min_free,
+        max_util: args.max_util,
+        no_processes: args.no_processes,
+        count_cached_free: args.count_cached_free,
+        mig: args.mig,
+    };
+    let settings = Settings::resolve(cli)?;
+    let started = Instant::now();
+    let deadline = bounds::later(started, settings.timeout);
+    let headless = Headless::start(&settings, deadline, Feeds::Headless { wanted: Wanted::NONE, once: true })?;
+    let calls = headless.calls.clone();
+    let seen = headless
+        .finish(HOOKS_ONE_SHOT, |rx, _| check::watch_for(rx, started.into(), settings.interval, deadline.into()));
+    let Some(snap) = seen.last.filter(|_| !seen.silent) else {
+        return Err(AppError::DriverSilent(Silence::new(started, &calls)));
+    };
+    let outcome = pick::choose(&snap, &criteria);
+    let Some(picked) = outcome.chosen(criteria.count) else {
+        eprintln!("gpuscope: {}", outcome.shortfall(&criteria));
+        return Ok(exit::SELECT_SHORT);
+    };
+    match pick::render(&picked, args.format) {
+        Ok(line) => print(&line),
+        Err(why) => {
+            eprintln!("gpuscope: {why}");
+            Ok(exit::USAGE)
+        }
+    }
 }
 
 /// A check whose driver went silent: the last alerts it saw, the silence

@@ -175,6 +175,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Pick GPUs for a job and print them as a CUDA_VISIBLE_DEVICES value:
+    /// the freest that fit, exit 1 (and why on stderr) when too few do.
+    /// Example: CUDA_VISIBLE_DEVICES=$(gpuscope select --count 2 --min-free 20GiB) python train.py
+    Select(SelectArgs),
     /// Record snapshots to FILE (NDJSON; zstd-compressed when FILE ends in
     /// .zst) until --duration is up, Ctrl-C or SIGTERM.
     Record {
@@ -314,6 +318,35 @@ pub struct FleetArgs {
     /// Print a plain-text table (a line per host, then the jobs) and exit.
     #[arg(short = '1', long, conflicts_with = "json")]
     pub once: bool,
+}
+
+/// `gpuscope select`'s flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SelectArgs {
+    /// How many devices the job needs (1 to 1024).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub count: u16,
+    /// Free memory each needs at least: 20GiB, 512MiB, 20GB or bytes.
+    #[arg(long, value_name = "SIZE", value_parser = crate::pick::parse_size)]
+    pub min_free: Option<u64>,
+    /// GPU utilisation at most, percent (a GPU whose utilisation NVML cannot tell does not fit).
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub max_util: Option<u32>,
+    /// Only devices no process holds.
+    #[arg(long)]
+    pub no_processes: bool,
+    /// Count memory that probed processes reserve but do not use (their
+    /// allocators' cache, reserved - allocated) as free.
+    #[arg(long)]
+    pub count_cached_free: bool,
+    /// Pick MIG devices (printed as MIG-... UUIDs) instead of whole GPUs.
+    #[arg(long)]
+    pub mig: bool,
+    /// uuid (GPU-...: right whatever CUDA_DEVICE_ORDER says), index
+    /// (NVML's, PCI bus order: CUDA's only with CUDA_DEVICE_ORDER=PCI_BUS_ID)
+    /// or json (the picks with their figures).
+    #[arg(long, value_enum, default_value = "uuid")]
+    pub format: crate::pick::Format,
 }
 
 #[derive(Debug, Clone, Subcommand)]

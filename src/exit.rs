@@ -20,6 +20,8 @@ pub const CHECK_CRITICAL: u8 = 2;
 /// status it reads as Unknown too, so a silent driver's 3 is Unknown).
 pub const NPD_OK: u8 = 0;
 pub const NPD_NON_OK: u8 = 1;
+/// `select`: fewer devices fit than were asked for.
+pub const SELECT_SHORT: u8 = 1;
 /// `run`: the command exists but could not be started (the shells' 126).
 pub const CANNOT_EXECUTE: u8 = 126;
 /// `run`: no such command (the shells' 127). Otherwise `run` exits with
@@ -33,7 +35,7 @@ pub const MEANINGS: &[(u8, &str)] = &[
         FAILURE,
         "Something failed while running (an output error other than a closed pipe; a probe that did not \
          answer). check: warnings are active; check --health: a GPU's health is a warning (--npd: a GPU is \
-         critical, node-problem-detector's NonOK).",
+         critical, node-problem-detector's NonOK). select: fewer devices fit than were asked for.",
     ),
     (
         USAGE,
@@ -62,6 +64,7 @@ mod tests {
             CHECK_CRITICAL,
             NPD_OK,
             NPD_NON_OK,
+            SELECT_SHORT,
             CANNOT_EXECUTE,
             NOT_FOUND,
         ] {

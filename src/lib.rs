@@ -15,6 +15,7 @@ pub mod hashing;
 pub mod history;
 pub mod model;
 pub mod output;
+pub mod pick;
 pub mod poller;
 pub mod probe;
 pub mod query;

@@ -90,6 +90,27 @@ impl From<SourceStatus> for HostStatus {
     }
 }
 
+impl Snapshot {
+    /// A simulated snapshot of these GPUs and processes, taken at
+    /// `unix_s`, with nothing else known: for tests of what reads one.
+    pub fn of(unix_s: u64, gpus: Vec<Gpu>, processes: Vec<Process>) -> Self {
+        Self {
+            schema_version: SCHEMA_VERSION,
+            time: Timestamp::from_system(std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix_s)),
+            interval_ms: 1_000,
+            collection_ms: 0.0,
+            simulated: true,
+            host: Host::default(),
+            driver: Driver::default(),
+            gpus,
+            processes,
+            alerts: Vec::new(),
+            events: Vec::new(),
+            sources: Sources::default(),
+        }
+    }
+}
+
 /// The allocator probes' directory and what reading it found.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProbeStatus {
