@@ -888,7 +888,7 @@ fn the_table_names_the_processes_near_the_screen() {
     draw(&mut state);
     assert_eq!((state.hits.near.as_ref(), gpuscope::tui::steer::wanted(&state)), (None, None), "the details");
     act(&mut state, &[Action::Back]);
-    act(&mut state, &[Action::SortNext; 7]);
+    act(&mut state, &[Action::SortNext; 8]);
     draw(&mut state);
     assert_eq!(state.sort.column, gpuscope::tui::rows::Column::Cpu);
     assert_eq!(gpuscope::tui::steer::wanted(&state), Some(gpuscope::sources::Figures::All));
@@ -1170,4 +1170,166 @@ fn health_marks_each_gpu_and_the_detail_view_gives_the_reasons() {
         let drawn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| render_text(&mut dashboard, w, h)));
         assert!(drawn.is_ok(), "the dashboard at {w}x{h} panicked");
     }
+}
+
+/// Every one of `parts` is drawn in `text`.
+fn shows(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{part:?} is not drawn:\n{text}");
+    }
+}
+
+/// A probed state whose snapshots come with `alerts`.
+fn with_alerts(spec: Spec, alerts: &[serde_json::Value]) -> State {
+    let mut s = State::new(&options());
+    let mut snap = snapshot(spec);
+    snap.alerts = alerts.iter().map(|a| serde_json::from_value(a.clone()).unwrap()).collect();
+    s.on_snapshot(Arc::new(snap));
+    s
+}
+
+/// Where the time goes: the share of each step that waits for data, as a
+/// bar with its rate; why (here: both workers busy at a full CPU each) and
+/// what to change; the loader's settings, the workers as the host sees
+/// them, `/dev/shm`, and the environment. At 80x24 each part in a line.
+#[test]
+fn detail_view_says_where_a_starved_job_s_time_goes() {
+    let mut s = state(Spec::gpus(2).probed().input());
+    // GPU 0's rank is the second row (GPU 1 holds more).
+    act(&mut s, &[Action::Move(1), Action::OpenDetail]);
+    let small = render_text(&mut s, 80, 24);
+    shows(
+        &small,
+        &[
+            "PID 4123401 on GPU 0",
+            "data wait ████░░░░░░ 41%  6.2 batches/s  66ms each  2 workers  pin_memory off",
+            "cause     all 2 workers busy at 98% of a CPU each; about 56 of the host's CPUs",
+            "fix       Add workers (num_workers) while idle CPUs remain",
+            "/dev/shm  ░░░░░░░░░░ 1%  310 MiB of 32.0 GiB  need 144 MiB",
+            "env       torch 2.6.0  CUDA 12.4  cuDNN 9.1.0  cc 9.0 ok  TF32 on  autocast bf16",
+            // The hints keep a row.
+            "hints     ·",
+        ],
+    );
+    insta::assert_snapshot!("detail_input_starved_80x24", small);
+    let big = render_text(&mut s, 200, 50);
+    shows(
+        &big,
+        &[
+            "data wait ████████░░░░░░░░░░░░ 41%  6.2 batches/s  66ms a batch  first batch 6.4s",
+            "loader    2 workers  pin_memory off  prefetch 2  persistent off  0 batches ready  batches of 24 MiB",
+            "workers   2 alive  CPU 98% each (98-99%)",
+            "TF32 matmul on cuDNN on  fp32 matmul precision high  cudnn.benchmark on  autocast bfloat16",
+        ],
+    );
+    insta::assert_snapshot!("detail_input_starved_200x50", big);
+    // The wait is drawn in the warning style: it is over the starved
+    // rule's share.
+    let terminal = render(&mut s, 80, 24);
+    assert_eq!(cell_of(&terminal, "████░").fg, ratatui::style::Color::Yellow);
+    renders_tiny(&mut s);
+}
+
+/// A `/dev/shm` nearly full names itself as the cause, whatever the wait,
+/// with the remedies; the workers' death by a bus error stays as the last
+/// failure; a wheel without code for the GPU says so.
+#[test]
+fn detail_view_keeps_a_shm_failure() {
+    let mut s = state(Spec::gpus(2).probed().input());
+    act(&mut s, &[Action::OpenDetail]);
+    let small = render_text(&mut s, 80, 24);
+    shows(
+        &small,
+        &[
+            "PID 4123402 on GPU 1",
+            "cause     /dev/shm 62 MiB of 64 MiB used, the loaders need about 54 MiB",
+            "fix       Give the container more shared memory: docker run --shm-size=8g",
+            "failure   2m ago: worker killed by a bus error (worker 4124105)",
+        ],
+    );
+    insta::assert_snapshot!("detail_input_shm_80x24", small);
+    let big = render_text(&mut s, 200, 50);
+    shows(
+        &big,
+        &[
+            "/dev/shm  ███████████████████▒ 97%  62 MiB of 64 MiB  the loaders need 54 MiB in flight",
+            // The message in full.
+            "is killed by signal: Bus error.",
+            "capability 9.0: NOT in the wheel's arch list",
+            "the wheel has code for sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86",
+        ],
+    );
+    insta::assert_snapshot!("detail_input_shm_200x50", big);
+    let terminal = render(&mut s, 200, 50);
+    assert_eq!(cell_of(&terminal, "/dev/shm 62 MiB").fg, ratatui::style::Color::Red, "the cause is critical");
+    renders_tiny(&mut s);
+
+    // The shm_full warning's text is the cause and fix above: the hints
+    // do not repeat it. The one saying workers died stays.
+    let alert = |severity: &str, message: &str| {
+        serde_json::json!({
+            "kind": "shm_full", "severity": severity, "gpu": 1, "pid": 4_123_402,
+            "since": "2026-11-21T19:29:00.000Z", "since_unix_ms": T0 - 60_000, "value": 97.0, "threshold": 90.0,
+            "message": message, "hint": "Give the container more shared memory"
+        })
+    };
+    let mut warned = with_alerts(Spec::gpus(2).probed().input(), &[alert("warning", "PID 4123402: /dev/shm filling")]);
+    act(&mut warned, &[Action::OpenDetail]);
+    let text = render_text(&mut warned, 200, 50);
+    assert!(text.contains("cause     /dev/shm") && !text.contains("· PID 4123402: /dev/shm filling"), "{text}");
+    let mut died = with_alerts(Spec::gpus(2).probed().input(), &[alert("critical", "PID 4123402: workers died")]);
+    act(&mut died, &[Action::OpenDetail]);
+    assert!(render_text(&mut died, 200, 50).contains("hints     · PID 4123402: workers died"));
+}
+
+/// A process whose probe sees no DataLoader says so in a line, and keeps
+/// its environment; one whose probe reports neither (older probes, JAX)
+/// has no section at all.
+#[test]
+fn detail_view_without_input_data() {
+    let mut snap = snapshot(Spec::gpus(2).probed().input());
+    let p = &mut snap.processes[1];
+    assert_eq!(p.pid, 4_123_402);
+    p.input = Some(Arc::new(gpuscope::model::InputPipeline { window_s: Some(30.0), ..Default::default() }));
+    let mut s = State::new(&options());
+    s.on_snapshot(Arc::new(snap));
+    act(&mut s, &[Action::OpenDetail]);
+    let small = render_text(&mut s, 80, 24);
+    assert!(small.contains("data wait n/a: no DataLoader in this process (torch.utils.data not loaded)"), "{small}");
+    assert!(!small.contains("cause") && !small.contains("/dev/shm"), "{small}");
+    insta::assert_snapshot!("detail_input_none_80x24", small);
+    let big = render_text(&mut s, 200, 50);
+    assert!(big.contains("env       torch 1.13.1  CUDA 11.6  cuDNN 8.3.2"), "{big}");
+    insta::assert_snapshot!("detail_input_none_200x50", big);
+    renders_tiny(&mut s);
+
+    let mut plain = state(Spec::gpus(2).probed());
+    act(&mut plain, &[Action::OpenDetail]);
+    let text = render_text(&mut plain, 200, 50);
+    assert!(!text.contains("data wait") && !text.contains("env  "), "{text}");
+}
+
+/// DATA% appears when some process's probe measures its wait: `-` where
+/// none does; `s` and F6 sort by it, largest first.
+#[test]
+fn the_process_table_shows_each_process_data_wait() {
+    let mut s = state(Spec::gpus(4).probed().input());
+    let row = |text: &str, pid: u32| text.lines().find(|l| l.contains(&pid.to_string())).unwrap_or("").to_string();
+    let small = render_text(&mut s, 80, 24);
+    assert!(small.contains("RESERVED  DATA% COMMAND"), "DATA% outlasts FRAG at 80 columns:\n{small}");
+    assert!(row(&small, 4_123_401).contains("GiB     41 python3"), "{small}");
+    assert!(row(&small, 4_123_403).contains("n/a      - vllm"), "no probe:\n{small}");
+    insta::assert_snapshot!("process_data_wait_80x24", small);
+    let big = render_text(&mut s, 200, 50);
+    assert!(big.contains("PINNED  DATA%   CPU%"), "{big}");
+    insta::assert_snapshot!("process_data_wait_200x50", big);
+
+    // GPU MEM, then ALLOC, RESERVED, FRAG, PEAK, SM%, GMBW%, DATA%.
+    act(&mut s, &[Action::SortNext; 7]);
+    assert_eq!(s.sort.column, gpuscope::tui::rows::Column::DataWait);
+    let pids: Vec<u32> = s.rows().iter().map(|r| r.key.pid).collect();
+    assert_eq!(pids, [4_123_401, 4_123_402, 4_123_403, 4_123_404], "largest first, unknown last");
+    assert!(render_text(&mut s, 80, 24).contains("DATA%▼"));
+    renders_tiny(&mut s);
+    assert!(!render_text(&mut state(Spec::gpus(4).probed()), 200, 50).contains("DATA%"), "no figure: no column");
 }

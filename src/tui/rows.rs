@@ -41,11 +41,14 @@ pub enum Column {
     Sm,
     /// Its share of the GPU's memory bandwidth (nvitop's `%GMBW`).
     MemBw,
+    /// The largest share of wall time its training thread waits in a
+    /// DataLoader's `__next__`, as its probe measures it.
+    DataWait,
     Command,
 }
 
 /// The order `s` walks through.
-pub const SORTABLE: [Column; 14] = [
+pub const SORTABLE: [Column; 15] = [
     Column::GpuMem,
     Column::Alloc,
     Column::Reserved,
@@ -53,6 +56,7 @@ pub const SORTABLE: [Column; 14] = [
     Column::Peak,
     Column::Sm,
     Column::MemBw,
+    Column::DataWait,
     Column::Cpu,
     Column::HostMem,
     Column::Time,
@@ -82,6 +86,7 @@ impl Column {
             Self::Pinned => "PINNED",
             Self::Sm => "SM%",
             Self::MemBw => "GMBW%",
+            Self::DataWait => "DATA%",
             Self::Command => "COMMAND",
         }
     }
@@ -194,6 +199,13 @@ impl<'a> Shares<'a> {
 impl<'a> Row<'a> {
     pub fn command(&self) -> Option<&'a str> {
         self.process.command.as_deref().filter(|c| !c.is_empty()).or(self.process.name.as_deref())
+    }
+
+    /// The share (0 to 1) of time its slowest DataLoader keeps it
+    /// waiting; `None` without a probe figure. The process's, on each of
+    /// its GPUs: one training thread feeds them all.
+    pub fn data_wait(&self) -> Option<f64> {
+        self.process.input.as_deref()?.wait_share().filter(|s| s.is_finite()).map(|s| s.clamp(0.0, 1.0))
     }
 }
 
@@ -348,6 +360,7 @@ fn value<'a>(r: &Row<'a>, column: Column) -> Value<'a> {
         // Unsampled and no sample alike go last: neither is a figure.
         Column::Sm => Value::Num(r.share.sample().map(|u| f64::from(u.sm))),
         Column::MemBw => Value::Num(r.share.sample().map(|u| f64::from(u.memory))),
+        Column::DataWait => Value::Num(r.data_wait()),
         Column::Command => text(r.command()),
     }
 }
@@ -444,6 +457,41 @@ mod tests {
         assert!(Column::Sm.descending_by_default() && Column::MemBw.descending_by_default());
         let after_peak = Sort { column: Column::Peak, ..Sort::default() }.next();
         assert_eq!((after_peak.column, after_peak.next().column), (Column::Sm, Column::MemBw), "`s` walks to them");
+    }
+
+    /// PID 10 waits for its data 5% of the time; PID 30 (on two GPUs)
+    /// 60% on its slowest loader; PID 20 has no probe figure.
+    fn with_data_wait() -> Snapshot {
+        use crate::model::{DataLoaderStats, InputPipeline};
+        let mut s = snap();
+        let input = |shares: &[Option<f64>]| {
+            let loaders = shares.iter().map(|w| DataLoaderStats { wait_share: *w, ..Default::default() }).collect();
+            Some(std::sync::Arc::new(InputPipeline { hooked: true, loaders, ..Default::default() }))
+        };
+        s.processes[0].input = input(&[Some(0.05)]);
+        s.processes[1].input = input(&[None]);
+        s.processes[2].input = input(&[Some(0.2), Some(0.6), None]);
+        s
+    }
+
+    #[test]
+    fn sorting_by_data_wait_puts_the_hungriest_first_and_the_unknown_last() {
+        let s = with_data_wait();
+        let rows = build(&s, None, "", by(Column::Pid, false));
+        let waits: Vec<Option<f64>> = rows.iter().map(Row::data_wait).collect();
+        assert_eq!(waits, [Some(0.05), None, Some(0.6), Some(0.6)], "the slowest loader, on each GPU of it");
+        assert_eq!(keys(&build(&s, None, "", by(Column::DataWait, true))), [(30, 0), (30, 1), (10, 0), (20, 1)]);
+        assert_eq!(keys(&build(&s, None, "", by(Column::DataWait, false))), [(10, 0), (30, 0), (30, 1), (20, 1)]);
+        // The same order through the comparisons a grouping sorts by.
+        let grouped = Sort { by_workload: true, ..by(Column::DataWait, true) };
+        assert_eq!(keys(&build(&s, None, "", grouped)), [(30, 0), (30, 1), (10, 0), (20, 1)]);
+        assert!(Column::DataWait.descending_by_default());
+        let after_mem_bw = Sort { column: Column::MemBw, ..Sort::default() }.next();
+        assert_eq!((after_mem_bw.column, after_mem_bw.descending), (Column::DataWait, true), "`s` walks to it");
+        assert!(SORTABLE.contains(&Column::DataWait), "the F6 menu lists it");
+        // Without a probe's input figures every row is unknown: by key.
+        let plain = snap();
+        assert_eq!(keys(&build(&plain, None, "", by(Column::DataWait, true))), [(10, 0), (20, 1), (30, 0), (30, 1)]);
     }
 
     fn keys(rows: &[Row]) -> Vec<(u32, u32)> {

@@ -45,6 +45,12 @@ pub struct Spec {
     /// NVML samples each GPU's processes: GPU 2 does not (`n/a`), GPU 3's
     /// notebook ran nothing in the period (`-`).
     pub shares: bool,
+    /// The training processes' probes report their input pipeline and
+    /// environment: GPU 0's rank waits for its data 41% of the time, its
+    /// two workers busy at a full CPU each; GPU 1's `/dev/shm` (Docker's
+    /// 64 MiB) is 97% full and a worker died of a bus error two minutes
+    /// ago, on a wheel without code for its GPU; the rest keep up.
+    pub input: bool,
 }
 
 impl Spec {
@@ -66,6 +72,10 @@ impl Spec {
 
     pub fn shares(self) -> Self {
         Self { shares: true, ..self }
+    }
+
+    pub fn input(self) -> Self {
+        Self { input: true, ..self }
     }
 }
 
@@ -273,6 +283,13 @@ fn process(spec: Spec, i: u32, step: u64) -> Value {
         "parent_pid": 4_123_300, "cpu_percent": 101.3, "host_memory": 13_200_000_000u64,
         "allocator": allocator, "workload": workload, "other_namespace": false
     });
+    if spec.input && spec.probed && !inference && i != 3 {
+        p["input"] = input_pipeline(i, step);
+        p["environment"] = environment(i);
+        if i == 0 {
+            p["host_input"] = busy_workers(pid);
+        }
+    }
     if spec.container {
         // Seen from a container: NVML's name, nothing the host would know.
         for field in ["user", "command", "start_time", "start_time_unix_ms", "parent_pid", "cpu_percent", "host_memory"]
@@ -282,6 +299,88 @@ fn process(spec: Spec, i: u32, step: u64) -> Value {
         p["other_namespace"] = true.into();
     }
     p
+}
+
+/// A training rank's DataLoader as its probe reports it (see
+/// `Spec::input`).
+fn input_pipeline(i: u32, step: u64) -> Value {
+    let (share, rate, workers, pin, batch) = match i {
+        0 => (0.41, 6.2, 2u32, false, 24 * MIB),
+        1 => (0.12, 11.8, 8, true, 3 * MIB),
+        _ => (0.03 + f64::from(i % 3) / 100.0, 14.0, 8, true, 3 * MIB),
+    };
+    let need = batch * u64::from(2 * workers + 2);
+    let (total, used) = match i {
+        0 => (32 * GIB, 310 * MIB),
+        1 => (64 * MIB, 62 * MIB),
+        _ => (32 * GIB, 90 * MIB),
+    };
+    let loader = json!({
+        "id": 1, "live": true, "consumer_thread": "MainThread", "batches": 40_000 + step * 50, "epochs": 3,
+        "window_s": 30.0, "batches_per_s": rate, "wait_share": share, "wait_per_batch_s": share / rate,
+        "waiting_s": 0.0, "first_batch_wait_s": 6.4, "iterator": "_MultiProcessingDataLoaderIter",
+        "dataset": "ImageFolder", "num_workers": workers, "pin_memory": pin, "prefetch_factor": 2,
+        "persistent_workers": false, "workers": workers,
+        "worker_pids": (1..=workers).map(|w| 4_124_000 + i * 100 + w).collect::<Vec<_>>(),
+        "pin_memory_thread": pin, "batches_ready": if i == 0 { 0 } else { 9 }, "batch_bytes": batch,
+        "shm_need": need
+    });
+    let failures = if i == 1 {
+        json!([{
+            "time_unix_ms": T0 - 120_000, "kind": "bus_error", "exception": "RuntimeError",
+            "message": "DataLoader worker (pid 4124105) is killed by signal: Bus error. It is possible that \
+                        dataloader's workers are out of shared memory. Please try to raise your shared memory limit.",
+            "loader": 1, "worker_pid": 4_124_105, "shm_total": 64 * MIB, "shm_free": 0,
+            "sharing_strategy": "file_descriptor", "batch_bytes": batch,
+            "num_workers": workers, "pin_memory": pin, "prefetch_factor": 2, "persistent_workers": false
+        }])
+    } else {
+        json!([])
+    };
+    json!({
+        "hooked": true, "window_s": 30.0, "loaders": [loader], "loaders_left_out": 0,
+        "shm": { "path": "/dev/shm", "total": total, "free": total - used, "used": used, "need": need,
+                 "sharing_strategy": "file_descriptor", "open_files_limit": 1_048_576,
+                 "open_files_limit_hard": 1_048_576 },
+        "failures": failures
+    })
+}
+
+/// PyTorch 2.6 with CUDA 12.4 on an H100; GPU 1's rank runs a wheel
+/// built before Hopper, without TF32.
+fn environment(i: u32) -> Value {
+    let old = i == 1;
+    json!({
+        "torch_version": if old { "1.13.1" } else { "2.6.0" }, "cuda_version": if old { "11.6" } else { "12.4" },
+        "hip_version": null, "cudnn_version": if old { "8.3.2" } else { "9.1.0" },
+        "cudnn_compiled_version": if old { "8.3.2" } else { "9.1.0" },
+        "arch_flags": if old { "sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86" } else { "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90" },
+        "fp32_precision_matmul": null, "fp32_precision_conv": null,
+        "matmul_tf32": !old, "cudnn_tf32": true, "float32_matmul_precision": if old { "highest" } else { "high" },
+        "cudnn_benchmark": !old, "cudnn_deterministic": false,
+        "devices": [{ "ordinal": i, "capability": "9.0", "arch_supported": !old }],
+        "autocast": { "hooked": true, "entries": if old { 0 } else { 52_000 }, "last_s_ago": if old { json!(null) } else { json!(0.1) },
+                      "device_type": if old { json!(null) } else { json!("cuda") },
+                      "dtype": if old { json!(null) } else { json!("torch.bfloat16") } },
+        "grad_scaler": { "count": if old { 1 } else { 0 }, "enabled": old }
+    })
+}
+
+/// Two DataLoader workers, each busy at a full CPU, as the host sees
+/// them.
+fn busy_workers(pid: u32) -> Value {
+    let worker = |n: u32, cpu: f64| {
+        json!({ "pid": 4_124_000 + n, "ns_pid": null, "found_by": "name_and_probe", "alive": true,
+                "state": "running", "cpu_percent": cpu, "blkio_wait_percent": 0.0, "placement": null,
+                "exit_signal": null })
+    };
+    json!({
+        "workers": [worker(1, 99.2), worker(2, 97.6)], "workers_omitted": 0,
+        "pin_threads": [], "placement": null,
+        "cgroup_cpu": { "path": format!("/system.slice/train-{pid}.scope"), "version": 2, "quota_cpus": null,
+                        "periods": null, "throttled_periods": null, "throttled_usec": null,
+                        "throttled_periods_percent": null, "throttled_seconds_per_s": null }
+    })
 }
 
 /// GPU 0 and 4: one Kubernetes pod; 1: a Slurm step; 2: a Docker

@@ -3,7 +3,8 @@
 //! any probe on screen, the allocator columns would only say "n/a", so
 //! they go first. WORKLOAD appears only when some process is in a
 //! container, pod or Slurm job, and is the first to go after those; SM%
-//! and GMBW% only when some row's GPU samples its processes.
+//! and GMBW% only when some row's GPU samples its processes; DATA% only
+//! when some process's probe measures its DataLoader wait.
 
 use crate::model::{ProbeState, Workload};
 use crate::tui::render::format::{NA, or_na_into, push_duration_short};
@@ -33,6 +34,10 @@ const PINNED: Spec = spec(Column::Pinned, 9, true, 1, false);
 /// the memory bandwidth gives way before them.
 const SM: Spec = spec(Column::Sm, 4, true, 8, false);
 const MEM_BW: Spec = spec(Column::MemBw, 6, true, 4, false);
+/// Where a probe measures it, whether a job waits for its data outlasts
+/// its fragmentation: the one says why a GPU idles, the other only
+/// sometimes why an allocation fails.
+const DATA_WAIT: Spec = spec(Column::DataWait, 6, true, 10, false);
 
 /// Which optional columns some row on screen has a value for.
 #[derive(Debug, Clone, Copy, Default)]
@@ -44,6 +49,8 @@ pub struct Present {
     pub pinned: bool,
     /// Some row's GPU samples its processes' shares.
     pub shares: bool,
+    /// Some process's probe measures how long it waits for its data.
+    pub data_wait: bool,
 }
 
 impl Present {
@@ -55,19 +62,20 @@ impl Present {
             ranks: allocators().any(|a| a.rank.is_some()),
             pinned: allocators().any(|a| a.pinned_host.is_some()),
             shares: rows.iter().any(|r| r.share != Share::Unsampled),
+            data_wait: rows.iter().any(|r| r.data_wait().is_some()),
         }
     }
 }
 
 /// In display order.
 const SPECS: [Spec; 12] = [
-    spec(Column::Gpu, 3, true, 14, false),
-    spec(Column::Pid, 8, true, 15, false),
-    spec(Column::User, 9, false, 12, false),
+    spec(Column::Gpu, 3, true, 15, false),
+    spec(Column::Pid, 8, true, 16, false),
+    spec(Column::User, 9, false, 13, false),
     spec(Column::Type, 4, false, 1, false),
-    spec(Column::GpuMem, 9, true, 13, false),
-    spec(Column::Alloc, 9, true, 11, true),
-    spec(Column::Reserved, 9, true, 10, true),
+    spec(Column::GpuMem, 9, true, 14, false),
+    spec(Column::Alloc, 9, true, 12, true),
+    spec(Column::Reserved, 9, true, 11, true),
     spec(Column::Frag, 5, true, 9, true),
     spec(Column::Peak, 9, true, 2, true),
     spec(Column::Cpu, 6, true, 7, false),
@@ -80,14 +88,18 @@ pub const MARKER: usize = 2;
 const COMMAND_MIN: usize = 16;
 
 /// The columns that fit in `width`, and COMMAND's width; WORKLOAD, RANK,
-/// PINNED, SM% and GMBW% only when some row has one.
+/// PINNED, SM%, GMBW% and DATA% only when some row has one.
 pub fn choose(width: usize, present: Present) -> (Vec<Spec>, usize) {
     let probed = present.probed;
-    let mut specs: Vec<Spec> = Vec::with_capacity(SPECS.len() + 5);
+    let mut specs: Vec<Spec> = Vec::with_capacity(SPECS.len() + 6);
     for s in SPECS {
-        // The GPU's shares before the host's.
+        // The GPU's shares, then how long the job waits to feed it,
+        // before the host's figures.
         if s.column == Column::Cpu && present.shares {
             specs.extend([SM, MEM_BW]);
+        }
+        if s.column == Column::Cpu && present.data_wait {
+            specs.push(DATA_WAIT);
         }
         specs.push(s);
         // RANK beside the user, PINNED beside the peak.
@@ -176,6 +188,12 @@ pub fn cell_into(out: &mut String, row: &Row, column: Column, now_ms: u64) {
             Share::NoSample => out.push('-'),
             Share::Unsampled => out.push_str(NA),
         },
+        // `-`: no probe figure (no probe, no DataLoader, under a second
+        // of batches), as for a share NVML has no sample of.
+        Column::DataWait => match row.data_wait() {
+            Some(w) => push_fixed(out, w * 100.0, false),
+            None => out.push('-'),
+        },
         // A host PID seen from a container: NVML's name is all there is.
         Column::Command if p.other_namespace => {
             out.push_str("[host] ");
@@ -199,7 +217,7 @@ mod tests {
 
     #[test]
     fn rank_and_pinned_show_only_when_some_row_has_them() {
-        let every = Present { probed: true, workloads: true, ranks: true, pinned: true, shares: false };
+        let every = Present { probed: true, workloads: true, ranks: true, pinned: true, ..Present::default() };
         let (specs, _) = choose(220, every);
         let n = names(&specs);
         assert_eq!(&n[..4], ["GPU", "PID", "USER", "RANK"]);
@@ -242,6 +260,45 @@ mod tests {
         );
         assert_eq!(cell(Share::NoSample, Column::Sm), "-", "sampled, and nothing of it this period");
         assert_eq!(cell(Share::Unsampled, Column::MemBw), "n/a", "the GPU takes no samples");
+    }
+
+    #[test]
+    fn data_wait_shows_only_where_a_probe_measures_it_and_outlasts_frag() {
+        let data = Present { probed: true, data_wait: true, ..Present::default() };
+        let wide = names(&choose(200, data).0);
+        assert!(wide.windows(2).any(|w| w == ["DATA%", "CPU%"]), "{wide:?}");
+        assert!(!names(&choose(200, probed()).0).contains(&"DATA%"));
+        let (narrow, command) = choose(80, data);
+        assert_eq!(names(&narrow), ["GPU", "PID", "USER", "GPU MEM", "ALLOC", "RESERVED", "DATA%"]);
+        assert!(command >= COMMAND_MIN);
+        // Beside the GPU's shares, after them.
+        let both = names(&choose(220, Present { shares: true, ..data }).0);
+        assert!(both.windows(4).any(|w| w == ["SM%", "GMBW%", "DATA%", "CPU%"]), "{both:?}");
+    }
+
+    #[test]
+    fn a_data_wait_reads_as_a_whole_percent_or_a_dash() {
+        use crate::model::{DataLoaderStats, InputPipeline, Process, ProcessGpu, ProcessType};
+        use crate::tui::rows::RowKey;
+        let g =
+            ProcessGpu { index: 0, kind: ProcessType::Compute, used_memory: None, mig_device: None, mig_uuid: None };
+        let cell = |wait: Option<Option<f64>>| {
+            let mut p = Process::bare(7);
+            p.input = wait.map(|w| {
+                let loaders = vec![DataLoaderStats { wait_share: w, ..Default::default() }];
+                std::sync::Arc::new(InputPipeline { hooked: true, loaders, ..Default::default() })
+            });
+            let row =
+                Row { key: RowKey { pid: 7, gpu: 0 }, process: &p, gpu: &g, device: None, share: Share::Unsampled };
+            let mut out = String::new();
+            cell_into(&mut out, &row, Column::DataWait, 0);
+            out
+        };
+        assert_eq!(cell(Some(Some(0.414))), "41");
+        assert_eq!(cell(Some(Some(1.0))), "100");
+        assert_eq!(cell(Some(None)), "-", "under a second of batches");
+        assert_eq!(cell(None), "-", "no probe figure");
+        assert_eq!(cell(Some(Some(f64::NAN))), "-", "never a made-up figure");
     }
 
     fn names(specs: &[Spec]) -> Vec<&'static str> {

@@ -15,6 +15,7 @@ use crate::model::{
 };
 use crate::tui::render::format::{activity, duration_short, interval, or_na};
 use crate::tui::render::layout::WIDE;
+use crate::tui::render::pipeline::{self, Detail, LABEL};
 use crate::tui::render::text::{spread, wrap};
 use crate::tui::render::{Ctx, hints, trend};
 use crate::tui::rows::RowKey;
@@ -25,11 +26,16 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, key: RowK
     let process = snap.processes.iter().find(|p| p.pid == key.pid && p.gpus.iter().any(|g| g.index == key.gpu));
     let wide = area.width >= WIDE;
     let text_w = if wide { area.width / 2 } else { area.width } as usize;
-    let build = |full_activity: bool| {
+    let build = |full_activity: bool, time: Detail| {
         let mut lines = vec![title(ctx, process, key, text_w)];
         match process {
             Some(p) => {
-                for (label, value) in fields(ctx, snap, p, key, full_activity) {
+                let (head, tail) = fields(ctx, snap, p, key, full_activity);
+                for (label, value) in head {
+                    lines.extend(field(ctx, label, &value, text_w));
+                }
+                lines.extend(pipeline::lines(ctx, snap, p, key.gpu, text_w, time));
+                for (label, value) in tail {
                     lines.extend(field(ctx, label, &value, text_w));
                 }
             }
@@ -39,11 +45,19 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, key: RowK
         }
         lines
     };
-    // The activity counters with their meanings where they fit, else in a
-    // line, so that the hints after them stay on screen.
-    let mut lines = build(true);
-    if lines.len() > usize::from(area.height) {
-        lines = build(false);
+    // The activity counters with their meanings, and where the time goes
+    // in full, where they fit; else the activity in a line, then each
+    // part of the time in a line, so that the hints after them stay on
+    // screen.
+    let fits = |lines: &Vec<Line>| lines.len() <= usize::from(area.height);
+    let mut lines = build(true, Detail::Full);
+    if !fits(&lines) {
+        lines = build(false, Detail::Full);
+    }
+    for time in [Detail::Compact, Detail::Minimal] {
+        if !fits(&lines) {
+            lines = build(false, time);
+        }
     }
     let (text, chart) = if wide {
         let half = area.width / 2;
@@ -71,8 +85,6 @@ fn title<'a>(ctx: &Ctx, p: Option<&Process>, key: RowKey, w: usize) -> Line<'a> 
     spread(left, vec![Span::styled(" Esc: back ", t.dim), Span::styled(sym.rule, t.rule)], w, sym.rule, t.rule)
 }
 
-const LABEL: usize = 10;
-
 /// Every id in full: the table has room only for a short tag.
 fn workload_text(w: &Workload) -> String {
     let mut parts = vec![w.kind.name().to_string()];
@@ -97,7 +109,11 @@ fn field<'a>(ctx: &Ctx, label: &str, value: &str, w: usize) -> Vec<Line<'a>> {
         .collect()
 }
 
-fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey, full_activity: bool) -> Vec<(&'static str, String)> {
+/// The fields before where the time goes (the process, its GPU's
+/// activity), and those after it.
+type Fields = Vec<(&'static str, String)>;
+
+fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey, full_activity: bool) -> (Fields, Fields) {
     let mut lines = vec![("command", ctx.clean(p.command.as_deref().or(p.name.as_deref()).unwrap_or("n/a")))];
     let started = p.start_time.as_ref().map(|t| duration_short(ctx.now_ms.saturating_sub(t.time_unix_ms)));
     lines.push((
@@ -121,6 +137,7 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey, full_activity: b
         .collect();
     lines.push(("NVML", gpus.join("   ")));
     lines.extend(gpu_activity(snap, p, key, full_activity));
+    let head = std::mem::take(&mut lines);
     if let Some(w) = &p.workload {
         lines.push(("workload", workload_text(w)));
     }
@@ -166,11 +183,11 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey, full_activity: b
         }
         lines.extend(post_mortem(ctx, snap, a, key.gpu));
     }
-    let hints = hints::for_process(snap, p, device, key);
+    let hints = hints::for_process(snap, p, device, key, &pipeline::said(snap, p, key.gpu));
     for (i, h) in hints.iter().enumerate() {
         lines.push((if i == 0 { "hints" } else { "" }, format!("{} {}", ctx.sym.dot, ctx.clean(h))));
     }
-    lines
+    (head, lines)
 }
 
 /// The activity counters of the GPU the row is on, or of its MIG device's

@@ -5,9 +5,21 @@ use crate::model::{Alert, AlertKind, DeviceAllocator, ProbeState, Process, Proce
 use crate::tui::rows::RowKey;
 use crate::util::units::{GIB, bytes};
 
-pub fn for_process(snap: &Snapshot, p: &Process, device: Option<&DeviceAllocator>, key: RowKey) -> Vec<String> {
-    let alerts: Vec<&Alert> =
-        snap.alerts.iter().filter(|a| a.pid == Some(p.pid) && a.gpu.is_none_or(|g| g == key.gpu)).collect();
+/// `said`: alert kinds the view already explains elsewhere (where the
+/// time goes names the `starved` cause and its fix).
+pub fn for_process(
+    snap: &Snapshot,
+    p: &Process,
+    device: Option<&DeviceAllocator>,
+    key: RowKey,
+    said: &[AlertKind],
+) -> Vec<String> {
+    let alerts: Vec<&Alert> = snap
+        .alerts
+        .iter()
+        .filter(|a| a.pid == Some(p.pid) && a.gpu.is_none_or(|g| g == key.gpu))
+        .filter(|a| !said.contains(&a.kind))
+        .collect();
     let alerted = |kind: AlertKind| alerts.iter().any(|a| a.kind == kind);
     let mut hints: Vec<String> = alerts.iter().map(|a| format!("{}: {}", a.message, a.hint)).collect();
     let Some(alloc) = &p.allocator else {

@@ -18,6 +18,7 @@ mod help;
 mod hints;
 mod layout;
 mod mig;
+mod pipeline;
 mod processes;
 mod segments;
 mod sort_menu;
