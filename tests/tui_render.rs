@@ -387,6 +387,21 @@ fn in_a_container_the_header_says_so_once_and_host_pids_are_marked() {
 }
 
 #[test]
+fn a_unified_memory_board_shows_the_machine_s_memory_marked_unified() {
+    let mut s = State::new(&options());
+    for step in (0..=120u64).rev() {
+        s.on_snapshot(Arc::new(tui_fixtures::unified(snapshot_at(Spec::gpus(2).probed(), T0 - step * 5000, step))));
+    }
+    let small = render_text(&mut s, 80, 24);
+    let gb10 = small.lines().position(|l| l.contains("GB10")).expect("the GB10's line");
+    let bar = small.lines().nth(gb10 + 1).unwrap();
+    assert!(bar.contains("58.0/128.0 GiB unified"), "{small}");
+    assert_eq!(small.matches("unified").count(), 1, "only the GB10's memory is the machine's:\n{small}");
+    insta::assert_snapshot!("unified_memory_80x24", small);
+    insta::assert_snapshot!("unified_memory_200x50", render_text(&mut s, 200, 50));
+}
+
+#[test]
 fn a_seven_way_mig_gpu_shows_each_mig_device_under_it() {
     let mut s = State::new(&options());
     s.on_snapshot(Arc::new(tui_fixtures::mig_7way()));

@@ -240,6 +240,7 @@ pub(crate) fn snapshot() -> Snapshot {
     });
     ok.activity = Some(activity());
     (ok.persistence_mode, ok.power_management_limit_w) = (Some(true), Some(700.0));
+    ok.unified_memory = Some(false);
     ok.max_clocks.sm_mhz = Some(1980);
     ok.ecc = crate::model::Ecc {
         mode_current: Some(true),
@@ -376,6 +377,7 @@ fn gpu_readings_in_base_units() {
         format!("gpuscope_gpu_persistence_mode{gpu0} 1"),
         format!("gpuscope_gpu_ecc_corrected_aggregate_errors_total{gpu0} 12"),
         format!("gpuscope_gpu_retired_pages_pending{gpu0} 0"),
+        format!("gpuscope_gpu_unified_memory{gpu0} 0"),
         format!("gpuscope_gpu_bar1_memory_used_bytes{gpu0} {GIB}"),
         format!("gpuscope_gpu_allocator_unprobed_bytes{gpu0} {}", 9 * GIB),
         "gpuscope_gpu_info{gpu=\"0\",uuid=\"GPU-aa\",name=\"NVIDIA H100 80GB HBM3\",pci_bus_id=\"00000000:18:00.0\"} 1"
