@@ -92,6 +92,9 @@ impl Collector {
             self.name_unnamed(&mut gpu, &host, foreign);
         }
         let mut snap = assemble(gpu, host, probes, time, self.interval, self.simulated);
+        if self.reads.processes && !foreign {
+            self.host.name_pods(&mut snap.processes, &snap.gpus);
+        }
         snap.collection_ms = started.elapsed().as_secs_f64() * 1000.0;
         snap
     }
@@ -282,6 +285,7 @@ mod tests {
             slurm_job: None,
             slurm_step: None,
             slurm_uid: None,
+            pod: crate::model::PodNames::default(),
         };
         let bash = HostProcess {
             name: Some("bash".into()),

@@ -519,6 +519,7 @@ mod tests {
             slurm_job: Some(4242),
             slurm_step: Some("batch".into()),
             slurm_uid: None,
+            pod: crate::model::PodNames::default(),
         }
     }
 
