@@ -387,6 +387,52 @@ fn in_a_container_the_header_says_so_once_and_host_pids_are_marked() {
 }
 
 #[test]
+fn a_unified_memory_board_shows_the_machine_s_memory_marked_unified() {
+    let mut s = State::new(&options());
+    for step in (0..=120u64).rev() {
+        s.on_snapshot(Arc::new(tui_fixtures::unified(snapshot_at(Spec::gpus(2).probed(), T0 - step * 5000, step))));
+    }
+    let small = render_text(&mut s, 80, 24);
+    let gb10 = small.lines().position(|l| l.contains("GB10")).expect("the GB10's line");
+    let bar = small.lines().nth(gb10 + 1).unwrap();
+    assert!(bar.contains("58.0/128.0 GiB unified"), "{small}");
+    assert_eq!(small.matches("unified").count(), 1, "only the GB10's memory is the machine's:\n{small}");
+    insta::assert_snapshot!("unified_memory_80x24", small);
+    insta::assert_snapshot!("unified_memory_200x50", render_text(&mut s, 200, 50));
+}
+
+#[test]
+fn a_named_pod_shows_its_name_and_where_the_name_came_from() {
+    let name = |mut snap: gpuscope::model::Snapshot| {
+        for p in &mut snap.processes {
+            if let Some(w) = p.workload.as_mut().filter(|w| w.pod_uid.is_some()) {
+                let w = Arc::make_mut(w);
+                w.pod.pod_name = Some("trainer-0".into());
+                w.pod.pod_namespace = Some("ml".into());
+                w.pod.container_name = Some("main".into());
+                w.pod.pod_source = Some(gpuscope::model::PodSource::Kubelet);
+            }
+        }
+        snap
+    };
+    let mut s = State::new(&options());
+    for step in (0..=120u64).rev() {
+        s.on_snapshot(Arc::new(name(snapshot_at(Spec::gpus(4).workloads(), T0 - step * 5000, step))));
+    }
+    let big = render_text(&mut s, 200, 50);
+    assert!(big.contains("pod:trainer-0") && !big.contains("pod:7a1b2c3d"), "{big}");
+    insta::assert_snapshot!("workloads_named_pod_200x50", big);
+    let row = s.rows().iter().position(|r| r.key.gpu == 0).unwrap();
+    for _ in 0..row {
+        act(&mut s, &[Action::Move(1)]);
+    }
+    act(&mut s, &[Action::OpenDetail]);
+    let detail = render_text(&mut s, 80, 24);
+    assert!(detail.contains("ml/trainer-0 (kubelet)") && detail.contains("container main"), "{detail}");
+    insta::assert_snapshot!("workloads_named_pod_detail_80x24", detail);
+}
+
+#[test]
 fn a_seven_way_mig_gpu_shows_each_mig_device_under_it() {
     let mut s = State::new(&options());
     s.on_snapshot(Arc::new(tui_fixtures::mig_7way()));

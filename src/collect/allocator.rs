@@ -7,7 +7,6 @@ use std::time::Duration;
 use super::device_match::{Gpus, Match, match_device};
 use crate::model::{
     AllocConfEnv, DeviceAllocator, Gpu, GpuAllocator, OomPostMortem, ProbeState, Process, ProcessAllocator, ProcessGpu,
-    ProcessType,
 };
 use crate::probe::files::{ProbeDevice, ProbeFile, ProbeReport};
 use crate::sources::{GpuIdentity, GpuProcess};
@@ -69,16 +68,7 @@ fn probe_only_process(file: &ProbeFile, matches: &[Match]) -> Process {
     let mut indices: Vec<u32> = matches.iter().filter_map(|m| m.gpu).collect();
     indices.sort_unstable();
     indices.dedup();
-    let gpus = indices
-        .into_iter()
-        .map(|index| ProcessGpu {
-            index,
-            kind: ProcessType::Compute,
-            used_memory: None,
-            mig_device: None,
-            mig_uuid: None,
-        })
-        .collect();
+    let gpus = indices.into_iter().map(ProcessGpu::compute).collect();
     Process::from(GpuProcess { pid: file.pid, gpus, driver_name: None })
 }
 
@@ -327,13 +317,7 @@ mod tests {
     }
 
     fn nvml_process(pid: u32, used: Option<u64>) -> Process {
-        let gpus = vec![ProcessGpu {
-            index: 0,
-            kind: ProcessType::Compute,
-            used_memory: used,
-            mig_device: None,
-            mig_uuid: None,
-        }];
+        let gpus = vec![ProcessGpu { used_memory: used, ..ProcessGpu::compute(0) }];
         Process::from(GpuProcess { pid, gpus, driver_name: None })
     }
 

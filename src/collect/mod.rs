@@ -103,6 +103,9 @@ impl Collector {
             self.name_unnamed(&mut gpu, &host, foreign);
         }
         let mut snap = assemble(gpu, host, probes, time, self.interval, self.simulated);
+        if self.reads.processes && !foreign {
+            self.host.name_pods(&mut snap.processes, &snap.gpus);
+        }
         snap.collection_ms = started.elapsed().as_secs_f64() * 1000.0;
         snap
     }
@@ -157,6 +160,9 @@ pub fn assemble(
             p.apply_host(h);
         }
     }
+    for g in gpus.iter_mut() {
+        share_host_memory(g, &host.host);
+    }
     Snapshot {
         schema_version: SCHEMA_VERSION,
         time,
@@ -176,6 +182,22 @@ pub fn assemble(
             driver_events: gpu.events,
         },
     }
+}
+
+/// A unified-memory GPU (GB10) has no framebuffer for NVML to count, so
+/// its memory is the machine's: total and available as `/proc/meminfo`
+/// says (`MemTotal`, `MemAvailable`), what NVIDIA's own patch to llama.cpp
+/// reads on DGX Spark in place of `cudaMemGetInfo`
+/// (`ggml_backend_cuda_get_available_uma_memory`, llama.cpp PR 17368).
+/// Used is the rest, CPU and GPU together: the pool is one. A figure the
+/// host could not read stays unknown.
+fn share_host_memory(gpu: &mut crate::model::Gpu, host: &crate::model::Host) {
+    if gpu.unified_memory != Some(true) || gpu.memory.total.is_some() {
+        return;
+    }
+    gpu.memory.total = host.memory_total;
+    gpu.memory.free = host.memory_available;
+    gpu.memory.used = host.memory_total.zip(host.memory_available).map(|(t, a)| t.saturating_sub(a));
 }
 
 /// NVML reports host PIDs. gpuscope's own simulator runs in gpuscope's
@@ -274,6 +296,7 @@ mod tests {
             slurm_job: None,
             slurm_step: None,
             slurm_uid: None,
+            pod: crate::model::PodNames::default(),
         };
         let bash = HostProcess {
             name: Some("bash".into()),
@@ -358,6 +381,28 @@ mod tests {
         let snap = scripted(ScriptedGpu::new([gpu]), host, ScriptedProbes::new([probes(&[])]), Reads::ALL).tick();
         assert_eq!(snap.gpus[0].numa_node, Some(1));
         assert_eq!(at(&snap, 42).host_input.as_ref().map(|i| i.workers_omitted), Some(3));
+    }
+
+    #[test]
+    fn a_unified_gpu_s_memory_is_the_machine_s_and_a_discrete_one_keeps_its_own() {
+        let mut gpu = gpu_sample(&[]);
+        gpu.gpus[0].unified_memory = Some(true);
+        let mut discrete = Gpu::blank(1, GpuState::Ok);
+        discrete.unified_memory = Some(false);
+        discrete.memory.total = Some(80 * GIB);
+        gpu.gpus.push(discrete);
+        let mut host = host_sample(Some(PidNamespace::Host));
+        (host.host.memory_total, host.host.memory_available) = (Some(128 * GIB), Some(100 * GIB));
+        let snap = assemble(gpu.clone(), host.clone(), probes(&[]), Timestamp::now(), Duration::from_secs(1), false);
+        let m = &snap.gpus[0].memory;
+        assert_eq!((m.total, m.used, m.free), (Some(128 * GIB), Some(28 * GIB), Some(100 * GIB)));
+        assert_eq!(m.driver_reserved, None, "the driver keeps nothing back it says");
+        assert_eq!((snap.gpus[1].memory.total, snap.gpus[1].memory.used), (Some(80 * GIB), None));
+        // Where the host could not read its memory, the GPU's stays unknown, never 0.
+        host.host.memory_available = None;
+        let snap = assemble(gpu, host, probes(&[]), Timestamp::now(), Duration::from_secs(1), false);
+        let m = &snap.gpus[0].memory;
+        assert_eq!((m.total, m.used, m.free), (Some(128 * GIB), None, None));
     }
 
     /// A collector over scripted sources, at a 1 s interval.

@@ -112,6 +112,15 @@ pub struct Gpu {
     /// out). Absent in recordings made before gpuscope read it.
     #[serde(default)]
     pub numa_node: Option<u32>,
+    /// Whether the GPU's memory is the host's own (GB10 / DGX Spark):
+    /// `Some(true)` where the driver answers NOT_SUPPORTED for the memory
+    /// and says the GPU reaches host memory through ATS
+    /// (`nvmlDeviceGetAddressingMode`). `memory` then holds the machine's
+    /// memory as `/proc/meminfo` counts it, not a framebuffer's.
+    /// `Some(false)` where the board reports a memory of its own; `None`
+    /// where it was not told (a lost GPU, an older recording).
+    #[serde(default)]
+    pub unified_memory: Option<bool>,
 }
 
 /// The GPU's PCIe link. An idle link drops to a lower generation by design
@@ -474,6 +483,7 @@ impl Gpu {
             health: None,
             pcie_link: PcieLink::default(),
             numa_node: None,
+            unified_memory: None,
         }
     }
 }

@@ -40,4 +40,4 @@ pub use select::{DeviceIds, GpuSelector, PciAddress, SelectError, parse_selector
 pub use snapshot::{Driver, HostStatus, NvmlStatus, ProbeStatus, SCHEMA_VERSION, Snapshot, SourceStatus, Sources};
 pub use time::Timestamp;
 pub(crate) use time::timestamp_fields;
-pub use workload::{PidNamespace, PodQos, SHORT_ID, Workload, WorkloadKind};
+pub use workload::{PidNamespace, PodNames, PodQos, PodSource, SHORT_ID, Workload, WorkloadKind};

@@ -105,6 +105,13 @@ pub struct ProcessGpu {
     pub mig_uuid: Option<String>,
 }
 
+impl ProcessGpu {
+    /// A compute process on whole GPU `index`, its memory unknown.
+    pub fn compute(index: u32) -> Self {
+        Self { index, kind: ProcessType::Compute, used_memory: None, mig_device: None, mig_uuid: None }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProcessType {

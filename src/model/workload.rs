@@ -1,8 +1,9 @@
 use serde::{Deserialize, Serialize};
 
 /// The container, Kubernetes pod or Slurm job a process runs in, as its
-/// cgroup path names it. Only the ids the path carries: a pod's name and
-/// namespace, or a container's name, are not in it.
+/// cgroup path names it; a pod's name, namespace and container name are
+/// not in the path, and come from the kubelet or the container's own files
+/// where gpuscope can read them (`pod`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Workload {
     pub kind: WorkloadKind,
@@ -16,6 +17,38 @@ pub struct Workload {
     pub slurm_step: Option<String>,
     /// Only Slurm's cgroup v1 layout names the job's user.
     pub slurm_uid: Option<u32>,
+    /// The pod's names, where a process in a pod could be named; flat in
+    /// JSON (`pod_name`, `pod_namespace`, `container_name`, `pod_source`),
+    /// absent in recordings made before gpuscope named pods.
+    #[serde(flatten)]
+    pub pod: PodNames,
+}
+
+/// A Kubernetes pod's names, each checked for the shape Kubernetes gives
+/// names (lower-case letters, digits, `-` and `.`) and bounded as label
+/// values are; `None` where no source said.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodNames {
+    #[serde(default)]
+    pub pod_name: Option<String>,
+    #[serde(default)]
+    pub pod_namespace: Option<String>,
+    /// The container's name in the pod spec (not the runtime's id).
+    #[serde(default)]
+    pub container_name: Option<String>,
+    #[serde(default)]
+    pub pod_source: Option<PodSource>,
+}
+
+/// Which source named a pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PodSource {
+    /// The kubelet's PodResources API, by the GPUs the process uses.
+    Kubelet,
+    /// The container's own files: `HOSTNAME` in its environment and its
+    /// service account's `namespace` file.
+    Container,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -46,10 +79,27 @@ pub enum PodQos {
 pub const SHORT_ID: usize = 12;
 
 impl Workload {
+    /// A containerd container in the pod `uid`, not yet named.
+    pub fn in_pod(container_id: &str, uid: &str) -> Self {
+        Self {
+            kind: WorkloadKind::Containerd,
+            container_id: Some(container_id.into()),
+            pod_uid: Some(uid.into()),
+            qos: None,
+            slurm_job: None,
+            slurm_step: None,
+            slurm_uid: None,
+            pod: PodNames::default(),
+        }
+    }
+
     /// A few characters that tell workloads apart in a table: the pod
     /// first (a pod's containers belong together), else the container,
     /// else the Slurm job and step.
     pub fn tag(&self) -> String {
+        if let Some(name) = &self.pod.pod_name {
+            return format!("pod:{name}");
+        }
         if let Some(uid) = &self.pod_uid {
             return format!("pod:{}", uid.chars().take(8).collect::<String>());
         }
@@ -79,6 +129,8 @@ impl Workload {
         let mut parts = vec![self.kind.name().to_string(), self.tag()];
         parts.extend(self.container_id.clone());
         parts.extend(self.pod_uid.clone());
+        parts.extend(self.pod.pod_namespace.clone());
+        parts.extend(self.pod.container_name.clone());
         parts.extend(self.slurm_job.map(|j| j.to_string()));
         parts.join(" ")
     }
@@ -120,8 +172,11 @@ mod tests {
             slurm_job: None,
             slurm_step: None,
             slurm_uid: None,
+            pod: PodNames::default(),
         };
         assert_eq!(w.tag(), "pod:0f1e2d3c");
+        let named = PodNames { pod_name: Some("trainer-0".into()), ..PodNames::default() };
+        assert_eq!(Workload { pod: named, ..w.clone() }.tag(), "pod:trainer-0");
         w.pod_uid = None;
         assert_eq!(w.tag(), "aaaaaaaaaaaa");
         let job = Workload { kind: WorkloadKind::Slurm, container_id: None, slurm_job: Some(77), ..w.clone() };

@@ -109,6 +109,10 @@ fn gpu_lines(gpu: &Gpu, lines: &mut Vec<String>) {
         pct(gpu.utilization.memory),
         bytes_pair(gpu.memory.used, gpu.memory.total),
     ));
+    if gpu.unified_memory == Some(true) {
+        // GB10: NVML counts no memory of its own; the figures are the machine's.
+        lines.push("    unified memory: the machine's, shared by CPU and GPU (/proc/meminfo)".into());
+    }
     let rate = |v: Option<u64>| opt(v, |b| format!("{}/s", bytes(b)));
     lines.push(format!(
         "    {}  SM {}  mem {}  PCIe tx {} rx {}  enc {} dec {}",
@@ -515,6 +519,7 @@ mod tests {
             slurm_job: Some(4242),
             slurm_step: Some("batch".into()),
             slurm_uid: None,
+            pod: crate::model::PodNames::default(),
         }
     }
 

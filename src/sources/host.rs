@@ -51,6 +51,8 @@ pub struct ProcHost {
     sys_root: PathBuf,
     /// Each GPU's node by bus id: fixed while the machine runs.
     gpu_nodes: HashMap<String, Option<u32>>,
+    /// Names the pods of processes in Kubernetes.
+    pods: super::pods::PodNamer,
 }
 
 /// A process seen before: what does not change, and the last reading to
@@ -159,6 +161,7 @@ impl ProcHost {
             inputs: Inputs::new(Path::new("/proc"), Path::new("/sys"), cpu_count),
             sys_root: PathBuf::from("/sys"),
             gpu_nodes: HashMap::new(),
+            pods: super::pods::PodNamer::system(),
         }
         .with_pid_namespace(pidns::current(Path::new("/proc")))
     }
@@ -430,6 +433,10 @@ impl HostSource for ProcHost {
                 *self.gpu_nodes.entry(id.to_owned()).or_insert_with(|| numa::pci_node(sys_root, id))
             })
             .collect()
+    }
+
+    fn name_pods(&mut self, processes: &mut [crate::model::Process], gpus: &[crate::model::Gpu]) {
+        self.pods.name(processes, gpus);
     }
 }
 

@@ -12,6 +12,7 @@ mod machine;
 pub mod numa;
 pub mod nvml;
 pub mod pidns;
+pub mod pods;
 pub mod procstat;
 mod sanitize;
 pub mod users;
@@ -249,6 +250,11 @@ pub trait HostSource: Send {
     fn gpu_numa_nodes(&mut self, bus_ids: &[Option<&str>]) -> Vec<Option<u32>> {
         vec![None; bus_ids.len()]
     }
+
+    /// Names the Kubernetes pods of the processes in one (`pods.rs`):
+    /// their workloads gain the pod's name, namespace and container name
+    /// where a source says. Nothing by default.
+    fn name_pods(&mut self, _processes: &mut [crate::model::Process], _gpus: &[Gpu]) {}
 }
 
 #[cfg(test)]

@@ -68,7 +68,16 @@ pub fn from_path(path: &str) -> Option<Workload> {
     };
     let (pod_uid, qos) = pod.map_or((None, None), |(uid, qos)| (Some(uid), Some(qos)));
     let (slurm_job, slurm_step, slurm_uid) = slurm.map_or((None, None, None), |s| (Some(s.job), s.step, s.uid));
-    Some(Workload { kind, container_id: container.map(|(_, id)| id), pod_uid, qos, slurm_job, slurm_step, slurm_uid })
+    Some(Workload {
+        kind,
+        container_id: container.map(|(_, id)| id),
+        pod_uid,
+        qos,
+        slurm_job,
+        slurm_step,
+        slurm_uid,
+        pod: crate::model::PodNames::default(),
+    })
 }
 
 /// The first segment that names a container, outermost first.
@@ -193,6 +202,7 @@ mod tests {
             slurm_job: None,
             slurm_step: None,
             slurm_uid: None,
+            pod: crate::model::PodNames::default(),
         }
     }
 
@@ -205,6 +215,7 @@ mod tests {
             slurm_job: Some(job),
             slurm_step: step.map(Into::into),
             slurm_uid: uid,
+            pod: crate::model::PodNames::default(),
         }
     }
 

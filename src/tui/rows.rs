@@ -604,6 +604,7 @@ mod tests {
             slurm_job: None,
             slurm_step: None,
             slurm_uid: None,
+            pod: crate::model::PodNames::default(),
         };
         s.processes[0].workload = Some(std::sync::Arc::new(docker("b")));
         s.processes[1].workload = Some(std::sync::Arc::new(crate::model::Workload {

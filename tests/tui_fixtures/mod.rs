@@ -128,6 +128,23 @@ pub fn snapshot_at(spec: Spec, t_ms: u64, step: u64) -> Snapshot {
     }))
 }
 
+/// GPU 0 made a GB10 (DGX Spark): no memory of its own, so NVML answered
+/// NOT_SUPPORTED and the collector gave it the machine's, 128 GiB of
+/// which 58 GiB are in use, CPU and GPU together.
+pub fn unified(mut snap: Snapshot) -> Snapshot {
+    let (total, available) = (128 * GIB, 70 * GIB);
+    (snap.host.memory_total, snap.host.memory_available, snap.host.memory_used) =
+        (Some(total), Some(available), Some(total - available));
+    let gpu = &mut snap.gpus[0];
+    gpu.name = Some("NVIDIA GB10".into());
+    gpu.unified_memory = Some(true);
+    gpu.memory.total = Some(total);
+    gpu.memory.free = Some(available);
+    gpu.memory.used = Some(total - available);
+    gpu.memory.driver_reserved = None;
+    snap
+}
+
 /// NVML could not be loaded: no GPUs, the error in `sources.nvml`.
 pub fn without_nvml() -> Snapshot {
     let mut snap = snapshot(Spec::gpus(0));

@@ -70,6 +70,11 @@ pub static RETIRED_PAGES_PENDING: Def = gauge(
     None,
     "1 when device memory pages wait to be retired at the next reboot, else 0.",
 );
+pub static UNIFIED_MEMORY: Def = gauge(
+    "gpuscope_gpu_unified_memory",
+    None,
+    "1 where the GPU shares the host's memory (GB10) and the memory figures are the machine's, else 0.",
+);
 pub static BAR1_TOTAL: Def = gauge("gpuscope_gpu_bar1_memory_total_bytes", Some("bytes"), "BAR1 aperture.");
 pub static BAR1_USED: Def = gauge("gpuscope_gpu_bar1_memory_used_bytes", Some("bytes"), "BAR1 aperture in use.");
 pub static NVLINK_ACTIVE: Def =
@@ -157,6 +162,7 @@ pub static ALL: &[&Def] = &[
     &ECC_CORRECTED_AGGREGATE,
     &ECC_UNCORRECTED_AGGREGATE,
     &RETIRED_PAGES_PENDING,
+    &UNIFIED_MEMORY,
     &BAR1_TOTAL,
     &BAR1_USED,
     &NVLINK_LINKS,
@@ -192,7 +198,7 @@ fn v<T: Into<Value>>(x: Option<T>) -> Option<Value> {
     x.map(Into::into)
 }
 
-static READINGS: [(&Def, Reading); 37] = [
+static READINGS: [(&Def, Reading); 38] = [
     (&LOST, |g| Some((g.state == GpuState::Lost).into())),
     (&MEMORY_TOTAL, |g| v(g.memory.total)),
     (&MEMORY_USED, |g| v(g.memory.used)),
@@ -219,6 +225,7 @@ static READINGS: [(&Def, Reading); 37] = [
     (&ECC_CORRECTED_AGGREGATE, |g| v(g.ecc.corrected_aggregate)),
     (&ECC_UNCORRECTED_AGGREGATE, |g| v(g.ecc.uncorrected_aggregate)),
     (&RETIRED_PAGES_PENDING, |g| v(g.ecc.retired_pages_pending)),
+    (&UNIFIED_MEMORY, |g| v(g.unified_memory)),
     (&BAR1_TOTAL, |g| v(g.bar1_memory.total)),
     (&BAR1_USED, |g| v(g.bar1_memory.used)),
     (&NVLINK_LINKS, |g| g.nvlink.as_ref().map(|n| (n.links.len() as u64).into())),

@@ -156,11 +156,14 @@ const BEFORE_RANK: usize = 8;
 impl Who<'_> {
     fn labels<'s>(&'s self, gpu: &'s str) -> [(&'static str, &'s str); BEFORE_RANK + 3] {
         let w = self.process.workload.as_ref();
-        // The runtime's container id and the pod's UID: names would need
-        // the kubelet's API, which gpuscope does not ask, and so the
-        // namespace stays unknown.
-        let container = w.and_then(|w| w.container_id.as_deref()).unwrap_or("");
-        let pod = w.and_then(|w| w.pod_uid.as_deref()).unwrap_or("");
+        // As dcgm-exporter names them: the pod's and container's names and
+        // the namespace where the kubelet or the container's own files
+        // gave them (`sources::pods`, each name checked and bounded); else
+        // the pod's UID and the runtime's container id, as before, and no
+        // namespace. One value per process either way: no more series.
+        let container = w.and_then(|w| w.pod.container_name.as_deref().or(w.container_id.as_deref())).unwrap_or("");
+        let pod = w.and_then(|w| w.pod.pod_name.as_deref().or(w.pod_uid.as_deref())).unwrap_or("");
+        let namespace = w.and_then(|w| w.pod.pod_namespace.as_deref()).unwrap_or("");
         [
             ("gpu", gpu),
             ("pid", &self.pid),
@@ -168,7 +171,7 @@ impl Who<'_> {
             ("command", &self.command),
             ("container", container),
             ("pod", pod),
-            ("namespace", ""),
+            ("namespace", namespace),
             ("slurm_job", &self.slurm_job),
             ("rank", &self.rank),
             ("job_id", &self.job_id),

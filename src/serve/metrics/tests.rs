@@ -240,6 +240,7 @@ pub(crate) fn snapshot() -> Snapshot {
     });
     ok.activity = Some(activity());
     (ok.persistence_mode, ok.power_management_limit_w) = (Some(true), Some(700.0));
+    ok.unified_memory = Some(false);
     ok.max_clocks.sm_mhz = Some(1980);
     ok.ecc = crate::model::Ecc {
         mode_current: Some(true),
@@ -376,6 +377,7 @@ fn gpu_readings_in_base_units() {
         format!("gpuscope_gpu_persistence_mode{gpu0} 1"),
         format!("gpuscope_gpu_ecc_corrected_aggregate_errors_total{gpu0} 12"),
         format!("gpuscope_gpu_retired_pages_pending{gpu0} 0"),
+        format!("gpuscope_gpu_unified_memory{gpu0} 0"),
         format!("gpuscope_gpu_bar1_memory_used_bytes{gpu0} {GIB}"),
         format!("gpuscope_gpu_allocator_unprobed_bytes{gpu0} {}", 9 * GIB),
         "gpuscope_gpu_info{gpu=\"0\",uuid=\"GPU-aa\",name=\"NVIDIA H100 80GB HBM3\",pci_bus_id=\"00000000:18:00.0\"} 1"
@@ -525,6 +527,7 @@ fn processes_in_a_workload_carry_its_labels() {
         slurm_job: None,
         slurm_step: None,
         slurm_uid: None,
+        pod: crate::model::PodNames::default(),
     }));
     snap.processes[1].workload = Some(std::sync::Arc::new(crate::model::Workload {
         kind: crate::model::WorkloadKind::Slurm,
@@ -534,6 +537,7 @@ fn processes_in_a_workload_carry_its_labels() {
         slurm_job: Some(4242),
         slurm_step: Some("0".into()),
         slurm_uid: Some(1001),
+        pod: crate::model::PodNames::default(),
     }));
     let l: Vec<String> = encode(Format::Text, &snap, 7).lines().map(String::from).collect();
     let who = "pid=\"4242\",user=\"alice\",command=\"python3 \\\"train.py\\\" --out C:\\\\runs\"";
@@ -552,9 +556,38 @@ fn processes_in_a_workload_carry_its_labels() {
     ] {
         assert!(has(&l, &expected), "missing {expected}");
     }
-    // The namespace is never known without the kubelet's API: left out, not guessed.
+    // Without a source for the names, the namespace is left out, not guessed.
     assert!(!l.iter().any(|l| l.contains("namespace=")));
     promtool_accepts(&encode(Format::Text, &snap, 7));
+}
+
+#[test]
+fn a_named_pod_carries_its_name_namespace_and_container_as_dcgm_exporter_does() {
+    let mut snap = snapshot();
+    snap.processes[1].workload = None;
+    snap.processes[0].workload = Some(std::sync::Arc::new(crate::model::Workload {
+        kind: crate::model::WorkloadKind::Containerd,
+        container_id: Some("c0ffee".repeat(10) + "abcd"),
+        pod_uid: Some("7a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9".into()),
+        qos: None,
+        slurm_job: None,
+        slurm_step: None,
+        slurm_uid: None,
+        pod: crate::model::PodNames {
+            pod_name: Some("trainer-0".into()),
+            pod_namespace: Some("ml".into()),
+            container_name: Some("main".into()),
+            pod_source: Some(crate::model::PodSource::Kubelet),
+        },
+    }));
+    let text = encode(Format::Text, &snap, 7);
+    let who = "pid=\"4242\",user=\"alice\",command=\"python3 \\\"train.py\\\" --out C:\\\\runs\"";
+    let expected = format!(
+        "gpuscope_process_gpu_memory_bytes{{gpu=\"0\",{who},container=\"main\",pod=\"trainer-0\",namespace=\"ml\"}} {}",
+        11 * GIB
+    );
+    assert!(text.lines().any(|l| l == expected), "missing {expected}\n{text}");
+    promtool_accepts(&text);
 }
 
 /// `promtool check metrics` lints the exposition (names, types, labels).

@@ -46,6 +46,9 @@ pub struct DeviceStatic {
     slow: Slow,
     /// The link's maxima and its last replay count.
     link: LinkState,
+    /// Whether the GPU addresses the host's memory as its own, asked once
+    /// the memory first answers NOT_SUPPORTED (`unified_memory`).
+    unified: Option<bool>,
 }
 
 impl DeviceStatic {
@@ -89,6 +92,7 @@ impl DeviceStatic {
             pcie: PcieState::default(),
             slow: Slow::default(),
             link: LinkState::default(),
+            unified: None,
         };
         if let Some(dev) = dev {
             st.handle = handle_of(dev);
@@ -314,6 +318,13 @@ pub fn read_gpu(dev: &Device<'_>, st: &mut DeviceStatic, calls: &Calls, kept: bo
     if kept && matches!(mem, Err(NvmlError::InvalidArg)) {
         return None;
     }
+    gpu.unified_memory = match &mem {
+        Ok(_) => Some(false),
+        Err(NvmlError::NotSupported) => Some(*st.unified.get_or_insert_with(|| {
+            calls.track("nvmlDeviceGetAddressingMode", Some(st.index), || addressing_mode(dev)).is_ok_and(|m| m == ATS)
+        })),
+        Err(_) => None,
+    };
     let mem = r.keep("memory", mem);
     if r.lost {
         gpu.state = GpuState::Lost;
@@ -373,6 +384,33 @@ pub fn read_gpu(dev: &Device<'_>, st: &mut DeviceStatic, calls: &Calls, kept: bo
     }
     gpu.error = r.error;
     Some(gpu)
+}
+
+/// nvml.h: `NVML_DEVICE_ADDRESSING_MODE_ATS`, "Address Translation
+/// Services": the GPU reaches system memory through the CPU's page tables,
+/// as on GB10, whose driver answers NOT_SUPPORTED for the memory since
+/// there is no framebuffer of its own. A GH200 is ATS too but has HBM of
+/// its own and answers the memory, so ATS alone does not mean unified:
+/// only together with NOT_SUPPORTED.
+const ATS: u32 = nvml_wrapper_sys::bindings::nvmlDeviceAddressingModeType_t_NVML_DEVICE_ADDRESSING_MODE_ATS;
+
+/// nvml-wrapper has no call for it: the library's own symbol
+/// (`nvmlDeviceGetAddressingMode`, R575 and later; a driver without it
+/// leaves the board's kind unknown, so it is never taken for unified).
+fn addressing_mode(dev: &Device<'_>) -> Result<u32, NvmlError> {
+    use nvml_wrapper::error::nvml_try;
+    use nvml_wrapper_sys::bindings::nvmlDeviceAddressingMode_t;
+    let Ok(f) = dev.nvml().lib().nvmlDeviceGetAddressingMode.as_ref() else {
+        return Err(NvmlError::FunctionNotFound);
+    };
+    // nvml.h: `nvmlDeviceAddressingMode_v1` = NVML_STRUCT_VERSION(DeviceAddressingMode, 1),
+    // the struct's size with the version in the top byte.
+    let version = size_of::<nvmlDeviceAddressingMode_t>() as u32 | (1 << 24);
+    let mut mode = nvmlDeviceAddressingMode_t { version, value: 0 };
+    // SAFETY: the handle is NVML's own, and `mode` is a live local of the
+    // versioned layout NVML writes.
+    nvml_try(unsafe { f(dev.handle(), &mut mode) })?;
+    Ok(mode.value)
 }
 
 fn milliwatts(mw: u32) -> f64 {

@@ -89,7 +89,18 @@ fn title<'a>(ctx: &Ctx, p: Option<&Process>, key: RowKey, w: usize) -> Line<'a> 
 fn workload_text(w: &Workload) -> String {
     let mut parts = vec![w.kind.name().to_string()];
     parts.extend(w.container_id.as_ref().map(|id| format!("container {id}")));
-    parts.extend(w.pod_uid.as_ref().map(|uid| format!("pod {uid}")));
+    if let Some(name) = &w.pod.pod_name {
+        let ns = w.pod.pod_namespace.as_deref().map(|ns| format!("{ns}/")).unwrap_or_default();
+        let source = match w.pod.pod_source {
+            Some(crate::model::PodSource::Kubelet) => " (kubelet)",
+            Some(crate::model::PodSource::Container) => " (container's own files)",
+            None => "",
+        };
+        parts.push(format!("pod {ns}{name}{source}"));
+        parts.extend(w.pod.container_name.as_ref().map(|c| format!("container {c}")));
+    }
+    let uid = if w.pod.pod_name.is_some() { "UID" } else { "pod" };
+    parts.extend(w.pod_uid.as_ref().map(|id| format!("{uid} {id}")));
     parts.extend(w.qos.and_then(|q| serde_json::to_value(q).ok()?.as_str().map(|q| format!("QoS {q}"))));
     parts.extend(w.slurm_job.map(|job| format!("job {job}")));
     parts.extend(w.slurm_step.as_ref().map(|step| format!("step {step}")));

@@ -34,7 +34,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, compact: 
     }
     let iw = snap.gpus.iter().map(|g| g.index.to_string().len()).max().unwrap_or(1);
     // Every bar ends in the same column, whatever its figures' width.
-    let text_w = snap.gpus.iter().map(|g| width(&bytes_pair(g.memory.used, g.memory.total))).max().unwrap_or(0);
+    let text_w = snap.gpus.iter().map(|g| width(&memory_text(g))).max().unwrap_or(0);
     // A GPU without activity beside one with says n/a; where none has
     // any (before Hopper, a one-shot's first reading) nothing is said.
     let active = snap.gpus.iter().any(|g| g.activity.is_some());
@@ -332,7 +332,7 @@ fn memory_columns(ctx: &Ctx, snap: &Snapshot, indent: usize, w: usize) -> Column
     let (mut text_w, mut figures_w) = (0, 0);
     for gpu in &snap.gpus {
         if let Some((segments, _)) = bar::gpu_segments(gpu, ctx.sym, &ctx.theme) {
-            text_w = text_w.max(width(&bytes_pair(gpu.memory.used, gpu.memory.total)) + 1);
+            text_w = text_w.max(width(&memory_text(gpu)) + 1);
             figures_w = figures_w.max(figures(&segments, gpu.allocator.is_some()).iter().map(Span::width).sum());
         }
     }
@@ -346,7 +346,7 @@ fn memory_line<'a>(ctx: &Ctx, gpu: &Gpu, indent: String, columns: Columns) -> Li
     let Some((segments, total)) = bar::gpu_segments(gpu, ctx.sym, &ctx.theme) else {
         return Line::from(vec![Span::raw(indent), Span::styled("memory n/a", ctx.theme.dim)]);
     };
-    let text = format!(" {}", bytes_pair(gpu.memory.used, gpu.memory.total));
+    let text = format!(" {}", memory_text(gpu));
     let mut spans = vec![Span::raw(indent), Span::raw("[")];
     spans.extend(bar::bar(&segments, total, columns.bar_w));
     spans.push(Span::raw("]"));
@@ -357,6 +357,14 @@ fn memory_line<'a>(ctx: &Ctx, gpu: &Gpu, indent: String, columns: Columns) -> Li
         spans.push(Span::raw(text));
     }
     Line::from(spans)
+}
+
+/// "28.0G/119G", and on a board that shares the host's memory (GB10)
+/// "unified" after it: the figures are the machine's, CPU and GPU
+/// together, not a framebuffer's.
+fn memory_text(gpu: &Gpu) -> String {
+    let pair = bytes_pair(gpu.memory.used, gpu.memory.total);
+    if gpu.unified_memory == Some(true) { format!("{pair} unified") } else { pair }
 }
 
 /// Each segment's size, behind its own symbol: "█40.1G ▓10.2G …".
@@ -403,7 +411,7 @@ fn compact_line<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, widths: (usize, usize
     spans.push(Span::raw(" ".repeat(5usize.saturating_sub(temp.width()))));
     spans.push(temp);
     spans.push(Span::raw(format!(" {:>9} ", power(gpu))));
-    let text = bytes_pair(gpu.memory.used, gpu.memory.total);
+    let text = memory_text(gpu);
     let used: usize = spans.iter().map(Span::width).sum();
     let bar_w = w.saturating_sub(used + 3 + text_w);
     if let Some((segments, total)) = bar::gpu_segments(gpu, ctx.sym, t).filter(|_| bar_w >= 4) {

@@ -1,6 +1,6 @@
 //! Framebuffer memory, in both the v1 and the versioned v2 layout.
 
-use nvml_wrapper_sys::bindings::{nvmlDevice_t, nvmlMemory_t, nvmlMemory_v2_t};
+use nvml_wrapper_sys::bindings::{nvmlDevice_t, nvmlDeviceAddressingMode_t, nvmlMemory_t, nvmlMemory_v2_t};
 
 use super::out;
 use crate::call;
@@ -41,5 +41,31 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
         let info = nvmlMemory_v2_t { version, total: m.total, reserved: m.reserved, free: m.free, used: m.used };
         // SAFETY: NVML's contract: `memory` is null or valid for writing one value.
         unsafe { out::put(memory, info) }
+    })
+}
+
+/// nvml.h: `nvmlDeviceAddressingMode_v1`, NVML_STRUCT_VERSION(DeviceAddressingMode, 1).
+pub const ADDRESSING_MODE_V1_VERSION: u32 = size_of::<nvmlDeviceAddressingMode_t>() as u32 | (1 << 24);
+
+/// nvml.h's `nvmlDeviceAddressingModeType_t`: NONE (0) for a board with a
+/// framebuffer of its own, ATS (2) for one that addresses the host's
+/// memory (a `unified_memory` board).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetAddressingMode(
+    device: nvmlDevice_t,
+    mode: *mut nvmlDeviceAddressingMode_t,
+) -> nvmlReturn_t {
+    call::device("nvmlDeviceGetAddressingMode", device, None, |dev| {
+        if mode.is_null() {
+            return Err(INVALID_ARGUMENT);
+        }
+        // SAFETY: `mode` is non-null (checked above) and, by NVML's contract, points at the caller's struct.
+        let version = unsafe { (*mode).version };
+        if version != ADDRESSING_MODE_V1_VERSION {
+            return Err(ARGUMENT_VERSION_MISMATCH);
+        }
+        let value = if dev.gpu.spec.unified_memory { 2 } else { 0 };
+        // SAFETY: NVML's contract: `mode` is valid for writing one value.
+        unsafe { out::put(mode, nvmlDeviceAddressingMode_t { version, value }) }
     })
 }

@@ -73,6 +73,7 @@ pub const EXPORTED: &[&str] = &[
     "nvmlDeviceGetPciInfo_v3",
     "nvmlDeviceGetMemoryInfo",
     "nvmlDeviceGetMemoryInfo_v2",
+    "nvmlDeviceGetAddressingMode",
     "nvmlDeviceGetUtilizationRates",
     "nvmlDeviceGetEncoderUtilization",
     "nvmlDeviceGetDecoderUtilization",

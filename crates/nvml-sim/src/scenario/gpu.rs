@@ -107,7 +107,8 @@ impl Gpu {
     }
 
     pub(crate) fn supports(&self, reading: Reading) -> bool {
-        !self.spec.unsupported.contains(&reading)
+        let shared = self.spec.unified_memory && reading == Reading::Memory;
+        !shared && !self.spec.unsupported.contains(&reading)
     }
 
     /// `None` when the driver cannot attribute memory to the process.

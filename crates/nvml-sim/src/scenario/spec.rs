@@ -248,6 +248,10 @@ pub(crate) struct GpuSpec {
     /// `NVML_FI_DEV_NVLINK_*_ERROR_COUNT_TOTAL`): each grows at this many
     /// errors a second from init; only on boards with NVLink.
     pub nvlink_errors_per_s: NvLinkErrorRates,
+    /// A board that shares the host's memory (GB10, DGX Spark): the memory
+    /// info answers NOT_SUPPORTED, there being no framebuffer of its own,
+    /// and `nvmlDeviceGetAddressingMode` says ATS.
+    pub unified_memory: bool,
 }
 
 /// One scripted driver event (nvml.h, `nvmlEventData_t`).
@@ -460,6 +464,7 @@ impl Default for GpuSpec {
             recovery_action: RecoveryAction::None,
             recovery_action_from_s: 0.0,
             nvlink_errors_per_s: NvLinkErrorRates::default(),
+            unified_memory: false,
         }
     }
 }
