@@ -240,7 +240,7 @@ pub enum Command {
         /// command lines and users to whoever can reach it.
         /// HOST:PORT (a name such as localhost is resolved), or :PORT for
         /// every interface, as Prometheus's own exporters take it.
-        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9835", value_parser = listen_addr)]
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:10983", value_parser = listen_addr)]
         listen: SocketAddr,
         /// Open connections at most; at the cap, the one idle the longest is closed.
         #[arg(long, value_name = "N", default_value_t = crate::serve::DEFAULT_MAX_CONNECTIONS, value_parser = max_connections)]
@@ -283,7 +283,7 @@ pub enum Command {
 #[derive(Debug, Clone, clap::Args)]
 #[command(group(ArgGroup::new("from").required(true).multiple(true).args(["hosts", "hosts_file", "prometheus"])))]
 pub struct FleetArgs {
-    /// Nodes running `gpuscope serve`: HOST[:PORT], comma-separated (port 9835 when not given).
+    /// Nodes running `gpuscope serve`: HOST[:PORT], comma-separated (port 10983 when not given).
     #[arg(value_name = "HOST[:PORT],...", value_delimiter = ',')]
     pub hosts: Vec<String>,
     /// Read the nodes from FILE: one HOST[:PORT] a line, `#` starts a comment.
@@ -526,10 +526,10 @@ mod tests {
             Ok(other) => panic!("{other:?}"),
             Err(e) => Err(e.to_string()),
         };
-        assert_eq!(addr("127.0.0.1:9835").unwrap().to_string(), "127.0.0.1:9835");
-        assert_eq!(addr(":9835").unwrap().to_string(), "0.0.0.0:9835");
-        assert!(addr("localhost:9835").unwrap().ip().is_loopback());
-        assert_eq!(addr("[::1]:9835").unwrap().to_string(), "[::1]:9835");
+        assert_eq!(addr("127.0.0.1:10983").unwrap().to_string(), "127.0.0.1:10983");
+        assert_eq!(addr(":10983").unwrap().to_string(), "0.0.0.0:10983");
+        assert!(addr("localhost:10983").unwrap().ip().is_loopback());
+        assert_eq!(addr("[::1]:10983").unwrap().to_string(), "[::1]:10983");
         assert!(addr("localhost").unwrap_err().contains("has no port"));
         assert!(addr(":99999").unwrap_err().contains("not a port number"));
     }

@@ -6,8 +6,8 @@
 pub mod config;
 pub mod engine;
 mod exec;
-pub mod input_cause;
 mod health;
+pub mod input_cause;
 mod rules;
 #[cfg(test)]
 mod tests;
