@@ -112,6 +112,13 @@ pub struct Gpu {
     /// out). Absent in recordings made before gpuscope read it.
     #[serde(default)]
     pub numa_node: Option<u32>,
+    /// The energy the GPU has used since the driver was last loaded, in
+    /// millijoules (`nvmlDeviceGetTotalEnergyConsumption`; nvml.h: Volta
+    /// and newer). A counter: what a span of time cost is the difference
+    /// of two readings. `None` where the board does not keep it. Absent in
+    /// recordings made before gpuscope read it.
+    #[serde(default)]
+    pub energy_mj: Option<u64>,
 }
 
 /// The GPU's PCIe link. An idle link drops to a lower generation by design
@@ -474,6 +481,7 @@ impl Gpu {
             health: None,
             pcie_link: PcieLink::default(),
             numa_node: None,
+            energy_mj: None,
         }
     }
 }

@@ -388,6 +388,14 @@ mod tests {
         gpu.throttle_reasons = Some(vec!["sw_power_cap".into(), "hw_slowdown".into()]);
         gpu.mig_mode = Some(crate::model::MigMode { current: true, pending: false });
         gpu.performance_state = Some("P0".into());
+        gpu.pcie_link = crate::model::PcieLink {
+            gen_current: Some(4),
+            gen_max: Some(5),
+            width_current: Some(16),
+            width_max: Some(16),
+            replay_counter: Some(0),
+            replays_since_last: Some(0),
+        };
         snap
     }
 

@@ -83,6 +83,7 @@ pub const EXPORTED: &[&str] = &[
     "nvmlDeviceGetPowerUsage",
     "nvmlDeviceGetEnforcedPowerLimit",
     "nvmlDeviceGetPowerManagementLimit",
+    "nvmlDeviceGetTotalEnergyConsumption",
     "nvmlDeviceGetClockInfo",
     "nvmlDeviceGetPcieThroughput",
     "nvmlDeviceGetCurrPcieLinkGeneration",

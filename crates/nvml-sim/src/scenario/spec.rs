@@ -90,6 +90,9 @@ pub(crate) enum Reading {
     Fan,
     Power,
     PowerLimit,
+    /// `nvmlDeviceGetTotalEnergyConsumption`: nvml.h says "Volta or
+    /// newer", so a scenario's older board lists it here.
+    Energy,
     Clocks,
     Pcie,
     /// The cumulative PCIe byte counters among the field values
@@ -170,6 +173,10 @@ pub(crate) struct GpuSpec {
     pub fan_percent: Value,
     pub power_draw_w: Value,
     pub power_limit_w: f64,
+    /// The energy counter at init, in millijoules: nvml.h counts "since
+    /// the driver was last reloaded", which is before any client's init.
+    /// From init on it grows by the power draw's integral.
+    pub energy_at_init_mj: u64,
     pub sm_clock_mhz: Value,
     pub mem_clock_mhz: Value,
     pub pcie_tx_kib_s: Value,
@@ -413,6 +420,7 @@ impl Default for GpuSpec {
             fan_percent: Value::Const(30.0),
             power_draw_w: Value::Const(70.0),
             power_limit_w: 700.0,
+            energy_at_init_mj: 0,
             sm_clock_mhz: Value::Const(1980.0),
             mem_clock_mhz: Value::Const(2619.0),
             pcie_tx_kib_s: Value::Const(0.0),
