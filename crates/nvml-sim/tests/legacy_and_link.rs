@@ -33,10 +33,10 @@ fn handle(index: c_uint) -> nvmlDevice_t {
     dev
 }
 
-type Reader = unsafe extern "C" fn(nvmlDevice_t, *mut c_uint) -> u32;
+type Reader<T> = unsafe extern "C" fn(nvmlDevice_t, *mut T) -> u32;
 
-fn read(f: Reader, dev: nvmlDevice_t) -> (u32, c_uint) {
-    let mut v: c_uint = 0;
+fn read<T: Default>(f: Reader<T>, dev: nvmlDevice_t) -> (u32, T) {
+    let mut v = T::default();
     // SAFETY: a live local the library writes one value to.
     let code = unsafe { f(dev, &mut v) };
     (code, v)
@@ -118,10 +118,7 @@ const ENERGY: &str = "[[gpu]]\npower_draw_w = 250\nenergy_at_init_mj = 7000000\n
                       [[gpu]]\nunsupported = [\"power\"]\n";
 
 fn energy(dev: nvmlDevice_t) -> (u32, u64) {
-    let mut mj: u64 = 0;
-    // SAFETY: a live local the library writes one value to.
-    let code = unsafe { nvmlDeviceGetTotalEnergyConsumption(dev, &mut mj) };
-    (code, mj)
+    read(nvmlDeviceGetTotalEnergyConsumption, dev)
 }
 
 #[test]
