@@ -134,8 +134,17 @@ pub struct Cli {
 pub enum Command {
     /// Run a command with the allocator probe injected into its Python
     /// processes (and their torchrun ranks and spawned children); no code
-    /// change needed. Example: gpuscope run -- python train.py
+    /// change needed. When it ends, a report on stderr: its length, GPUs,
+    /// GPU-hours, energy, utilisation, memory peaks, OOMs and alerts.
+    /// gpuscope exits with the command's status (128 + N if signal N
+    /// killed it). Example: gpuscope run -- python train.py
     Run {
+        /// Also write the end-of-job report as JSON to FILE.
+        #[arg(long, value_name = "FILE", conflicts_with = "no_report")]
+        report: Option<PathBuf>,
+        /// No report: gpuscope replaces itself with the command (the way `run` worked before).
+        #[arg(long)]
+        no_report: bool,
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
         command: Vec<OsString>,
     },
@@ -493,10 +502,10 @@ mod tests {
         assert!(tui.no_color && tui.ascii && tui.read_only);
         assert!(!tui.no_mouse && Cli::try_parse_from(["gpuscope", "--no-mouse"]).unwrap().no_mouse);
         let run = Cli::try_parse_from(["gpuscope", "run", "--", "python", "-u", "train.py", "--lr", "3"]).unwrap();
-        let Some(Command::Run { command }) = run.command else { panic!("{run:?}") };
+        let Some(Command::Run { command, .. }) = run.command else { panic!("{run:?}") };
         assert_eq!(command, ["python", "-u", "train.py", "--lr", "3"]);
         let run = Cli::try_parse_from(["gpuscope", "run", "torchrun", "--nproc-per-node", "8", "t.py"]).unwrap();
-        assert!(matches!(run.command, Some(Command::Run { command }) if command.len() == 4));
+        assert!(matches!(run.command, Some(Command::Run { command, .. }) if command.len() == 4));
         assert!(Cli::try_parse_from(["gpuscope", "run"]).is_err(), "a command is required");
         let check = Cli::try_parse_from(["gpuscope", "check", "--for", "3s", "--fail-on", "oom,alloc_retry", "--demo"]);
         let check = check.unwrap();

@@ -484,7 +484,14 @@ pub(crate) enum ProcessKind {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ProcessSpec {
+    /// The process's PID; 0 with `pid_file`.
+    #[serde(default)]
     pub pid: u32,
+    /// A file that holds the PID, read at each call; the process is not
+    /// listed while it holds none: for a process whose PID a test learns
+    /// only once it runs (the job `gpuscope run` starts).
+    #[serde(default)]
+    pub pid_file: Option<std::path::PathBuf>,
     #[serde(default, rename = "type")]
     pub kind: ProcessKind,
     /// Absent means the driver cannot attribute memory to this process.
@@ -506,6 +513,16 @@ pub(crate) struct ProcessSpec {
     pub jpg_util: Value,
     #[serde(default = "zero")]
     pub ofa_util: Value,
+}
+
+impl ProcessSpec {
+    /// The PID now: the scenario's, or what `pid_file` holds.
+    pub(crate) fn pid_now(&self) -> Option<u32> {
+        match &self.pid_file {
+            None => Some(self.pid),
+            Some(path) => std::fs::read_to_string(path).ok()?.trim().parse().ok().filter(|&p| p != 0),
+        }
+    }
 }
 
 fn zero() -> Value {
