@@ -131,7 +131,10 @@ pub fn main() -> ExitCode {
         }
         Some(Command::Doctor { pids, json }) => doctor(&cli, pids, *json),
         Some(Command::Select(args)) => select(&cli, args),
-        Some(Command::Run { command }) => Err(AppError::Inject(inject::run(command))),
+        Some(Command::Run { command, report, no_report }) => match no_report {
+            true => inject::command(command).map_err(AppError::Inject).and_then(|cmd| Err(inject::exec(cmd).into())),
+            false => run_job(&cli, command, report.as_deref()),
+        },
         Some(Command::Attach { pid, script_only }) => attach(*pid, *script_only),
         Some(Command::Memviz { pid, output, history }) => {
             crate::probe::memviz::run(*pid, output.as_deref(), *history).map_err(AppError::Memviz).and_then(|path| {
@@ -350,6 +353,95 @@ const HOOKS_AT_EXIT: Duration = Duration::from_secs(1);
 
 /// `gpuscope check`: the exit code says how bad the alerts are, and a
 /// driver that stops answering is the worst of all.
+/// How often `run` samples its job: modest, as the probe's own figures
+/// come about once a second, unless `--interval` says otherwise.
+const RUN_INTERVAL: Duration = Duration::from_secs(2);
+/// How long the report waits for the last sample after the job ended (a
+/// hung driver must not hold the job's exit).
+const RUN_LAST_SAMPLE: Duration = Duration::from_secs(5);
+
+/// `gpuscope run`: the job as gpuscope's child (`supervise`), sampled on a
+/// thread of its own once it has started, so that nothing delays its
+/// start; at its end the report, and the job's own status.
+fn run_job(cli: &Cli, command: &[std::ffi::OsString], report: Option<&std::path::Path>) -> Result<u8, AppError> {
+    use crate::probe::inject::supervise;
+    use crate::run_report::{Gathered, ReportExit};
+    let mut settings = Settings::resolve(cli)?;
+    settings.interval = cli.interval.unwrap_or(RUN_INTERVAL);
+    let mut cmd = inject::command(command)?;
+    let started = Instant::now();
+    let job = supervise::spawn(&mut cmd).map_err(|e| AppError::Inject(inject::start_failed(&cmd, e)))?;
+    let gathered = Arc::new(std::sync::Mutex::new(Gathered::default()));
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let (done, last) = std::sync::mpsc::channel::<()>();
+    let (root, shared) = (job.pid(), Arc::clone(&gathered));
+    let sampler = std::thread::Builder::new().name("gpuscope-run-sampler".into()).spawn(move || {
+        sample_job(&settings, root, &shared, &stopped);
+        let _ = done.send(());
+    });
+    let ended = job.wait().map_err(|e| AppError::Inject(inject::start_failed(&cmd, e)))?;
+    let duration = started.elapsed();
+    let _ = stop.send(());
+    if sampler.is_ok() {
+        let _ = last.recv_timeout(RUN_LAST_SAMPLE);
+    }
+    let (code, signal) = match ended {
+        supervise::Ended::Exited(c) => (Some(c), None),
+        supervise::Ended::Signalled(s) => (None, Some(s)),
+    };
+    let exit = ReportExit { status: ended.exit_status(), code, signal };
+    let words = command.iter().map(|w| w.to_string_lossy().into_owned()).collect();
+    let interval = cli.interval.unwrap_or(RUN_INTERVAL).as_secs_f64();
+    let done = gathered.lock().unwrap_or_else(std::sync::PoisonError::into_inner).finish(
+        words,
+        exit,
+        duration.as_secs_f64(),
+        interval,
+    );
+    eprint!("{}", done.text());
+    if let Some(path) = report {
+        let written = serde_json::to_vec_pretty(&done).map_err(io::Error::other).and_then(|mut json| {
+            json.push(b'\n');
+            std::fs::write(path, json)
+        });
+        if let Err(e) = written {
+            eprintln!("gpuscope: cannot write the report to {}: {e}", path.display());
+        }
+    }
+    Ok(exit.status)
+}
+
+/// Samples the job every interval until `stop`, then once more: the
+/// energy counters as it ended.
+fn sample_job(
+    settings: &Settings,
+    root: u32,
+    gathered: &std::sync::Mutex<crate::run_report::Gathered>,
+    stop: &std::sync::mpsc::Receiver<()>,
+) {
+    let lock = || gathered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // What the report shows: energy, activity, and per-process samples to
+    // share a GPU the job did not have to itself.
+    let wanted = Wanted { energy: true, activity: true, process_samples: true, ..Wanted::NONE };
+    let mut collector = match collector(settings, Feeds::Headless { wanted, once: false }, &Calls::default()) {
+        Ok(c) => c,
+        Err(e) => return lock().unavailable(e.to_string()),
+    };
+    let proc_root = std::path::Path::new("/proc");
+    loop {
+        let snap = collector.tick();
+        let ours = crate::run_report::members(&snap, root, proc_root);
+        lock().observe(&snap, &ours);
+        match stop.recv_timeout(settings.interval) {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            _ => break,
+        }
+    }
+    let snap = collector.tick();
+    let ours = crate::run_report::members(&snap, root, proc_root);
+    lock().observe(&snap, &ours);
+}
+
 fn check(cli: &Cli, window: Option<Duration>, judge: &check::Judge<'_>) -> Result<u8, AppError> {
     let settings = Settings::resolve(cli)?;
     // A health check judges the first snapshot (its slow readings taken):

@@ -134,8 +134,17 @@ pub struct Cli {
 pub enum Command {
     /// Run a command with the allocator probe injected into its Python
     /// processes (and their torchrun ranks and spawned children); no code
-    /// change needed. Example: gpuscope run -- python train.py
+    /// change needed. When it ends, a report on stderr: its length, GPUs,
+    /// GPU-hours, energy, utilisation, memory peaks, OOMs and alerts.
+    /// gpuscope exits with the command's status (128 + N if signal N
+    /// killed it). Example: gpuscope run -- python train.py
     Run {
+        /// Also write the end-of-job report as JSON to FILE.
+        #[arg(long, value_name = "FILE", conflicts_with = "no_report")]
+        report: Option<PathBuf>,
+        /// No report: gpuscope replaces itself with the command (the way `run` worked before).
+        #[arg(long)]
+        no_report: bool,
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
         command: Vec<OsString>,
     },
@@ -244,7 +253,7 @@ pub enum Command {
         /// command lines and users to whoever can reach it.
         /// HOST:PORT (a name such as localhost is resolved), or :PORT for
         /// every interface, as Prometheus's own exporters take it.
-        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9835", value_parser = listen_addr)]
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:10983", value_parser = listen_addr)]
         listen: SocketAddr,
         /// Open connections at most; at the cap, the one idle the longest is closed.
         #[arg(long, value_name = "N", default_value_t = crate::serve::DEFAULT_MAX_CONNECTIONS, value_parser = max_connections)]
@@ -287,7 +296,7 @@ pub enum Command {
 #[derive(Debug, Clone, clap::Args)]
 #[command(group(ArgGroup::new("from").required(true).multiple(true).args(["hosts", "hosts_file", "prometheus"])))]
 pub struct FleetArgs {
-    /// Nodes running `gpuscope serve`: HOST[:PORT], comma-separated (port 9835 when not given).
+    /// Nodes running `gpuscope serve`: HOST[:PORT], comma-separated (port 10983 when not given).
     #[arg(value_name = "HOST[:PORT],...", value_delimiter = ',')]
     pub hosts: Vec<String>,
     /// Read the nodes from FILE: one HOST[:PORT] a line, `#` starts a comment.
@@ -526,10 +535,10 @@ mod tests {
         assert!(tui.no_color && tui.ascii && tui.read_only);
         assert!(!tui.no_mouse && Cli::try_parse_from(["gpuscope", "--no-mouse"]).unwrap().no_mouse);
         let run = Cli::try_parse_from(["gpuscope", "run", "--", "python", "-u", "train.py", "--lr", "3"]).unwrap();
-        let Some(Command::Run { command }) = run.command else { panic!("{run:?}") };
+        let Some(Command::Run { command, .. }) = run.command else { panic!("{run:?}") };
         assert_eq!(command, ["python", "-u", "train.py", "--lr", "3"]);
         let run = Cli::try_parse_from(["gpuscope", "run", "torchrun", "--nproc-per-node", "8", "t.py"]).unwrap();
-        assert!(matches!(run.command, Some(Command::Run { command }) if command.len() == 4));
+        assert!(matches!(run.command, Some(Command::Run { command, .. }) if command.len() == 4));
         assert!(Cli::try_parse_from(["gpuscope", "run"]).is_err(), "a command is required");
         let check = Cli::try_parse_from(["gpuscope", "check", "--for", "3s", "--fail-on", "oom,alloc_retry", "--demo"]);
         let check = check.unwrap();
@@ -559,10 +568,10 @@ mod tests {
             Ok(other) => panic!("{other:?}"),
             Err(e) => Err(e.to_string()),
         };
-        assert_eq!(addr("127.0.0.1:9835").unwrap().to_string(), "127.0.0.1:9835");
-        assert_eq!(addr(":9835").unwrap().to_string(), "0.0.0.0:9835");
-        assert!(addr("localhost:9835").unwrap().ip().is_loopback());
-        assert_eq!(addr("[::1]:9835").unwrap().to_string(), "[::1]:9835");
+        assert_eq!(addr("127.0.0.1:10983").unwrap().to_string(), "127.0.0.1:10983");
+        assert_eq!(addr(":10983").unwrap().to_string(), "0.0.0.0:10983");
+        assert!(addr("localhost:10983").unwrap().ip().is_loopback());
+        assert_eq!(addr("[::1]:10983").unwrap().to_string(), "[::1]:10983");
         assert!(addr("localhost").unwrap_err().contains("has no port"));
         assert!(addr(":99999").unwrap_err().contains("not a port number"));
     }

@@ -41,7 +41,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     ("gpuscope check --for 30s", "Watch for 30 seconds; exit 0, 1 or 2 by the worst alert."),
     ("gpuscope record run.ndjson.zst --duration 1h", "Record an hour of snapshots."),
     ("gpuscope replay run.ndjson.zst", "Play a recording back in the dashboard."),
-    ("gpuscope serve --listen 127.0.0.1:9835", "Serve Prometheus metrics on /metrics."),
+    ("gpuscope serve --listen 127.0.0.1:10983", "Serve Prometheus metrics on /metrics."),
 ];
 
 /// The dashboard's keys, from the table its own help (`?`) draws.

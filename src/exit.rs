@@ -25,7 +25,8 @@ pub const SELECT_SHORT: u8 = 1;
 /// `run`: the command exists but could not be started (the shells' 126).
 pub const CANNOT_EXECUTE: u8 = 126;
 /// `run`: no such command (the shells' 127). Otherwise `run` exits with
-/// its command's own status.
+/// its command's own status, and with 128 + N where signal N killed it,
+/// as the shells report it (`probe::inject::supervise::Ended`).
 pub const NOT_FOUND: u8 = 127;
 
 /// What each status says, by status, for the man page (`docs.rs`).
@@ -45,7 +46,11 @@ pub const MEANINGS: &[(u8, &str)] = &[
     ),
     (DRIVER_SILENT, "The driver did not answer within --timeout: a hung NVML call."),
     (CANNOT_EXECUTE, "run: the command exists but could not be started."),
-    (NOT_FOUND, "run: no such command. Otherwise run exits with its command's own status."),
+    (
+        NOT_FOUND,
+        "run: no such command. Otherwise run exits with its command's own status (128 + N where signal N \
+         killed it, as the shells report it).",
+    ),
 ];
 
 #[cfg(test)]

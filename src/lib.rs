@@ -20,6 +20,7 @@ pub mod poller;
 pub mod probe;
 pub mod query;
 pub mod recording;
+pub mod run_report;
 pub mod serve;
 pub mod settings;
 pub mod sources;

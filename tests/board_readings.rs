@@ -444,6 +444,12 @@ fn each_output_asks_the_driver_only_for_what_it_shows() {
     }
     let check = calls_of(&sim, &log, &["check", "--for", "0s"]);
     let query = calls_of(&sim, &log, &["--query-gpu=index,memory.used,utilization.gpu", "--format=csv"]);
+    // The energy counter: in JSON (and the dashboard's detail), nowhere else.
+    let energy = "nvmlDeviceGetTotalEnergyConsumption";
+    assert_eq!(json.get(energy), Some(&2), "one call a GPU");
+    for (what, calls) in [("-1", &one), ("the rules", &check), ("the query", &query)] {
+        assert!(!calls.contains_key(energy), "{what} shows no energy");
+    }
     // The rules judge each GPU's health too: its counters and why its
     // clocks are held down, not the clocks themselves.
     let health =

@@ -552,7 +552,7 @@ fn a_prometheus_that_is_down_or_refuses_is_every_host_s_error() {
 fn a_prometheus_answer_of_100000_series_for_one_process_is_read_in_one_pass() {
     let result: Vec<Value> = (0..100_000)
         .map(|gpu| {
-            json!({"metric": {"__name__": "gpuscope_allocator_allocated_bytes", "instance": "node-a:9835",
+            json!({"metric": {"__name__": "gpuscope_allocator_allocated_bytes", "instance": "node-a:10983",
                 "pid": "4242", "gpu": gpu.to_string()}, "value": [1_700_000_000.5, "1"]})
         })
         .collect();
@@ -563,11 +563,11 @@ fn a_prometheus_answer_of_100000_series_for_one_process_is_read_in_one_pass() {
     let url = format!("http://{}", prometheus.addr);
     let v = fleet_prometheus(&url);
     assert_eq!(v["hosts"].as_array().unwrap().len(), 1, "{:#}", v["hosts"][0]["error"]);
-    assert_eq!((v["hosts"][0]["host"].as_str(), status(&v, 0)), (Some("node-a:9835"), "ok"));
+    assert_eq!((v["hosts"][0]["host"].as_str(), status(&v, 0)), (Some("node-a:10983"), "ok"));
     let devices = &v["hosts"][0]["snapshot"]["processes"][0]["allocator"]["devices"];
     assert_eq!(devices.as_array().unwrap().len(), 1024, "cut to the GPU cap");
     let out = gpuscope().args(["fleet", "--prometheus", &url, "-1", "--timeout", "10s"]).output().unwrap();
     assert_success(&out);
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.lines().any(|l| l.starts_with("node-a:9835") && l.contains(" ok ")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("node-a:10983") && l.contains(" ok ")), "{text}");
 }

@@ -79,10 +79,10 @@ fn https_nodes_with_the_right_ca_and_token_answer_and_every_failure_is_named() {
 
 #[test]
 fn https_without_ca_and_a_bad_ca_file_are_usage_errors() {
-    let out = gpuscope().args(["fleet", "https://node1:9835", "-1"]).output().unwrap();
+    let out = gpuscope().args(["fleet", "https://node1:10983", "-1"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.contains("https://node1:9835: https:// needs --ca PATH"), "{err}");
+    assert!(err.contains("https://node1:10983: https:// needs --ca PATH"), "{err}");
 
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.pem");

@@ -46,15 +46,15 @@ fn active(mut snap: Snapshot, sm: &[Option<f64>]) -> Snapshot {
 }
 
 fn fleet() -> Arc<Fleet> {
-    let mut a = HostState::new("node-a:9835".into());
+    let mut a = HostState::new("node-a:10983".into());
     a.answered(Answer::of(active(ranks(snapshot(Spec::gpus(2).probed()), 0), &[Some(62.5), Some(30.0)])), T0);
-    let mut b = HostState::new("node-b:9835".into());
+    let mut b = HostState::new("node-b:10983".into());
     let b_snap = active(ranks(snapshot(Spec { alerts: true, ..Spec::gpus(1).probed() }), 2), &[Some(12.0)]);
     b.answered(Answer::of(b_snap), T0 - 12_000);
     b.failed("no answer within 2s".into(), T0 - 6000);
-    let mut c = HostState::new("node-c.example.org:9835".into());
+    let mut c = HostState::new("node-c.example.org:10983".into());
     c.failed("cannot connect: Connection refused (os error 111)".into(), T0 - 30_000);
-    let mut d = HostState::new("node-d:9835".into());
+    let mut d = HostState::new("node-d:10983".into());
     d.answered(Answer::of(active(snapshot(Spec::gpus(4)), &[None; 4])), T0);
     let mut hosts = vec![a, b, c, d];
     for h in &mut hosts {
@@ -116,7 +116,7 @@ fn the_job_view_spans_hosts() {
     press(&mut v, KeyCode::Char('J'));
     let small = frame(&v, 80, 24);
     assert!(small.contains(&format!("job {JOB}")) && small.contains("rank 3 of 4 not seen"), "{small}");
-    assert!(small.contains("node-a:9835") && small.contains("node-b:9835"), "{small}");
+    assert!(small.contains("node-a:10983") && small.contains("node-b:10983"), "{small}");
     insta::assert_snapshot!("fleet_jobs_80x24", small);
     let big = frame(&v, 200, 50);
     assert!(big.contains("slowest") && big.contains("stale"), "rank 2's host is stale:\n{big}");
@@ -133,7 +133,7 @@ fn the_job_view_shows_the_data_wait_where_a_rank_reports_it() {
     let loader = DataLoaderStats { id: 1, wait_share: Some(0.413), ..DataLoaderStats::default() };
     snap.processes[0].input =
         Some(Arc::new(InputPipeline { hooked: true, loaders: vec![loader], ..Default::default() }));
-    let mut a = HostState::new("node-a:9835".into());
+    let mut a = HostState::new("node-a:10983".into());
     a.answered(Answer::of(snap), T0);
     a.refresh(T0, 3000);
     let hosts = vec![a];
@@ -159,10 +159,10 @@ fn enter_shows_the_host_in_the_dashboards_widgets_and_esc_comes_back() {
     let mut v = view();
     press(&mut v, KeyCode::Down);
     assert_eq!(press(&mut v, KeyCode::Enter), Flow::Redraw);
-    assert!(matches!(&v.screen, Screen::Host { host, .. } if host == "node-b:9835"));
+    assert!(matches!(&v.screen, Screen::Host { host, .. } if host == "node-b:10983"));
     let shown = frame(&v, 120, 40);
     assert!(shown.contains("node01") && shown.contains("Processes"), "{shown}");
-    assert!(shown.contains("fleet: node-b:9835 (stale 12s)"), "{shown}");
+    assert!(shown.contains("fleet: node-b:10983 (stale 12s)"), "{shown}");
     // Keys that would act on this machine are refused there.
     press(&mut v, KeyCode::Char('K'));
     assert!(!frame(&v, 120, 40).contains("Send signal"), "no kill on a remote host");
@@ -182,7 +182,7 @@ fn sort_filter_alerts_and_quit() {
         press(&mut v, KeyCode::Char('s'));
     }
     let order: Vec<&str> = v.hosts().iter().map(|h| h.host.as_str()).collect();
-    assert_eq!(order, ["node-c.example.org:9835", "node-b:9835", "node-a:9835", "node-d:9835"], "by status");
+    assert_eq!(order, ["node-c.example.org:10983", "node-b:10983", "node-a:10983", "node-d:10983"], "by status");
     press(&mut v, KeyCode::Char('/'));
     for c in "ORG".chars() {
         press(&mut v, KeyCode::Char(c));
@@ -193,7 +193,7 @@ fn sort_filter_alerts_and_quit() {
     assert_eq!(v.hosts().len(), 4, "Esc clears the filter");
     press(&mut v, KeyCode::Char('a'));
     let alerts = frame(&v, 100, 20);
-    assert!(alerts.contains("node-b:9835"), "{alerts}");
+    assert!(alerts.contains("node-b:10983"), "{alerts}");
     assert_eq!(press(&mut v, KeyCode::Char('q')), Flow::Quit);
 }
 

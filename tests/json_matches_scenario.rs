@@ -30,6 +30,7 @@ temperature_c = 71
 fan_percent = 45
 power_draw_w = 612.5
 power_limit_w = 700
+energy_at_init_mj = 5000000000
 sm_clock_mhz = 1980
 mem_clock_mhz = 2619
 pcie_tx_kib_s = 1000
@@ -66,7 +67,7 @@ used_mib = 512
 [[gpu]]
 name = "NVIDIA A10"
 memory_total_mib = 23028
-unsupported = ["fan", "encoder", "decoder", "mig", "serial", "persistence_mode", "compute_mode", "max_clocks", "bar1"]
+unsupported = ["fan", "encoder", "decoder", "mig", "serial", "persistence_mode", "compute_mode", "max_clocks", "bar1", "energy"]
 ecc_enabled = false
 
 [[gpu.process]]
@@ -123,6 +124,10 @@ fn every_field_comes_from_the_scenario() {
     assert_eq!(g0["fan_percent"], 45);
     assert_eq!(g0["power_draw_w"], 612.5);
     assert_eq!(g0["power_limit_w"], 700.0);
+    // The counter at init plus 612.5 J for each second since (well under
+    // a minute in a one-shot).
+    let mj = g0["energy_mj"].as_u64().unwrap();
+    assert!((5_000_000_000..5_000_000_000 + 612_500 * 60).contains(&mj), "{mj}");
     assert_eq!(g0["clocks"], json!({"sm_mhz": 1980, "memory_mhz": 2619, "graphics_mhz": 1980, "video_mhz": 1755}));
     assert_eq!(g0["serial"], "1654922012345");
     assert_eq!(g0["persistence_mode"], true);
@@ -152,6 +157,7 @@ fn every_field_comes_from_the_scenario() {
     let g1 = gpu(&v, 1);
     assert_eq!(g1["name"], "NVIDIA A10");
     assert_eq!(g1["fan_percent"], Value::Null);
+    assert_eq!(g1["energy_mj"], Value::Null, "a board that keeps no energy counter");
     assert_eq!(g1["utilization"]["encoder"], Value::Null);
     assert_eq!(g1["utilization"]["decoder"], Value::Null);
     assert_eq!(g1["mig_mode"], Value::Null);

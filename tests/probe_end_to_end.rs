@@ -106,7 +106,9 @@ fn gpuscope_run_injects_the_probe_without_code_change() {
     cmd.env("XDG_RUNTIME_DIR", dir.path());
     let trainer = Trainer::start(&torch_script(dir.path()), &probe_dir, cmd);
     let pid = trainer.pid_of("main", 1);
-    assert_eq!(pid, trainer.child.id(), "gpuscope run replaces itself with the command");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let parent: u32 = stat.rsplit_once(") ").unwrap().1.split(' ').nth(1).unwrap().parse().unwrap();
+    assert_eq!(parent, trainer.child.id(), "gpuscope run stays the command's parent, to report at its end");
     wait_for_probe_file(&probe_dir, pid);
     assert!(dir.path().join("gpuscope/python/sitecustomize.py").exists());
 

@@ -59,11 +59,13 @@ fn me() -> u32 {
 }
 
 impl Layout {
-    /// `gpuscope run -- python3 ARGS` with this layout; `xdg: false` leaves
-    /// `XDG_RUNTIME_DIR` unset, so the temporary directory is used.
+    /// `gpuscope run --no-report -- python3 ARGS` with this layout (what
+    /// stderr says of the probe's place, without the end-of-job report);
+    /// `xdg: false` leaves `XDG_RUNTIME_DIR` unset, so the temporary
+    /// directory is used.
     fn run(&self, xdg: bool, env: &[(&str, &OsStr)], args: &[&str]) -> Output {
         let mut cmd = gpuscope();
-        cmd.args(["run", "--", "python3"])
+        cmd.args(["run", "--no-report", "--", "python3"])
             .args(args)
             .env("TMPDIR", &self.tmp)
             .env("GPUSCOPE_PROBE", "0")

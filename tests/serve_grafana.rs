@@ -257,7 +257,7 @@ fn every_query_parses() {
             continue;
         }
         // Grafana's variables, as it would fill them in.
-        let expr = expr.replace("$instance", "host:9835").replace("$gpu", "0").replace("$__rate_interval", "1m");
+        let expr = expr.replace("$instance", "host:10983").replace("$gpu", "0").replace("$__rate_interval", "1m");
         rules.push_str(&format!("      - record: dashboard:query_{i}\n        expr: {}\n", serde_json::json!(expr)));
     }
     let file = dir.path().join("rules.yml");

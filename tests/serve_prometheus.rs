@@ -78,7 +78,7 @@ fn prometheus_scrapes_over_tls_with_the_readmes_config() {
     let config = snippet
         .replace("/etc/prometheus/gpuscope.token", token)
         .replace("/etc/prometheus/gpuscope-ca.pem", pki.ca.to_str().unwrap())
-        .replace("gpu-node-01:9835", &server.addr.to_string());
+        .replace("gpu-node-01:10983", &server.addr.to_string());
     assert_ne!(config, snippet, "the README's snippet changed: adapt the replacements");
     let prometheus = Prometheus::with_config(dir.path(), &config);
 

@@ -1379,3 +1379,15 @@ fn the_process_table_shows_each_process_data_wait() {
     renders_tiny(&mut s);
     assert!(!render_text(&mut state(Spec::gpus(4).probed()), 200, 50).contains("DATA%"), "no figure: no column");
 }
+
+#[test]
+fn the_gpu_line_shows_clocks_then_pcie_rates_where_the_width_allows_and_the_detail_view_always() {
+    let mut s = state(Spec::gpus(2));
+    let small = render_text(&mut s, 80, 24);
+    assert!(!small.contains("PCIe rx"), "no room at 80 columns:\n{small}");
+    let big = render_text(&mut s, 200, 50);
+    assert!(big.contains("600/700 W  P0  1980/2619 MHz"), "{big}");
+    let wide = render_text(&mut s, 260, 50);
+    assert!(wide.contains("1980/2619 MHz  PCIe rx 2M/s tx 1000K/s"), "{wide}");
+    insta::assert_snapshot!("gpu_line_wide_260x50", wide);
+}

@@ -6,7 +6,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 /// `gpuscope serve`'s default port.
-pub const DEFAULT_PORT: u16 = 9835;
+pub const DEFAULT_PORT: u16 = 10983;
 
 /// A hosts file larger than this is not a list of hosts.
 const MAX_FILE: u64 = 1 << 20;
@@ -109,7 +109,7 @@ fn split_port(s: &str) -> Result<(&str, u16), String> {
         };
     }
     match s.rsplit_once(':') {
-        Some((h, _)) if h.contains(':') => Err("write an IPv6 address in brackets: [::1]:9835".into()),
+        Some((h, _)) if h.contains(':') => Err("write an IPv6 address in brackets: [::1]:10983".into()),
         Some((h, p)) => Ok((h, port(p)?)),
         None => Ok((s, DEFAULT_PORT)),
     }
@@ -156,13 +156,13 @@ mod tests {
         assert_eq!((h.host.as_str(), h.port), ("node1", DEFAULT_PORT));
         assert_eq!(parse("10.0.0.2:9000").unwrap().port, 9000);
         assert_eq!(parse("http://node3:1234/").unwrap().to_string(), "node3:1234");
-        assert_eq!(parse("[::1]:9835").unwrap().authority(), "[::1]:9835");
+        assert_eq!(parse("[::1]:10983").unwrap().authority(), "[::1]:10983");
         assert_eq!(parse("[::1]").unwrap().port, DEFAULT_PORT);
         assert!(parse("node:0").unwrap_err().contains("not a port"));
-        assert!(parse("::1:9835").unwrap_err().contains("brackets"));
+        assert!(parse("::1:10983").unwrap_err().contains("brackets"));
         assert!(parse("ftp://x").unwrap_err().contains("scheme"));
         assert!(parse("a b").is_err());
-        assert!(parse(":9835").unwrap_err().contains("no host"));
+        assert!(parse(":10983").unwrap_err().contains("no host"));
         let tls = parse("https://node:9000").unwrap();
         assert_eq!((tls.scheme, tls.to_string().as_str()), (Scheme::Https, "https://node:9000"));
     }
@@ -180,13 +180,13 @@ mod tests {
     #[test]
     fn the_token_in_clear_text_beyond_loopback_is_warned_of_once_a_host() {
         let list =
-            parse_list(&["10.0.0.2,10.0.0.2:9835,node1:9000,127.0.0.1,[::1]:1,LocalHost,https://10.0.0.3".into()]);
+            parse_list(&["10.0.0.2,10.0.0.2:10983,node1:9000,127.0.0.1,[::1]:1,LocalHost,https://10.0.0.3".into()]);
         let warnings = clear_text_token_warnings(&list.unwrap());
         assert_eq!(warnings.len(), 2, "{warnings:#?}");
         assert_eq!(
             warnings[0],
-            "10.0.0.2:9835 is not a loopback address and speaks plain HTTP: the token (--token-file) and the \
-             answers cross the network in clear text; use https://10.0.0.2:9835 with --ca"
+            "10.0.0.2:10983 is not a loopback address and speaks plain HTTP: the token (--token-file) and the \
+             answers cross the network in clear text; use https://10.0.0.2:10983 with --ca"
         );
         assert!(warnings[1].starts_with("node1:9000 is not a loopback address"), "{}", warnings[1]);
     }

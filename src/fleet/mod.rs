@@ -203,7 +203,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_one_shot_ends_at_the_timeout_whatever_a_host_does() {
         let (_outcomes, rx) = tokio::sync::mpsc::channel(1);
-        let names = vec!["slow:9835".to_string()];
+        let names = vec!["slow:10983".to_string()];
         let mut fleet = poll::spawn_aggregator(model::Source::Direct, names, Duration::from_secs(1), rx);
         let start = tokio::time::Instant::now();
         let got = first_round(&mut fleet, Duration::from_secs(2)).await;

@@ -210,7 +210,7 @@ pub struct HostHealth {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct HostState {
-    /// As the user named it (`node1:9835`), or Prometheus's `instance`.
+    /// As the user named it (`node1:10983`), or Prometheus's `instance`.
     pub host: String,
     pub status: HostStatus,
     /// Why the newest attempt failed; `null` after a success.

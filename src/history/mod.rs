@@ -54,7 +54,9 @@ pub mod gpu {
     pub const SM_ACTIVE: usize = 5;
     pub const TENSOR_ACTIVE: usize = 6;
     pub const DRAM_ACTIVE: usize = 7;
-    pub const FIELDS: usize = 8;
+    /// Power draw in watts (all GPUs: their sum).
+    pub const POWER: usize = 8;
+    pub const FIELDS: usize = 9;
 }
 
 /// A process's fields on one GPU.
@@ -275,6 +277,7 @@ fn gpu_values(g: &Gpu) -> [Option<f64>; gpu::FIELDS] {
         g.activity.as_ref().and_then(|a| a.sm_active),
         g.activity.as_ref().and_then(|a| a.tensor_active),
         g.activity.as_ref().and_then(|a| a.dram_active),
+        g.power_draw_w,
     ]
 }
 
@@ -296,6 +299,8 @@ fn total_values(gpus: &[Gpu]) -> [Option<f64>; gpu::FIELDS] {
         mean(|a| a.sm_active),
         mean(|a| a.tensor_active),
         mean(|a| a.dram_active),
+        // What the node draws: the GPUs that report it, added up.
+        gpus.iter().filter_map(|g| g.power_draw_w).reduce(|a, b| a + b),
     ]
 }
 

@@ -121,6 +121,13 @@ pub struct Gpu {
     /// where it was not told (a lost GPU, an older recording).
     #[serde(default)]
     pub unified_memory: Option<bool>,
+    /// The energy the GPU has used since the driver was last loaded, in
+    /// millijoules (`nvmlDeviceGetTotalEnergyConsumption`; nvml.h: Volta
+    /// and newer). A counter: what a span of time cost is the difference
+    /// of two readings. `None` where the board does not keep it. Absent in
+    /// recordings made before gpuscope read it.
+    #[serde(default)]
+    pub energy_mj: Option<u64>,
 }
 
 /// The GPU's PCIe link. An idle link drops to a lower generation by design
@@ -484,6 +491,7 @@ impl Gpu {
             pcie_link: PcieLink::default(),
             numa_node: None,
             unified_memory: None,
+            energy_mj: None,
         }
     }
 }

@@ -194,7 +194,7 @@ mod tests {
             Ok(Some(Command::Serve { listen, .. })) => Ok(listen.to_string()),
             other => Err(format!("{other:?}")),
         };
-        assert_eq!(listen(&["gpuscope", "serve"]).unwrap(), "127.0.0.1:9835");
+        assert_eq!(listen(&["gpuscope", "serve"]).unwrap(), "127.0.0.1:10983");
         assert_eq!(listen(&["gpuscope", "serve", "--listen", "[::]:9100", "--demo"]).unwrap(), "[::]:9100");
         assert!(listen(&["gpuscope", "serve", "--listen", "localhost"]).is_err(), "an address, not a name");
     }

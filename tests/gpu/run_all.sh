@@ -92,10 +92,10 @@ EOF
 }
 
 scrape() {
-	"$G" serve --listen 127.0.0.1:9835 &
+	"$G" serve --listen 127.0.0.1:10983 &
 	local pid=$!
 	sleep 4
-	python3 -c 'import urllib.request,sys; sys.stdout.write(urllib.request.urlopen("http://127.0.0.1:9835/metrics").read().decode())' > "$OUTDIR/metrics.txt"
+	python3 -c 'import urllib.request,sys; sys.stdout.write(urllib.request.urlopen("http://127.0.0.1:10983/metrics").read().decode())' > "$OUTDIR/metrics.txt"
 	echo "metrics: $(wc -l < "$OUTDIR/metrics.txt") lines; calls per tick:"
 	grep -E '^gpuscope_collect_nvml_calls|^gpuscope_.*(duration|seconds)' "$OUTDIR/metrics.txt" | head -20
 	kill "$pid"; wait "$pid"

@@ -232,6 +232,8 @@ fn gpu(spec: Spec, i: u32, step: u64) -> Value {
         "utilization": { "gpu": util, "memory": util / 2, "encoder": 0, "decoder": 0 },
         "temperature_c": 60 + i * 3, "fan_percent": null,
         "power_draw_w": if i == 3 { 70.0 } else { 600.0 + f64::from(i) * 12.5 }, "power_limit_w": 700.0,
+        // Three days near 600 W since the driver loaded: 43.2 kWh and up.
+        "energy_mj": 155_520_000_000u64 + u64::from(i) * 1_000_000_000,
         "clocks": { "sm_mhz": 1980, "memory_mhz": 2619 }, "pcie": { "tx_bytes_per_s": 1024000, "rx_bytes_per_s": 2048000 },
         "performance_state": if i == 3 { "P8" } else { "P0" }, "throttle_reasons": [], "mig_mode": null,
         "allocator": allocator

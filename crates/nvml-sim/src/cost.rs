@@ -47,7 +47,8 @@ const SLOW_QUERY: Duration = Duration::from_micros(160);
 /// Memory, the process lists, an NVLink state: about 10 µs.
 const LIST_QUERY: Duration = Duration::from_micros(10);
 /// An ordinary query (utilisation, temperature, power, clocks, UUID, PCI
-/// information): about 2 µs. The VBIOS version is charged the same,
+/// information): about 2 µs. The energy counter is charged the same,
+/// unmeasured (a register read, as the power draw is). The VBIOS version is charged the same,
 /// unmeasured so far (nvml_costs.py asks it, and the maximum clocks other
 /// than the SM's, on the next GPU run).
 const ORDINARY: Duration = Duration::from_micros(2);
@@ -232,6 +233,8 @@ mod tests {
         assert_eq!(cost_of("nvmlDeviceGetComputeRunningProcesses_v3"), Duration::from_micros(10));
         assert_eq!(cost_of("nvmlDeviceGetProcessUtilization"), Duration::from_micros(2_500));
         assert_eq!(cost_of("nvmlDeviceGetTemperature"), Duration::from_micros(2));
+        // Unmeasured: the energy counter is read as the power draw is.
+        assert_eq!(cost_of("nvmlDeviceGetTotalEnergyConsumption"), Duration::from_micros(2));
         // Assumptions until nvml_costs.py measures them.
         assert_eq!(cost_of("nvmlGpmSampleGet"), Duration::from_micros(300));
         assert_eq!(cost_of("nvmlGpmMetricsGet"), Duration::from_micros(2));

@@ -1,7 +1,7 @@
 //! The PCIe link's generation and width and its replay counter, and what
 //! other NVML clients (nvtop, nvitop) call that gpuscope does not: the
 //! temperature thresholds, and the first version of the process lists with
-//! its 16-byte entry.
+//! its 16-byte entry; the energy counter.
 
 // Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -33,10 +33,10 @@ fn handle(index: c_uint) -> nvmlDevice_t {
     dev
 }
 
-type Reader = unsafe extern "C" fn(nvmlDevice_t, *mut c_uint) -> u32;
+type Reader<T> = unsafe extern "C" fn(nvmlDevice_t, *mut T) -> u32;
 
-fn read(f: Reader, dev: nvmlDevice_t) -> (u32, c_uint) {
-    let mut v: c_uint = 0;
+fn read<T: Default>(f: Reader<T>, dev: nvmlDevice_t) -> (u32, T) {
+    let mut v = T::default();
     // SAFETY: a live local the library writes one value to.
     let code = unsafe { f(dev, &mut v) };
     (code, v)
@@ -110,5 +110,32 @@ fn the_first_process_list_version_counts_then_fills_sixteen_byte_entries() {
             assert_eq!(none, 0, "no graphics contexts: SUCCESS with a count of 0");
             assert_eq!(nvmlShutdown(), OK);
         }
+    });
+}
+
+const ENERGY: &str = "[[gpu]]\npower_draw_w = 250\nenergy_at_init_mj = 7000000\n\
+                      [[gpu]]\nunsupported = [\"energy\"]\n\
+                      [[gpu]]\nunsupported = [\"power\"]\n";
+
+fn energy(dev: nvmlDevice_t) -> (u32, u64) {
+    read(nvmlDeviceGetTotalEnergyConsumption, dev)
+}
+
+#[test]
+fn the_energy_counter_grows_by_the_power_draw_and_is_not_supported_before_volta() {
+    scenario_test("the_energy_counter_grows_by_the_power_draw_and_is_not_supported_before_volta", Some(ENERGY), |_| {
+        // SAFETY: init and shutdown take no arguments.
+        assert_eq!(unsafe { nvmlInit_v2() }, OK);
+        let (code, first) = energy(handle(0));
+        assert!(code == OK && first >= 7_000_000, "the counter at init: {first}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let (_, later) = energy(handle(0));
+        // 250 W for at least 200 ms is at least 50 J, 50,000 mJ.
+        assert!(later - first >= 50_000, "{first} then {later}");
+        assert!(later - first < 250_000, "no more than a second's worth: {first} then {later}");
+        assert_eq!(energy(handle(1)).0, NOT_SUPPORTED, "a board before Volta");
+        assert_eq!(energy(handle(2)).0, NOT_SUPPORTED, "no power readings at all");
+        // SAFETY: as above.
+        assert_eq!(unsafe { nvmlShutdown() }, OK);
     });
 }

@@ -7,6 +7,7 @@
 
 pub(crate) mod place;
 mod python_flags;
+pub mod supervise;
 
 use std::ffi::{OsStr, OsString};
 use std::io;
@@ -61,26 +62,32 @@ pub fn probe_path() -> Result<PathBuf, InjectError> {
     Ok(placed.dir.join(PROBE.name))
 }
 
-/// `gpuscope run -- CMD...`: replaces this process with CMD, with the probe
-/// first on `PYTHONPATH`. Returns only if CMD could not be started. Nothing
-/// about the probe stops CMD: at worst it runs without it, and stderr says
-/// so in one line.
-pub fn run(command: &[OsString]) -> InjectError {
+/// `gpuscope run -- CMD...`: CMD with the probe first on `PYTHONPATH`, to
+/// be started by `supervise::spawn`. Nothing about the probe stops CMD: at
+/// worst it runs without it, and stderr says so in one line.
+pub fn command(command: &[OsString]) -> Result<Command, InjectError> {
     let Some((program, args)) = command.split_first() else {
         let source = io::Error::new(io::ErrorKind::InvalidInput, "no command given");
-        return InjectError::Exec { program: String::new(), source };
+        return Err(InjectError::Exec { program: String::new(), source });
     };
     let mut cmd = Command::new(program);
     cmd.args(args);
     for line in prepare(program, args, &mut cmd) {
         eprintln!("gpuscope: {line}");
     }
-    exec(cmd, program)
+    Ok(cmd)
 }
 
-fn exec(mut cmd: Command, program: &OsStr) -> InjectError {
+/// `gpuscope run --no-report`'s way: replaces this process with CMD.
+/// Returns only if CMD could not be started.
+pub fn exec(mut cmd: Command) -> InjectError {
     let source = cmd.exec();
-    InjectError::Exec { program: program.to_string_lossy().into_owned(), source }
+    start_failed(&cmd, source)
+}
+
+/// CMD could not be started: the error `exit_code` maps to the shells'.
+pub fn start_failed(cmd: &Command, source: io::Error) -> InjectError {
+    InjectError::Exec { program: cmd.get_program().to_string_lossy().into_owned(), source }
 }
 
 /// Sets `PYTHONPATH` on `cmd` when the probe could be placed; returns the
@@ -174,10 +181,10 @@ mod tests {
     #[test]
     fn exec_failure_maps_to_shell_codes() {
         let missing = OsStr::new("/nonexistent/gpuscope-test-cmd");
-        let e = exec(Command::new(missing), missing);
+        let e = exec(Command::new(missing));
         assert_eq!(e.exit_code(), 127, "{e}");
         let not_executable = OsStr::new("/");
-        assert_eq!(exec(Command::new(not_executable), not_executable).exit_code(), 126);
-        assert_eq!(run(&[]).exit_code(), 126);
+        assert_eq!(exec(Command::new(not_executable)).exit_code(), 126);
+        assert_eq!(command(&[]).unwrap_err().exit_code(), 126);
     }
 }

@@ -29,6 +29,14 @@ pub static UTIL_DECODER: Def =
 pub static TEMPERATURE: Def = gauge("gpuscope_gpu_temperature_celsius", Some("celsius"), "GPU temperature.");
 pub static FAN: Def = gauge("gpuscope_gpu_fan_speed_ratio", Some("ratio"), "Fan speed, 0 to 1 of its maximum.");
 pub static POWER_DRAW: Def = gauge("gpuscope_gpu_power_draw_watts", Some("watts"), "Power draw.");
+/// A counter in joules, the base unit Prometheus names want (its `rate()`
+/// is watts); NVML counts millijoules since the driver loaded, so it
+/// restarts at a driver reload, which `rate()` takes as a counter reset.
+pub static ENERGY: Def = counter(
+    "gpuscope_gpu_energy_joules",
+    Some("joules"),
+    "Energy used since the driver was last loaded (Volta and newer).",
+);
 pub static POWER_LIMIT: Def = gauge("gpuscope_gpu_power_limit_watts", Some("watts"), "Power management limit.");
 pub static SM_CLOCK: Def = gauge("gpuscope_gpu_sm_clock_hertz", Some("hertz"), "SM clock.");
 pub static MEMORY_CLOCK: Def = gauge("gpuscope_gpu_memory_clock_hertz", Some("hertz"), "Memory clock.");
@@ -148,6 +156,7 @@ pub static ALL: &[&Def] = &[
     &TEMPERATURE,
     &FAN,
     &POWER_DRAW,
+    &ENERGY,
     &POWER_LIMIT,
     &SM_CLOCK,
     &MEMORY_CLOCK,
@@ -198,7 +207,7 @@ fn v<T: Into<Value>>(x: Option<T>) -> Option<Value> {
     x.map(Into::into)
 }
 
-static READINGS: [(&Def, Reading); 38] = [
+static READINGS: [(&Def, Reading); 39] = [
     (&LOST, |g| Some((g.state == GpuState::Lost).into())),
     (&MEMORY_TOTAL, |g| v(g.memory.total)),
     (&MEMORY_USED, |g| v(g.memory.used)),
@@ -211,6 +220,7 @@ static READINGS: [(&Def, Reading); 38] = [
     (&TEMPERATURE, |g| v(g.temperature_c)),
     (&FAN, |g| v(percent(g.fan_percent))),
     (&POWER_DRAW, |g| v(g.power_draw_w)),
+    (&ENERGY, |g| v(g.energy_mj.map(|mj| mj as f64 / 1000.0))),
     (&POWER_LIMIT, |g| v(g.power_limit_w)),
     (&SM_CLOCK, |g| v(mhz(g.clocks.sm_mhz))),
     (&MEMORY_CLOCK, |g| v(mhz(g.clocks.memory_mhz))),

@@ -217,6 +217,7 @@ pub(crate) fn snapshot() -> Snapshot {
     ok.utilization = crate::model::Utilization { gpu: Some(37), memory: Some(5), encoder: Some(0), decoder: Some(0) };
     (ok.temperature_c, ok.fan_percent, ok.power_draw_w, ok.power_limit_w) =
         (Some(70), Some(40), Some(612.5), Some(700.0));
+    ok.energy_mj = Some(3_600_000_250);
     ok.clocks = crate::model::Clocks { sm_mhz: Some(1980), memory_mhz: Some(2619), ..Default::default() };
     ok.pcie = crate::model::Pcie { tx_bytes_per_s: Some(1024), rx_bytes_per_s: Some(2048) };
     ok.mig_devices = vec![crate::model::MigDevice {
@@ -371,6 +372,8 @@ fn gpu_readings_in_base_units() {
         format!("gpuscope_gpu_encoder_utilization_ratio{gpu0} 0"),
         format!("gpuscope_gpu_fan_speed_ratio{gpu0} 0.4"),
         format!("gpuscope_gpu_power_draw_watts{gpu0} 612.5"),
+        // NVML's millijoules as joules: one kWh and a quarter joule.
+        format!("gpuscope_gpu_energy_joules_total{gpu0} 3600000.25"),
         format!("gpuscope_gpu_sm_clock_hertz{gpu0} 1980000000"),
         format!("gpuscope_gpu_temperature_celsius{gpu0} 70"),
         format!("gpuscope_gpu_lost{gpu0} 0"),

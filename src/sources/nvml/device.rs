@@ -353,6 +353,9 @@ pub fn read_gpu(dev: &Device<'_>, st: &mut DeviceStatic, calls: &Calls, kept: bo
         _ => r.take("fan", || dev.fan_speed(0)),
     };
     gpu.power_draw_w = r.take("power", || dev.power_usage()).map(milliwatts);
+    if wanted.energy {
+        gpu.energy_mj = r.take("energy", || dev.total_energy_consumption());
+    }
     gpu.performance_state = r.take("performance state", || dev.performance_state()).and_then(pstate_name);
     if wanted.clocks {
         gpu.clocks = Clocks {

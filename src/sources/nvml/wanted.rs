@@ -51,6 +51,8 @@ pub struct Wanted {
     /// them (`events.rs`), for the outputs that keep running; a one-shot
     /// is over before any could come.
     pub events: bool,
+    /// The energy counter: one ordinary call a tick (about 2 µs).
+    pub energy: bool,
 }
 
 impl Wanted {
@@ -67,6 +69,7 @@ impl Wanted {
         activity: true,
         activity_wait: false,
         events: true,
+        energy: true,
     };
     pub const NONE: Self = Self {
         max_clocks: false,
@@ -81,11 +84,21 @@ impl Wanted {
         activity: false,
         activity_wait: false,
         events: false,
+        energy: false,
     };
     /// What the dashboard shows: each GPU's activity and health, its
-    /// driver events, and its processes' SM use.
-    pub const DASHBOARD: Self =
-        Self { process_samples: true, activity: true, health: true, events: true, ..Self::NONE };
+    /// driver events, and its processes' SM use; its clocks, PCIe rates
+    /// and energy (the GPU line and the detail view).
+    pub const DASHBOARD: Self = Self {
+        process_samples: true,
+        activity: true,
+        health: true,
+        events: true,
+        clocks: true,
+        pcie: true,
+        energy: true,
+        ..Self::NONE
+    };
     /// What `-1`'s table shows.
     pub const TABLE: Self = Self {
         clocks: true,
@@ -117,6 +130,7 @@ impl Wanted {
             activity: self.activity || other.activity,
             activity_wait: self.activity_wait || other.activity_wait,
             events: self.events || other.events,
+            energy: self.energy || other.energy,
         }
     }
 
@@ -160,6 +174,9 @@ impl Wanted {
         if !self.events {
             gpu.driver_events = Vec::new();
             gpu.xid_counts = Vec::new();
+        }
+        if !self.energy {
+            gpu.energy_mj = None;
         }
         if !self.settings {
             gpu.serial = None;

@@ -148,6 +148,9 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey, full_activity: b
         .collect();
     lines.push(("NVML", gpus.join("   ")));
     lines.extend(gpu_activity(snap, p, key, full_activity));
+    if let Some(gpu) = snap.gpus.iter().find(|g| g.index == key.gpu) {
+        lines.push(("board", board(gpu)));
+    }
     let head = std::mem::take(&mut lines);
     if let Some(w) = &p.workload {
         lines.push(("workload", workload_text(w)));
@@ -199,6 +202,25 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey, full_activity: b
         lines.push((if i == 0 { "hints" } else { "" }, format!("{} {}", ctx.sym.dot, ctx.clean(h))));
     }
     (head, lines)
+}
+
+/// The board's readings the GPU's line has no room for: power and its
+/// limit, the energy counter (since the driver loaded), clocks, PCIe.
+fn board(gpu: &Gpu) -> String {
+    let watts = |w: Option<f64>| or_na(w, |w| format!("{w:.0}"));
+    let mhz = |m: Option<u32>| or_na(m, |m| format!("{m} MHz"));
+    let rate = |b: Option<u64>| or_na(b, |b| format!("{}/s", bytes(b)));
+    format!(
+        "GPU {}: power {}/{} W  energy {} since the driver loaded  SM clock {}  memory clock {}  PCIe rx {} tx {}",
+        gpu.index,
+        watts(gpu.power_draw_w),
+        watts(gpu.power_limit_w),
+        or_na(gpu.energy_mj, |mj| format!("{:.3} kWh", mj as f64 / 3.6e9)),
+        mhz(gpu.clocks.sm_mhz),
+        mhz(gpu.clocks.memory_mhz),
+        rate(gpu.pcie.rx_bytes_per_s),
+        rate(gpu.pcie.tx_bytes_per_s),
+    )
 }
 
 /// The activity counters of the GPU the row is on, or of its MIG device's

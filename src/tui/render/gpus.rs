@@ -249,6 +249,11 @@ fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, layout: (usize, Columns
         let (tensor, dram) = (fits(tensor_w), fits(dram_w));
         (fits(link_w), tensor, dram)
     };
+    // Then the clocks and the PCIe rates, on a line wide enough; the
+    // detail view has them always.
+    let (clocks, pcie) = (clocks(ctx, gpu), pcie(ctx, gpu));
+    let show_clocks = fits(clocks.as_ref().map_or(0, Span::width));
+    let show_pcie = fits(pcie.as_ref().map_or(0, Span::width));
     let name_w = w.saturating_sub(3 + iw + used).clamp(8, 28);
     first.push(Span::raw(left(&name(ctx, gpu, false), name_w, ctx.sym.cut)));
     first.extend(util);
@@ -268,7 +273,23 @@ fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, layout: (usize, Columns
     if let Some((span, _)) = link.filter(|_| show_link) {
         first.push(span);
     }
+    first.extend(clocks.filter(|_| show_clocks));
+    first.extend(pcie.filter(|_| show_pcie));
     [Line::from(first), memory_line(ctx, gpu, indent, columns)]
+}
+
+/// "  1980/2619 MHz": the SM and memory clocks, where known.
+fn clocks(ctx: &Ctx, gpu: &Gpu) -> Option<Span<'static>> {
+    let sm = gpu.clocks.sm_mhz?;
+    let mem = gpu.clocks.memory_mhz.map_or_else(|| "n/a".to_string(), |m| m.to_string());
+    Some(Span::styled(format!("  {sm}/{mem} MHz"), ctx.theme.dim))
+}
+
+/// "  PCIe rx 2M/s tx 1000K/s": bytes a second each way (rx: host to GPU).
+fn pcie(ctx: &Ctx, gpu: &Gpu) -> Option<Span<'static>> {
+    let (rx, tx) = (gpu.pcie.rx_bytes_per_s?, gpu.pcie.tx_bytes_per_s?);
+    let t = &ctx.theme;
+    Some(Span::styled(format!("  PCIe rx {}/s tx {}/s", bytes_short(rx), bytes_short(tx)), t.dim))
 }
 
 /// "CRIT remap failed +1": the worst reason of a GPU whose health is not

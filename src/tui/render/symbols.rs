@@ -18,6 +18,8 @@ pub struct Symbols {
     pub sm: &'static str,
     pub tensor: &'static str,
     pub dram: &'static str,
+    /// The history's power draw.
+    pub power: &'static str,
     pub rule: &'static str,
     /// Marks text cut to fit a column.
     pub cut: &'static str,
@@ -43,6 +45,7 @@ pub const UNICODE: Symbols = Symbols {
     sm: "×",
     tensor: "+",
     dram: "∘",
+    power: "~",
     rule: "─",
     cut: "…",
     ellipsis: "…",
@@ -64,6 +67,7 @@ pub const ASCII: Symbols = Symbols {
     sm: "x",
     tensor: "+",
     dram: "o",
+    power: "~",
     rule: "-",
     cut: "~",
     ellipsis: "...",

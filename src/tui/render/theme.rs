@@ -26,6 +26,7 @@ pub struct Theme {
     pub sm: Style,
     pub tensor: Style,
     pub dram: Style,
+    pub power: Style,
 }
 
 impl Theme {
@@ -53,6 +54,7 @@ impl Theme {
             sm: c(bold, Color::LightBlue),
             tensor: c(bold, Color::LightRed),
             dram: c(plain, Color::White),
+            power: c(plain, Color::LightYellow),
         }
     }
 }

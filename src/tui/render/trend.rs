@@ -1,6 +1,6 @@
-//! History charts: a GPU's (or all GPUs') memory, utilisation and, where
-//! it has activity counters, SM, tensor and DRAM activity; and one
-//! process's allocator figures, over the retained window.
+//! History charts: a GPU's (or all GPUs') memory, utilisation, power draw
+//! and, where it has activity counters, SM, tensor and DRAM activity; and
+//! one process's allocator figures, over the retained window.
 
 use crate::tui::term::Frame;
 use ratatui::layout::Rect;
@@ -75,17 +75,25 @@ pub fn gpu(frame: &mut Frame, area: Rect, ctx: &Ctx) {
     let w = (area.width as usize).saturating_sub(LEFT_AXIS + RIGHT_AXIS);
     let col = |field| points.peaks((from, to), w, field);
     let used_symbol = if probed { sym.other } else { sym.used };
-    // Activity, where recorded, in the order it gives way to the width.
+    // Activity and power, where recorded, in the order they give way to
+    // the width.
     let activity: Vec<(usize, &'static str, &'static str, Style)> = [
         (g::SM_ACTIVE, sym.sm, "SM", t.sm),
         (g::TENSOR_ACTIVE, sym.tensor, "TC", t.tensor),
         (g::DRAM_ACTIVE, sym.dram, "DRAM", t.dram),
+        (g::POWER, sym.power, "power", t.power),
     ]
     .into_iter()
     .filter(|(field, ..)| has(*field))
     .collect();
+    // Power on the percent axis as a share of the enforced limit (100%:
+    // drawing all the board may), else of the window's peak.
+    let power_top = power_limit(ctx, focus)
+        .or_else(|| points.buckets.iter().filter_map(|b| b.get(g::POWER).max()).reduce(f64::max))
+        .filter(|w| *w > 0.0);
     // With activity to name too, the memory's names in short.
-    let (reserved, allocated) = if activity.is_empty() { ("reserved", "allocated") } else { ("resv", "alloc") };
+    let counters = activity.iter().any(|(field, ..)| *field != g::POWER);
+    let (reserved, allocated) = if counters { ("resv", "alloc") } else { ("reserved", "allocated") };
     let mut layers = vec![Layer { values: col(g::USED), symbol: used_symbol, style: t.other, fill: true }];
     let mut legend = vec![(used_symbol, "used", t.other)];
     if probed {
@@ -93,7 +101,10 @@ pub fn gpu(frame: &mut Frame, area: Rect, ctx: &Ctx) {
         layers.push(Layer { values: col(g::ALLOCATED), symbol: sym.allocated, style: t.allocated, fill: true });
         legend.extend([(sym.cached, reserved, t.cached), (sym.allocated, allocated, t.allocated)]);
     }
-    let percent = |field| points.columns((from, to), w, |b| b.get(field).mean().map(|u| u / 100.0 * max), Merge::Mean);
+    let percent = |field| {
+        let full = if field == g::POWER { power_top.unwrap_or(f64::INFINITY) } else { 100.0 };
+        points.columns((from, to), w, |b| b.get(field).mean().map(|u| (u / full).min(1.0) * max), Merge::Mean)
+    };
     let util = percent(g::UTIL);
     legend.push((sym.util, "util", t.util));
     let name = focus.map_or_else(|| "all GPUs".to_string(), |i| format!("GPU {i}"));
@@ -108,12 +119,23 @@ pub fn gpu(frame: &mut Frame, area: Rect, ctx: &Ctx) {
             break;
         }
         legend.push((symbol, label, style));
-        marks.push(Layer { values: percent(field), symbol, style, fill: false });
+        marks.push((field, Layer { values: percent(field), symbol, style, fill: false }));
     }
     drop(store);
+    // Power behind utilisation: a board's draw is often flat, and a flat
+    // line in front would hide the utilisation it runs along.
+    let (power, marks): (Vec<_>, Vec<_>) = marks.into_iter().partition(|(field, _)| *field == g::POWER);
+    layers.extend(power.into_iter().map(|(_, l)| l));
     layers.push(Layer { values: util, symbol: sym.util, style: t.util, fill: false });
-    layers.extend(marks.into_iter().rev());
+    layers.extend(marks.into_iter().rev().map(|(_, l)| l));
     draw(frame, area, ctx, Chart { title, legend, layers, max, top, percent: true, span });
+}
+
+/// The enforced power limit of the GPU in focus, or of all GPUs added up,
+/// as the snapshot on screen says.
+fn power_limit(ctx: &Ctx, focus: Option<u32>) -> Option<f64> {
+    let gpus = ctx.snap.map(|s| s.gpus.iter().filter(|g| focus.is_none_or(|i| g.index == i)))?;
+    gpus.filter_map(|g| g.power_limit_w).reduce(|a, b| a + b)
 }
 
 /// The columns `draw`'s title line takes: rules, title, legend, the top.

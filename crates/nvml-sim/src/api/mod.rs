@@ -84,6 +84,7 @@ pub const EXPORTED: &[&str] = &[
     "nvmlDeviceGetPowerUsage",
     "nvmlDeviceGetEnforcedPowerLimit",
     "nvmlDeviceGetPowerManagementLimit",
+    "nvmlDeviceGetTotalEnergyConsumption",
     "nvmlDeviceGetClockInfo",
     "nvmlDeviceGetPcieThroughput",
     "nvmlDeviceGetCurrPcieLinkGeneration",

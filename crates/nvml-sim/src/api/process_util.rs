@@ -49,13 +49,15 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
         let zero = dev.gpu.spec.process_utilization_reads_zero;
         let read = |v: &crate::value::Value| if zero { 0 } else { percent(v.at(dev.t)) };
         let samples: Vec<_> = (processes.iter())
-            .map(|p| nvmlProcessUtilizationSample_t {
-                pid: p.pid,
-                timeStamp: stamp,
-                smUtil: read(&p.sm_util),
-                memUtil: read(&p.mem_util),
-                encUtil: read(&p.enc_util),
-                decUtil: read(&p.dec_util),
+            .filter_map(|p| {
+                Some(nvmlProcessUtilizationSample_t {
+                    pid: p.pid_now()?,
+                    timeStamp: stamp,
+                    smUtil: read(&p.sm_util),
+                    memUtil: read(&p.mem_util),
+                    encUtil: read(&p.enc_util),
+                    decUtil: read(&p.dec_util),
+                })
             })
             .collect();
         // SAFETY: NVML's contract: `count` is null or readable and writable, and `utilization` null or valid for `*count` entries.
@@ -87,15 +89,17 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessesUtilizationInfo(
         }
         let stamp = latest_sample_us();
         let samples: Vec<_> = (dev.gpu.spec.process.iter())
-            .map(|p| nvmlProcessUtilizationInfo_v1_t {
-                timeStamp: stamp,
-                pid: p.pid,
-                smUtil: percent(p.sm_util.at(dev.t)),
-                memUtil: percent(p.mem_util.at(dev.t)),
-                encUtil: percent(p.enc_util.at(dev.t)),
-                decUtil: percent(p.dec_util.at(dev.t)),
-                jpgUtil: percent(p.jpg_util.at(dev.t)),
-                ofaUtil: percent(p.ofa_util.at(dev.t)),
+            .filter_map(|p| {
+                Some(nvmlProcessUtilizationInfo_v1_t {
+                    timeStamp: stamp,
+                    pid: p.pid_now()?,
+                    smUtil: percent(p.sm_util.at(dev.t)),
+                    memUtil: percent(p.mem_util.at(dev.t)),
+                    encUtil: percent(p.enc_util.at(dev.t)),
+                    decUtil: percent(p.dec_util.at(dev.t)),
+                    jpgUtil: percent(p.jpg_util.at(dev.t)),
+                    ofaUtil: percent(p.ofa_util.at(dev.t)),
+                })
             })
             .filter(|s| [s.smUtil, s.memUtil, s.encUtil, s.decUtil, s.jpgUtil, s.ofaUtil].iter().any(|&u| u > 0))
             .collect();

@@ -83,15 +83,17 @@ unsafe fn running(
 
 /// The processes `wanted` on the device, as the current list reports them.
 fn list(dev: &Dev<'_>, wanted: impl Fn(&ProcessSpec) -> bool) -> Vec<nvmlProcessInfo_t> {
-    let info = |p: &ProcessSpec, (gi, ci): (c_uint, c_uint)| nvmlProcessInfo_t {
-        pid: p.pid,
-        usedGpuMemory: Gpu::process_bytes(p, dev.t).unwrap_or(MEMORY_UNAVAILABLE),
-        gpuInstanceId: gi,
-        computeInstanceId: ci,
+    let info = |p: &ProcessSpec, (gi, ci): (c_uint, c_uint)| {
+        Some(nvmlProcessInfo_t {
+            pid: p.pid_now()?,
+            usedGpuMemory: Gpu::process_bytes(p, dev.t).unwrap_or(MEMORY_UNAVAILABLE),
+            gpuInstanceId: gi,
+            computeInstanceId: ci,
+        })
     };
     let on_mig = |m: &'_ MigDevice| {
         let ids = (m.spec.gpu_instance_id, m.spec.compute_instance_id);
-        m.spec.process.iter().filter(|p| wanted(p)).map(move |p| info(p, ids)).collect::<Vec<_>>()
+        m.spec.process.iter().filter(|p| wanted(p)).filter_map(move |p| info(p, ids)).collect::<Vec<_>>()
     };
     let list: Vec<nvmlProcessInfo_t> = match dev.mig {
         // A MIG handle lists the processes in its own instance.
@@ -101,7 +103,7 @@ fn list(dev: &Dev<'_>, wanted: impl Fn(&ProcessSpec) -> bool) -> Vec<nvmlProcess
         // scenario puts on the parent itself is in instance 0, 0.
         None => {
             let parent = if dev.gpu.spec.mig_current { (0, 0) } else { (NO_INSTANCE, NO_INSTANCE) };
-            let own = dev.gpu.spec.process.iter().filter(|p| wanted(p)).map(|p| info(p, parent));
+            let own = dev.gpu.spec.process.iter().filter(|p| wanted(p)).filter_map(|p| info(p, parent));
             own.chain(dev.gpu.mig.iter().flat_map(on_mig)).collect()
         }
     };

@@ -51,5 +51,8 @@ pub unsafe extern "C" fn nvmlSystemGetProcessName(pid: c_uint, name: *mut c_char
 }
 
 fn scenario_name(scenario: &Scenario, pid: u32) -> Option<&str> {
-    (scenario.gpus.iter()).flat_map(|gpu| &gpu.spec.process).filter(|p| p.pid == pid).find_map(|p| p.name.as_deref())
+    (scenario.gpus.iter())
+        .flat_map(|gpu| &gpu.spec.process)
+        .filter(|p| p.pid_now() == Some(pid))
+        .find_map(|p| p.name.as_deref())
 }

@@ -70,6 +70,9 @@ impl Gpu {
         }
         let mig_processes = mig.iter().flat_map(|m| &m.spec.process);
         for (i, p) in spec.process.iter().chain(mig_processes).enumerate() {
+            if (p.pid == 0) == p.pid_file.is_none() {
+                return Err(format!("process[{i}]: give either pid or pid_file"));
+            }
             if let Some(name) = &p.name {
                 // Names are cropped to the caller's buffer, so only NULs matter.
                 check_text(&format!("process[{i}].name"), name, usize::MAX)?;

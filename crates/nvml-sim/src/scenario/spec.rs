@@ -90,6 +90,9 @@ pub(crate) enum Reading {
     Fan,
     Power,
     PowerLimit,
+    /// `nvmlDeviceGetTotalEnergyConsumption`: nvml.h says "Volta or
+    /// newer", so a scenario's older board lists it here.
+    Energy,
     Clocks,
     Pcie,
     /// The cumulative PCIe byte counters among the field values
@@ -170,6 +173,10 @@ pub(crate) struct GpuSpec {
     pub fan_percent: Value,
     pub power_draw_w: Value,
     pub power_limit_w: f64,
+    /// The energy counter at init, in millijoules: nvml.h counts "since
+    /// the driver was last reloaded", which is before any client's init.
+    /// From init on it grows by the power draw's integral.
+    pub energy_at_init_mj: u64,
     pub sm_clock_mhz: Value,
     pub mem_clock_mhz: Value,
     pub pcie_tx_kib_s: Value,
@@ -417,6 +424,7 @@ impl Default for GpuSpec {
             fan_percent: Value::Const(30.0),
             power_draw_w: Value::Const(70.0),
             power_limit_w: 700.0,
+            energy_at_init_mj: 0,
             sm_clock_mhz: Value::Const(1980.0),
             mem_clock_mhz: Value::Const(2619.0),
             pcie_tx_kib_s: Value::Const(0.0),
@@ -481,7 +489,14 @@ pub(crate) enum ProcessKind {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ProcessSpec {
+    /// The process's PID; 0 with `pid_file`.
+    #[serde(default)]
     pub pid: u32,
+    /// A file that holds the PID, read at each call; the process is not
+    /// listed while it holds none: for a process whose PID a test learns
+    /// only once it runs (the job `gpuscope run` starts).
+    #[serde(default)]
+    pub pid_file: Option<std::path::PathBuf>,
     #[serde(default, rename = "type")]
     pub kind: ProcessKind,
     /// Absent means the driver cannot attribute memory to this process.
@@ -503,6 +518,16 @@ pub(crate) struct ProcessSpec {
     pub jpg_util: Value,
     #[serde(default = "zero")]
     pub ofa_util: Value,
+}
+
+impl ProcessSpec {
+    /// The PID now: the scenario's, or what `pid_file` holds.
+    pub(crate) fn pid_now(&self) -> Option<u32> {
+        match &self.pid_file {
+            None => Some(self.pid),
+            Some(path) => std::fs::read_to_string(path).ok()?.trim().parse().ok().filter(|&p| p != 0),
+        }
+    }
 }
 
 fn zero() -> Value {

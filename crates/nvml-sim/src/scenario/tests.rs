@@ -112,7 +112,8 @@ fn init_errors_parse_from_snake_case() {
 fn demo_scenario_describes_the_documented_node() {
     let s = parse(DEMO_SCENARIO);
     assert_eq!(s.gpus.len(), 5);
-    let pids: Vec<_> = (s.gpus.iter()).map(|g| g.spec.process.iter().map(|p| p.pid).collect::<Vec<_>>()).collect();
+    let pids: Vec<_> =
+        (s.gpus.iter()).map(|g| g.spec.process.iter().map(|p| p.pid_now().unwrap()).collect::<Vec<_>>()).collect();
     assert_eq!(pids, [vec![4123401], vec![4123402], vec![4123510], vec![], vec![]]);
     assert!(s.gpus[4].is_lost(), "the fifth GPU fell off the bus");
     let gib = 1u64 << 30;
