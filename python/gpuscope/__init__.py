@@ -166,7 +166,7 @@ def snapshot(url=None, token_file=None, ca=None, activity=False, demo=False, gpu
     Without `url`: this machine's, from the bundled program's `--json`
     (`activity=True` adds the SM, tensor and DRAM activity counters, which
     cost the one-shot 0.1 s; `demo=True` simulated GPUs; `gpus` a list of
-    indices or UUID prefixes). With `url` (http(s)://node:9835, or its
+    indices or UUID prefixes). With `url` (http(s)://node:10983, or its
     /snapshot): a node's `gpuscope serve`, with its bearer token read from
     `token_file` and https:// verified against the CA certificates in `ca`
     (PEM), as `gpuscope fleet` takes them."""
