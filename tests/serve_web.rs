@@ -12,10 +12,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{Sim, Sleeper};
 use serve_common::tls::{Pki, tls_get, write_private};
 use serve_common::{Response, Server, get, get_with};
 
 const TOKEN: &str = "web-t0ken-5b1c";
+/// Would run script if the page wrote snapshot strings as markup.
+const MARKUP: &str = "<img src=x onerror=\"window.pwned=1\"><b>bold</b>";
 const PAGE: [(&str, &str); 5] = [
     ("/", "text/html; charset=utf-8"),
     ("/index.html", "text/html; charset=utf-8"),
@@ -146,6 +149,29 @@ fn a_real_browser_shows_the_demo_live_and_asks_for_the_token() {
         python.display()
     );
 
+    // A GPU and a process that name themselves as markup.
+    // The interpreter itself, not a wrapper (pyenv's) that NVML would list.
+    let interpreter = Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output().unwrap();
+    let hostile = Sleeper(
+        Command::new(String::from_utf8(interpreter.stdout).unwrap().trim())
+            .args(["-c", "import time; time.sleep(120)", MARKUP])
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let name = MARKUP.replace('\\', "\\\\").replace('"', "\\\"");
+    let sim = Sim::new(&format!(
+        "[[gpu]]\nname = \"{name}\"\nuuid = \"GPU-3eb1\"\n[[gpu.process]]\npid = {}\nused_mib = 6000\nsm_util = 10\n",
+        hostile.pid()
+    ));
+    let sim_command = sim.gpuscope();
+    let env: serde_json::Map<String, serde_json::Value> = sim_command
+        .get_envs()
+        .map(|(k, v)| (k.to_str().unwrap().to_string(), serde_json::json!(v.map(|v| v.to_str().unwrap()))))
+        .collect();
+    let args: Vec<&str> = sim_command.get_args().map(|a| a.to_str().unwrap()).collect();
+    let spec = serde_json::json!({ "args": args, "env": env, "pid": hostile.pid(), "markup": MARKUP });
+
     let gpuscope = common::gpuscope();
     let mut command = Command::new(&python);
     command
@@ -155,6 +181,7 @@ fn a_real_browser_shows_the_demo_live_and_asks_for_the_token() {
         .env("GPUSCOPE_BIN", gpuscope.get_program())
         .env("GPUSCOPE_TEST_CHROMIUM", &chromium)
         .env("GPUSCOPE_TEST_CHROMEDRIVER", &driver)
+        .env("GPUSCOPE_TEST_HOSTILE", spec.to_string())
         .stdin(Stdio::null());
     // The environment every other test gives gpuscope (no user config, no
     // real probes, no NVML library from the shell).
@@ -170,5 +197,5 @@ fn a_real_browser_shows_the_demo_live_and_asks_for_the_token() {
         (out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(status.success(), "tests/web failed ({status}):\n{stdout}\n{stderr}");
     // unittest reports on stderr: every test ran, none skipped.
-    assert!(stderr.contains("Ran 4 tests") && stderr.lines().any(|l| l == "OK"), "{stderr}");
+    assert!(stderr.contains("Ran 5 tests") && stderr.lines().any(|l| l == "OK"), "{stderr}");
 }

@@ -7,6 +7,7 @@ environment the other serve tests give it), and the browser and its driver
 in GPUSCOPE_TEST_CHROMIUM and GPUSCOPE_TEST_CHROMEDRIVER.
 """
 
+import json
 import os
 import subprocess
 import tempfile
@@ -31,12 +32,14 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 
 class Server:
-    """`gpuscope serve --demo --web` on a free port, found on stderr."""
+    """`gpuscope [BEFORE] serve --web [EXTRA]` on a free port, found on
+    stderr: the demo unless `before` says otherwise."""
 
-    def __init__(self, *extra):
-        args = [GPUSCOPE, "serve", "--demo", "--web", "--listen", "127.0.0.1:0", "--interval", f"{INTERVAL_MS}ms"]
+    def __init__(self, *extra, before=("--demo",), env=None):
+        args = [GPUSCOPE, *before, "serve", "--web", "--listen", "127.0.0.1:0", "--interval", f"{INTERVAL_MS}ms"]
         self.proc = subprocess.Popen(
-            args + list(extra), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            args + list(extra), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env=env,
         )
         self.stderr = []
         found = threading.Event()
@@ -198,6 +201,38 @@ class TokenPage(unittest.TestCase):
             finally:
                 d.quit()
                 server.stop()
+
+
+class HostileStrings(unittest.TestCase):
+    """A GPU and a process named as markup, on the simulated NVML that
+    tests/serve_web.rs sets up: the page shows the words, runs nothing."""
+
+    def test_snapshot_strings_are_shown_as_text(self):
+        spec = os.environ.get("GPUSCOPE_TEST_HOSTILE")
+        if not spec:
+            self.skipTest("needs the simulated GPU and process that tests/serve_web.rs starts")
+        spec = json.loads(spec)
+        env = dict(os.environ)
+        for name, value in spec["env"].items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
+        server = Server(before=spec["args"], env=env)
+        d = browser()
+        try:
+            d.get(server.url)
+            row = wait(d, "the process row", lambda d: d.find_elements(By.CSS_SELECTOR, f"tr.proc[data-pid='{spec['pid']}']"))[0]
+            command = row.find_elements(By.TAG_NAME, "td")[-1].get_attribute("textContent")
+            self.assertTrue(command.endswith(spec["markup"]), command)
+            name = d.find_element(By.CSS_SELECTOR, "#gpus .gpu .name").get_attribute("textContent")
+            self.assertEqual(name, spec["markup"])
+            self.assertEqual(d.execute_script("return document.querySelectorAll('img, b').length"), 0)
+            self.assertIsNone(d.execute_script("return window.pwned === undefined ? null : window.pwned"))
+            self.assertEqual(errors(d), [])
+        finally:
+            d.quit()
+            server.stop()
 
 
 if __name__ == "__main__":
