@@ -164,6 +164,7 @@ pub fn main() -> ExitCode {
             token_file,
             token_healthz,
             no_processes,
+            web,
         }) => {
             let limits = crate::serve::Limits { max_connections: *max_connections, header_timeout: *header_timeout };
             let options = crate::serve::Options {
@@ -173,6 +174,7 @@ pub fn main() -> ExitCode {
                 token_file: token_file.clone(),
                 token_healthz: *token_healthz,
                 no_processes: *no_processes,
+                web: *web,
             };
             serve(&cli, options).map(|()| exit::OK)
         }

@@ -284,6 +284,12 @@ pub enum Command {
         /// /snapshot; PIDs and every per-GPU figure stay.
         #[arg(long)]
         no_processes: bool,
+        /// Serve a web page at / that shows the GPUs, their memory, the
+        /// processes and the alerts live from /snapshot (over the same TLS;
+        /// with --token-file the page asks for the token once and keeps it
+        /// in the browser tab).
+        #[arg(long)]
+        web: bool,
     },
     /// Many nodes in one terminal: reads /snapshot from each node's
     /// `gpuscope serve` (or the same picture from a Prometheus that scrapes

@@ -12,6 +12,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::files::{self, FileError, Kind};
+use super::web;
 
 pub const HEALTHZ: &str = "/healthz";
 
@@ -60,12 +61,18 @@ pub struct Access {
     /// `/healthz` asks for the token too (by default it does not, so that
     /// load balancers and orchestrators can probe without a secret).
     pub healthz_too: bool,
+    /// `serve --web`: the page's files are open (they hold no data; the
+    /// page sends the token for `/snapshot` like any client).
+    pub web: bool,
 }
 
 impl Access {
     fn admits(&self, request: &Request) -> bool {
         let Some(token) = &self.token else { return true };
-        (request.uri().path() == HEALTHZ && !self.healthz_too) || token.admits(request.headers())
+        let path = request.uri().path();
+        (path == HEALTHZ && !self.healthz_too)
+            || (self.web && web::PATHS.contains(&path))
+            || token.admits(request.headers())
     }
 }
 

@@ -1,6 +1,7 @@
 //! `gpuscope serve`: a Prometheus exporter over the poller's snapshots.
 //! `/metrics` (Prometheus text 0.0.4, or OpenMetrics 1.0 on request),
-//! `/snapshot` (the JSON), `/healthz`; over TLS with `--tls-cert` and
+//! `/snapshot` (the JSON), `/healthz`, and with `--web` a page at `/`
+//! that shows the snapshot live; over TLS with `--tls-cert` and
 //! `--tls-key`, behind a bearer token with `--token-file`.
 
 mod auth;
@@ -13,6 +14,7 @@ mod negotiate;
 mod routes;
 mod state;
 pub(crate) mod tls;
+mod web;
 
 use std::io;
 use std::net::SocketAddr;
@@ -67,6 +69,8 @@ pub struct Options {
     pub token_file: Option<PathBuf>,
     pub token_healthz: bool,
     pub no_processes: bool,
+    /// `--web`: the page at `/`.
+    pub web: bool,
 }
 
 /// The options with their files read and checked: done before NVML is
@@ -81,7 +85,7 @@ impl Prepared {
     pub fn load(options: Options) -> Result<Self, ServeError> {
         let tls = options.tls.as_ref().map(|(cert, key)| tls::acceptor(cert, key)).transpose()?;
         let token = options.token_file.as_deref().map(Token::load).transpose()?;
-        let access = Access { token: token.map(Arc::new), healthz_too: options.token_healthz };
+        let access = Access { token: token.map(Arc::new), healthz_too: options.token_healthz, web: options.web };
         Ok(Self { options, tls, access })
     }
 }
@@ -135,7 +139,8 @@ pub async fn run(
         eprintln!("gpuscope: the GPUs are simulated (--demo): every figure served is made up (gpuscope_simulated 1)");
     }
     let scheme = if tls.is_some() { "https" } else { "http" };
-    eprintln!("gpuscope: serving {scheme}://{local}/metrics (also /snapshot and /healthz)");
+    let page = if options.web { format!("; the web page: {scheme}://{local}/") } else { String::new() };
+    eprintln!("gpuscope: serving {scheme}://{local}/metrics (also /snapshot and /healthz{page})");
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop = async move {
@@ -147,7 +152,7 @@ pub async fn run(
         // Serving ends on its own once it has seen the stop.
         std::future::pending::<()>().await;
     };
-    let router = routes::router(state::track(snapshots, options.no_processes), interval, access);
+    let router = routes::router(state::track(snapshots, options.no_processes), interval, access, options.web);
     let service = conns::Service { router, limits: options.limits, tls };
     tokio::select! {
         () = conns::serve(listener, service, stop_rx, SHUTDOWN_GRACE) => Ok(()),
@@ -171,6 +176,7 @@ mod tests {
             token_file: None,
             token_healthz: false,
             no_processes: false,
+            web: false,
         }
     }
 

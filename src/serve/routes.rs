@@ -14,6 +14,7 @@ use super::auth::{self, Access};
 use super::metrics;
 use super::negotiate::format_for;
 use super::state::Latest;
+use super::web;
 
 /// A snapshot older than this many intervals means the poller is stuck.
 const STALE_AFTER_INTERVALS: u32 = 3;
@@ -24,10 +25,14 @@ struct Shared {
     interval: Duration,
 }
 
-/// Every route, and the 404 for any other path, behind `access`.
-pub fn router(latest: Latest, interval: Duration, access: Access) -> Router {
-    Router::new()
-        .route("/", get(index))
+/// Every route, and the 404 for any other path, behind `access`. `/` is
+/// the web page with `web` (`serve --web`), else the list of endpoints.
+pub fn router(latest: Latest, interval: Duration, access: Access, web: bool) -> Router {
+    let router = match web {
+        true => web::routes(Router::new()),
+        false => Router::new().route("/", get(index)),
+    };
+    router
         .route("/metrics", get(scrape))
         .route("/snapshot", get(snapshot))
         .route(auth::HEALTHZ, get(healthz))
