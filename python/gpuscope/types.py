@@ -143,7 +143,7 @@ class Gpu:
     remapped_rows: Optional[Dict[str, Any]] = None
     accounting: Optional[Dict[str, Any]] = None
     activity: Optional[Dict[str, Any]] = None
-    activity_unavailable: Optional[Dict[str, Any]] = None
+    activity_unavailable: Optional[str] = None
     pcie_link: Optional[Dict[str, Any]] = None
     numa_node: Optional[int] = None
     driver_events: List[Dict[str, Any]] = field(default_factory=list)
@@ -151,6 +151,8 @@ class Gpu:
     recovery_action: Optional[str] = None
     nvlink_errors: Optional[Dict[str, Any]] = None
     health: Optional[Dict[str, Any]] = None
+    unified_memory: Optional[bool] = None
+    energy_mj: Optional[int] = None
     extra: Dict[str, Any] = field(default_factory=dict)
 
     _NESTED = {
