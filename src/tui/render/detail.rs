@@ -148,7 +148,10 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey, full_activity: b
         .collect();
     lines.push(("NVML", gpus.join("   ")));
     lines.extend(gpu_activity(snap, p, key, full_activity));
-    if let Some(gpu) = snap.gpus.iter().find(|g| g.index == key.gpu) {
+    // The board's power, energy, clocks and PCIe where there is room for
+    // the counters in full: on a short screen where the time goes, and the
+    // hints, matter more.
+    if let Some(gpu) = snap.gpus.iter().find(|g| g.index == key.gpu).filter(|_| full_activity) {
         lines.push(("board", board(gpu)));
     }
     let head = std::mem::take(&mut lines);
