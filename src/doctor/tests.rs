@@ -1,30 +1,17 @@
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
 
 use super::*;
 use crate::model::{
-    Activity, CgroupCpu, DataLoaderStats, DataWorker, Driver, GpuState, Host, HostInput, InputPipeline, LoaderFailure,
-    LoaderFailureKind, LoaderSettings, ProcessGpu, ProcessType, SCHEMA_VERSION, SharedMemory, Sources, TaskFigures,
-    TaskState, Timestamp, WorkerSource,
+    Activity, CgroupCpu, DataLoaderStats, DataWorker, GpuState, Host, HostInput, InputPipeline, LoaderFailure,
+    LoaderFailureKind, LoaderSettings, ProcessGpu, SharedMemory, TaskFigures, TaskState, WorkerSource,
 };
 
 const MIB: u64 = 1 << 20;
 
 fn snapshot(processes: Vec<Process>, gpu: Gpu) -> Snapshot {
-    Snapshot {
-        schema_version: SCHEMA_VERSION,
-        time: Timestamp::from_system(UNIX_EPOCH + Duration::from_secs(1_700_000_000)),
-        interval_ms: 1_000,
-        collection_ms: 0.0,
-        simulated: true,
-        host: Host { cpu_count: Some(32), cpu_percent: Some(25.0), ..Host::default() },
-        driver: Driver::default(),
-        gpus: vec![gpu],
-        processes,
-        alerts: Vec::new(),
-        events: Vec::new(),
-        sources: Sources::default(),
-    }
+    let mut snap = Snapshot::of(1_700_000_000, vec![gpu], processes);
+    snap.host = Host { cpu_count: Some(32), cpu_percent: Some(25.0), ..Host::default() };
+    snap
 }
 
 fn gpu() -> Gpu {
@@ -36,13 +23,7 @@ fn gpu() -> Gpu {
 /// A trainer on GPU 0 whose one loader waits `wait` of the time.
 fn trainer(wait: f64, settings: LoaderSettings) -> Process {
     let mut p = Process::bare(4242);
-    p.gpus = vec![ProcessGpu {
-        index: 0,
-        kind: ProcessType::Compute,
-        used_memory: Some(8 << 30),
-        mig_device: None,
-        mig_uuid: None,
-    }];
+    p.gpus = vec![ProcessGpu { used_memory: Some(8 << 30), ..ProcessGpu::compute(0) }];
     let loader = DataLoaderStats {
         live: true,
         wait_share: Some(wait),

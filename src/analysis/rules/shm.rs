@@ -9,7 +9,7 @@
 use super::{Inputs, Verdicts, key};
 use crate::analysis::engine::{Raise, Verdict};
 use crate::analysis::input_cause;
-use crate::model::{AlertKind, LoaderFailureKind, Process, Severity};
+use crate::model::{AlertKind, LoaderFailureKind, Severity};
 
 pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
     let c = &i.config.shm_full;
@@ -40,7 +40,8 @@ pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
                 message: format!("PID {}: {}: the DataLoader workers die when it fills", p.pid, why.evidence),
                 hint: why.fix,
             })
-        } else if share.is_some_and(|s| s < c.clear_share) && !short(p) {
+        // Not filling: neither at `used_share` nor short of what is in flight.
+        } else if share.is_some_and(|s| s < c.clear_share) {
             Verdict::Clear
         } else {
             Verdict::Hold
@@ -54,10 +55,4 @@ pub fn judge(i: &Inputs<'_>, v: &mut Verdicts) {
 /// watchdog often reports a SIGBUS death that way first).
 fn died_of_shm(kind: LoaderFailureKind, share: Option<f64>, full: f64) -> bool {
     kind.is_shm() || (kind == LoaderFailureKind::WorkerExited && share.is_some_and(|s| s >= full))
-}
-
-/// What the loaders keep in flight exceeds what is free.
-fn short(p: &Process) -> bool {
-    let shm = p.input.as_deref().and_then(|i| i.shm.as_ref());
-    matches!(shm.map(|s| (s.need, s.free)), Some((Some(need), Some(free))) if need > free)
 }

@@ -198,8 +198,8 @@ impl Gpm {
         self.supported.clear();
     }
 
-    /// Whether any GPU's sample was taken less than `MIN_GAP` ago, and when
-    /// the youngest was: a one-shot waits that long for its second.
+    /// When the youngest kept sample was taken: a one-shot waits until
+    /// `MIN_GAP` after it for its second.
     pub fn youngest(&self) -> Option<Instant> {
         self.counters.values().filter_map(|c| c.prev.as_ref().map(|k| k.at)).max()
     }
