@@ -53,6 +53,9 @@ pub enum AppError {
     Attach(#[from] crate::probe::attach::AttachError),
     #[error(transparent)]
     Fleet(#[from] crate::fleet::FleetError),
+    /// `run --report FILE` where FILE cannot be written: said before the job starts.
+    #[error("{0}")]
+    ReportPath(String),
 }
 
 /// A driver that did not answer: for how long, and in which call.
@@ -101,6 +104,7 @@ impl AppError {
             Self::Attach(e) if e.refused() => exit::USAGE,
             Self::Attach(_) => exit::FAILURE,
             Self::Fleet(e) => e.exit_code(),
+            Self::ReportPath(_) => exit::USAGE,
         }
     }
 }
@@ -370,6 +374,11 @@ fn run_job(cli: &Cli, command: &[std::ffi::OsString], report: Option<&std::path:
     use crate::run_report::{Gathered, ReportExit};
     let mut settings = Settings::resolve(cli)?;
     settings.interval = cli.interval.unwrap_or(RUN_INTERVAL);
+    // A report that cannot be written must be said before a long job,
+    // not after it.
+    if let Some(path) = report {
+        check_writable(path).map_err(|e| AppError::ReportPath(format!("--report {}: {e}", path.display())))?;
+    }
     let mut cmd = inject::command(command)?;
     let started = Instant::now();
     let job = supervise::spawn(&mut cmd).map_err(|e| AppError::Inject(inject::start_failed(&cmd, e)))?;
@@ -411,6 +420,32 @@ fn run_job(cli: &Cli, command: &[std::ffi::OsString], report: Option<&std::path:
         }
     }
     Ok(exit.status)
+}
+
+/// Whether `path` can take the report: its folder exists and lets us
+/// create a file, or the file is there and may be written. Nothing is
+/// created or truncated here: a job that fails to start leaves no file.
+fn check_writable(path: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let access = |p: &std::path::Path, mode| {
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other)?;
+        // SAFETY: a valid NUL-terminated path; access(2) only reads it.
+        if unsafe { libc::access(c.as_ptr(), mode) } == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    };
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err("is a directory".into()),
+        Ok(_) => access(path, libc::W_OK).map_err(|e| format!("cannot write it: {e}")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+            match std::fs::metadata(dir) {
+                Ok(m) if m.is_dir() => access(dir, libc::W_OK | libc::X_OK)
+                    .map_err(|e| format!("cannot create it in {}: {e}", dir.display())),
+                Ok(_) => Err(format!("{} is not a directory", dir.display())),
+                Err(e) => Err(format!("no folder {}: {e}", dir.display())),
+            }
+        }
+        Err(e) => Err(format!("cannot reach it: {e}")),
+    }
 }
 
 /// Samples the job every interval until `stop`, then once more: the
@@ -482,13 +517,16 @@ fn check(cli: &Cli, window: Option<Duration>, judge: &check::Judge<'_>) -> Resul
     Ok(code)
 }
 
-/// How long `doctor` watches: two readings at least, for what needs two
-/// (CPU percentages, the activity counters, the cgroup's throttling).
+/// How long `doctor` watches, and its longest tick: two readings at least,
+/// for what needs two (CPU percentages, the activity counters, the
+/// cgroup's throttling), whatever interval the config sets for the views.
 const DOCTOR_WATCH: Duration = Duration::from_secs(2);
+const DOCTOR_TICK: Duration = Duration::from_secs(1);
 
 /// `gpuscope doctor`: ranked findings for running jobs, exit 0 / 1 / 2.
 fn doctor(cli: &Cli, pids: &[u32], json: bool) -> Result<u8, AppError> {
-    let settings = Settings::resolve(cli)?;
+    let mut settings = Settings::resolve(cli)?;
+    settings.interval = settings.interval.min(DOCTOR_TICK);
     let started = Instant::now();
     let window_end = bounds::later(started, DOCTOR_WATCH);
     let deadline = bounds::later(window_end, settings.timeout);

@@ -78,7 +78,7 @@ pub struct Cli {
     #[arg(long = "loop-ms", value_name = "MS", value_parser = loop_millis, conflicts_with_all = ["interval", "watch"])]
     pub loop_ms: Option<Duration>,
 
-    /// Time between snapshots, e.g. 500ms, 2s; 10ms to 1 day [default: 1s, or the config's].
+    /// Time between snapshots, e.g. 500ms, 2s; 10ms to 1 day [default: 1s, or the config's; run: 2s].
     #[arg(long, global = true, value_name = "DURATION", value_parser = bounds::parse_interval)]
     pub interval: Option<Duration>,
 
@@ -135,9 +135,10 @@ pub enum Command {
     /// Run a command with the allocator probe injected into its Python
     /// processes (and their torchrun ranks and spawned children); no code
     /// change needed. When it ends, a report on stderr: its length, GPUs,
-    /// GPU-hours, energy, utilisation, memory peaks, OOMs and alerts.
-    /// gpuscope exits with the command's status (128 + N if signal N
-    /// killed it). Example: gpuscope run -- python train.py
+    /// GPU-hours, energy, utilisation, memory peaks, OOMs and alerts,
+    /// sampled every 2 s (--interval; the config's interval is for the
+    /// views). gpuscope exits with the command's status (128 + N if signal
+    /// N killed it). Example: gpuscope run -- python train.py
     Run {
         /// Also write the end-of-job report as JSON to FILE.
         #[arg(long, value_name = "FILE", conflicts_with = "no_report")]
@@ -350,8 +351,9 @@ pub struct SelectArgs {
     /// Only devices no process holds.
     #[arg(long)]
     pub no_processes: bool,
-    /// Count memory that probed processes reserve but do not use (their
-    /// allocators' cache, reserved - allocated) as free.
+    /// Count as free what probed processes' allocators could hand back
+    /// with empty_cache(): their cache (reserved - allocated) less the
+    /// inactive split and private pools, which it cannot free.
     #[arg(long)]
     pub count_cached_free: bool,
     /// Pick MIG devices (printed as MIG-... UUIDs) instead of whole GPUs.

@@ -1,7 +1,7 @@
 //! `gpuscope doctor [PID...]`: a one-shot diagnosis of running jobs (every
-//! probed one by default). It watches for two seconds, so that CPU
-//! percentages, the activity counters and the cgroup's throttling have two
-//! readings, then ranks what it finds, each finding with the figures that
+//! probed one by default). It watches for two seconds at a tick of at most
+//! a second, so that CPU percentages, the activity counters and the
+//! cgroup's throttling have two readings, then ranks what it finds, each finding with the figures that
 //! show it and what to change: the job's data wait and its cause,
 //! `/dev/shm`, DataLoader workers that died, the wheel against the GPU,
 //! the allocator (retries, OOMs, fragmentation, a full GPU), a GPU that
@@ -39,18 +39,26 @@ pub struct Finding {
 pub struct Report {
     /// The processes examined.
     pub pids: Vec<u32>,
+    /// PIDs asked for that run nothing on a GPU gpuscope can see (or do
+    /// not run at all): a typo must not read as a healthy job.
+    pub not_found: Vec<u32>,
     pub findings: Vec<Finding>,
+    /// What could not be judged, and why: "nothing found" covers only
+    /// what was looked at.
+    pub not_judged: Vec<String>,
 }
 
 impl Report {
     /// 0 with nothing worse than info, 1 with a warning, 2 with a
-    /// critical finding: `check`'s codes.
+    /// critical finding: `check`'s codes; 2 (bad usage) too where a PID
+    /// asked for is not a GPU process.
     pub fn exit_code(&self) -> u8 {
-        match self.findings.iter().map(|f| f.severity).max() {
+        let found = match self.findings.iter().map(|f| f.severity).max() {
             Some(Severity::Critical) => crate::exit::CHECK_CRITICAL,
             Some(Severity::Warning) => crate::exit::CHECK_WARNING,
             _ => crate::exit::OK,
-        }
+        };
+        if self.not_found.is_empty() { found } else { found.max(crate::exit::USAGE) }
     }
 }
 
@@ -75,6 +83,25 @@ pub fn diagnose(snap: &Snapshot, pids: &[u32]) -> Report {
     for gpu in snap.gpus.iter().filter(|g| gpus.contains(&g.index)) {
         activity(gpu, &mut findings);
     }
+    let mut not_judged = Vec::new();
+    let unprobed: Vec<u32> =
+        chosen.iter().filter(|p| p.allocator.is_none() && p.input.is_none()).map(|p| p.pid).collect();
+    if !unprobed.is_empty() {
+        not_judged.push(format!(
+            "{}: data wait and allocator (no probe: start the job under `gpuscope run`, or `gpuscope attach` \
+             on Python 3.14+)",
+            pid_list(&unprobed)
+        ));
+    }
+    let mut judged_gpus = gpus.clone();
+    judged_gpus.sort_unstable();
+    judged_gpus.dedup();
+    for gpu in snap.gpus.iter().filter(|g| judged_gpus.contains(&g.index)) {
+        if gpu.activity.as_ref().is_none_or(|a| a.sm_active.is_none()) {
+            let why = gpu.activity_unavailable.map_or("not reported", |u| u.describe());
+            not_judged.push(format!("GPU {}: busy-but-idle SMs (SM activity {why})", gpu.index));
+        }
+    }
     for a in &snap.alerts {
         let ours = a.pid.is_none_or(|pid| chosen.iter().any(|p| p.pid == pid));
         if ours && a.gpu.is_none_or(|g| gpus.contains(&g)) && !findings.iter().any(|f| same_as_alert(f, a)) {
@@ -91,7 +118,17 @@ pub fn diagnose(snap: &Snapshot, pids: &[u32]) -> Report {
     }
     // Worst first; then by process and GPU, for a stable order.
     findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.pid.cmp(&b.pid)).then(a.gpu.cmp(&b.gpu)));
-    Report { pids: chosen.iter().map(|p| p.pid).collect(), findings }
+    let not_found = pids.iter().copied().filter(|pid| !chosen.iter().any(|p| p.pid == *pid)).collect();
+    Report { pids: chosen.iter().map(|p| p.pid).collect(), not_found, findings, not_judged }
+}
+
+/// "PID 1, 2 and 3 more": a job may have hundreds of processes.
+fn pid_list(pids: &[u32]) -> String {
+    const SHOWN: usize = 8;
+    let head: Vec<String> = pids.iter().take(SHOWN).map(u32::to_string).collect();
+    let more = pids.len().saturating_sub(SHOWN);
+    let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
+    format!("PID {}{tail}", head.join(", "))
 }
 
 /// An alert already said by a finding of its own.
@@ -249,15 +286,20 @@ fn activity(gpu: &Gpu, out: &mut Vec<Finding>) {
 pub fn render(report: &Report) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
+    if !report.not_found.is_empty() {
+        let _ = writeln!(
+            out,
+            "Not a GPU process: {} (no such process, or it runs nothing on a GPU gpuscope can see).",
+            pid_list(&report.not_found)
+        );
+    }
     if report.pids.is_empty() {
         out.push_str("No GPU process to diagnose.\n");
         return out;
     }
-    let pids: Vec<String> = report.pids.iter().map(u32::to_string).collect();
-    let _ = writeln!(out, "Examined PID {}.", pids.join(", "));
+    let _ = writeln!(out, "Examined {}.", pid_list(&report.pids));
     if report.findings.is_empty() {
         out.push_str("Nothing found: no data wait, shared memory, allocator or activity problem.\n");
-        return out;
     }
     for (n, f) in report.findings.iter().enumerate() {
         let sev = match f.severity {
@@ -271,6 +313,12 @@ pub fn render(report: &Report) -> String {
         }
         if !f.fix.is_empty() {
             let _ = writeln!(out, "   fix: {}", f.fix);
+        }
+    }
+    if !report.not_judged.is_empty() {
+        out.push_str("\nNot judged:\n");
+        for line in &report.not_judged {
+            let _ = writeln!(out, "  - {line}");
         }
     }
     out

@@ -248,7 +248,10 @@ impl Gathered {
             duration_s,
             interval_s,
             samples: self.samples,
-            gpu_hours: gpus.len() as f64 * duration_s / 3600.0,
+            // Without a reading, how many GPUs the job held is unknown,
+            // not none.
+            gpu_hours: (self.unavailable.is_none() && self.samples > 0)
+                .then(|| gpus.len() as f64 * duration_s / 3600.0),
             energy_kwh: energy_j.map(joules_to_kwh),
             energy_estimated: gpus.iter().any(|g| g.shared),
             ooms,
@@ -272,7 +275,9 @@ pub struct RunReport {
     /// How often the job was sampled.
     pub interval_s: f64,
     pub samples: u32,
-    pub gpu_hours: f64,
+    /// `None` where no reading was taken (no driver, or a job too short
+    /// for one).
+    pub gpu_hours: Option<f64>,
     /// Over the job's GPUs; `None` where a GPU's energy is unknown.
     pub energy_kwh: Option<f64>,
     /// Some GPU was shared with other processes: its energy is the job's
@@ -339,9 +344,9 @@ impl RunReport {
             let list: Vec<String> = self.gpus.iter().map(|g| g.index.to_string()).collect();
             let _ = writeln!(
                 out,
-                "  GPUs {}  {:.3} GPU-hours  energy {}{}",
+                "  GPUs {}  {} GPU-hours  energy {}{}",
                 list.join(","),
-                self.gpu_hours,
+                self.gpu_hours.map_or_else(|| "n/a".to_string(), |h| format!("{h:.3}")),
                 kwh(self.energy_kwh),
                 if self.energy_estimated { " (estimated, see below)" } else { "" },
             );

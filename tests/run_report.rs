@@ -123,3 +123,36 @@ fn with_no_report_gpuscope_becomes_the_job() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), pid.to_string(), "exec'd in place");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("job ended"));
 }
+
+#[test]
+fn a_report_path_that_cannot_be_written_is_refused_before_the_job_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = Sim::new(&scenario(&dir.path().join("none")));
+    let marker = dir.path().join("ran");
+    let job = format!("touch {}", marker.display());
+    for (path, why) in
+        [(dir.path().join("no/such/folder/r.json"), "no folder"), (dir.path().to_path_buf(), "is a directory")]
+    {
+        let out = output(run(&sim, &["--report", path.to_str().unwrap()], &job));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("--report") && err.contains(why), "{err}");
+        assert!(!marker.exists(), "the job must not have run");
+    }
+}
+
+#[test]
+fn without_a_driver_the_report_says_so_and_its_gpu_hours_are_null() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuscope"))
+        .args(["--nvml-lib", "/nonexistent/libnvidia-ml.so.1", "run", "--report", report.to_str().unwrap()])
+        .args(["--", "sh", "-c", "exit 3"])
+        .env_remove("GPUSCOPE_NVML_LIB")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert!(json["gpu_hours"].is_null() && json["unavailable"].is_string(), "{json}");
+    assert!(report_schema().is_valid(&json));
+}

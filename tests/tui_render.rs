@@ -1288,7 +1288,7 @@ fn detail_view_keeps_a_shm_failure() {
         &small,
         &[
             "PID 4123402 on GPU 1",
-            "cause     /dev/shm 62 MiB of 64 MiB used, the loaders need about 54 MiB",
+            "cause     /dev/shm 62 MiB of 64 MiB used (2 MiB free), the loaders need about 5",
             "fix       Give the container more shared memory: docker run --shm-size=8g",
             "failure   2m ago: worker killed by a bus error (worker 4124105)",
         ],

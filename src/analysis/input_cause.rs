@@ -108,8 +108,10 @@ pub fn explain(snap: &Snapshot, p: &Process, loader: &DataLoaderStats, gpu: Opti
     }
 }
 
-/// `/dev/shm` at least `full` (a share) used, or too small for what the
-/// loaders keep in flight.
+/// `/dev/shm` at least `full` (a share) used, or with less free than the
+/// loaders keep in flight at their peak: the job's own batches may be
+/// part of what is used, but other ranks and jobs in the same container
+/// share it too, and a peak that does not fit is a bus error.
 pub fn shared_memory(p: &Process, full: f64) -> Option<Explained> {
     let shm = p.input.as_deref()?.shm.as_ref()?;
     let share = shm.used_share();
@@ -118,14 +120,14 @@ pub fn shared_memory(p: &Process, full: f64) -> Option<Explained> {
         return None;
     }
     let of = |v: Option<u64>| v.map_or_else(|| "?".into(), bytes);
+    let need = match shm.need {
+        Some(n) if short => format!(", the loaders need about {} in flight: more than is free", bytes(n)),
+        Some(n) => format!(", the loaders need about {} in flight", bytes(n)),
+        None => String::new(),
+    };
     Some(Explained {
         cause: Cause::SharedMemory,
-        evidence: format!(
-            "/dev/shm {} of {} used{}",
-            of(shm.used),
-            of(shm.total),
-            shm.need.map(|n| format!(", the loaders need about {} in flight", bytes(n))).unwrap_or_default()
-        ),
+        evidence: format!("/dev/shm {} of {} used ({} free){need}", of(shm.used), of(shm.total), of(shm.free)),
         fix: SHM_FIX.into(),
     })
 }

@@ -2,8 +2,8 @@ use std::sync::Arc;
 
 use super::*;
 use crate::model::{
-    Activity, CgroupCpu, DataLoaderStats, DataWorker, GpuState, Host, HostInput, InputPipeline, LoaderFailure,
-    LoaderFailureKind, LoaderSettings, ProcessGpu, SharedMemory, TaskFigures, TaskState, WorkerSource,
+    Activity, ActivityUnavailable, CgroupCpu, DataLoaderStats, DataWorker, GpuState, Host, HostInput, InputPipeline,
+    LoaderFailure, LoaderFailureKind, LoaderSettings, ProcessGpu, SharedMemory, TaskFigures, TaskState, WorkerSource,
 };
 
 const MIB: u64 = 1 << 20;
@@ -171,12 +171,30 @@ fn a_busy_gpu_with_idle_sms_and_nothing_else_is_one_finding() {
     let snap = snapshot(vec![trainer(0.02, with_workers(4))], g.clone());
     let f = only(&diagnose(&snap, &[])).clone();
     assert_eq!((f.code, f.gpu), ("sm_idle", Some(0)));
-    // No activity: nothing is made up.
+    // No activity: nothing is made up, and the report says what it could
+    // not judge rather than pass it as healthy.
     g.activity = None;
+    g.activity_unavailable = Some(ActivityUnavailable::FirstSample);
     let quiet = diagnose(&snapshot(vec![trainer(0.02, with_workers(4))], g), &[]);
     assert!(quiet.findings.is_empty(), "{:#?}", quiet.findings);
     assert_eq!(quiet.exit_code(), crate::exit::OK);
-    assert!(render(&quiet).contains("Nothing found"));
+    assert_eq!(
+        quiet.not_judged,
+        ["GPU 0: busy-but-idle SMs (SM activity needs a second sample (at least 0.1 s after the first))"]
+    );
+    let text = render(&quiet);
+    assert!(text.contains("Nothing found") && text.contains("Not judged:\n  - GPU 0: busy-but-idle SMs"), "{text}");
+}
+
+#[test]
+fn a_process_without_a_probe_is_examined_for_what_can_be_seen_and_said_unjudged() {
+    let mut plain = Process::bare(31);
+    plain.gpus = trainer(0.0, with_workers(0)).gpus;
+    let snap = snapshot(vec![plain], gpu());
+    let report = diagnose(&snap, &[31]);
+    assert_eq!(report.pids, [31]);
+    assert_eq!(report.not_judged.len(), 2, "{:?}", report.not_judged);
+    assert!(report.not_judged[0].starts_with("PID 31: data wait and allocator (no probe"), "{:?}", report.not_judged);
 }
 
 #[test]
@@ -189,7 +207,15 @@ fn pids_narrow_the_diagnosis_and_an_unknown_pid_examines_nothing() {
     assert_eq!(all.findings[0].pid, Some(7), "the critical one (60%) first");
     assert_eq!(all.findings[0].severity, Severity::Critical);
     assert_eq!(diagnose(&snap, &[4242]).pids, [4242]);
+    // A PID that is not a GPU process is named, and fails the exit status:
+    // `doctor $PID && echo healthy` must not bless a typo.
     let none = diagnose(&snap, &[1]);
     assert!(none.pids.is_empty() && none.findings.is_empty());
-    assert!(render(&none).contains("No GPU process"));
+    assert_eq!(none.not_found, [1]);
+    assert_eq!(none.exit_code(), crate::exit::USAGE);
+    let text = render(&none);
+    assert!(text.starts_with("Not a GPU process: PID 1 (") && text.contains("No GPU process"), "{text}");
+    let some = diagnose(&snap, &[4242, 99]);
+    assert_eq!((some.pids.as_slice(), some.not_found.as_slice()), ([4242].as_slice(), [99].as_slice()));
+    assert_eq!(some.exit_code(), crate::exit::USAGE, "worse than the warning found");
 }

@@ -57,9 +57,14 @@ pub struct Pick {
     pub name: Option<String>,
     /// Free bytes as NVML reports them.
     pub memory_free: u64,
-    /// The probed processes' cache on the device; `None` without a probe.
+    /// The probed processes' cache on the device (reserved − allocated);
+    /// `None` without a probe.
     pub cached: Option<u64>,
-    /// What counted as free: `memory_free`, plus `cached` when asked.
+    /// What of it `torch.cuda.empty_cache()` could hand back: the cache
+    /// less the inactive split and private pools, which it cannot free;
+    /// `None` where no probe says.
+    pub releasable: Option<u64>,
+    /// What counted as free: `memory_free`, plus `releasable` when asked.
     pub counted_free: u64,
     /// Percent; for a MIG device its parent GPU's (NVML keeps none per MIG device).
     pub utilization: Option<u32>,
@@ -138,6 +143,7 @@ pub fn choose(snap: &Snapshot, criteria: &Criteria) -> Outcome {
             let candidate = Candidate {
                 free: gpu.memory.free,
                 cached: gpu.allocator.as_ref().and_then(|a| a.cached),
+                releasable: probed_on(snap, gpu.index, None, |d| d.releasable),
                 utilization: gpu.utilization.gpu,
                 processes: holders(None),
             };
@@ -148,18 +154,10 @@ pub fn choose(snap: &Snapshot, criteria: &Criteria) -> Outcome {
             continue;
         }
         for mig in &gpu.mig_devices {
-            // A MIG device's cache: the probes' devices matched to it.
-            let cached = snap
-                .processes
-                .iter()
-                .filter_map(|p| p.allocator.as_deref())
-                .flat_map(|a| &a.devices)
-                .filter(|d| d.gpu == Some(gpu.index) && d.mig_device == Some(mig.index))
-                .filter_map(|d| d.cached)
-                .reduce(u64::saturating_add);
             let candidate = Candidate {
                 free: mig.memory.free,
-                cached,
+                cached: probed_on(snap, gpu.index, Some(mig.index), |d| d.cached),
+                releasable: probed_on(snap, gpu.index, Some(mig.index), |d| d.releasable),
                 utilization: gpu.utilization.gpu,
                 processes: holders(Some(mig.index)),
             };
@@ -179,9 +177,27 @@ pub fn choose(snap: &Snapshot, criteria: &Criteria) -> Outcome {
     Outcome { fits, rejected }
 }
 
+/// A figure summed over the probes' devices matched to a GPU (any of its
+/// MIG devices where `mig` is `None`); `None` where no probe reports it.
+fn probed_on(
+    snap: &Snapshot,
+    gpu: u32,
+    mig: Option<u32>,
+    figure: impl Fn(&crate::model::DeviceAllocator) -> Option<u64>,
+) -> Option<u64> {
+    snap.processes
+        .iter()
+        .filter_map(|p| p.allocator.as_deref())
+        .flat_map(|a| &a.devices)
+        .filter(|d| d.gpu == Some(gpu) && (mig.is_none() || d.mig_device == mig))
+        .filter_map(figure)
+        .reduce(u64::saturating_add)
+}
+
 struct Candidate {
     free: Option<u64>,
     cached: Option<u64>,
+    releasable: Option<u64>,
     utilization: Option<u32>,
     processes: usize,
 }
@@ -192,11 +208,14 @@ impl Candidate {
         // Unknown is not zero, and not "enough" either: a device whose
         // free memory or load NVML cannot tell is never picked blind.
         let Some(free) = self.free else { return Err("free memory unknown".into()) };
-        let counted = if c.count_cached_free { free.saturating_add(self.cached.unwrap_or(0)) } else { free };
+        // Only what empty_cache() could hand back: the inactive split sits
+        // in segments still partly in use, and no call of the owner's
+        // frees it for another job.
+        let counted = if c.count_cached_free { free.saturating_add(self.releasable.unwrap_or(0)) } else { free };
         if let Some(min) = c.min_free
             && counted < min
         {
-            let cache = if c.count_cached_free { " (cache counted)" } else { "" };
+            let cache = if c.count_cached_free { " (releasable cache counted)" } else { "" };
             return Err(format!("{} free{cache}, under {}", units::bytes(counted), units::bytes(min)));
         }
         if let Some(max) = c.max_util {
@@ -221,6 +240,7 @@ impl Candidate {
             name: gpu.name.clone(),
             memory_free: self.free.unwrap_or(0),
             cached: self.cached,
+            releasable: self.releasable,
             counted_free,
             utilization: self.utilization,
             processes: self.processes,

@@ -88,19 +88,53 @@ fn utilisation_and_processes() {
     assert!(choose(&snap, &c).rejected.iter().any(|(d, why)| d == "GPU 2" && why == "1 process on it"));
 }
 
+/// A probed process on `gpu` whose cache is `cached` GiB, of which
+/// `releasable` GiB `empty_cache()` could hand back.
+fn probed(pid: u32, gpu: u32, cached: u64, releasable: Option<u64>) -> Process {
+    let mut p = on(pid, gpu, None);
+    let allocator = serde_json::json!({
+        "framework": "torch", "framework_version": null, "backend": "native", "alloc_conf": null,
+        "alloc_conf_var": null, "alloc_conf_source": null, "alloc_conf_env": null,
+        "expandable_segments": false, "cuda_visible_devices": null, "cuda_device_order": null,
+        "oom_events": null, "rank": null, "local_rank": null, "world_size": null, "pinned_host": null,
+        "pinned_host_peak": null, "state": "fresh", "age_ms": 0, "devices": [],
+    });
+    let mut allocator: ProcessAllocator = serde_json::from_value(allocator).unwrap();
+    allocator.devices.push(DeviceAllocator {
+        gpu: Some(gpu),
+        cached: Some(cached * GIB),
+        inactive_split: releasable.map(|r| (cached - r) * GIB),
+        releasable: releasable.map(|r| r * GIB),
+        ..DeviceAllocator::default()
+    });
+    p.allocator = Some(Box::new(allocator));
+    p
+}
+
 #[test]
-fn cached_memory_counts_as_free_only_when_asked() {
-    // 19 GiB free plus 11 GiB in a probed process's cache (the demo's GPU 0).
-    let snap = snapshot(vec![gpu(0, 19, Some(0), Some(11)), gpu(1, 5, Some(0), None)], vec![]);
+fn only_the_cache_empty_cache_could_return_counts_as_free_and_only_when_asked() {
+    // 19 GiB free; a probed process caches 11 GiB, 3 of them in the
+    // inactive split, which empty_cache() cannot free.
+    let snap = snapshot(vec![gpu(0, 19, Some(0), Some(11)), gpu(1, 5, Some(0), None)], vec![probed(7, 0, 11, Some(8))]);
     let c = Criteria { min_free: Some(20 * GIB), ..ask(1) };
     assert_eq!(chosen(&snap, &c, Format::Index), None);
     let c = Criteria { count_cached_free: true, ..c };
     assert_eq!(chosen(&snap, &c, Format::Index).as_deref(), Some("0\n"));
     let json = chosen(&snap, &c, Format::Json).unwrap();
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(v[0]["counted_free"], 30 * GIB);
+    assert_eq!(v[0]["counted_free"], 27 * GIB);
     assert_eq!(v[0]["memory_free"], 19 * GIB);
     assert_eq!(v[0]["cached"], 11 * GIB);
+    assert_eq!(v[0]["releasable"], 8 * GIB);
+    // 28 GiB would need the inactive split too: not free for another job.
+    let c = Criteria { min_free: Some(28 * GIB), ..c };
+    let out = choose(&snap, &c);
+    assert_eq!(out.chosen(1), None);
+    assert!(out.rejected[0].1.contains("27.0 GiB free (releasable cache counted)"), "{:?}", out.rejected);
+    // A probe that cannot say what is releasable adds nothing.
+    let unsure = snapshot(vec![gpu(0, 19, Some(0), Some(11))], vec![probed(7, 0, 11, None)]);
+    let c = Criteria { min_free: Some(20 * GIB), count_cached_free: true, ..ask(1) };
+    assert_eq!(chosen(&unsure, &c, Format::Index), None);
 }
 
 #[test]

@@ -51,7 +51,7 @@ fn a_gpu_of_its_own_costs_the_job_its_counter_s_difference_and_a_shared_one_its_
     let r = g.finish(vec!["train".into()], exit(), 7200.0, 2.0);
     let gpus: Vec<u32> = r.gpus.iter().map(|g| g.index).collect();
     assert_eq!(gpus, [0, 1], "the idle GPU is not the job's");
-    assert_eq!(r.gpu_hours, 4.0, "two GPUs for two hours");
+    assert_eq!(r.gpu_hours, Some(4.0), "two GPUs for two hours");
     assert_eq!(r.gpus[0].energy_j, Some(1000.0));
     assert!(!r.gpus[0].shared);
     // A quarter of the SM samples on GPU 1 were the job's.
@@ -104,4 +104,20 @@ fn peaks_ooms_and_alerts_are_the_job_s() {
     assert_eq!(r.ooms, Some(2));
     assert!(r.alerts.iter().all(|a| a.pid.is_none_or(|p| ours.contains(&p))), "{:?}", r.alerts);
     assert!(r.alerts.len() <= alien);
+}
+
+#[test]
+fn without_a_reading_the_gpu_hours_are_unknown_not_zero() {
+    let mut g = Gathered::default();
+    g.unavailable("no NVML".into());
+    let r = g.finish(vec!["train".into()], exit(), 60.0, 2.0);
+    assert_eq!(r.gpu_hours, None);
+    let json = serde_json::to_value(&r).unwrap();
+    assert!(json["gpu_hours"].is_null(), "{json}");
+    // Readings that never saw the job on a GPU: a true zero.
+    let mut g = Gathered::default();
+    let mut idle = sample(1_000_000);
+    idle.processes.clear();
+    g.observe(&idle, &job());
+    assert_eq!(g.finish(vec!["true".into()], exit(), 1.0, 2.0).gpu_hours, Some(0.0));
 }
