@@ -74,7 +74,7 @@ fn https_nodes_with_the_right_ca_and_token_answer_and_every_failure_is_named() {
     let e = error(&v, 0);
     assert!(e.starts_with("TLS: certificate not trusted: UnknownIssuer"), "{e}");
     let v = fleet(&url, &pki.ca, &wrong_token);
-    assert!(error(&v, 0).starts_with("HTTP 401"), "{v:#}");
+    assert_eq!(error(&v, 0), "HTTP 401: the bearer token was not accepted", "{v:#}");
 }
 
 #[test]

@@ -84,8 +84,16 @@ fn the_token_guards_the_data_not_the_page() {
     let right = [("Authorization", format!("Bearer {TOKEN}"))];
     let right = [(right[0].0, right[0].1.as_str())];
     for path in ["/snapshot", "/metrics"] {
-        assert_eq!(server.get(path).status, 401, "{path} without the token");
-        assert_eq!(get_with(server.addr, path, &[("Authorization", "Bearer nope")]).status, 401, "{path}");
+        // Each 401 says what was wrong; a wrong token is RFC 6750's invalid_token.
+        let none = server.get(path);
+        assert_eq!((none.status, none.header("www-authenticate")), (401, Some("Bearer realm=\"gpuscope\"")), "{path}");
+        assert_eq!(none.body, "401: no Authorization header: send Authorization: Bearer <token>\n", "{path}");
+        let basic = get_with(server.addr, path, &[("Authorization", "Basic d2ViOnQwa2Vu")]);
+        assert_eq!((basic.status, basic.body.as_str()), (401, "401: the Authorization header is not Bearer <token>\n"));
+        let wrong = get_with(server.addr, path, &[("Authorization", "Bearer nope")]);
+        let invalid = "Bearer realm=\"gpuscope\", error=\"invalid_token\"";
+        assert_eq!((wrong.status, wrong.header("www-authenticate")), (401, Some(invalid)), "{path}");
+        assert_eq!(wrong.body, "401: the bearer token was not accepted\n", "{path}");
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     while get_with(server.addr, "/snapshot", &right).status != 200 {

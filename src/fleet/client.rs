@@ -130,7 +130,10 @@ async fn read_body(response: hyper::Response<hyper::body::Incoming>) -> Result<B
     let bytes = body.to_bytes();
     if !status.is_success() {
         let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
-        let text = crate::tui::render::clean_text(text.trim(), true);
+        // gpuscope serve's bodies start with their status ("401: ..."): said once.
+        let code = format!("{}: ", status.as_u16());
+        let text = text.trim().strip_prefix(code.as_str()).unwrap_or(text.trim());
+        let text = crate::tui::render::clean_text(text, true);
         return Err(FetchError::Status { status: status.as_u16(), text });
     }
     Ok(bytes)

@@ -35,14 +35,49 @@ impl Token {
         Ok(Self(token.into()))
     }
 
-    /// Whether `headers` carry this token. The scheme is case-insensitive
-    /// (RFC 9110); the token is compared in constant time.
-    fn admits(&self, headers: &HeaderMap) -> bool {
-        let Some(value) = headers.get(AUTHORIZATION).map(|v| v.as_bytes()) else { return false };
-        let Some((scheme, given)) = value.split_first_chunk::<7>() else { return false };
-        scheme.eq_ignore_ascii_case(b"Bearer ") && same(given.trim_ascii(), &self.0)
+    /// Whether `headers` carry this token, and if not, what was wrong. The
+    /// scheme is case-insensitive (RFC 9110); the token is compared in
+    /// constant time.
+    fn admits(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        let value = headers.get(AUTHORIZATION).ok_or(Refusal::NoHeader)?.as_bytes();
+        let (scheme, given) = value.split_first_chunk::<7>().ok_or(Refusal::NotBearer)?;
+        let given = given.trim_ascii();
+        if !scheme.eq_ignore_ascii_case(b"Bearer ") || given.is_empty() {
+            return Err(Refusal::NotBearer);
+        }
+        if same(given, &self.0) { Ok(()) } else { Err(Refusal::WrongToken) }
     }
 }
+
+/// Why a request was refused: each says so in its own 401, so that a
+/// client sending the wrong token does not think it sent none. None says
+/// anything about the token itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    NoHeader,
+    /// Another scheme (Basic) or `Bearer` without a token.
+    NotBearer,
+    WrongToken,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let (challenge, body) = match self {
+            Self::NoHeader => (CHALLENGE, "401: no Authorization header: send Authorization: Bearer <token>\n"),
+            Self::NotBearer => (CHALLENGE, "401: the Authorization header is not Bearer <token>\n"),
+            // RFC 6750 3.1: credentials were sent and are not good.
+            Self::WrongToken => {
+                ("Bearer realm=\"gpuscope\", error=\"invalid_token\"", "401: the bearer token was not accepted\n")
+            }
+        };
+        let headers = [(WWW_AUTHENTICATE, challenge), (CONTENT_TYPE, "text/plain; charset=utf-8")];
+        (StatusCode::UNAUTHORIZED, headers, body).into_response()
+    }
+}
+
+/// RFC 6750 3.1: a request without Bearer credentials gets the challenge
+/// without an error code.
+const CHALLENGE: &str = "Bearer realm=\"gpuscope\"";
 
 /// Equal bytes, in a time that depends on the lengths only: a wrong
 /// guess must not tell how much of it was right.
@@ -67,22 +102,22 @@ pub struct Access {
 }
 
 impl Access {
-    fn admits(&self, request: &Request) -> bool {
-        let Some(token) = &self.token else { return true };
+    fn admits(&self, request: &Request) -> Result<(), Refusal> {
+        let Some(token) = &self.token else { return Ok(()) };
         let path = request.uri().path();
-        (path == HEALTHZ && !self.healthz_too)
-            || (self.web && web::PATHS.contains(&path))
-            || token.admits(request.headers())
+        if (path == HEALTHZ && !self.healthz_too) || (self.web && web::PATHS.contains(&path)) {
+            return Ok(());
+        }
+        token.admits(request.headers())
     }
 }
 
 /// The middleware in front of every route.
 pub async fn check(State(access): State<Access>, request: Request, next: Next) -> Response {
-    if access.admits(&request) {
-        return next.run(request).await;
+    match access.admits(&request) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => refusal.into_response(),
     }
-    let headers = [(WWW_AUTHENTICATE, "Bearer realm=\"gpuscope\""), (CONTENT_TYPE, "text/plain; charset=utf-8")];
-    (StatusCode::UNAUTHORIZED, headers, "401: send Authorization: Bearer <token>\n").into_response()
 }
 
 #[cfg(test)]
@@ -111,13 +146,38 @@ mod tests {
     fn the_token_is_the_trimmed_content_and_only_it_admits() {
         let (_dir, path) = token_file("  s3cret-token\n", 0o600);
         let token = Token::load(&path).unwrap();
-        assert!(token.admits(&with("Bearer s3cret-token")));
-        assert!(token.admits(&with("bearer s3cret-token")), "the scheme is case-insensitive");
-        assert!(!token.admits(&with("Bearer s3cret-toke")));
-        assert!(!token.admits(&with("Bearer s3cret-tokeN")));
-        assert!(!token.admits(&with("Basic s3cret-token")));
-        assert!(!token.admits(&with("Bearer")));
-        assert!(!token.admits(&HeaderMap::new()));
+        assert_eq!(token.admits(&with("Bearer s3cret-token")), Ok(()));
+        assert_eq!(token.admits(&with("bearer s3cret-token")), Ok(()), "the scheme is case-insensitive");
+        assert_eq!(token.admits(&with("Bearer s3cret-toke")), Err(Refusal::WrongToken));
+        assert_eq!(token.admits(&with("Bearer s3cret-tokeN")), Err(Refusal::WrongToken));
+        assert_eq!(token.admits(&with("Basic s3cret-token")), Err(Refusal::NotBearer));
+        assert_eq!(token.admits(&with("Bearer")), Err(Refusal::NotBearer));
+        assert_eq!(token.admits(&with("Bearer   ")), Err(Refusal::NotBearer));
+        assert_eq!(token.admits(&HeaderMap::new()), Err(Refusal::NoHeader));
+    }
+
+    async fn answer(refusal: Refusal) -> (StatusCode, String, String) {
+        let response = refusal.into_response();
+        let challenge = response.headers()[WWW_AUTHENTICATE].to_str().unwrap().to_string();
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), 1024).await.unwrap();
+        (status, challenge, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    /// A wrong token is told apart from none (RFC 6750's invalid_token),
+    /// and no answer says anything of the token itself.
+    #[tokio::test]
+    async fn each_refusal_says_what_was_wrong() {
+        let (status, challenge, body) = answer(Refusal::NoHeader).await;
+        assert_eq!((status, challenge.as_str()), (StatusCode::UNAUTHORIZED, "Bearer realm=\"gpuscope\""));
+        assert_eq!(body, "401: no Authorization header: send Authorization: Bearer <token>\n");
+        let (status, challenge, body) = answer(Refusal::NotBearer).await;
+        assert_eq!((status, challenge.as_str()), (StatusCode::UNAUTHORIZED, "Bearer realm=\"gpuscope\""));
+        assert_eq!(body, "401: the Authorization header is not Bearer <token>\n");
+        let (status, challenge, body) = answer(Refusal::WrongToken).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(challenge, "Bearer realm=\"gpuscope\", error=\"invalid_token\"");
+        assert_eq!(body, "401: the bearer token was not accepted\n");
     }
 
     #[test]
