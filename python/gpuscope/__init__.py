@@ -429,8 +429,9 @@ def select(count=1, min_free=None, max_util=None, no_processes=False, count_cach
     count: 1 to 1024; min_free: bytes (int) or a size such as "20GiB";
     max_util: percent, a whole number from 0 to 100 (NVML reports whole
     percent; 95.5 is refused, not rounded); no_processes: only devices no
-    process holds; count_cached_free: memory probed processes reserve but
-    do not use (reserved - allocated) counts as free; mig: MIG devices
+    process holds; count_cached_free: what probed processes' allocators
+    could hand back with empty_cache() (their cache less the inactive
+    split, which it cannot free) counts as free; mig: MIG devices
     instead of whole GPUs. Raises NotEnoughGpus (with the reason for each
     device left out) when fewer fit, and gpuscope.Error naming the
     argument for a bad one."""

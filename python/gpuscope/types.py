@@ -348,6 +348,7 @@ class Pick:
     name: Optional[str] = None
     memory_free: int = 0
     cached: Optional[int] = None
+    releasable: Optional[int] = None
     counted_free: int = 0
     utilization: Optional[int] = None
     processes: int = 0

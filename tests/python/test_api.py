@@ -341,6 +341,10 @@ class Select(unittest.TestCase):
     def test_picks_and_shortfalls(self):
         picked = gpuscope.select(count=2, min_free="20GiB", count_cached_free=True, demo=True)
         self.assertEqual(picked.indices, [1, 3])
+        # Only what empty_cache() could return counts: not the inactive split.
+        busy = picked[0]
+        self.assertEqual(busy.counted_free, busy.memory_free + busy.releasable)
+        self.assertLess(busy.releasable, busy.cached)
         self.assertEqual(picked.cuda_visible_devices, ",".join(p.uuid for p in picked))
         self.assertTrue(all(p.uuid.startswith("GPU-") for p in picked))
         idle = gpuscope.select(max_util=10, no_processes=True, demo=True)

@@ -143,7 +143,10 @@ class DemoPage(unittest.TestCase):
         # Measured in the snapshots' own time, not this loaded machine's:
         # the page drew a snapshot at most two intervals newer than the one
         # before it, so it polls at the server's pace and redraws each time.
-        self.assertLessEqual(after[0] - before[0], 2 * INTERVAL_MS, "the page skipped snapshots")
+        # The server's ticks themselves run a few ms late on a loaded
+        # machine; three intervals would mean two snapshots skipped.
+        slack = INTERVAL_MS // 2
+        self.assertLessEqual(after[0] - before[0], 2 * INTERVAL_MS + slack, "the page skipped snapshots")
         self.assertGreater(after[0], before[0])
         self.assertEqual(errors(d), [])
 
