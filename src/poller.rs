@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use crate::collect::Collector;
 use crate::model::Snapshot;
-use crate::sources::Figures;
+use crate::sources::{Figures, OnScreen};
 use crate::util::bounds;
 
 pub type SnapshotRx = watch::Receiver<Option<Arc<Snapshot>>>;
@@ -27,6 +27,7 @@ struct Wanted {
     /// Set by `set_interval`, cleared by the thread when it takes it.
     changed: bool,
     figures: Figures,
+    on_screen: Option<OnScreen>,
 }
 
 /// Steers a running poller.
@@ -37,7 +38,7 @@ pub struct PollerControl {
 
 impl PollerControl {
     fn wanted(&self) -> std::sync::MutexGuard<'_, Wanted> {
-        // The lock guards two plain fields, consistent at every point.
+        // The lock guards plain fields, each consistent at every point.
         self.shared.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -61,6 +62,17 @@ impl PollerControl {
 
     pub fn figures(&self) -> Figures {
         self.wanted().figures.clone()
+    }
+
+    /// Which of the readings asked only while shown (`sources::OnScreen`)
+    /// the ticks from the next on ask the driver for; what the source was
+    /// built to ask until this is called.
+    pub fn set_on_screen(&self, shown: OnScreen) {
+        self.wanted().on_screen = Some(shown);
+    }
+
+    pub fn on_screen(&self) -> Option<OnScreen> {
+        self.wanted().on_screen
     }
 
     /// Sleeps until `deadline` or a new interval; returns the new one.
@@ -89,6 +101,7 @@ pub fn spawn(collector: Collector) -> std::io::Result<(SnapshotRx, PollerControl
                 interval: collector.interval,
                 changed: false,
                 figures: collector.reads.figures.clone(),
+                on_screen: collector.reads.on_screen,
             }),
             Condvar::new(),
         )),
@@ -105,6 +118,7 @@ fn run(mut collector: Collector, tx: &watch::Sender<Option<Arc<Snapshot>>>, cont
         held.free_older();
         let started = Instant::now();
         collector.reads.figures = control.figures();
+        collector.reads.on_screen = control.on_screen();
         let snap = Arc::new(collector.tick());
         if tx.send(Some(Arc::clone(&snap))).is_err() {
             return;
@@ -194,8 +208,10 @@ mod tests {
         let scripted_host = ScriptedHost::new([host]);
         let asked = scripted_host.asked.clone();
         let figures = scripted_host.figures.clone();
+        let scripted_gpu = ScriptedGpu::new([gpu_sample(1), gpu_sample(2), gpu_sample(3)]);
+        let told = scripted_gpu.shown.clone();
         let collector = Collector {
-            gpu: Box::new(ScriptedGpu::new([gpu_sample(1), gpu_sample(2), gpu_sample(3)])),
+            gpu: Box::new(scripted_gpu),
             host: Box::new(scripted_host),
             probes: Box::new(ScriptedProbes::new([])),
             analyzer: Analyzer::new(&HistoryConfig::default(), AlertsConfig::default()),
@@ -207,6 +223,9 @@ mod tests {
         let (mut rx, control, handle) = spawn(collector).unwrap();
         let shown = Figures::Of(Arc::from([42]));
         control.set_figures(shown.clone());
+        assert_eq!(control.on_screen(), None, "what the source was built to ask, until the dashboard says");
+        let clocks = OnScreen { clocks: true, pcie: false };
+        control.set_on_screen(clocks);
         control.set_interval(Duration::from_millis(7));
         assert_eq!(control.interval(), Duration::from_millis(10), "clamped to the minimum");
         let snap = loop {
@@ -228,6 +247,10 @@ mod tests {
         let figures = figures.lock().unwrap();
         assert_eq!(figures.last(), Some(&shown), "{figures:?}");
         assert!(figures.iter().all(|f| f == &shown || f == &Figures::All), "{figures:?}");
+        // And the GPU source is told what is on screen before each tick
+        // from then on.
+        let told = told.lock().unwrap();
+        assert!(!told.is_empty() && told.iter().all(|s| *s == clocks), "{told:?}");
     }
 
     #[test]

@@ -245,6 +245,41 @@ async fn the_poller_reads_the_figures_of_the_rows_near_the_screen() {
     d.quit().await;
 }
 
+/// The dashboard tells the poller which of the clocks and PCIe rates it
+/// has on screen: none on an 80-column terminal with Hopper's activity
+/// counters, both in a process's details, both on a wide one.
+#[tokio::test]
+async fn the_poller_asks_for_the_clocks_and_pcie_rates_only_while_they_are_on_screen() {
+    use gpuscope::sources::OnScreen;
+    let (_rx, control, _poller) = idle_poller();
+    let told = |want: OnScreen| {
+        let control = control.clone();
+        async move {
+            for _ in 0..500 {
+                if control.on_screen() == Some(want) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            panic!("the poller was never told {want:?}: {:?}", control.on_screen());
+        }
+    };
+    let both = OnScreen { clocks: true, pcie: true };
+    let d = Dashboard::start(Some(snapshot(Spec::gpus(4).activity())), Some(control.clone()), options());
+    d.shows("GPUs").await;
+    told(OnScreen::NONE).await;
+    d.press(KeyCode::Enter);
+    d.shows("Esc: back").await;
+    told(both).await;
+    d.press(KeyCode::Esc);
+    d.hides("Esc: back").await;
+    told(OnScreen::NONE).await;
+    d.screen.0.lock().unwrap().resize(300, 50);
+    d.keys.send(Ok(Event::Resize(300, 50))).unwrap();
+    told(both).await;
+    d.quit().await;
+}
+
 #[tokio::test]
 async fn q_ends_the_loop_and_ctrl_c_too() {
     let d = Dashboard::start(four_gpus(), None, options());

@@ -8,6 +8,7 @@ mod tui_fixtures;
 
 use std::sync::Arc;
 
+use gpuscope::sources::OnScreen;
 use gpuscope::sources::nvml::Wanted;
 use gpuscope::tui::keys::Action;
 use gpuscope::tui::update::apply;
@@ -863,11 +864,24 @@ fn with_and_without(wanted: Wanted) -> (gpuscope::model::Snapshot, gpuscope::mod
     (full, asked)
 }
 
+/// What a frame of `state` at `w`x`h` has on screen of the readings the
+/// dashboard asks only while shown.
+fn on_screen(state: &mut State, w: u16, h: u16) -> OnScreen {
+    let mut terminal = gpuscope::tui::term::Term::new(ratatui::backend::TestBackend::new(w, h)).unwrap();
+    let clock = Clock::manual(T0 + 400);
+    let mut shown = OnScreen::NONE;
+    terminal.draw(|f| shown = gpuscope::tui::render::draw_with_hits(f, state, &clock).1.on_screen).unwrap();
+    shown
+}
+
+/// Every frame is the same from a source asking only what the dashboard
+/// always asks and what that frame says it has on screen (the poller is
+/// told after each frame: `tui::steer`).
 #[test]
 fn the_dashboard_shows_no_reading_it_does_not_ask_the_driver_for() {
     with_and_without(Wanted::DASHBOARD);
     let spec = every_kind();
-    let (mut full, mut asked) = (state_asking(spec, Wanted::ALL), state_asking(spec, Wanted::DASHBOARD));
+    let mut full = state_asking(spec, Wanted::ALL);
     let views: [&[Action]; 6] = [
         &[],
         &[Action::FocusNext],
@@ -876,11 +890,16 @@ fn the_dashboard_shows_no_reading_it_does_not_ask_the_driver_for() {
         &[Action::Back, Action::Tree],
         &[Action::Tree, Action::GroupByJob],
     ];
+    let mut done = Vec::new();
     for actions in views {
         act(&mut full, actions);
-        act(&mut asked, actions);
-        for (w, h) in [(80, 24), (200, 50)] {
-            assert_eq!(render_text(&mut asked, w, h), render_text(&mut full, w, h), "{actions:?} at {w}x{h}");
+        done.extend_from_slice(actions);
+        for (w, h) in [(80, 24), (200, 50), (300, 60)] {
+            let shown = on_screen(&mut full, w, h);
+            let mut asked = state_asking(spec, Wanted::DASHBOARD.showing(shown));
+            act(&mut asked, &done);
+            let text = render_text(&mut full, w, h);
+            assert_eq!(render_text(&mut asked, w, h), text, "{actions:?} at {w}x{h}, with {shown:?} on screen");
         }
     }
 }
@@ -1390,4 +1409,43 @@ fn the_gpu_line_shows_clocks_then_pcie_rates_where_the_width_allows_and_the_deta
     let wide = render_text(&mut s, 260, 50);
     assert!(wide.contains("1980/2619 MHz  PCIe rx 2M/s tx 1000K/s"), "{wide}");
     insta::assert_snapshot!("gpu_line_wide_260x50", wide);
+}
+
+/// The clocks and PCIe rates are asked for where a GPU line has room for
+/// them, or the details show the board line. None at 80 columns. Without
+/// activity counters the clocks from 81 columns and the PCIe rates from
+/// 109, up to 140, where the GPU list gives half the width to the chart;
+/// then from 162 and 218. With the counters (Hopper), whose SM, tensor
+/// and DRAM columns come first, from 110 and 138, then 220 and 276. The
+/// alert list hides the GPU lines.
+#[test]
+fn the_clocks_and_pcie_rates_are_on_screen_where_a_gpu_line_or_the_details_have_them() {
+    const NONE: OnScreen = OnScreen::NONE;
+    const CLOCKS: OnScreen = OnScreen { clocks: true, pcie: false };
+    const BOTH: OnScreen = OnScreen { clocks: true, pcie: true };
+    let mut plain = state(Spec::gpus(2));
+    let mut counted = state(Spec::gpus(4).activity());
+    for (w, h, without, with) in [
+        (80, 24, NONE, NONE),
+        (100, 30, CLOCKS, NONE),
+        (120, 30, BOTH, CLOCKS),
+        (160, 40, NONE, NONE),
+        (200, 50, CLOCKS, NONE),
+        (240, 50, BOTH, CLOCKS),
+        (300, 50, BOTH, BOTH),
+    ] {
+        assert_eq!(on_screen(&mut plain, w, h), without, "without activity counters at {w}x{h}");
+        assert_eq!(on_screen(&mut counted, w, h), with, "with them at {w}x{h}");
+    }
+    // What a line has room for is asked whether it was read or not: the
+    // first tick after it is asked shows it.
+    let mut unread = state_asking(Spec::gpus(2), Wanted::DASHBOARD);
+    assert_eq!(on_screen(&mut unread, 300, 50), BOTH);
+    assert!(!render_text(&mut unread, 300, 50).contains("MHz"), "nothing shown before it is read");
+    act(&mut counted, &[Action::OpenDetail]);
+    let details = render_text(&mut counted, 80, 24);
+    assert!(details.contains("memory clock 2619 MHz") && details.contains("PCIe rx"), "{details}");
+    assert_eq!(on_screen(&mut counted, 80, 24), BOTH, "the details' board line");
+    act(&mut counted, &[Action::Back, Action::AlertList]);
+    assert_eq!(on_screen(&mut counted, 300, 50), NONE, "the alert list hides the GPU lines");
 }

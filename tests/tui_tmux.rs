@@ -7,6 +7,8 @@
 // Test code states its expectations with unwrap/expect ([lints] in Cargo.toml).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -79,11 +81,17 @@ impl Drop for Tmux {
 
 /// A script that records its PID, then becomes `gpuscope ARGS` (same PID).
 fn launcher(dir: &Path, args: &str) -> PathBuf {
+    launcher_with(dir, "", args)
+}
+
+/// `launcher`, with `env` (`export NAME='value' ...`) run first.
+fn launcher_with(dir: &Path, env: &str, args: &str) -> PathBuf {
     let bin = assert_cmd::cargo::cargo_bin("gpuscope");
     let script = dir.join("launch.sh");
     let text = format!(
         "export XDG_CONFIG_HOME='{d}/config' GPUSCOPE_PROBE_DIR='{d}/probes' LANG=C.UTF-8 LC_ALL=\n\
          unset NO_COLOR GPUSCOPE_NVML_LIB GPUSCOPE_SIM_SCENARIO\n\
+         {env}\n\
          echo $$ > '{d}/pid'\n\
          exec '{bin}' {args}\n",
         d = dir.display(),
@@ -133,8 +141,12 @@ fn start_dashboard(tmux: &Tmux, dir: &Path, marker: &str) -> u32 {
 }
 
 fn start(tmux: &Tmux, dir: &Path, marker: &str, args: &str) -> u32 {
+    start_with(tmux, dir, marker, "", args)
+}
+
+fn start_with(tmux: &Tmux, dir: &Path, marker: &str, env: &str, args: &str) -> u32 {
     let _ = std::fs::remove_file(dir.join("pid"));
-    tmux.line(&format!("clear; echo {marker}; sh {}", launcher(dir, args).display()));
+    tmux.line(&format!("clear; echo {marker}; sh {}", launcher_with(dir, env, args).display()));
     let pid = pid(dir);
     tmux.wait_for("the dashboard", |s| s.contains("GPUs") && s.contains("NVIDIA H100 80GB HBM3"));
     pid
@@ -303,6 +315,64 @@ fn htop_function_keys_in_a_real_terminal() {
     assert_eq!(mouse(), "0", "and gives it back");
     let pid = start(&tmux, dir.path(), "no-mouse", "--demo --no-mouse");
     assert_eq!(mouse(), "0", "--no-mouse leaves it to the terminal");
+    tmux.key("q");
+    wait_exit(pid);
+}
+
+/// The dashboard asks the driver for the current clocks and the PCIe
+/// rates only while it shows them, by the simulated NVML's log of calls:
+/// none at 80x24; both in a process's details and on a 300-column line;
+/// none again back at 80 columns.
+#[test]
+fn the_dashboard_asks_for_clocks_and_pcie_rates_only_while_it_shows_them() {
+    use common::{Sim, Sleeper, calls_to};
+    let trainer = Sleeper::spawn(&["60"]);
+    let (sim, log) = Sim::logged(&format!(
+        "[[gpu]]\nname = \"NVIDIA H100 80GB HBM3\"\n[[gpu.process]]\npid = {}\nused_mib = 1024\n[gpu.gpm]\nsm_util = 50\n",
+        trainer.pid()
+    ));
+    let tmux = Tmux::start(80, 24);
+    tmux.line("PS1='$ '");
+    let env = format!(
+        "export GPUSCOPE_SIM_SCENARIO='{}' GPUSCOPE_PID_NAMESPACE=host XDG_RUNTIME_DIR='{}'",
+        sim.scenario.display(),
+        sim.dir.path().display()
+    );
+    let args = format!("--nvml-lib '{}' --interval 100ms", sim.lib.display());
+    let pid = start_with(&tmux, sim.dir.path(), "before-the-readings", &env, &args);
+    // Ticks, by the one call each makes once for the GPU.
+    let ticks = || calls_to(&log, "nvmlDeviceGetUtilizationRates");
+    let after_ticks = |n: usize| {
+        std::fs::write(&log, "").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while ticks() < n {
+            assert!(Instant::now() < deadline, "{n} ticks never came");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let asked = || (calls_to(&log, "nvmlDeviceGetClockInfo"), calls_to(&log, "nvmlDeviceGetFieldValues"));
+    // The first ticks read the health counters, a field-value call.
+    after_ticks(3);
+    after_ticks(5);
+    assert_eq!(asked(), (0, 0), "at 80x24, over {} ticks", ticks());
+    tmux.key("Enter");
+    tmux.shows("Esc: back");
+    tmux.shows("memory clock 2619 MHz");
+    after_ticks(3);
+    let (clocks, fields) = asked();
+    assert!(clocks >= 4 * 2 && fields >= 2, "the details show them: {clocks} and {fields} over {} ticks", ticks());
+    tmux.key("Escape");
+    tmux.wait_for("the details closed", |s| !s.contains("Esc: back"));
+    tmux.run(&["resize-window", "-x", "300", "-y", "50"]);
+    tmux.shows("PCIe rx");
+    after_ticks(3);
+    let (clocks, fields) = asked();
+    assert!(clocks >= 4 * 2 && fields >= 2, "a 300-column line shows them: {clocks} and {fields}");
+    tmux.run(&["resize-window", "-x", "80", "-y", "24"]);
+    tmux.wait_for("80 columns", |s| !s.contains("PCIe rx") && s.lines().all(|l| l.chars().count() <= 80));
+    after_ticks(2);
+    after_ticks(5);
+    assert_eq!(asked(), (0, 0), "back at 80x24, over {} ticks", ticks());
     tmux.key("q");
     wait_exit(pid);
 }

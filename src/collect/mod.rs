@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use crate::analysis::Analyzer;
 use crate::model::{HostStatus, NvmlStatus, PidNamespace, Process, SCHEMA_VERSION, Snapshot, Sources, Timestamp};
 use crate::probe::files::{ProbeReport, ProbeSample, ProbeSource};
-use crate::sources::{Figures, GpuProcess, GpuSample, GpuSource, HostProcess, HostSample, HostSource};
+use crate::sources::{Figures, GpuProcess, GpuSample, GpuSource, HostProcess, HostSample, HostSource, OnScreen};
 
 pub struct Collector {
     pub gpu: Box<dyn GpuSource>,
@@ -50,14 +50,19 @@ pub struct Reads {
     /// dashboard's poller sets it before each tick to what the table shows
     /// (`poller::PollerControl::set_figures`).
     pub figures: Figures,
+    /// Of the readings the dashboard asks the driver for only while it
+    /// shows them, those on screen: its poller sets it before each tick
+    /// (`poller::PollerControl::set_on_screen`). `None`: what the GPU
+    /// source was built to ask, and nothing more.
+    pub on_screen: Option<OnScreen>,
 }
 
 impl Reads {
-    pub const ALL: Self = Self { processes: true, probes: true, figures: Figures::All };
+    pub const ALL: Self = Self { processes: true, probes: true, figures: Figures::All, on_screen: None };
     /// The GPUs' readings alone.
-    pub const NONE: Self = Self { processes: false, probes: false, figures: Figures::All };
+    pub const NONE: Self = Self { processes: false, probes: false, figures: Figures::All, on_screen: None };
     /// The processes, without the probes.
-    pub const PROCESSES: Self = Self { processes: true, probes: false, figures: Figures::All };
+    pub const PROCESSES: Self = Self { processes: true, probes: false, figures: Figures::All, on_screen: None };
 }
 
 impl Collector {
@@ -71,6 +76,9 @@ impl Collector {
     pub fn collect(&mut self) -> Snapshot {
         let started = Instant::now();
         let time = Timestamp::now();
+        if let Some(shown) = self.reads.on_screen {
+            self.gpu.show(shown);
+        }
         let mut gpu = self.gpu.sample();
         self.place_gpus(&mut gpu);
         let gpu_pids: Vec<u32> = gpu.processes.iter().map(|p| p.pid).collect();

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use super::{Figures, GpuSample, GpuSource, HostSample, HostSource};
+use super::{Figures, GpuSample, GpuSource, HostSample, HostSource, OnScreen};
 
 pub struct ScriptedGpu {
     script: VecDeque<GpuSample>,
@@ -13,6 +13,8 @@ pub struct ScriptedGpu {
     /// asked, for tests that check it is asked only where needed.
     driver_names: HashMap<u32, String>,
     pub asked_names: Arc<Mutex<Vec<Vec<u32>>>>,
+    /// What `show` was told, call by call.
+    pub shown: Arc<Mutex<Vec<OnScreen>>>,
 }
 
 impl ScriptedGpu {
@@ -22,6 +24,7 @@ impl ScriptedGpu {
             last: GpuSample::default(),
             driver_names: HashMap::new(),
             asked_names: Arc::default(),
+            shown: Arc::default(),
         }
     }
 
@@ -43,6 +46,10 @@ impl GpuSource for ScriptedGpu {
         self.asked_names.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(pids.to_vec());
         let calls = u64::try_from(pids.len()).unwrap_or(u64::MAX);
         (pids.iter().map(|pid| self.driver_names.get(pid).cloned()).collect(), calls)
+    }
+
+    fn show(&mut self, shown: OnScreen) {
+        self.shown.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(shown);
     }
 }
 

@@ -90,6 +90,33 @@ pub trait GpuSource: Send {
     fn process_names(&mut self, pids: &[u32]) -> (Vec<Option<String>>, u64) {
         (vec![None; pids.len()], 0)
     }
+
+    /// The readings asked only while shown that are on screen now, for
+    /// the samples from the next on: the dashboard's poller says it before
+    /// every tick. They come on top of what the source asks anyway.
+    /// Ignored by default.
+    fn show(&mut self, _shown: OnScreen) {}
+}
+
+/// The readings the dashboard asks the driver for only while it shows
+/// them (`tui::steer`): the current clocks (four calls a GPU a tick) and
+/// the PCIe rates (two field-value calls), which its GPU lines have room
+/// for only on a wide terminal, and its detail view shows on the board
+/// line. Every other output asks for what it always shows
+/// (`nvml::Wanted`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OnScreen {
+    pub clocks: bool,
+    pub pcie: bool,
+}
+
+impl OnScreen {
+    pub const NONE: Self = Self { clocks: false, pcie: false };
+
+    /// What either shows.
+    pub const fn or(self, other: Self) -> Self {
+        Self { clocks: self.clocks || other.clocks, pcie: self.pcie || other.pcie }
+    }
 }
 
 /// What the host knows of one process.

@@ -5,6 +5,7 @@
 use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
 use ratatui::layout::{Position, Rect};
 
+use crate::sources::OnScreen;
 use crate::tui::keys::{Action, InputMode};
 use crate::tui::rows::RowKey;
 
@@ -15,6 +16,9 @@ pub struct Hits {
     /// The processes on screen and a page either side, sorted; `None`
     /// where the frame drew no process table (`tui::steer`).
     pub near: Option<Vec<u32>>,
+    /// The readings asked only while shown that the frame has room for
+    /// (`tui::steer`).
+    pub on_screen: OnScreen,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +77,7 @@ mod tests {
                 (Rect::new(0, 12, 80, 1), Target::Row(RowKey { pid: 42, gpu: 3 })),
             ],
             near: None,
+            on_screen: OnScreen::NONE,
         }
     }
 

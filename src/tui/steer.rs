@@ -9,11 +9,24 @@
 //! memory. A row further away shows `n/a` in those two columns until the
 //! tick after it comes near, and a paused view keeps what its snapshot
 //! read. JSON, the exporter and recordings read every process, as before.
+//!
+//! Likewise which of the clocks and PCIe rates the driver is asked for
+//! (`sources::OnScreen`): those a GPU line has room for, or the detail
+//! view's board line shows, from the tick after the frame that first
+//! shows them; none on an 80-column terminal, where they were four clock
+//! calls and two field-value calls (0.3 ms of the driver's CPU each) a
+//! GPU a tick that nothing drew. Nothing else in the dashboard's process reads
+//! them: the history keeps no clocks or PCIe rates, the dashboard records
+//! nothing, and the health verdict's reasons for held-down clocks are
+//! asked with the rest of the health readings. A view that hides the GPU
+//! lines (the alert list, the environment, the segment map) stops the
+//! asking until it closes; a paused view asks what it has room for, so
+//! that the figures are there when it resumes.
 
 use std::sync::Arc;
 
 use crate::poller::PollerControl;
-use crate::sources::Figures;
+use crate::sources::{Figures, OnScreen};
 use crate::tui::rows::Column;
 use crate::tui::state::State;
 
@@ -21,11 +34,16 @@ use crate::tui::state::State;
 #[derive(Debug, Default)]
 pub struct Steer {
     sent: Option<Figures>,
+    on_screen: Option<OnScreen>,
 }
 
 impl Steer {
     /// After each frame.
     pub fn after_frame(&mut self, state: &State, control: &PollerControl) {
+        if self.on_screen != Some(state.hits.on_screen) {
+            control.set_on_screen(state.hits.on_screen);
+            self.on_screen = Some(state.hits.on_screen);
+        }
         let unchanged = match (&self.sent, state.hits.near.as_deref()) {
             // The same PIDs as last frame, the usual case: nothing made.
             (Some(Figures::Of(sent)), Some(near)) => **sent == *near && !needs_all(state),

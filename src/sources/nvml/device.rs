@@ -373,6 +373,8 @@ pub fn read_gpu(dev: &Device<'_>, st: &mut DeviceStatic, calls: &Calls, kept: bo
     }
     if wanted.pcie {
         gpu.pcie = st.pcie.read(&mut r, dev);
+    } else {
+        st.pcie.forget();
     }
     if wanted.pcie_link {
         gpu.pcie_link = st.link.read(&mut r, dev);

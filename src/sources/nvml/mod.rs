@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
-use super::{GpuIdentity, GpuProcess, GpuSample, GpuSource};
+use super::{GpuIdentity, GpuProcess, GpuSample, GpuSource, OnScreen};
 use crate::model::{
     ActivityUnavailable, DeviceIds, Driver, Gpu, GpuSelector, GpuState, MigDevice, SourceStatus, select_gpus,
     select_migs,
@@ -94,6 +94,9 @@ pub struct NvmlSource {
     handle_turn: usize,
     /// What the output shows, and so asks of the driver (`asking`).
     wanted: Wanted,
+    /// What the dashboard has on screen of the readings it asks only
+    /// while shown (`GpuSource::show`): asked on top of `wanted`.
+    shown: OnScreen,
     /// The activity counters' kept samples (`gpm.rs`).
     gpm: gpm::Gpm,
     /// The thread that hears the driver's events (`events.rs`), started
@@ -194,6 +197,7 @@ impl NvmlSource {
             boards: None,
             handle_turn: 0,
             wanted: Wanted::ALL,
+            shown: OnScreen::NONE,
             gpm: gpm::Gpm::default(),
             events: None,
             event_log: events::Log::default(),
@@ -387,6 +391,7 @@ impl NvmlSource {
             let file = library::loaded_file(&self.spec);
             self.boards = Some(file.and_then(|f| Boards::open(&f, self.driver.driver_version.as_deref())));
         }
+        let asked = self.asked();
         let firsts = first_pass(
             &mut self.watched,
             &plan.handles,
@@ -394,7 +399,7 @@ impl NvmlSource {
             &self.calls,
             plan.heavy,
             self.boards.as_ref().and_then(Option::as_ref),
-            self.wanted,
+            asked,
         )?;
         // Only a tick that read the slow readings can have asked the driver
         // for maximum clocks.
@@ -422,8 +427,12 @@ impl NvmlSource {
 
     /// Opens the PCIe windows (`open_windows`) and, unless the per-process
     /// samples are to fill them, waits them out and closes them now. When
-    /// the windows opened, where they are left open for the samples.
+    /// the windows opened, where they are left open for the samples. None
+    /// where the rates are not asked this tick.
     fn pcie_window(&mut self, plan: &TickPlan<'_>) -> Option<Instant> {
+        if !self.asked().pcie {
+            return None;
+        }
         let window = open_windows(&self.calls, &plan.handles, &mut self.watched);
         if !plan.spans_samples
             && let Some(opened) = window
@@ -771,9 +780,19 @@ impl GpuSource for NvmlSource {
             .collect();
         (names, self.calls.made().saturating_sub(made))
     }
+
+    fn show(&mut self, shown: OnScreen) {
+        self.shown = shown;
+    }
 }
 
 impl NvmlSource {
+    /// What this tick asks: what the output always shows, and what the
+    /// dashboard shows now.
+    fn asked(&self) -> Wanted {
+        self.wanted.showing(self.shown)
+    }
+
     fn sample_uncounted(&mut self) -> GpuSample {
         self.ensure_open();
         self.follow_devices();
@@ -867,6 +886,45 @@ fn session_broken(e: &NvmlError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The dashboard's source reads the clocks and PCIe rates only from
+    /// the tick after they are shown; once they are not, it stops, and
+    /// what it then shows again is never a figure from before: the first
+    /// tick back has no PCIe rate, as a GPU's first tick has none.
+    #[test]
+    fn the_clocks_and_pcie_rates_are_read_only_while_shown_and_never_stale() {
+        use crate::model::{Clocks, Pcie};
+        let mut source =
+            NvmlSource::unopened(LibrarySpec::Simulated, Vec::new()).on_one_thread().asking(Wanted::DASHBOARD);
+        let answering = source.sample().gpus.iter().filter(|g| g.state == GpuState::Ok).count();
+        let gpus = u64::try_from(answering).unwrap_or(u64::MAX);
+        // The demo's first GPU, an H100 with both, and what the tick cost.
+        let mut read = |shown: Option<OnScreen>| {
+            if let Some(shown) = shown {
+                source.show(shown);
+            }
+            let sample = source.sample();
+            let gpu = sample.gpus.first().cloned().unwrap_or_else(|| panic!("{:?}", sample.status));
+            assert!(gpu.throttle_reasons.is_some(), "the health verdict reads why the clocks are held down");
+            (gpu.clocks, gpu.pcie, sample.calls.unwrap_or(0))
+        };
+        let rates = |p: &Pcie| p.rx_bytes_per_s.is_some() && p.tx_bytes_per_s.is_some();
+        let known = |c: &Clocks| c.sm_mhz.is_some() && c.memory_mhz.is_some();
+        let (both, none) = (OnScreen { clocks: true, pcie: true }, OnScreen::NONE);
+        let (clocks, pcie, _) = read(None);
+        assert_eq!((clocks, pcie), (Clocks::default(), Pcie::default()), "nothing shown yet");
+        let (.., without) = read(None);
+        let (clocks, pcie, _) = read(Some(both));
+        assert!(known(&clocks) && pcie == Pcie::default(), "a rate needs two readings: {pcie:?}");
+        let (clocks, pcie, with) = read(None);
+        assert!(known(&clocks) && rates(&pcie), "{clocks:?} {pcie:?}");
+        assert!(with >= without + 5 * gpus, "four clocks and a field-value call or two a GPU: {with}, {without}");
+        let (clocks, pcie, calls) = read(Some(none));
+        assert_eq!((clocks, pcie, calls), (Clocks::default(), Pcie::default(), without));
+        let (_, pcie, _) = read(Some(both));
+        assert_eq!(pcie, Pcie::default(), "no rate over the time they were not shown");
+        assert!(rates(&read(None).1));
+    }
 
     #[test]
     fn the_identities_are_made_again_when_a_device_or_its_mig_devices_change() {

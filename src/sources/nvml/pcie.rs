@@ -4,9 +4,10 @@
 //! Where the driver has the cumulative counters
 //! `NVML_FI_DEV_PCIE_COUNT_TX_BYTES` / `_RX_BYTES` (nvml.h, field ids 197
 //! and 198, bytes), both are read in one `nvmlDeviceGetFieldValues` call
-//! instead. Rates are `null` on a GPU's first tick. A run of one snapshot
-//! (`--json`, `-1`, a `--query-gpu` without `-l`) has no interval to
-//! measure over, and reads neither the counters nor a sample
+//! instead. Rates are `null` on a GPU's first tick, and on the first
+//! after the dashboard shows them again (`PcieState::forget`). A run of
+//! one snapshot (`--json`, `-1`, a `--query-gpu` without `-l`) has no
+//! interval to measure over, and reads neither the counters nor a sample
 //! (`app::wanted_by`), as `check`, whose rules do not read them, never
 //! does; nvidia-smi's defaults show no PCIe throughput either.
 //!
@@ -165,6 +166,16 @@ impl PcieState {
             }
         }
         self.sample(r, dev)
+    }
+
+    /// Lets go of the last readings, on a tick that does not ask for the
+    /// rates (the dashboard stopped showing them): when they are asked
+    /// again, a rate from a counter read before would be the average over
+    /// the time they were not shown, and a sample kept from then would be
+    /// shown as now. The first tick asked again starts afresh, as a GPU's
+    /// first does. Whether the driver has the counters is kept.
+    pub fn forget(&mut self) {
+        *self = Self { counters: self.counters, ..Self::default() };
     }
 
     /// Whether this tick's rates want a window of their own (`open`,

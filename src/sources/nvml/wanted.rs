@@ -8,10 +8,12 @@
 //! the PCIe link;
 //! a query what its fields show (`query::gpu_fields::wants`); the
 //! dashboard the per-process samples (its SM% and GMBW% columns) and the
-//! activity counters; `check`, whose report is the alerts, the activity
-//! counters alone (two rules read them).
+//! activity counters, and the clocks and PCIe rates only while it shows
+//! them (`sources::OnScreen`); `check`, whose report is the alerts, the
+//! activity counters alone (two rules read them).
 
 use crate::model::{Bar1Memory, Clocks, Ecc, Gpu, MaxClocks, Pcie, PcieLink, RemappedRows};
+use crate::sources::OnScreen;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wanted {
@@ -86,19 +88,18 @@ impl Wanted {
         events: false,
         energy: false,
     };
-    /// What the dashboard shows: each GPU's activity and health, its
-    /// driver events, and its processes' SM use; its clocks, PCIe rates
-    /// and energy (the GPU line and the detail view).
-    pub const DASHBOARD: Self = Self {
-        process_samples: true,
-        activity: true,
-        health: true,
-        events: true,
-        clocks: true,
-        pcie: true,
-        energy: true,
-        ..Self::NONE
-    };
+    /// What the dashboard always shows: each GPU's activity and health,
+    /// its driver events, its processes' SM use, and its energy (the
+    /// detail view). Its clocks and PCIe rates it shows only where a GPU
+    /// line has room for them (on a Hopper board, with its activity
+    /// columns, from 110 and 138 columns, then in the split layout from
+    /// 220 and 276; never at 80) or in the detail view: those it asks for
+    /// while they are on screen (`sources::OnScreen`, `tui::steer`).
+    /// Nothing else it keeps reads them: the history does not, it records
+    /// nothing, and the health verdict reads why the clocks are held
+    /// down, which `health` asks.
+    pub const DASHBOARD: Self =
+        Self { process_samples: true, activity: true, health: true, events: true, energy: true, ..Self::NONE };
     /// What `-1`'s table shows.
     pub const TABLE: Self = Self {
         clocks: true,
@@ -132,6 +133,12 @@ impl Wanted {
             events: self.events || other.events,
             energy: self.energy || other.energy,
         }
+    }
+
+    /// These, and of the readings the dashboard asks only while it shows
+    /// them, those `shown` says are on screen.
+    pub const fn showing(self, shown: OnScreen) -> Self {
+        Self { clocks: self.clocks || shown.clocks, pcie: self.pcie || shown.pcie, ..self }
     }
 
     /// `gpu` as a source asking only these would have read it: every

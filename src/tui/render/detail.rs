@@ -13,6 +13,7 @@ use crate::model::{
     Activity, DeviceAllocator, DriverEventKind, Gpu, HealthVerdict, ProbeState, Process, ProcessAllocator, Severity,
     Snapshot, Workload,
 };
+use crate::sources::OnScreen;
 use crate::tui::render::format::{activity, duration_short, interval, or_na};
 use crate::tui::render::layout::WIDE;
 use crate::tui::render::pipeline::{self, Detail, LABEL};
@@ -22,7 +23,9 @@ use crate::tui::rows::RowKey;
 use crate::tui::term::Lines;
 use crate::util::units::bytes;
 
-pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, key: RowKey) {
+/// Draws the details; returns what of the readings asked only while shown
+/// they show (the board line's clocks and PCIe rates).
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, key: RowKey) -> OnScreen {
     let process = snap.processes.iter().find(|p| p.pid == key.pid && p.gpus.iter().any(|g| g.index == key.gpu));
     let wide = area.width >= WIDE;
     let text_w = if wide { area.width / 2 } else { area.width } as usize;
@@ -51,8 +54,10 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, key: RowK
     // screen.
     let fits = |lines: &Vec<Line>| lines.len() <= usize::from(area.height);
     let mut lines = build(true, Detail::Full);
+    let mut full_activity = true;
     if !fits(&lines) {
         lines = build(false, Detail::Full);
+        full_activity = false;
     }
     for time in [Detail::Compact, Detail::Minimal] {
         if !fits(&lines) {
@@ -73,6 +78,8 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, key: RowK
     if let Some(chart) = chart {
         trend::process(frame, chart, ctx, key);
     }
+    let board = process.is_some() && board_gpu(snap, key, full_activity).is_some();
+    OnScreen { clocks: board, pcie: board }
 }
 
 fn title<'a>(ctx: &Ctx, p: Option<&Process>, key: RowKey, w: usize) -> Line<'a> {
@@ -151,7 +158,7 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey, full_activity: b
     // The board's power, energy, clocks and PCIe where there is room for
     // the counters in full: on a short screen where the time goes, and the
     // hints, matter more.
-    if let Some(gpu) = snap.gpus.iter().find(|g| g.index == key.gpu).filter(|_| full_activity) {
+    if let Some(gpu) = board_gpu(snap, key, full_activity) {
         lines.push(("board", board(gpu)));
     }
     let head = std::mem::take(&mut lines);
@@ -205,6 +212,12 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey, full_activity: b
         lines.push((if i == 0 { "hints" } else { "" }, format!("{} {}", ctx.sym.dot, ctx.clean(h))));
     }
     (head, lines)
+}
+
+/// The GPU whose board line the details show: the row's, where its
+/// activity is shown in full.
+fn board_gpu(snap: &Snapshot, key: RowKey, full_activity: bool) -> Option<&Gpu> {
+    snap.gpus.iter().find(|g| g.index == key.gpu).filter(|_| full_activity)
 }
 
 /// The board's readings the GPU's line has no room for: power and its

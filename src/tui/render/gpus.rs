@@ -10,6 +10,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
 use crate::model::{Activity, Gpu, GpuState, HealthCode, HealthVerdict, Snapshot};
+use crate::sources::OnScreen;
 use crate::tui::mouse::{Hits, Target};
 use crate::tui::render::Ctx;
 use crate::tui::render::bar::{self, Segment};
@@ -47,7 +48,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, compact: 
         if compact {
             lines.push(compact_line(ctx, snap, gpu, (iw, text_w, active), w));
         } else {
-            lines.extend(full_lines(ctx, snap, gpu, (iw, columns, active), w));
+            lines.extend(full_lines(ctx, snap, gpu, (iw, columns, active), w, &mut hits.on_screen));
         }
         hit(hits, area, first, lines.len(), Target::Gpu(gpu.index));
         lines.extend(mig::lines(ctx, snap, gpu, iw, w));
@@ -196,7 +197,16 @@ pub(super) fn activity_spans(ctx: &Ctx, a: Option<&Activity>, idle: bool) -> [[S
     ]
 }
 
-fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, layout: (usize, Columns, bool), w: usize) -> [Line<'a>; 2] {
+/// A GPU's two lines; what of the readings asked only while shown they
+/// have room for, added to `on_screen`.
+fn full_lines<'a>(
+    ctx: &Ctx,
+    snap: &Snapshot,
+    gpu: &Gpu,
+    layout: (usize, Columns, bool),
+    w: usize,
+    on_screen: &mut OnScreen,
+) -> [Line<'a>; 2] {
     let (iw, columns, active) = layout;
     let t = &ctx.theme;
     let mut first = marker(ctx, snap, gpu);
@@ -238,22 +248,25 @@ fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, layout: (usize, Columns
     let health_w = health.as_ref().map_or(0, Span::width);
     let show_health = health_w > 0 && w >= 3 + iw + used + health_w + 12;
     used += if show_health { health_w } else { 0 };
-    let mut fits = |extra_w: usize| {
-        let room = extra_w > 0 && w >= 3 + iw + used + extra_w + NAME_ROOM;
-        used += if room { extra_w } else { 0 };
+    let fits = |used: &mut usize, extra_w: usize| {
+        let room = extra_w > 0 && w >= 3 + iw + *used + extra_w + NAME_ROOM;
+        *used += if room { extra_w } else { 0 };
         room
     };
     let (show_link, show_tensor, show_dram) = if link.as_ref().is_some_and(|(_, down)| *down) {
-        (fits(link_w), fits(tensor_w), fits(dram_w))
+        (fits(&mut used, link_w), fits(&mut used, tensor_w), fits(&mut used, dram_w))
     } else {
-        let (tensor, dram) = (fits(tensor_w), fits(dram_w));
-        (fits(link_w), tensor, dram)
+        let (tensor, dram) = (fits(&mut used, tensor_w), fits(&mut used, dram_w));
+        (fits(&mut used, link_w), tensor, dram)
     };
     // Then the clocks and the PCIe rates, on a line wide enough; the
     // detail view has them always.
-    let (clocks, pcie) = (clocks(ctx, gpu), pcie(ctx, gpu));
-    let show_clocks = fits(clocks.as_ref().map_or(0, Span::width));
-    let show_pcie = fits(pcie.as_ref().map_or(0, Span::width));
+    let room = room(w, 3 + iw + used);
+    *on_screen = on_screen.or(room);
+    let clocks = clocks(ctx, gpu).filter(|_| room.clocks);
+    let pcie = pcie(ctx, gpu).filter(|_| room.pcie);
+    let show_clocks = fits(&mut used, clocks.as_ref().map_or(0, Span::width));
+    let show_pcie = fits(&mut used, pcie.as_ref().map_or(0, Span::width));
     let name_w = w.saturating_sub(3 + iw + used).clamp(8, 28);
     first.push(Span::raw(left(&name(ctx, gpu, false), name_w, ctx.sym.cut)));
     first.extend(util);
@@ -276,6 +289,25 @@ fn full_lines<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, layout: (usize, Columns
     first.extend(clocks.filter(|_| show_clocks));
     first.extend(pcie.filter(|_| show_pcie));
     [Line::from(first), memory_line(ctx, gpu, indent, columns)]
+}
+
+/// Columns the clocks take at their usual figures: "  1980/2619 MHz".
+/// A GDDR board's five-digit memory clock needs one more column, and is
+/// left out where only these fit.
+const CLOCKS_W: usize = 15;
+/// And the PCIe rates at their widest: "  PCIe rx 1023M/s tx 63.9G/s".
+const PCIE_W: usize = 28;
+
+/// Which of the clocks and the PCIe rates a GPU line `w` columns wide has
+/// room for, `taken` of them taken by what comes before: at the widths
+/// above, whether known or not. The poller is asked for them where a line
+/// has room (`tui::steer`), so what it is asked follows the width alone:
+/// a figure that came in wider or narrower than the last cannot turn the
+/// asking off and on, and a reading not asked yet is shown from its first
+/// tick where it then fits.
+pub fn room(w: usize, taken: usize) -> OnScreen {
+    let fits = |extra_w: usize| w >= taken + extra_w + NAME_ROOM;
+    OnScreen { clocks: fits(CLOCKS_W), pcie: fits(CLOCKS_W + PCIE_W) }
 }
 
 /// "  1980/2619 MHz": the SM and memory clocks, where known.
@@ -447,6 +479,17 @@ fn compact_line<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, widths: (usize, usize
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_has_room_for_the_clocks_then_the_pcie_rates_as_it_widens() {
+        let taken = 3 + 1 + 60;
+        let clocks_from = taken + CLOCKS_W + NAME_ROOM;
+        assert_eq!(room(clocks_from - 1, taken), OnScreen::NONE);
+        assert_eq!(room(clocks_from, taken), OnScreen { clocks: true, pcie: false });
+        assert_eq!(room(clocks_from + PCIE_W - 1, taken), OnScreen { clocks: true, pcie: false });
+        assert_eq!(room(clocks_from + PCIE_W, taken), OnScreen { clocks: true, pcie: true });
+        assert_eq!(room(80, 80), OnScreen::NONE, "nothing where the readings before them fill the line");
+    }
 
     #[test]
     fn busy_but_idle_needs_both_figures() {

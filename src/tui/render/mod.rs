@@ -148,7 +148,7 @@ fn dashboard(frame: &mut Frame, area: Rect, ctx: &Ctx, hits: &mut Hits) -> usize
         return page;
     }
     match detail {
-        Some(key) => detail::draw(frame, plan.body, ctx, snap, key),
+        Some(key) => hits.on_screen = detail::draw(frame, plan.body, ctx, snap, key),
         None => {
             gpus::draw(frame, plan.gpus, ctx, snap, plan.compact, hits);
             if let Some(chart) = plan.chart {
