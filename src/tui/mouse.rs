@@ -15,6 +15,17 @@ pub struct Hits {
     /// The processes on screen and a page either side, sorted; `None`
     /// where the frame drew no process table (`tui::steer`).
     pub near: Option<Vec<u32>>,
+    /// Where the frame drew a process's details: how they scroll.
+    pub detail: Option<Scroll>,
+}
+
+/// A scrolled text's room: the lines one screen shows (a page), and the
+/// first line shown when its end is at the bottom (the furthest it
+/// scrolls).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scroll {
+    pub page: usize,
+    pub last: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +84,7 @@ mod tests {
                 (Rect::new(0, 12, 80, 1), Target::Row(RowKey { pid: 42, gpu: 3 })),
             ],
             near: None,
+            detail: None,
         }
     }
 

@@ -20,7 +20,7 @@ pub const MAX_SCROLL: usize = 512;
 /// The process the key acts on: the detail view's, else the selected row's.
 fn subject(state: &State) -> Option<(RowKey, &Process)> {
     let key = match state.top() {
-        Some(View::Detail(key)) => Some(*key),
+        Some(View::Detail(view)) => Some(view.key),
         _ => selected_key(state),
     }?;
     let process = state.shown()?.processes.iter().find(|p| p.pid == key.pid)?;

@@ -20,7 +20,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("w, J, t F5", "group by workload (pod, container, Slurm) / DDP job; tree"),
     ("/, F4", "filter by user, command, PID, workload; Enter keeps it"),
     ("F3, n", "search: select the next match, hiding no row; F3 again: next"),
-    ("Enter", "details of the selected process"),
+    ("Enter", "the process in full; j k, PgDn Space, g G scroll it"),
     ("a, e", "every alert in full; the process's GPU environment"),
     ("m", "its allocator's live segment map (PyTorch; +/- size asked)"),
     ("M, A", "its PyTorch memory snapshot; start a probe in it (3.14+)"),
