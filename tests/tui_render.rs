@@ -258,6 +258,22 @@ fn focus_narrows_table_and_chart() {
     insta::assert_snapshot!("focus_gpu1_80x24", text);
 }
 
+/// A focused GPU with no process says which key shows every GPU again:
+/// its own digit (0 would focus GPU 0).
+#[test]
+fn an_idle_focused_gpu_says_how_to_see_all_gpus() {
+    let mut snap = snapshot(Spec::gpus(4));
+    snap.processes.retain(|p| p.gpus.iter().all(|g| g.index != 3));
+    let mut s = State::new(&options());
+    s.on_snapshot(Arc::new(snap));
+    act(&mut s, &[Action::Focus(3)]);
+    let text = render_text(&mut s, 80, 24);
+    assert!(text.contains("no process on this GPU (3 again shows all GPUs)"), "{text}");
+    insta::assert_snapshot!("focus_idle_gpu_80x24", text);
+    act(&mut s, &[Action::Focus(3)]);
+    assert_eq!(s.focus, None, "the digit again: all GPUs, as the table says");
+}
+
 #[test]
 fn ascii_and_no_colour() {
     let plain = TuiOptions { ascii: true, color: false, ..options() };
