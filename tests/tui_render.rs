@@ -168,7 +168,8 @@ fn the_detail_view_scrolls_at_200x50() {
     renders_tiny(&mut s);
 }
 
-/// NVML's per-process samples (nvitop's %SM and %GMBW) beside the memory
+/// NVML's per-process samples (nvitop's %SM and %GMBW, here UTIL% and
+/// mem, never called SM) beside the memory
 /// NVML attributes to the process.
 #[test]
 fn detail_view_shows_the_process_share_of_the_gpu() {
@@ -188,7 +189,8 @@ fn detail_view_shows_the_process_share_of_the_gpu() {
     }
     act(&mut s, &[Action::OpenDetail]);
     let text = render_text(&mut s, 80, 24);
-    assert!(text.contains("SM 87% mem 41%"), "{text}");
+    assert!(text.contains("util 87% mem 41% of the time (NVML's per-process"), "{text}");
+    assert!(!text.contains("SM 87%"), "SM is the activity GPM counts:\n{text}");
     insta::assert_snapshot!("detail_process_share_80x24", text);
 }
 
@@ -1174,7 +1176,7 @@ fn detail_view_says_why_a_gpu_has_no_activity() {
     renders_tiny(&mut s);
 }
 
-/// SM% and GMBW% (NVML's per-process samples) appear where some GPU
+/// UTIL% and GMBW% (NVML's per-process samples) appear where some GPU
 /// samples its processes: `n/a` on a GPU that does not, `-` for a process
 /// with no sample in the period; `s` and F6 sort by them.
 #[test]
@@ -1182,25 +1184,25 @@ fn the_process_table_shows_each_process_share_of_its_gpu() {
     let mut s = state(Spec::gpus(4).shares());
     let small = render_text(&mut s, 80, 24);
     let row = |text: &str, pid: u32| text.lines().find(|l| l.contains(&pid.to_string())).unwrap_or("").to_string();
-    assert!(small.contains("GPU MEM▼  SM%   CPU%"), "SM% outlasts TYPE and GMBW% at 80 columns:\n{small}");
-    assert!(row(&small, 4_123_402).contains("GiB   77  101.3"), "{small}");
-    assert!(row(&small, 4_123_403).contains("GiB  n/a  101.3"), "a GPU that does not sample:\n{small}");
-    assert!(row(&small, 4_123_404).contains("MiB    -  101.3"), "no sample this period:\n{small}");
+    assert!(small.contains("GPU MEM▼ UTIL%   CPU%"), "UTIL% outlasts TYPE and GMBW% at 80 columns:\n{small}");
+    assert!(row(&small, 4_123_402).contains("GiB    77  101.3"), "{small}");
+    assert!(row(&small, 4_123_403).contains("GiB   n/a  101.3"), "a GPU that does not sample:\n{small}");
+    assert!(row(&small, 4_123_404).contains("MiB     -  101.3"), "no sample this period:\n{small}");
     insta::assert_snapshot!("process_shares_80x24", small);
     let big = render_text(&mut s, 200, 50);
-    assert!(big.contains("SM%  GMBW%   CPU%") && row(&big, 4_123_401).contains("  57     20  "), "{big}");
+    assert!(big.contains("UTIL%  GMBW%   CPU%") && row(&big, 4_123_401).contains("  57     20  "), "{big}");
     insta::assert_snapshot!("process_shares_200x50", big);
 
     act(&mut s, &[Action::SortNext; 5]);
-    assert_eq!(s.sort.column, gpuscope::tui::rows::Column::Sm);
+    assert_eq!(s.sort.column, gpuscope::tui::rows::Column::Util);
     let pids: Vec<u32> = s.rows().iter().map(|r| r.key.pid).collect();
     assert_eq!(pids, [4_123_402, 4_123_401, 4_123_403, 4_123_404], "largest first, unknown last");
-    assert!(render_text(&mut s, 80, 24).contains("SM%▼"));
+    assert!(render_text(&mut s, 80, 24).contains("UTIL%▼"));
     act(&mut s, &[Action::SortNext]);
     assert_eq!(s.sort.column, gpuscope::tui::rows::Column::MemBw);
     assert!(render_text(&mut s, 200, 50).contains("GMBW%▼"));
     renders_tiny(&mut s);
-    assert!(!render_text(&mut state(Spec::gpus(4)), 200, 50).contains("SM%"), "no GPU samples: no column");
+    assert!(!render_text(&mut state(Spec::gpus(4)), 200, 50).contains("UTIL%"), "no GPU samples: no column");
 }
 
 /// Each MIG device's line has its GPU instance's activity; one without
@@ -1456,7 +1458,7 @@ fn the_process_table_shows_each_process_data_wait() {
     assert!(big.contains("PINNED  DATA%   CPU%"), "{big}");
     insta::assert_snapshot!("process_data_wait_200x50", big);
 
-    // GPU MEM, then ALLOC, RESERVED, FRAG, PEAK, SM%, GMBW%, DATA%.
+    // GPU MEM, then ALLOC, RESERVED, FRAG, PEAK, UTIL%, GMBW%, DATA%.
     act(&mut s, &[Action::SortNext; 7]);
     assert_eq!(s.sort.column, gpuscope::tui::rows::Column::DataWait);
     let pids: Vec<u32> = s.rows().iter().map(|r| r.key.pid).collect();

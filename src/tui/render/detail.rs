@@ -337,13 +337,19 @@ fn health(ctx: &Ctx, gpu: &Gpu) -> Vec<(&'static str, String)> {
 /// How many of a GPU's driver events the detail view lists.
 const DRIVER_EVENTS_SHOWN: usize = 3;
 
-/// NVML's newest sample of the process on that GPU, where it samples.
+/// NVML's newest sample of the process on that GPU, where it samples:
+/// the share of the period a kernel of it ran (UTIL%, NVML's `smUtil`)
+/// and it read or wrote memory, worded so that no one reads it as the
+/// SM activity GPM counts.
 fn share(snap: &Snapshot, gpu: u32, pid: u32) -> Option<String> {
     let samples = snap.gpus.iter().find(|g| g.index == gpu)?.process_utilization.as_ref()?;
     let u = samples.iter().find(|u| u.pid == pid)?;
     let media =
         if u.encoder + u.decoder > 0 { format!(" enc {}% dec {}%", u.encoder, u.decoder) } else { String::new() };
-    Some(format!(" SM {}% mem {}%{media}", u.sm, u.memory))
+    Some(format!(
+        "  util {}% mem {}%{media} of the time (NVML's per-process sample: a kernel ran, not SM activity)",
+        u.sm, u.memory
+    ))
 }
 
 /// The settings in effect, named by the variable this version reads, and

@@ -55,7 +55,8 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
         .map(|(k, what)| Line::from(vec![Span::styled(format!(" {k:<key_w$}  "), t.key), Span::raw(*what)]))
         .collect();
     lines.push(Line::raw(""));
-    lines.push(Line::styled(" > selected   ! alert   ? figure from a quiet probe", t.dim));
+    // UTIL% is NVML's per-process sample, not the GPU's SM activity.
+    lines.push(Line::styled(" > selected  ! alert  ? quiet probe  UTIL% time a kernel ran, not SM activity", t.dim));
     if ctx.state.replay.is_some() {
         // One line: with the replay's keys the box has no row to spare at 80x24.
         lines.push(Line::styled(" replay: no signal is ever sent; the exec hook never runs", t.warn));
