@@ -1184,13 +1184,13 @@ fn the_process_table_shows_each_process_share_of_its_gpu() {
     let mut s = state(Spec::gpus(4).shares());
     let small = render_text(&mut s, 80, 24);
     let row = |text: &str, pid: u32| text.lines().find(|l| l.contains(&pid.to_string())).unwrap_or("").to_string();
-    assert!(small.contains("GPU MEM▼ UTIL%   CPU%"), "UTIL% outlasts TYPE and GMBW% at 80 columns:\n{small}");
-    assert!(row(&small, 4_123_402).contains("GiB    77  101.3"), "{small}");
-    assert!(row(&small, 4_123_403).contains("GiB   n/a  101.3"), "a GPU that does not sample:\n{small}");
-    assert!(row(&small, 4_123_404).contains("MiB     -  101.3"), "no sample this period:\n{small}");
+    assert!(small.contains("GPU MEM▼  UTIL%   CPU%"), "UTIL% outlasts TYPE and GMBW% at 80 columns:\n{small}");
+    assert!(row(&small, 4_123_402).contains("GiB     77  101.3"), "{small}");
+    assert!(row(&small, 4_123_403).contains("GiB    n/a  101.3"), "a GPU that does not sample:\n{small}");
+    assert!(row(&small, 4_123_404).contains("MiB      -  101.3"), "no sample this period:\n{small}");
     insta::assert_snapshot!("process_shares_80x24", small);
     let big = render_text(&mut s, 200, 50);
-    assert!(big.contains("UTIL%  GMBW%   CPU%") && row(&big, 4_123_401).contains("  57     20  "), "{big}");
+    assert!(big.contains(" UTIL%  GMBW%   CPU%") && row(&big, 4_123_401).contains("  57     20  "), "{big}");
     insta::assert_snapshot!("process_shares_200x50", big);
 
     act(&mut s, &[Action::SortNext; 5]);

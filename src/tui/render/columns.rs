@@ -32,7 +32,7 @@ const RANK: Spec = spec(Column::Rank, 7, true, 3, false);
 const PINNED: Spec = spec(Column::Pinned, 9, true, 1, false);
 /// Which process works the GPU outlasts its host figures; its share of
 /// the memory bandwidth gives way before them.
-const UTIL: Spec = spec(Column::Util, 5, true, 8, false);
+const UTIL: Spec = spec(Column::Util, 6, true, 8, false);
 const MEM_BW: Spec = spec(Column::MemBw, 6, true, 4, false);
 /// Where a probe measures it, whether a job waits for its data outlasts
 /// its fragmentation: the one says why a GPU idles, the other only
