@@ -236,7 +236,7 @@ async fn the_poller_reads_the_figures_of_the_rows_near_the_screen() {
     assert!(near.contains(&1099) && !near.contains(&1000) && near.is_sorted(), "{near:?}");
     d.press(KeyCode::Char('s'));
     d.shows("sort ALLOC").await;
-    // Past RESERVED, FRAG, PEAK, SM%, GMBW% and DATA% to CPU%.
+    // Past RESERVED, FRAG, PEAK, UTIL%, GMBW% and DATA% to CPU%.
     for _ in 0..7 {
         d.press(KeyCode::Char('s'));
     }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use gpuscope::sources::OnScreen;
 use gpuscope::sources::nvml::Wanted;
 use gpuscope::tui::keys::Action;
+use gpuscope::tui::state::View;
 use gpuscope::tui::update::apply;
 use gpuscope::tui::{Clock, State, TuiOptions};
 use tui_fixtures::{
@@ -102,7 +103,74 @@ fn detail_view_of_a_probed_process() {
     insta::assert_snapshot!("detail_200x50", render_text(&mut s, 200, 50));
 }
 
-/// NVML's per-process samples (nvitop's %SM and %GMBW) beside the memory
+/// The details scroll where they do not fit: a line (j, Down), a page
+/// (PgDn, Space), the end (End, G) and back (k, PgUp, Home, g); the last
+/// line says how much more there is either way; scrolling past the end
+/// stops at it; another process's details start at the top again.
+#[test]
+fn the_detail_view_scrolls() {
+    let mut s = state(Spec { alerts: true, ..Spec::gpus(2).probed().input() });
+    act(&mut s, &[Action::OpenDetail]);
+    let top = render_text(&mut s, 80, 24);
+    assert!(top.contains("PID 4123402 on GPU 1") && top.contains("more lines") && !top.contains("above"), "{top}");
+    let scroll = |s: &State| match s.top() {
+        Some(View::Detail(d)) => d.scroll,
+        other => panic!("{other:?}"),
+    };
+    act(&mut s, &[Action::Move(1), Action::Move(1), Action::Page(1)]);
+    let page = s.hits.detail.unwrap().page;
+    assert_eq!(scroll(&s), 2 + page, "two lines and a page");
+    let scrolled = render_text(&mut s, 80, 24);
+    assert!(scrolled.contains(&format!("{} lines above", 2 + page)), "{scrolled}");
+    insta::assert_snapshot!("detail_scrolled_80x24", scrolled);
+    // Past the end: it stops at the last screenful, and one line up
+    // moves at once.
+    let last = s.hits.detail.unwrap().last;
+    for _ in 0..3 {
+        act(&mut s, &[Action::Page(1), Action::Move(1)]);
+    }
+    assert_eq!(scroll(&s), last);
+    act(&mut s, &[Action::Last, Action::Last]);
+    assert_eq!(scroll(&s), last);
+    let end = render_text(&mut s, 80, 24);
+    assert!(end.contains("hints     ·") && !end.contains("more line"), "the hints at the end:\n{end}");
+    act(&mut s, &[Action::Move(-1)]);
+    assert_eq!(scroll(&s), last - 1);
+    act(&mut s, &[Action::First]);
+    assert_eq!(scroll(&s), 0);
+    // A tall screen holds it all: nothing to scroll.
+    act(&mut s, &[Action::Last]);
+    let all = render_text(&mut s, 200, 50);
+    assert!(!all.contains("more line") && !all.contains("above"), "{all}");
+    assert_eq!(s.hits.detail.unwrap().last, 0);
+    // Scrolled, then another process: from the top.
+    act(&mut s, &[Action::Back, Action::Move(1), Action::OpenDetail]);
+    render_text(&mut s, 80, 24);
+    act(&mut s, &[Action::Last, Action::Back, Action::Move(-1), Action::OpenDetail]);
+    assert_eq!(scroll(&s), 0);
+    renders_tiny(&mut s);
+    act(&mut s, &[Action::Last]);
+    renders_tiny(&mut s);
+}
+
+/// At 200x50 the details stand beside their chart, half the width: a job
+/// with an OOM post-mortem, an alert and its input pipeline needs more
+/// than the height, and scrolls.
+#[test]
+fn the_detail_view_scrolls_at_200x50() {
+    let mut s = state(Spec { alerts: true, oom: true, ..Spec::gpus(2).probed().input() });
+    act(&mut s, &[Action::OpenDetail]);
+    let top = render_text(&mut s, 200, 50);
+    assert!(top.contains("more line"), "{top}");
+    act(&mut s, &[Action::Page(1)]);
+    let scrolled = render_text(&mut s, 200, 50);
+    assert!(scrolled.contains("above"), "{scrolled}");
+    insta::assert_snapshot!("detail_scrolled_200x50", scrolled);
+    renders_tiny(&mut s);
+}
+
+/// NVML's per-process samples (nvitop's %SM and %GMBW, here UTIL% and
+/// mem, never called SM) beside the memory
 /// NVML attributes to the process.
 #[test]
 fn detail_view_shows_the_process_share_of_the_gpu() {
@@ -122,7 +190,8 @@ fn detail_view_shows_the_process_share_of_the_gpu() {
     }
     act(&mut s, &[Action::OpenDetail]);
     let text = render_text(&mut s, 80, 24);
-    assert!(text.contains("SM 87% mem 41%"), "{text}");
+    assert!(text.contains("util 87% mem 41% of the time (NVML's per-process"), "{text}");
+    assert!(!text.contains("SM 87%"), "SM is the activity GPM counts:\n{text}");
     insta::assert_snapshot!("detail_process_share_80x24", text);
 }
 
@@ -190,6 +259,22 @@ fn focus_narrows_table_and_chart() {
     let text = render_text(&mut s, 80, 24);
     assert!(text.contains("History GPU 1") && text.contains("GPU 1 only"), "{text}");
     insta::assert_snapshot!("focus_gpu1_80x24", text);
+}
+
+/// A focused GPU with no process says which key shows every GPU again:
+/// its own digit (0 would focus GPU 0).
+#[test]
+fn an_idle_focused_gpu_says_how_to_see_all_gpus() {
+    let mut snap = snapshot(Spec::gpus(4));
+    snap.processes.retain(|p| p.gpus.iter().all(|g| g.index != 3));
+    let mut s = State::new(&options());
+    s.on_snapshot(Arc::new(snap));
+    act(&mut s, &[Action::Focus(3)]);
+    let text = render_text(&mut s, 80, 24);
+    assert!(text.contains("no process on this GPU (3 again shows all GPUs)"), "{text}");
+    insta::assert_snapshot!("focus_idle_gpu_80x24", text);
+    act(&mut s, &[Action::Focus(3)]);
+    assert_eq!(s.focus, None, "the digit again: all GPUs, as the table says");
 }
 
 #[test]
@@ -759,7 +844,7 @@ fn t_draws_the_process_tree() {
     assert_eq!(s.rows()[1].key.pid, 4_123_402);
     assert_eq!(s.selected.map(|k| k.pid), Some(4_123_402), "from vllm straight to rank 1, past the header");
     act(&mut s, &[Action::OpenDetail]);
-    assert!(matches!(s.top(), Some(View::Detail(k)) if k.pid == 4_123_402));
+    assert!(matches!(s.top(), Some(View::Detail(d)) if d.key.pid == 4_123_402));
     act(&mut s, &[Action::Back, Action::GroupByJob]);
     assert!(!render_text(&mut s, 80, 24).contains(" tree "), "J ends the tree");
     let mut plain = tree_snapshot(true);
@@ -1070,7 +1155,7 @@ fn first_details(spec: Spec, whose: &str) -> (State, String) {
 }
 
 /// The details of a process show its GPU's activity counters, each with
-/// what it counts; where the hints need the rows, in one line.
+/// what it counts.
 #[test]
 fn detail_view_shows_the_gpu_activity() {
     // GPU 1's process holds the most memory: the first row.
@@ -1088,8 +1173,11 @@ fn detail_view_shows_the_gpu_activity() {
     let mut probed = state(Spec { alerts: true, ..Spec::gpus(2).probed().activity() });
     act(&mut probed, &[Action::OpenDetail]);
     let crowded = render_text(&mut probed, 80, 24);
-    assert!(crowded.contains("activity  GPU 1: SM 62%  occupancy 31%  tensor 44%  DRAM 38%  over 1s"), "{crowded}");
-    assert!(crowded.contains("hints     · fragmentation 36%"), "the hints keep their rows:\n{crowded}");
+    assert!(crowded.contains("SM active 62% (time with a warp)"), "every counter, with its meaning:\n{crowded}");
+    assert!(crowded.contains("more lines"), "{crowded}");
+    act(&mut probed, &[Action::Last]);
+    let end = render_text(&mut probed, 80, 24);
+    assert!(end.contains("hints     · fragmentation 36%"), "the hints at the end:\n{end}");
     assert!(render_text(&mut probed, 200, 50).contains("DRAM 38% (memory bandwidth)"), "room for all at 200x50");
     renders_tiny(&mut s);
     renders_tiny(&mut probed);
@@ -1107,7 +1195,7 @@ fn detail_view_says_why_a_gpu_has_no_activity() {
     renders_tiny(&mut s);
 }
 
-/// SM% and GMBW% (NVML's per-process samples) appear where some GPU
+/// UTIL% and GMBW% (NVML's per-process samples) appear where some GPU
 /// samples its processes: `n/a` on a GPU that does not, `-` for a process
 /// with no sample in the period; `s` and F6 sort by them.
 #[test]
@@ -1115,25 +1203,25 @@ fn the_process_table_shows_each_process_share_of_its_gpu() {
     let mut s = state(Spec::gpus(4).shares());
     let small = render_text(&mut s, 80, 24);
     let row = |text: &str, pid: u32| text.lines().find(|l| l.contains(&pid.to_string())).unwrap_or("").to_string();
-    assert!(small.contains("GPU MEM▼  SM%   CPU%"), "SM% outlasts TYPE and GMBW% at 80 columns:\n{small}");
-    assert!(row(&small, 4_123_402).contains("GiB   77  101.3"), "{small}");
-    assert!(row(&small, 4_123_403).contains("GiB  n/a  101.3"), "a GPU that does not sample:\n{small}");
-    assert!(row(&small, 4_123_404).contains("MiB    -  101.3"), "no sample this period:\n{small}");
+    assert!(small.contains("GPU MEM▼  UTIL%   CPU%"), "UTIL% outlasts TYPE and GMBW% at 80 columns:\n{small}");
+    assert!(row(&small, 4_123_402).contains("GiB     77  101.3"), "{small}");
+    assert!(row(&small, 4_123_403).contains("GiB    n/a  101.3"), "a GPU that does not sample:\n{small}");
+    assert!(row(&small, 4_123_404).contains("MiB      -  101.3"), "no sample this period:\n{small}");
     insta::assert_snapshot!("process_shares_80x24", small);
     let big = render_text(&mut s, 200, 50);
-    assert!(big.contains("SM%  GMBW%   CPU%") && row(&big, 4_123_401).contains("  57     20  "), "{big}");
+    assert!(big.contains(" UTIL%  GMBW%   CPU%") && row(&big, 4_123_401).contains("  57     20  "), "{big}");
     insta::assert_snapshot!("process_shares_200x50", big);
 
     act(&mut s, &[Action::SortNext; 5]);
-    assert_eq!(s.sort.column, gpuscope::tui::rows::Column::Sm);
+    assert_eq!(s.sort.column, gpuscope::tui::rows::Column::Util);
     let pids: Vec<u32> = s.rows().iter().map(|r| r.key.pid).collect();
     assert_eq!(pids, [4_123_402, 4_123_401, 4_123_403, 4_123_404], "largest first, unknown last");
-    assert!(render_text(&mut s, 80, 24).contains("SM%▼"));
+    assert!(render_text(&mut s, 80, 24).contains("UTIL%▼"));
     act(&mut s, &[Action::SortNext]);
     assert_eq!(s.sort.column, gpuscope::tui::rows::Column::MemBw);
     assert!(render_text(&mut s, 200, 50).contains("GMBW%▼"));
     renders_tiny(&mut s);
-    assert!(!render_text(&mut state(Spec::gpus(4)), 200, 50).contains("SM%"), "no GPU samples: no column");
+    assert!(!render_text(&mut state(Spec::gpus(4)), 200, 50).contains("UTIL%"), "no GPU samples: no column");
 }
 
 /// Each MIG device's line has its GPU instance's activity; one without
@@ -1256,27 +1344,27 @@ fn with_alerts(spec: Spec, alerts: &[serde_json::Value]) -> State {
 /// Where the time goes: the share of each step that waits for data, as a
 /// bar with its rate; why (here: both workers busy at a full CPU each) and
 /// what to change; the loader's settings, the workers as the host sees
-/// them, `/dev/shm`, and the environment. At 80x24 each part in a line.
+/// them, `/dev/shm`, and the environment, each wrapped at 80 columns.
 #[test]
 fn detail_view_says_where_a_starved_job_s_time_goes() {
     let mut s = state(Spec::gpus(2).probed().input());
     // GPU 0's rank is the second row (GPU 1 holds more).
     act(&mut s, &[Action::Move(1), Action::OpenDetail]);
     let small = render_text(&mut s, 80, 24);
+    insta::assert_snapshot!("detail_input_starved_80x24", small);
+    // All of it, on a screen tall enough.
     shows(
-        &small,
+        &render_text(&mut s, 80, 80),
         &[
             "PID 4123401 on GPU 0",
-            "data wait ████░░░░░░ 41%  6.2 batches/s  66ms each  2 workers  pin_memory off",
+            "data wait ████████░░░░░░░░░░░░ 41%  6.2 batches/s  66ms a batch  first batch",
             "cause     all 2 workers busy at 98% of a CPU each; about 56 of the host's CPUs",
             "fix       Add workers (num_workers) while idle CPUs remain",
-            "/dev/shm  ░░░░░░░░░░ 1%  310 MiB of 32.0 GiB  need 144 MiB",
-            "env       torch 2.6.0  CUDA 12.4  cuDNN 9.1.0  cc 9.0 ok  TF32 on  autocast bf16",
-            // The hints keep a row.
+            "/dev/shm  ░░░░░░░░░░░░░░░░░░░░ 1%  310 MiB of 32.0 GiB  the loaders need 144",
+            "env       torch 2.6.0  CUDA 12.4  cuDNN 9.1.0  capability 9.0: in the wheel",
             "hints     ·",
         ],
     );
-    insta::assert_snapshot!("detail_input_starved_80x24", small);
     let big = render_text(&mut s, 200, 50);
     shows(
         &big,
@@ -1291,7 +1379,7 @@ fn detail_view_says_where_a_starved_job_s_time_goes() {
     // The wait is drawn in the warning style: it is over the starved
     // rule's share.
     let terminal = render(&mut s, 80, 24);
-    assert_eq!(cell_of(&terminal, "████░").fg, ratatui::style::Color::Yellow);
+    assert_eq!(cell_of(&terminal, "████████░").fg, ratatui::style::Color::Yellow);
     renders_tiny(&mut s);
 }
 
@@ -1389,7 +1477,7 @@ fn the_process_table_shows_each_process_data_wait() {
     assert!(big.contains("PINNED  DATA%   CPU%"), "{big}");
     insta::assert_snapshot!("process_data_wait_200x50", big);
 
-    // GPU MEM, then ALLOC, RESERVED, FRAG, PEAK, SM%, GMBW%, DATA%.
+    // GPU MEM, then ALLOC, RESERVED, FRAG, PEAK, UTIL%, GMBW%, DATA%.
     act(&mut s, &[Action::SortNext; 7]);
     assert_eq!(s.sort.column, gpuscope::tui::rows::Column::DataWait);
     let pids: Vec<u32> = s.rows().iter().map(|r| r.key.pid).collect();

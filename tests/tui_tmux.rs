@@ -302,7 +302,7 @@ fn htop_function_keys_in_a_real_terminal() {
     tmux.key("F5");
     let tree = tmux.shows(" tree ");
     assert!(tree.lines().any(|l| l.contains("4123399") && l.contains("torchrun")), "{tree}");
-    // At 100 columns SM% leaves the command its least.
+    // At 100 columns UTIL% leaves the command its least.
     assert!(tree.contains("└─ python3 train"), "{tree}");
     tmux.key("t");
     tmux.wait_for("the tree off", |s| !s.contains(" tree ") && s.contains("Processes 3"));

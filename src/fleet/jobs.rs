@@ -23,7 +23,7 @@ pub struct Job {
     /// Ranks two processes claim (two jobs sharing a key, or a restart),
     /// ascending.
     pub duplicate_ranks: Vec<u32>,
-    /// The rank with the lowest GPU utilisation: the process's own SM share
+    /// The rank with the lowest GPU utilisation: the process's own sample
     /// where NVML samples processes, else its GPU's utilisation. In DDP the
     /// others wait for it at every all-reduce... or it waits for them; a
     /// rank far below the rest is the one to look at.
@@ -81,7 +81,8 @@ pub fn group(hosts: &[HostState]) -> Vec<Job> {
     by_key.into_iter().map(|(job, ranks)| finish(job, ranks)).collect()
 }
 
-/// A snapshot's GPUs by index, and each process's SM share by (GPU, PID).
+/// A snapshot's GPUs by index, and each process's utilisation sample (the
+/// share of time its kernels ran) by (GPU, PID).
 struct Gpus<'a> {
     by_index: IntMap<u32, &'a Gpu>,
     sm: IntMap<(u32, u32), u32>,

@@ -49,9 +49,10 @@ impl<H: HostSource> DemoHost<H> {
     }
 }
 
-/// A rank's DataLoader as the host would see it: four workers named by
-/// PyTorch 2.5+, busy decoding, and a pin-memory thread, all on node 0.
-fn input_of(rank: u32) -> HostInput {
+/// A rank's DataLoader as the host would see it: the workers its probe
+/// names (the same PIDs, as many), named by PyTorch 2.5+, busy decoding,
+/// and a pin-memory thread, all on node 0.
+fn input_of(pid: u32) -> HostInput {
     let placed = |cpu: u32| Placement {
         cpus_allowed: Some("0-31".into()),
         nodes_allowed: Some(vec![0]),
@@ -64,22 +65,24 @@ fn input_of(rank: u32) -> HostInput {
         blkio_wait_percent: None,
         placement: Some(placed(cpu)),
     };
-    let base = (rank - PROCESSES[0].0) * 10 + 4_123_420;
     let states = [TaskState::Running, TaskState::Running, TaskState::Sleeping, TaskState::Running];
-    let workers = (0..4u32)
-        .map(|i| DataWorker {
-            pid: base + i,
+    let workers = crate::probe::files::demo::worker_pids(pid)
+        .unwrap_or_default()
+        .into_iter()
+        .zip(0u32..)
+        .map(|(worker, i)| DataWorker {
+            pid: worker,
             ns_pid: None,
             found_by: WorkerSource::Name,
             alive: true,
-            figures: figures(states[i as usize], 71.0 + f64::from(i) * 6.5, 2 + i),
+            figures: figures(states[i as usize % states.len()], 71.0 + f64::from(i % 4) * 6.5, 2 + i),
             exit_signal: None,
         })
         .collect();
     HostInput {
         workers,
         workers_omitted: 0,
-        pin_threads: vec![PinThread { tid: rank + 7, figures: figures(TaskState::Sleeping, 4.2, 1) }],
+        pin_threads: vec![PinThread { tid: pid + 7, figures: figures(TaskState::Sleeping, 4.2, 1) }],
         placement: Some(placed(0)),
         cgroup_cpu: None,
     }
@@ -151,7 +154,12 @@ mod tests {
         assert_eq!((rank0.user.as_deref(), rank0.parent_pid), (Some("alice"), Some(LAUNCHER)));
         assert_eq!(rank0.parent_name.as_deref(), Some("torchrun"));
         let input = rank0.input.as_deref().unwrap();
-        assert_eq!(input.workers.len(), 4);
+        // The workers the rank's probe names: the same PIDs, as many.
+        let pids: Vec<u32> = input.workers.iter().map(|w| w.pid).collect();
+        assert_eq!(Some(pids), crate::probe::files::demo::worker_pids(4_123_401));
+        assert_eq!(input.workers.len(), crate::probe::files::demo::WORKERS as usize);
+        let rank1 = sample.processes[&4_123_402].input.as_deref().unwrap();
+        assert!(rank1.workers.iter().all(|w| !input.workers.iter().any(|v| v.pid == w.pid)), "each rank its own");
         assert!(input.workers.iter().all(|w| w.alive && w.figures.cpu_percent.is_some()));
         assert!(sample.processes[&4_123_510].input.is_none(), "vLLM serves without a DataLoader");
         assert!(rank0.cpu_percent.is_some() && rank0.memory.is_some() && rank0.start_time.is_some());

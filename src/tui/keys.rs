@@ -93,6 +93,11 @@ pub enum InputMode {
     Segments,
     /// The alert list: scrolling only.
     Alerts,
+    /// A process's details: the moving keys scroll them; the rest act as
+    /// on the dashboard, on that process.
+    Detail,
+    /// The details over a recording: playback keys first.
+    ReplayDetail,
     /// F6's menu: a column to sort by.
     SortMenu,
 }
@@ -114,6 +119,8 @@ pub fn map(key: KeyEvent, mode: InputMode) -> Option<Action> {
     match mode {
         InputMode::Dashboard => dashboard(key.code),
         InputMode::Replay => replay(key.code).or_else(|| dashboard(key.code)),
+        InputMode::Detail => detail(key.code).or_else(|| dashboard(key.code)),
+        InputMode::ReplayDetail => replay(key.code).or_else(|| detail(key.code)).or_else(|| dashboard(key.code)),
         InputMode::Filter => filter(key.code),
         InputMode::Search => search(key.code),
         InputMode::Help => match key.code {
@@ -152,6 +159,20 @@ fn segments(code: KeyCode) -> Option<Action> {
         KeyCode::PageUp => Action::Page(-1),
         KeyCode::PageDown => Action::Page(1),
         KeyCode::Home => Action::First,
+        _ => return None,
+    })
+}
+
+/// Scrolling the details, as in less and htop: a line, a page (Space
+/// too), the top and the end (vim's `g` and `G` too).
+fn detail(code: KeyCode) -> Option<Action> {
+    Some(match code {
+        KeyCode::Up | KeyCode::Char('k') => Action::Move(-1),
+        KeyCode::Down | KeyCode::Char('j') => Action::Move(1),
+        KeyCode::PageUp => Action::Page(-1),
+        KeyCode::PageDown | KeyCode::Char(' ') => Action::Page(1),
+        KeyCode::Home | KeyCode::Char('g') => Action::First,
+        KeyCode::End | KeyCode::Char('G') => Action::Last,
         _ => return None,
     })
 }
@@ -372,6 +393,26 @@ mod tests {
         assert_eq!(m(KeyCode::Esc), Some(Action::Back));
         assert_eq!(m(KeyCode::Char('S')), Some(Action::SortReverse));
         assert_eq!(m(KeyCode::Char('K')), None, "no kill from the menu");
+    }
+
+    #[test]
+    fn the_details_scroll_as_in_less_and_keep_the_dashboard_s_other_keys() {
+        let d = |code| map(key(code), InputMode::Detail);
+        assert_eq!(d(KeyCode::Char('j')), Some(Action::Move(1)));
+        assert_eq!(d(KeyCode::Up), Some(Action::Move(-1)));
+        assert_eq!(d(KeyCode::PageDown), Some(Action::Page(1)));
+        assert_eq!(d(KeyCode::Char(' ')), Some(Action::Page(1)), "Space pages, as in less");
+        assert_eq!(d(KeyCode::PageUp), Some(Action::Page(-1)));
+        assert_eq!(d(KeyCode::Char('g')), Some(Action::First));
+        assert_eq!(d(KeyCode::End), Some(Action::Last));
+        assert_eq!(d(KeyCode::Char('G')), Some(Action::Last));
+        assert_eq!(d(KeyCode::Esc), Some(Action::Back));
+        assert_eq!(d(KeyCode::Char('K')), Some(Action::Kill));
+        assert_eq!(d(KeyCode::Char('p')), Some(Action::TogglePause));
+        let r = |code| map(key(code), InputMode::ReplayDetail);
+        assert_eq!(r(KeyCode::Char(' ')), Some(Action::Replay(Command::TogglePause)), "playback first");
+        assert_eq!(r(KeyCode::Char('j')), Some(Action::Move(1)));
+        assert_eq!(r(KeyCode::Char('G')), Some(Action::Last));
     }
 
     #[test]

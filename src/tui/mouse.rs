@@ -19,6 +19,17 @@ pub struct Hits {
     /// The readings asked only while shown that the frame has room for
     /// (`tui::steer`).
     pub on_screen: OnScreen,
+    /// Where the frame drew a process's details: how they scroll.
+    pub detail: Option<Scroll>,
+}
+
+/// A scrolled text's room: the lines one screen shows (a page), and the
+/// first line shown when its end is at the bottom (the furthest it
+/// scrolls).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scroll {
+    pub page: usize,
+    pub last: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +89,7 @@ mod tests {
             ],
             near: None,
             on_screen: OnScreen::NONE,
+            detail: None,
         }
     }
 

@@ -20,7 +20,7 @@ pub const MAX_SCROLL: usize = 512;
 /// The process the key acts on: the detail view's, else the selected row's.
 fn subject(state: &State) -> Option<(RowKey, &Process)> {
     let key = match state.top() {
-        Some(View::Detail(key)) => Some(*key),
+        Some(View::Detail(view)) => Some(view.key),
         _ => selected_key(state),
     }?;
     let process = state.shown()?.processes.iter().find(|p| p.pid == key.pid)?;
@@ -77,18 +77,21 @@ pub fn open_map(state: &mut State) -> Option<Effect> {
         state.status = Some(format!("PID {}: cudaMallocAsync keeps no segments of its own to map", key.pid));
         return None;
     }
+    let device = alloc.devices.iter().find(|d| d.gpu == Some(key.gpu));
+    let Some(ordinal) = device.and_then(|d| d.ordinal) else {
+        state.status = Some(format!("PID {}'s probe reports no device on GPU {}", key.pid, key.gpu));
+        return None;
+    };
+    // The demo's map is drawn from the figures its probe reports, so that
+    // it says what the details say.
     let demo = if simulated(state) {
-        let Some(map) = crate::probe::files::demo::segment_map(key.pid) else {
+        let Some(map) = device.and_then(|d| crate::probe::files::demo::segment_map(key.pid, d)) else {
             refuse_simulated(state, key.pid, "its map needs a real job");
             return None;
         };
         Some(map)
     } else {
         None
-    };
-    let Some(ordinal) = alloc.devices.iter().find(|d| d.gpu == Some(key.gpu)).and_then(|d| d.ordinal) else {
-        state.status = Some(format!("PID {}'s probe reports no device on GPU {}", key.pid, key.gpu));
-        return None;
     };
     // The question after an OOM is whether its request would fit now.
     let request = alloc

@@ -36,9 +36,11 @@ pub enum Column {
     Rank,
     /// Pinned host memory PyTorch's host allocator holds.
     Pinned,
-    /// The process's share of the GPU's SMs in NVML's last sample period
-    /// (nvitop's `%SM`).
-    Sm,
+    /// NVML's per-process utilisation sample: the share of its last
+    /// sample period in which a kernel of the process ran (nvitop's
+    /// `%SM`, nvidia-smi pmon's `sm`). Not SM activity: one small kernel
+    /// running all the time reads 100%.
+    Util,
     /// Its share of the GPU's memory bandwidth (nvitop's `%GMBW`).
     MemBw,
     /// The largest share of wall time its training thread waits in a
@@ -54,7 +56,7 @@ pub const SORTABLE: [Column; 15] = [
     Column::Reserved,
     Column::Frag,
     Column::Peak,
-    Column::Sm,
+    Column::Util,
     Column::MemBw,
     Column::DataWait,
     Column::Cpu,
@@ -84,7 +86,7 @@ impl Column {
             Self::Workload => "WORKLOAD",
             Self::Rank => "RANK",
             Self::Pinned => "PINNED",
-            Self::Sm => "SM%",
+            Self::Util => "UTIL%",
             Self::MemBw => "GMBW%",
             Self::DataWait => "DATA%",
             Self::Command => "COMMAND",
@@ -358,7 +360,7 @@ fn value<'a>(r: &Row<'a>, column: Column) -> Value<'a> {
         Column::Rank => num(r.process.allocator.as_ref().and_then(|a| a.rank).map(u64::from)),
         Column::Pinned => num(r.process.allocator.as_ref().and_then(|a| a.pinned_host)),
         // Unsampled and no sample alike go last: neither is a figure.
-        Column::Sm => Value::Num(r.share.sample().map(|u| f64::from(u.sm))),
+        Column::Util => Value::Num(r.share.sample().map(|u| f64::from(u.sm))),
         Column::MemBw => Value::Num(r.share.sample().map(|u| f64::from(u.memory))),
         Column::DataWait => Value::Num(r.data_wait()),
         Column::Command => text(r.command()),
@@ -448,15 +450,15 @@ mod tests {
     #[test]
     fn sorting_by_sm_share_puts_the_busiest_first_and_the_unknown_last() {
         let s = with_shares();
-        assert_eq!(keys(&build(&s, None, "", by(Column::Sm, true))), [(10, 0), (30, 0), (20, 1), (30, 1)]);
-        assert_eq!(keys(&build(&s, None, "", by(Column::Sm, false))), [(30, 0), (10, 0), (20, 1), (30, 1)]);
+        assert_eq!(keys(&build(&s, None, "", by(Column::Util, true))), [(10, 0), (30, 0), (20, 1), (30, 1)]);
+        assert_eq!(keys(&build(&s, None, "", by(Column::Util, false))), [(30, 0), (10, 0), (20, 1), (30, 1)]);
         assert_eq!(keys(&build(&s, None, "", by(Column::MemBw, true))), [(30, 0), (10, 0), (20, 1), (30, 1)]);
         // The same order through the comparisons a grouping sorts by.
-        let grouped = Sort { by_workload: true, ..by(Column::Sm, true) };
+        let grouped = Sort { by_workload: true, ..by(Column::Util, true) };
         assert_eq!(keys(&build(&s, None, "", grouped)), [(10, 0), (30, 0), (20, 1), (30, 1)]);
-        assert!(Column::Sm.descending_by_default() && Column::MemBw.descending_by_default());
+        assert!(Column::Util.descending_by_default() && Column::MemBw.descending_by_default());
         let after_peak = Sort { column: Column::Peak, ..Sort::default() }.next();
-        assert_eq!((after_peak.column, after_peak.next().column), (Column::Sm, Column::MemBw), "`s` walks to them");
+        assert_eq!((after_peak.column, after_peak.next().column), (Column::Util, Column::MemBw), "`s` walks to them");
     }
 
     /// PID 10 waits for its data 5% of the time; PID 30 (on two GPUs)

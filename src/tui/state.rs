@@ -19,7 +19,7 @@ use crate::tui::rows::{self, Row, Sort};
 pub enum View {
     Help,
     /// One process on one GPU, in full.
-    Detail(RowKey),
+    Detail(DetailView),
     Confirm(Confirm),
     /// The live segment map of one process's device on one GPU.
     Segments(SegmentsView),
@@ -36,6 +36,21 @@ pub enum View {
         pid: u32,
         vars: Option<Result<Vec<(String, String)>, String>>,
     },
+}
+
+/// Whose details are open, and how far down they are scrolled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DetailView {
+    pub key: RowKey,
+    /// The first line shown under the title: 0 on opening, so another
+    /// process's details always start at the top.
+    pub scroll: usize,
+}
+
+impl DetailView {
+    pub fn new(key: RowKey) -> Self {
+        Self { key, scroll: 0 }
+    }
 }
 
 /// What the segment map shows: whose, and the allocation it is asked
@@ -210,8 +225,10 @@ impl State {
             Some(View::Segments(_)) => InputMode::Segments,
             Some(View::SortMenu { .. }) => InputMode::SortMenu,
             Some(View::Alerts { .. } | View::Environ { .. }) => InputMode::Alerts,
-            Some(View::Detail(_)) | None if self.replay.is_some() => InputMode::Replay,
-            Some(View::Detail(_)) | None => InputMode::Dashboard,
+            Some(View::Detail(_)) if self.replay.is_some() => InputMode::ReplayDetail,
+            Some(View::Detail(_)) => InputMode::Detail,
+            None if self.replay.is_some() => InputMode::Replay,
+            None => InputMode::Dashboard,
         }
     }
 

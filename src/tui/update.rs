@@ -10,7 +10,7 @@ use crate::tui::kill::{self, Signal, Target};
 use crate::tui::probe_tools;
 use crate::tui::rows::RowKey;
 use crate::tui::rows::{SORTABLE, Sort};
-use crate::tui::state::{Confirm, State, View};
+use crate::tui::state::{Confirm, DetailView, State, View};
 
 /// How far `-` and `+` take the interval: narrower than `--interval`'s
 /// bounds (`bounds::INTERVAL`), because a key pressed a few times too often
@@ -50,7 +50,7 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
         Action::ToggleHelp => state.views.push(View::Help),
         Action::Back => return back(state),
         Action::Move(by) => move_by(state, by),
-        Action::Page(pages) => move_by(state, pages.saturating_mul(state.page.max(1) as isize)),
+        Action::Page(pages) => move_by(state, pages.saturating_mul(page(state) as isize)),
         Action::First => move_by(state, isize::MIN / 2),
         Action::SegmentMap => return probe_tools::open_map(state),
         Action::MapBigger => probe_tools::resize_request(state, true),
@@ -125,7 +125,7 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
         Action::OpenDetail if !state.views.is_empty() => {}
         Action::OpenDetail => {
             if let Some(key) = selected_key(state) {
-                state.views.push(View::Detail(key));
+                state.views.push(View::Detail(DetailView::new(key)));
             }
         }
         Action::TogglePause => toggle_pause(state),
@@ -199,7 +199,24 @@ fn search_next(state: &mut State) {
     }
 }
 
+/// A page: of the details where they are open, else of the table.
+fn page(state: &State) -> usize {
+    match (state.top(), state.hits.detail) {
+        (Some(View::Detail(_)), Some(room)) => room.page.max(1),
+        _ => state.page.max(1),
+    }
+}
+
+/// How far the details scroll before a frame has measured them: far
+/// enough for any; the frame shows no more than their end.
+const DETAIL_SCROLL: usize = 10_000;
+
 fn move_by(state: &mut State, by: isize) {
+    let last = state.hits.detail.map_or(DETAIL_SCROLL, |room| room.last);
+    if let Some(View::Detail(view)) = state.views.last_mut() {
+        view.scroll = view.scroll.saturating_add_signed(by).min(last);
+        return;
+    }
     if let Some(View::Segments(view)) = state.views.last_mut() {
         view.scroll = view.scroll.saturating_add_signed(by).min(probe_tools::MAX_SCROLL);
         return;
@@ -297,7 +314,7 @@ fn ask_to_kill(state: &mut State, now_ms: u64) {
         return;
     }
     let key = match state.top() {
-        Some(View::Detail(key)) => Some(*key),
+        Some(View::Detail(view)) => Some(view.key),
         _ => selected_key(state),
     };
     let Some(key) = key else { return };
@@ -533,7 +550,7 @@ mod tests {
     #[test]
     fn enter_inside_a_view_opens_nothing_more() {
         let mut s = state(Duration::from_secs(1));
-        s.views.push(View::Detail(RowKey { pid: 1, gpu: 0 }));
+        s.views.push(View::Detail(DetailView::new(RowKey { pid: 1, gpu: 0 })));
         apply(&mut s, Action::OpenDetail, 0);
         assert_eq!(s.views.len(), 1);
         s.views = vec![View::Help];

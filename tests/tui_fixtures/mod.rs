@@ -546,7 +546,8 @@ pub fn render(state: &mut State, w: u16, h: u16) -> Term<TestBackend> {
     let clock = Clock::manual(T0 + 400);
     terminal
         .draw(|f| {
-            state.page = gpuscope::tui::render::draw(f, state, &clock);
+            // As the run loop keeps them: a page, and what was drawn where.
+            (state.page, state.hits) = gpuscope::tui::render::draw_with_hits(f, state, &clock);
         })
         .unwrap();
     terminal

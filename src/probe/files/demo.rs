@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{ProbeDevice, ProbeFile, ProbeReport, ProbeSample, ProbeSource};
+use crate::model::DeviceAllocator;
 use crate::model::{
     Autocast, DataLoaderStats, DeviceArch, FrameworkEnvironment, GradScalerUse, InputPipeline, LoaderSettings,
     ProbeStatus, SharedMemory,
@@ -112,7 +113,8 @@ fn report(p: &DemoProcess, t: f64) -> ProbeReport {
         Some(_) => {
             let reserved = nvml_used(t) - CONTEXT;
             let floor = 30.0 * GIB + 2.0 * MIB * t;
-            ((floor + 6.0 * GIB * ((t % 10.0) / 10.0)).min(reserved), reserved, 0.04 * reserved, 0)
+            let split = 0.04 * reserved;
+            ((floor + 6.0 * GIB * ((t % 10.0) / 10.0)).min(reserved - split), reserved, split, 0)
         }
         // vLLM preallocates its KV cache: steady.
         None => (65.0 * GIB, 70.0 * GIB, 0.0, 0),
@@ -181,7 +183,18 @@ fn report(p: &DemoProcess, t: f64) -> ProbeReport {
     ProbeReport { file: file.into(), alive: true, age: Duration::from_millis(300) }
 }
 
-/// A training rank's DataLoader (8 workers, 4 MiB batches); the server
+/// How many DataLoader workers each demo rank runs.
+pub const WORKERS: u32 = 8;
+
+/// The PIDs of a demo rank's DataLoader workers, as its probe publishes
+/// them (`worker_pids`) and the demo's host source shows them; `None` for
+/// the server, which has none, and for a PID not the demo's.
+pub fn worker_pids(pid: u32) -> Option<Vec<u32>> {
+    let rank = PROCESSES.iter().find(|p| p.pid == pid)?.rank?;
+    Some((1..=WORKERS).map(|i| pid + 10 * (rank + 1) + i).collect())
+}
+
+/// A training rank's DataLoader (8 workers, 2 MiB batches); the server
 /// has none.
 fn input(p: &DemoProcess, t: f64) -> InputPipeline {
     const MIB: u64 = 1 << 20;
@@ -189,7 +202,7 @@ fn input(p: &DemoProcess, t: f64) -> InputPipeline {
         return InputPipeline { hooked: false, window_s: Some(30.0), ..InputPipeline::default() };
     };
     let (share, rate) = if rank == 0 { (0.33 + 0.04 * (t / 7.0).sin(), 9.5) } else { (0.04, 14.2) };
-    let workers: Vec<u32> = (1..=8).map(|i| p.pid + 10 * (rank + 1) + i).collect();
+    let workers = worker_pids(p.pid).unwrap_or_default();
     let loader = DataLoaderStats {
         id: 1,
         live: true,
@@ -205,17 +218,17 @@ fn input(p: &DemoProcess, t: f64) -> InputPipeline {
         iterator: Some("_MultiProcessingDataLoaderIter".into()),
         dataset: Some("ImageFolder".into()),
         settings: LoaderSettings {
-            num_workers: Some(8),
+            num_workers: Some(WORKERS),
             pin_memory: Some(rank != 0),
             prefetch_factor: Some(2),
             persistent_workers: Some(false),
         },
-        workers: Some(8),
+        workers: Some(WORKERS),
         worker_pids: Some(workers),
         pin_memory_thread: Some(rank != 0),
         batches_ready: Some(u64::from(rank != 0) * 6),
         batch_bytes: Some(2 * MIB),
-        shm_need: Some(2 * MIB * (2 * 8 + 2)),
+        shm_need: Some(2 * MIB * (2 * u64::from(WORKERS) + 2)),
     };
     let total = 64 * MIB;
     let free = if rank == 0 { 16 * MIB } else { 40 * MIB };
@@ -229,7 +242,7 @@ fn input(p: &DemoProcess, t: f64) -> InputPipeline {
             total: Some(total),
             free: Some(free),
             used: Some(total - free),
-            need: Some(2 * MIB * (2 * 8 + 2)),
+            need: Some(2 * MIB * (2 * u64::from(WORKERS) + 2)),
             sharing_strategy: Some("file_descriptor".into()),
             open_files_limit: Some(1_048_576),
             open_files_limit_hard: Some(1_048_576),
@@ -266,32 +279,19 @@ fn environment(p: &DemoProcess) -> FrameworkEnvironment {
     }
 }
 
-/// The segment map (`m`) a demo rank's probe would answer with: made up
-/// like the rest of the demo, so the map can be seen without a GPU. Rank 0
-/// is fragmented: no cached block holds the 1 GiB asked about by default,
-/// so the map answers that it needs a new `cudaMalloc`. The server runs
+/// The segment map (`m`) a demo rank's probe would answer with, drawn
+/// from what its probe reports on that device (`device`, as the snapshot
+/// has it), so the map and the detail view agree: as many segments as it
+/// counts, adding up to what it has reserved, allocated and split. Rank 0
+/// is fragmented: its free space lies in splits and in whole free segments
+/// of at most 512 MiB, so no cached block holds the 1 GiB asked about by
+/// default and the map answers that it needs a new `cudaMalloc`; rank 1
+/// keeps whole segments of up to 2 GiB free. The server runs
 /// `cudaMallocAsync` and has none (`None`, as for a PID not the demo's).
-pub fn segment_map(pid: u32) -> Option<SegmentMap> {
-    use RunClass::{Allocated as A, Free as F, InactiveSplit as S, PendingFree as P};
+pub fn segment_map(pid: u32, device: &DeviceAllocator) -> Option<SegmentMap> {
     let p = PROCESSES.iter().find(|p| p.pid == pid && p.backend == "native")?;
-    let mib = |n: u64| n << 20;
-    let large: &[&[(RunClass, u64)]] = if p.rank == Some(0) {
-        &[
-            &[(A, mib(1536)), (S, mib(380)), (A, mib(132))],
-            &[(A, mib(600)), (S, mib(212)), (A, mib(40)), (S, mib(172))],
-            &[(S, mib(700)), (A, mib(324))],
-            &[(A, mib(260)), (P, mib(64)), (S, mib(188))],
-            &[(F, mib(20))],
-        ]
-    } else {
-        &[&[(A, mib(2048))], &[(A, mib(1800)), (S, mib(248))], &[(A, mib(900)), (F, mib(124))], &[(F, mib(1024))]]
-    };
-    let small: &[&[(RunClass, u64)]] =
-        &[&[(A, mib(1)), (S, 512 << 10), (A, 512 << 10)], &[(A, 1536 << 10), (F, 512 << 10)]];
-    let segments: Vec<Segment> = [("large", large), ("small", small)]
-        .into_iter()
-        .flat_map(|(pool, segs)| segs.iter().map(move |runs| demo_segment(pool, runs)))
-        .collect();
+    let free_segment = if p.rank == Some(0) { 512 << 20 } else { 2 << 30 };
+    let segments = demo_segments(device, free_segment);
     let pools = ["large", "small"]
         .into_iter()
         .map(|pool| {
@@ -319,6 +319,68 @@ pub fn segment_map(pid: u32) -> Option<SegmentMap> {
         truncated: false,
         segments_left_out: 0,
     })
+}
+
+/// `device`'s segments: a tenth (at most) in the small pool, 2 MiB each,
+/// three quarters allocated; in the large pool, what is neither allocated
+/// nor split as whole free segments of at most `free_segment` bytes, and
+/// the allocated and split bytes spread unevenly over the rest.
+fn demo_segments(device: &DeviceAllocator, free_segment: u64) -> Vec<Segment> {
+    use RunClass::{Allocated as A, Free as F, InactiveSplit as S};
+    const SMALL: u64 = 2 << 20;
+    let reserved = device.reserved.unwrap_or(0);
+    let allocated = device.allocated.unwrap_or(0).min(reserved);
+    let split = device.inactive_split.unwrap_or(0).min(reserved - allocated);
+    let free = reserved - allocated - split;
+    let count = device.segments.unwrap_or(64).max(1);
+    // Small blocks take at most half the allocated and split bytes.
+    let small = (count / 10).min(allocated / (3 * SMALL / 2)).min(split / (SMALL / 2));
+    let whole = free.div_ceil(free_segment.max(1)).min(count - small - 1);
+    let used = count - small - whole;
+    let mut segments: Vec<Segment> = Vec::new();
+    let (large_allocated, large_split) = (allocated - small * 3 * SMALL / 4, split - small * SMALL / 4);
+    let a = shares(large_allocated, used, Some(0));
+    let s = shares(large_split, used, Some(3));
+    for (i, (a, s)) in a.into_iter().zip(s).enumerate() {
+        // Where the split blocks lie in the segment varies, as it does.
+        let runs: Vec<(RunClass, u64)> = match i % 3 {
+            0 => vec![(A, a / 3 * 2), (S, s), (A, a - a / 3 * 2)],
+            1 => vec![(A, a), (S, s)],
+            _ => vec![(S, s / 2), (A, a), (S, s - s / 2)],
+        };
+        let mut runs: Vec<(RunClass, u64)> = runs.into_iter().filter(|r| r.1 > 0).collect();
+        // Too few segments to hold the free bytes apart: the last holds them.
+        if whole == 0 && free > 0 && i as u64 == used - 1 {
+            runs.push((F, free));
+        }
+        segments.push(demo_segment("large", &runs));
+    }
+    // The whole free segments among the others, evenly.
+    for (k, f) in shares(free, whole, None).into_iter().enumerate() {
+        let at = (k as u64 + 1) * used / (whole + 1) + k as u64;
+        segments
+            .insert(usize::try_from(at).unwrap_or(usize::MAX).min(segments.len()), demo_segment("large", &[(F, f)]));
+    }
+    for _ in 0..small {
+        segments.push(demo_segment("small", &[(A, 3 * SMALL / 4), (S, SMALL / 4)]));
+    }
+    segments
+}
+
+/// `total` in `n` parts: uneven, by a cycle of weights from `phase`, or
+/// even without one; the last takes what rounding leaves, so the parts
+/// add up to `total`.
+fn shares(total: u64, n: u64, phase: Option<usize>) -> Vec<u64> {
+    const WEIGHTS: [u64; 8] = [5, 2, 8, 3, 1, 6, 4, 7];
+    let n = usize::try_from(n).unwrap_or(0);
+    let weight = |i: usize| u128::from(phase.map_or(1, |p| WEIGHTS[(i + p) % WEIGHTS.len()]));
+    let sum: u128 = (0..n).map(weight).sum();
+    let mut parts: Vec<u64> =
+        (0..n.saturating_sub(1)).map(|i| u64::try_from(u128::from(total) * weight(i) / sum).unwrap_or(0)).collect();
+    if n > 0 {
+        parts.push(total - parts.iter().sum::<u64>());
+    }
+    parts
 }
 
 fn demo_segment(pool: &str, runs: &[(RunClass, u64)]) -> Segment {
@@ -355,15 +417,71 @@ mod tests {
         assert!(server.reserved.is_some());
     }
 
+    /// What the snapshot has of a demo process's device at `t`.
+    fn device_at(pid: u32, t: f64) -> DeviceAllocator {
+        let d = report(PROCESSES.iter().find(|p| p.pid == pid).unwrap(), t).file.devices[0].clone();
+        DeviceAllocator {
+            allocated: d.allocated,
+            reserved: d.reserved,
+            inactive_split: d.inactive_split,
+            segments: d.segments,
+            ..DeviceAllocator::default()
+        }
+    }
+
+    /// The map says what the detail view says: as many segments, adding up
+    /// to the reserved, allocated and split bytes, whenever it is asked;
+    /// whether 1 GiB fits follows the largest free block it draws.
     #[test]
     fn the_demo_ranks_answer_with_a_segment_map_that_adds_up() {
-        let map = segment_map(4_123_401).unwrap();
-        let large = map.pools.iter().find(|p| p.pool == "large").unwrap();
-        let segs: u64 = map.segments.iter().filter(|s| s.pool == "large").map(|s| s.total).sum();
-        assert_eq!(large.total, segs);
-        assert!(!map.fit(1 << 30).fits, "rank 0 is too fragmented for 1 GiB");
-        assert!(segment_map(4_123_402).unwrap().fit(1 << 30).fits);
-        assert_eq!(segment_map(4_123_510), None, "cudaMallocAsync keeps no segments");
-        assert_eq!(segment_map(77), None);
+        for t in [1.0, 20.0, 45.0, 300.0, 899.0, 3000.0, 20_000.0] {
+            for pid in [4_123_401, 4_123_402] {
+                let d = device_at(pid, t);
+                let map = segment_map(pid, &d).unwrap();
+                let sum = |f: fn(&Segment) -> u64| map.segments.iter().map(f).sum::<u64>();
+                let at = format!("PID {pid} at {t}s");
+                assert_eq!(Some(map.segments.len() as u64), d.segments, "{at}");
+                assert_eq!(Some(sum(|s| s.total)), d.reserved, "{at}");
+                assert_eq!(Some(sum(|s| s.allocated)), d.allocated, "{at}");
+                assert_eq!(Some(sum(|s| s.inactive_split)), d.inactive_split, "{at}");
+                assert_eq!(map.pools.iter().map(|p| p.segments).sum::<u64>(), 400, "{at}");
+                assert_eq!(map.pools.iter().map(|p| p.total).sum::<u64>(), d.reserved.unwrap(), "{at}");
+                assert!(map.segments.iter().all(|s| s.total > 0), "{at}");
+                let fit = map.fit(1 << 30);
+                let largest = map.segments.iter().filter(|s| s.pool == "large").map(|s| s.largest_free_block).max();
+                assert_eq!(fit.largest_free_block, largest.unwrap(), "{at}");
+                if pid == 4_123_401 {
+                    assert!(!fit.fits, "rank 0 is too fragmented for 1 GiB: {at}");
+                } else if t <= 3000.0 {
+                    assert!(fit.fits, "rank 1 keeps whole segments free: {at}");
+                }
+            }
+        }
+        let any = device_at(4_123_401, 1.0);
+        assert_eq!(segment_map(4_123_510, &any), None, "cudaMallocAsync keeps no segments");
+        assert_eq!(segment_map(77, &any), None);
+    }
+
+    /// Figures from elsewhere (a recording, a test's) still add up, down
+    /// to a device with one segment.
+    #[test]
+    fn any_figures_make_a_map_that_adds_up() {
+        for (allocated, split, reserved, segments) in [
+            (0, 0, 0, Some(0)),
+            (1 << 20, 0, 5 << 20, Some(1)),
+            (40 << 30, 1 << 30, 57 << 30, Some(120)),
+            (7, 3, 100, None),
+        ] {
+            let d = DeviceAllocator {
+                allocated: Some(allocated),
+                reserved: Some(reserved),
+                inactive_split: Some(split),
+                segments,
+                ..DeviceAllocator::default()
+            };
+            let map = segment_map(4_123_401, &d).unwrap();
+            assert_eq!(map.segments.iter().map(|s| s.total).sum::<u64>(), reserved, "{d:?}");
+            assert_eq!(map.segments.iter().map(|s| s.allocated).sum::<u64>(), allocated, "{d:?}");
+        }
     }
 }

@@ -29,7 +29,8 @@ pub static HOST_MEMORY: Def =
 pub static SM_UTIL: Def = gauge(
     "gpuscope_process_sm_utilization_ratio",
     Some("ratio"),
-    "The process's share of SM time in NVML's last sample, 0 to 1 (NVML: unreliable with several processes on a GPU).",
+    "Share of NVML's last sample period in which a kernel of the process ran, 0 to 1: per-process utilisation, \
+     not SM activity (NVML: unreliable with several processes on a GPU).",
 );
 pub static MEMORY_UTIL: Def = gauge(
     "gpuscope_process_memory_utilization_ratio",

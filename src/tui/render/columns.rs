@@ -2,7 +2,7 @@
 //! first as the terminal narrows. COMMAND takes whatever is left. Without
 //! any probe on screen, the allocator columns would only say "n/a", so
 //! they go first. WORKLOAD appears only when some process is in a
-//! container, pod or Slurm job, and is the first to go after those; SM%
+//! container, pod or Slurm job, and is the first to go after those; UTIL%
 //! and GMBW% only when some row's GPU samples its processes; DATA% only
 //! when some process's probe measures its DataLoader wait.
 
@@ -32,7 +32,7 @@ const RANK: Spec = spec(Column::Rank, 7, true, 3, false);
 const PINNED: Spec = spec(Column::Pinned, 9, true, 1, false);
 /// Which process works the GPU outlasts its host figures; its share of
 /// the memory bandwidth gives way before them.
-const SM: Spec = spec(Column::Sm, 4, true, 8, false);
+const UTIL: Spec = spec(Column::Util, 6, true, 8, false);
 const MEM_BW: Spec = spec(Column::MemBw, 6, true, 4, false);
 /// Where a probe measures it, whether a job waits for its data outlasts
 /// its fragmentation: the one says why a GPU idles, the other only
@@ -88,7 +88,7 @@ pub const MARKER: usize = 2;
 const COMMAND_MIN: usize = 16;
 
 /// The columns that fit in `width`, and COMMAND's width; WORKLOAD, RANK,
-/// PINNED, SM%, GMBW% and DATA% only when some row has one.
+/// PINNED, UTIL%, GMBW% and DATA% only when some row has one.
 pub fn choose(width: usize, present: Present) -> (Vec<Spec>, usize) {
     let probed = present.probed;
     let mut specs: Vec<Spec> = Vec::with_capacity(SPECS.len() + 6);
@@ -96,7 +96,7 @@ pub fn choose(width: usize, present: Present) -> (Vec<Spec>, usize) {
         // The GPU's shares, then how long the job waits to feed it,
         // before the host's figures.
         if s.column == Column::Cpu && present.shares {
-            specs.extend([SM, MEM_BW]);
+            specs.extend([UTIL, MEM_BW]);
         }
         if s.column == Column::Cpu && present.data_wait {
             specs.push(DATA_WAIT);
@@ -183,8 +183,8 @@ pub fn cell_into(out: &mut String, row: &Row, column: Column, now_ms: u64) {
             _ => out.push('-'),
         },
         Column::Pinned => alloc(out, p.allocator.as_ref().and_then(|a| a.pinned_host)),
-        Column::Sm | Column::MemBw => match row.share {
-            Share::Sample(u) => out.push_str(digits.format(if column == Column::Sm { u.sm } else { u.memory })),
+        Column::Util | Column::MemBw => match row.share {
+            Share::Sample(u) => out.push_str(digits.format(if column == Column::Util { u.sm } else { u.memory })),
             Share::NoSample => out.push('-'),
             Share::Unsampled => out.push_str(NA),
         },
@@ -232,11 +232,12 @@ mod tests {
     fn the_gpu_shares_show_only_where_some_row_s_gpu_samples_them() {
         let shares = Present { shares: true, ..Present::default() };
         let wide = names(&choose(200, shares).0);
-        assert!(wide.windows(3).any(|w| w == ["SM%", "GMBW%", "CPU%"]), "{wide:?}");
-        assert!(!names(&choose(200, Present::default()).0).contains(&"SM%"));
-        // At 80 columns SM% outlasts TYPE and GMBW%, and the host's figures.
+        assert!(wide.windows(3).any(|w| w == ["UTIL%", "GMBW%", "CPU%"]), "{wide:?}");
+        assert!(!names(&choose(200, Present::default()).0).contains(&"UTIL%"));
+        // At 80 columns UTIL% outlasts TYPE, GMBW% and TIME, and the host's
+        // figures.
         let (narrow, command) = choose(80, shares);
-        assert_eq!(names(&narrow), ["GPU", "PID", "USER", "GPU MEM", "SM%", "CPU%", "HOST MEM", "TIME"]);
+        assert_eq!(names(&narrow), ["GPU", "PID", "USER", "GPU MEM", "UTIL%", "CPU%", "HOST MEM"]);
         assert!(command >= COMMAND_MIN);
     }
 
@@ -255,10 +256,10 @@ mod tests {
             out
         };
         assert_eq!(
-            (cell(Share::Sample(&u), Column::Sm), cell(Share::Sample(&u), Column::MemBw)),
+            (cell(Share::Sample(&u), Column::Util), cell(Share::Sample(&u), Column::MemBw)),
             ("57".into(), "20".into())
         );
-        assert_eq!(cell(Share::NoSample, Column::Sm), "-", "sampled, and nothing of it this period");
+        assert_eq!(cell(Share::NoSample, Column::Util), "-", "sampled, and nothing of it this period");
         assert_eq!(cell(Share::Unsampled, Column::MemBw), "n/a", "the GPU takes no samples");
     }
 
@@ -273,7 +274,7 @@ mod tests {
         assert!(command >= COMMAND_MIN);
         // Beside the GPU's shares, after them.
         let both = names(&choose(220, Present { shares: true, ..data }).0);
-        assert!(both.windows(4).any(|w| w == ["SM%", "GMBW%", "DATA%", "CPU%"]), "{both:?}");
+        assert!(both.windows(4).any(|w| w == ["UTIL%", "GMBW%", "DATA%", "CPU%"]), "{both:?}");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Enter: one process on one GPU in full — command line, host figures,
 //! what that GPU (or MIG device) really does (its activity counters), the
 //! allocator's backend and configuration, rank, every figure on this
-//! GPU, its memory over time, and what to do about what it shows.
+//! GPU, its memory over time, and what to do about what it shows. All of
+//! it, wrapped at word boundaries: what a screen cannot hold scrolls, and
+//! the last line says how much more there is.
 
 use std::sync::Arc;
 
@@ -14,72 +16,90 @@ use crate::model::{
     Snapshot, Workload,
 };
 use crate::sources::OnScreen;
+use crate::tui::mouse::Scroll;
 use crate::tui::render::format::{activity, duration_short, interval, or_na};
 use crate::tui::render::layout::WIDE;
-use crate::tui::render::pipeline::{self, Detail, LABEL};
+use crate::tui::render::pipeline::{self, LABEL};
 use crate::tui::render::text::{spread, wrap};
 use crate::tui::render::{Ctx, hints, trend};
 use crate::tui::rows::RowKey;
+use crate::tui::state::DetailView;
 use crate::tui::term::Lines;
 use crate::util::units::bytes;
 
-/// Draws the details; returns what of the readings asked only while shown
-/// they show (the board line's clocks and PCIe rates).
-pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, key: RowKey) -> OnScreen {
+/// Draws the details scrolled to `view.scroll` (as far as their end
+/// allows); says how they scroll.
+/// Also says which readings asked only while shown the details show: the
+/// board line's clocks and PCIe rates, asked while the details are open
+/// (scrolled out of sight, they are a key away).
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, view: DetailView) -> (Scroll, OnScreen) {
+    let key = view.key;
     let process = snap.processes.iter().find(|p| p.pid == key.pid && p.gpus.iter().any(|g| g.index == key.gpu));
     let wide = area.width >= WIDE;
     let text_w = if wide { area.width / 2 } else { area.width } as usize;
-    let build = |full_activity: bool, time: Detail| {
-        let mut lines = vec![title(ctx, process, key, text_w)];
-        match process {
-            Some(p) => {
-                let (head, tail) = fields(ctx, snap, p, key, full_activity);
-                for (label, value) in head {
-                    lines.extend(field(ctx, label, &value, text_w));
-                }
-                lines.extend(pipeline::lines(ctx, snap, p, key.gpu, text_w, time));
-                for (label, value) in tail {
-                    lines.extend(field(ctx, label, &value, text_w));
-                }
+    let mut body = Vec::new();
+    match process {
+        Some(p) => {
+            let (head, tail) = fields(ctx, snap, p, key);
+            for (label, value) in head {
+                body.extend(field(ctx, label, &value, text_w));
             }
-            None => {
-                lines.push(Line::styled(format!("PID {} is no longer on GPU {}.", key.pid, key.gpu), ctx.theme.warn));
+            body.extend(pipeline::lines(ctx, snap, p, key.gpu, text_w));
+            for (label, value) in tail {
+                body.extend(field(ctx, label, &value, text_w));
             }
         }
-        lines
-    };
-    // The activity counters with their meanings, and where the time goes
-    // in full, where they fit; else the activity in a line, then each
-    // part of the time in a line, so that the hints after them stay on
-    // screen.
-    let fits = |lines: &Vec<Line>| lines.len() <= usize::from(area.height);
-    let mut lines = build(true, Detail::Full);
-    let mut full_activity = true;
-    if !fits(&lines) {
-        lines = build(false, Detail::Full);
-        full_activity = false;
+        None => body.push(Line::styled(format!("PID {} is no longer on GPU {}.", key.pid, key.gpu), ctx.theme.warn)),
     }
-    for time in [Detail::Compact, Detail::Minimal] {
-        if !fits(&lines) {
-            lines = build(false, time);
-        }
-    }
+    // Narrow: the chart under the text where all of it fits with room
+    // for a chart; else the text has the whole height, and scrolls.
     let (text, chart) = if wide {
         let half = area.width / 2;
         (Rect { width: half, ..area }, Some(Rect { x: area.x + half + 1, width: area.width - half - 1, ..area }))
     } else {
-        let want = lines.len() as u16 + 2;
+        let want = u16::try_from(body.len() + 3).unwrap_or(u16::MAX);
         let chart_h = area.height.saturating_sub(want);
+        let chart_h = if chart_h >= 7 { chart_h } else { 0 };
         let text = Rect { height: area.height - chart_h, ..area };
         let chart = Rect { y: area.y + text.height, height: chart_h, ..area };
-        (text, (chart_h >= 7).then_some(chart))
+        (text, (chart_h > 0).then_some(chart))
     };
+    // Under the title: the body, and where it does not all fit, a last
+    // line that says how much more there is either way.
+    let room = usize::from(text.height).saturating_sub(1);
+    let overflow = body.len() > room;
+    let page = if overflow { room.saturating_sub(1) } else { room };
+    let last = body.len().saturating_sub(page);
+    let start = view.scroll.min(last);
+    let below = body.len().saturating_sub(start + page);
+    let mut lines = vec![title(ctx, process, key, text_w)];
+    lines.extend(body.into_iter().skip(start).take(page));
+    if overflow && room > 0 {
+        lines.push(more(ctx, start, below, text_w));
+    }
     frame.render_lines(Lines(lines), text);
     if let Some(chart) = chart {
         trend::process(frame, chart, ctx, key);
     }
-    let board = process.is_some() && board_gpu(snap, key, full_activity).is_some();
-    OnScreen { clocks: board, pcie: board }
+    let board = process.is_some() && snap.gpus.iter().any(|g| g.index == key.gpu);
+    (Scroll { page, last }, OnScreen { clocks: board, pcie: board })
+}
+
+/// The last line of details that do not fit: how many lines are above
+/// and below the screen, and the keys that get there.
+fn more<'a>(ctx: &Ctx, above: usize, below: usize, w: usize) -> Line<'a> {
+    let (sym, t) = (ctx.sym, &ctx.theme);
+    let lines = |n: usize| if n == 1 { "line" } else { "lines" };
+    let mut said = Vec::new();
+    if below > 0 {
+        said.push(format!("{} {below} more {}", sym.down, lines(below)));
+    }
+    if above > 0 {
+        said.push(format!("{} {above} {} above", sym.up, lines(above)));
+    }
+    let left = vec![Span::styled(sym.rule, t.rule), Span::styled(format!(" {} ", said.join("  ")), t.title)];
+    let keys = if below > 0 { " j/k PgDn/PgUp End " } else { " k PgUp Home " };
+    spread(left, vec![Span::styled(keys, t.dim), Span::styled(sym.rule, t.rule)], w, sym.rule, t.rule)
 }
 
 fn title<'a>(ctx: &Ctx, p: Option<&Process>, key: RowKey, w: usize) -> Line<'a> {
@@ -131,7 +151,7 @@ fn field<'a>(ctx: &Ctx, label: &str, value: &str, w: usize) -> Vec<Line<'a>> {
 /// activity), and those after it.
 type Fields = Vec<(&'static str, String)>;
 
-fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey, full_activity: bool) -> (Fields, Fields) {
+fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey) -> (Fields, Fields) {
     let mut lines = vec![("command", ctx.clean(p.command.as_deref().or(p.name.as_deref()).unwrap_or("n/a")))];
     let started = p.start_time.as_ref().map(|t| duration_short(ctx.now_ms.saturating_sub(t.time_unix_ms)));
     lines.push((
@@ -154,11 +174,9 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey, full_activity: b
         })
         .collect();
     lines.push(("NVML", gpus.join("   ")));
-    lines.extend(gpu_activity(snap, p, key, full_activity));
-    // The board's power, energy, clocks and PCIe where there is room for
-    // the counters in full: on a short screen where the time goes, and the
-    // hints, matter more.
-    if let Some(gpu) = board_gpu(snap, key, full_activity) {
+    lines.extend(gpu_activity(snap, p, key));
+    // The board's power, energy, clocks and PCIe.
+    if let Some(gpu) = snap.gpus.iter().find(|g| g.index == key.gpu) {
         lines.push(("board", board(gpu)));
     }
     let head = std::mem::take(&mut lines);
@@ -214,12 +232,6 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey, full_activity: b
     (head, lines)
 }
 
-/// The GPU whose board line the details show: the row's, where its
-/// activity is shown in full.
-fn board_gpu(snap: &Snapshot, key: RowKey, full_activity: bool) -> Option<&Gpu> {
-    snap.gpus.iter().find(|g| g.index == key.gpu).filter(|_| full_activity)
-}
-
 /// The board's readings the GPU's line has no room for: power and its
 /// limit, the energy counter (since the driver loaded), clocks, PCIe.
 fn board(gpu: &Gpu) -> String {
@@ -240,9 +252,9 @@ fn board(gpu: &Gpu) -> String {
 }
 
 /// The activity counters of the GPU the row is on, or of its MIG device's
-/// GPU instance: every one with what it counts (`full`), or the main ones
-/// in a line; why there are none where there are none.
-fn gpu_activity(snap: &Snapshot, p: &Process, key: RowKey, full: bool) -> Vec<(&'static str, String)> {
+/// GPU instance: every one with what it counts; why there are none where
+/// there are none.
+fn gpu_activity(snap: &Snapshot, p: &Process, key: RowKey) -> Vec<(&'static str, String)> {
     let Some(gpu) = snap.gpus.iter().find(|g| g.index == key.gpu) else { return Vec::new() };
     let mig = p.gpus.iter().find(|g| g.index == key.gpu).and_then(|g| g.mig_device);
     let (whose, a, why) = match mig.and_then(|m| gpu.mig_devices.iter().find(|d| d.index == m)) {
@@ -259,17 +271,7 @@ fn gpu_activity(snap: &Snapshot, p: &Process, key: RowKey, full: bool) -> Vec<(&
         return why.map(|why| ("activity", format!("{whose}: n/a, {}", why.describe()))).into_iter().collect();
     };
     let period = interval(std::time::Duration::from_millis(a.period_ms));
-    if full {
-        return activity_lines(a, &whose, &period);
-    }
-    let text = format!(
-        "{whose}: SM {}  occupancy {}  tensor {}  DRAM {}  over {period}",
-        activity(a.sm_active),
-        activity(a.sm_occupancy),
-        activity(a.tensor_active),
-        activity(a.dram_active)
-    );
-    vec![("activity", text)]
+    activity_lines(a, &whose, &period)
 }
 
 /// Every activity counter, with a few words on what it counts; each
@@ -340,13 +342,19 @@ fn health(ctx: &Ctx, gpu: &Gpu) -> Vec<(&'static str, String)> {
 /// How many of a GPU's driver events the detail view lists.
 const DRIVER_EVENTS_SHOWN: usize = 3;
 
-/// NVML's newest sample of the process on that GPU, where it samples.
+/// NVML's newest sample of the process on that GPU, where it samples:
+/// the share of the period a kernel of it ran (UTIL%, NVML's `smUtil`)
+/// and it read or wrote memory, worded so that no one reads it as the
+/// SM activity GPM counts.
 fn share(snap: &Snapshot, gpu: u32, pid: u32) -> Option<String> {
     let samples = snap.gpus.iter().find(|g| g.index == gpu)?.process_utilization.as_ref()?;
     let u = samples.iter().find(|u| u.pid == pid)?;
     let media =
         if u.encoder + u.decoder > 0 { format!(" enc {}% dec {}%", u.encoder, u.decoder) } else { String::new() };
-    Some(format!(" SM {}% mem {}%{media}", u.sm, u.memory))
+    Some(format!(
+        "  util {}% mem {}%{media} of the time (NVML's per-process sample: a kernel ran, not SM activity)",
+        u.sm, u.memory
+    ))
 }
 
 /// The settings in effect, named by the variable this version reads, and

@@ -44,7 +44,7 @@ fn search_prompt<'a>(ctx: &Ctx) -> Line<'a> {
 fn hints<'a>(ctx: &Ctx, width: usize) -> Line<'a> {
     let s = ctx.state;
     let mut keys: Vec<(&str, &str)> = match s.top() {
-        Some(View::Detail(_)) => vec![("Esc", "back")],
+        Some(View::Detail(_)) => vec![("Esc", "back"), ("j/k", "scroll")],
         _ => vec![("?", "help"), ("q", "quit"), ("/", "filter"), ("s", "sort"), ("Tab", "GPU"), ("Enter", "details")],
     };
     if let Some(View::Environ { .. }) = s.top() {

@@ -20,7 +20,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("w, J, t F5", "group by workload (pod, container, Slurm) / DDP job; tree"),
     ("/, F4", "filter by user, command, PID, workload; Enter keeps it"),
     ("F3, n", "search: select the next match, hiding no row; F3 again: next"),
-    ("Enter", "details of the selected process"),
+    ("Enter", "the process in full; j k, PgDn Space, g G scroll it"),
     ("a, e", "every alert in full; the process's GPU environment"),
     ("m", "its allocator's live segment map (PyTorch; +/- size asked)"),
     ("M, A", "its PyTorch memory snapshot; start a probe in it (3.14+)"),
@@ -55,7 +55,8 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx) {
         .map(|(k, what)| Line::from(vec![Span::styled(format!(" {k:<key_w$}  "), t.key), Span::raw(*what)]))
         .collect();
     lines.push(Line::raw(""));
-    lines.push(Line::styled(" > selected   ! alert   ? figure from a quiet probe", t.dim));
+    // UTIL% is NVML's per-process sample, not the GPU's SM activity.
+    lines.push(Line::styled(" > selected  ! alert  ? quiet probe  UTIL% time a kernel ran, not SM activity", t.dim));
     if ctx.state.replay.is_some() {
         // One line: with the replay's keys the box has no row to spare at 80x24.
         lines.push(Line::styled(" replay: no signal is ever sent; the exec hook never runs", t.warn));

@@ -127,7 +127,7 @@ fn dashboard(frame: &mut Frame, area: Rect, ctx: &Ctx, hits: &mut Hits) -> usize
     let plan = layout::plan(area, needs);
     header::draw(frame, plan.header, ctx);
     alerts::draw(frame, plan.alerts, ctx, snap);
-    let detail = state.views.iter().rev().find_map(|v| if let View::Detail(k) = v { Some(*k) } else { None });
+    let detail = state.views.iter().rev().find_map(|v| if let View::Detail(d) = v { Some(*d) } else { None });
     let mut page = state.page;
     if let Some(View::Environ { pid, vars }) = state.top() {
         environ::draw(frame, plan.body, ctx, *pid, vars.as_ref());
@@ -148,7 +148,10 @@ fn dashboard(frame: &mut Frame, area: Rect, ctx: &Ctx, hits: &mut Hits) -> usize
         return page;
     }
     match detail {
-        Some(key) => hits.on_screen = detail::draw(frame, plan.body, ctx, snap, key),
+        Some(view) => {
+            let (scroll, shown) = detail::draw(frame, plan.body, ctx, snap, view);
+            (hits.detail, hits.on_screen) = (Some(scroll), shown);
+        }
         None => {
             gpus::draw(frame, plan.gpus, ctx, snap, plan.compact, hits);
             if let Some(chart) = plan.chart {

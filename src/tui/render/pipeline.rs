@@ -3,8 +3,8 @@
 //! `__next__`), why (`analysis::input_cause`, the reasoning the `starved`
 //! rule and `gpuscope doctor` use) and what to change, the loader's
 //! settings, `/dev/shm` with what the batches in flight need, the last
-//! loader failure, and the numeric environment the job runs in. Compact
-//! form: each part in a line, so the hints after it stay on screen.
+//! loader failure, and the numeric environment the job runs in. Every
+//! part in full, wrapped: the detail view scrolls.
 
 use std::time::Duration;
 
@@ -20,48 +20,29 @@ use crate::model::{
 use crate::tui::render::Ctx;
 use crate::tui::render::bar::{Segment, bar};
 use crate::tui::render::format::{NA, duration_short, interval, or_na};
-use crate::tui::render::text::{fit, wrap};
+use crate::tui::render::text::wrap;
 use crate::util::units::bytes;
 
 /// The label column, as the rest of the detail view has it.
 pub const LABEL: usize = 10;
 
-/// How much room the section gets, most first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Detail {
-    /// Every part, the cause and its fix in full.
-    Full,
-    /// Each part in a line.
-    Compact,
-    /// The wait, its cause and fix, and a failure: what decides what to
-    /// change, where the view has rows for little else.
-    Minimal,
-}
-
-impl Detail {
-    fn bar_width(self) -> usize {
-        match self {
-            Detail::Full => 20,
-            Detail::Compact | Detail::Minimal => 10,
-        }
-    }
-}
+/// The cells of the data-wait and `/dev/shm` bars.
+const BAR: usize = 20;
 
 /// The section's lines for `p` on GPU `gpu`, at most `w` columns each;
 /// nothing where the process's probe reports neither its input nor its
 /// environment (no probe, JAX, a probe older than these figures).
-pub fn lines(ctx: &Ctx, snap: &Snapshot, p: &Process, gpu: u32, w: usize, detail: Detail) -> Vec<Line<'static>> {
+pub fn lines(ctx: &Ctx, snap: &Snapshot, p: &Process, gpu: u32, w: usize) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     if let Some(input) = p.input.as_deref() {
-        input_lines(&mut out, ctx, snap, p, input, gpu, w, detail);
+        input_lines(&mut out, ctx, snap, p, input, gpu, w);
     }
-    if let Some(env) = p.environment.as_deref().filter(|_| detail != Detail::Minimal) {
-        environment_lines(&mut out, ctx, p, env, gpu, w, detail);
+    if let Some(env) = p.environment.as_deref() {
+        environment_lines(&mut out, ctx, p, env, gpu, w);
     }
     out
 }
 
-#[allow(clippy::too_many_arguments)]
 fn input_lines(
     out: &mut Vec<Line<'static>>,
     ctx: &Ctx,
@@ -70,53 +51,41 @@ fn input_lines(
     input: &InputPipeline,
     gpu: u32,
     w: usize,
-    detail: Detail,
 ) {
     let t = &ctx.theme;
     let loader = input_cause::slowest_loader(p).map(|(_, l)| l).or_else(|| input.loaders.first());
     match loader {
-        Some(l) => out.push(wait_line(ctx, input, l, w, detail)),
+        Some(l) => out.extend(wait_line(ctx, input, l, w)),
         None => {
             let why = if input.hooked {
                 "no DataLoader iterated lately"
             } else {
                 "no DataLoader in this process (torch.utils.data not loaded)"
             };
-            out.push(text_line(ctx, "data wait", &format!("{NA}: {why}"), Style::new(), w));
+            out.extend(wrapped(ctx, "data wait", &format!("{NA}: {why}"), Style::new(), w));
         }
     }
     if let Some(why) = cause(snap, p, loader, gpu) {
         let style = if why.cause == input_cause::Cause::SharedMemory { t.crit } else { t.warn };
         let evidence = ctx.clean(&why.evidence);
         let fix = ctx.clean(&why.fix);
-        match detail {
-            Detail::Full => {
-                out.extend(wrapped(ctx, "cause", &evidence, style, w, usize::MAX));
-                out.extend(wrapped(ctx, "fix", &fix, Style::new(), w, usize::MAX));
-            }
-            Detail::Compact | Detail::Minimal => {
-                out.push(text_line(ctx, "cause", &evidence, style, w));
-                out.push(text_line(ctx, "fix", &fix, Style::new(), w));
-            }
-        }
+        out.extend(wrapped(ctx, "cause", &evidence, style, w));
+        out.extend(wrapped(ctx, "fix", &fix, Style::new(), w));
     }
-    if let (Some(l), Detail::Full) = (loader, detail) {
-        out.extend(wrapped(ctx, "loader", &loader_text(ctx, input, l), Style::new(), w, 2));
+    if let Some(l) = loader {
+        out.extend(wrapped(ctx, "loader", &loader_text(ctx, input, l), Style::new(), w));
         if let Some(workers) = host_workers(p) {
-            out.extend(wrapped(ctx, "workers", &workers, Style::new(), w, 2));
+            out.extend(wrapped(ctx, "workers", &workers, Style::new(), w));
         }
     }
-    if let Some(shm) = input.shm.as_ref().filter(|_| detail != Detail::Minimal) {
-        out.push(shm_line(ctx, shm, w, detail));
+    if let Some(shm) = input.shm.as_ref() {
+        out.extend(shm_line(ctx, shm, w));
     }
     if let Some(f) = input.failures.last() {
         let ago = duration_short(snap.time.time_unix_ms.saturating_sub(f.time_unix_ms));
         let text = format!("{ago} ago: {}", failure_text(ctx, f));
         let style = if f.kind.is_shm() { t.crit } else { t.warn };
-        match detail {
-            Detail::Full => out.extend(wrapped(ctx, "failure", &text, style, w, 3)),
-            Detail::Compact | Detail::Minimal => out.push(text_line(ctx, "failure", &text, style, w)),
-        }
+        out.extend(wrapped(ctx, "failure", &text, style, w));
     }
 }
 
@@ -169,16 +138,16 @@ pub fn said(snap: &Snapshot, p: &Process, gpu: u32) -> Vec<AlertKind> {
 
 /// `data wait` and its bar: the share of wall time inside `__next__`, the
 /// rest of the bar the time the step has for everything else.
-fn wait_line(ctx: &Ctx, input: &InputPipeline, l: &DataLoaderStats, w: usize, detail: Detail) -> Line<'static> {
+fn wait_line(ctx: &Ctx, input: &InputPipeline, l: &DataLoaderStats, w: usize) -> Vec<Line<'static>> {
     let (sym, t) = (ctx.sym, &ctx.theme);
     let Some(share) = l.wait_share.filter(|s| s.is_finite()) else {
         let why = if l.live { "measuring (under a second of batches)" } else { "no batch in the window" };
-        return text_line(ctx, "data wait", &format!("{NA}: {why}"), Style::new(), w);
+        return wrapped(ctx, "data wait", &format!("{NA}: {why}"), Style::new(), w);
     };
     let share = share.clamp(0.0, 1.0);
     let min = StarvedConfig::default().min_data_wait;
     let style = if share >= min { t.warn } else { t.used };
-    let n = detail.bar_width();
+    let n = BAR;
     let cells = (share * 1000.0).round() as u64;
     let mut spans = vec![label("data wait", t.label)];
     spans.extend(bar(
@@ -194,41 +163,30 @@ fn wait_line(ctx: &Ctx, input: &InputPipeline, l: &DataLoaderStats, w: usize, de
         text.push_str(&format!("  {rate:.1} batches/s"));
     }
     if let Some(per) = seconds(l.wait_per_batch_s) {
-        text.push_str(&format!("  {per} {}", if detail == Detail::Full { "a batch" } else { "each" }));
+        text.push_str(&format!("  {per} a batch"));
     }
     if let Some(now) = l.waiting_s.filter(|s| *s >= 1.0).and_then(|s| seconds(Some(s))) {
         // A thread stuck in `__next__` right now: a hung worker, a slow
         // first batch.
         text.push_str(&format!("  waiting {now} now"));
     }
-    match detail {
-        Detail::Full => {
-            if let Some(first) = seconds(l.first_batch_wait_s) {
-                text.push_str(&format!("  first batch {first}"));
-            }
-        }
-        Detail::Compact | Detail::Minimal => {
-            // Prefetch and persistence only in full: the workers and
-            // pinning decide most.
-            let s = &l.settings;
-            text.push_str(&format!("  {}  pin_memory {}", workers_text(s.num_workers), flag(s.pin_memory)));
-        }
+    if let Some(first) = seconds(l.first_batch_wait_s) {
+        text.push_str(&format!("  first batch {first}"));
     }
     if input.loaders.len() > 1 || input.loaders_left_out > 0 {
         let n = input.loaders.len() + input.loaders_left_out as usize;
         text.push_str(&format!("  (loader {} of {n})", l.id));
     }
-    push_fitted(&mut spans, &text, Style::new(), w, ctx);
-    Line::from(spans)
+    after_bar(spans, &text, w)
 }
 
 /// `/dev/shm`, used | what the loaders need beyond it | free; the need is
 /// marked where it is more than is free.
-fn shm_line(ctx: &Ctx, shm: &SharedMemory, w: usize, detail: Detail) -> Line<'static> {
+fn shm_line(ctx: &Ctx, shm: &SharedMemory, w: usize) -> Vec<Line<'static>> {
     let (sym, t) = (ctx.sym, &ctx.theme);
     let name = shm.path.as_deref().map_or_else(|| "/dev/shm".into(), |p| ctx.clean(p));
     let (Some(total), Some(used)) = (shm.total.filter(|t| *t > 0), shm.used) else {
-        return text_line(ctx, "/dev/shm", &format!("{NA}: the probe could not read {name}"), Style::new(), w);
+        return wrapped(ctx, "/dev/shm", &format!("{NA}: the probe could not read {name}"), Style::new(), w);
     };
     let free = total.saturating_sub(used.min(total));
     let need = shm.need.unwrap_or(0);
@@ -241,20 +199,16 @@ fn shm_line(ctx: &Ctx, shm: &SharedMemory, w: usize, detail: Detail) -> Line<'st
         Segment { value: free.saturating_sub(need), symbol: sym.free, style: t.free },
     ];
     let mut spans = vec![label("/dev/shm", t.label)];
-    spans.extend(bar(&segments, total, detail.bar_width()));
+    spans.extend(bar(&segments, total, BAR));
     let mut text = format!(" {:.0}%  {} of {}", used as f64 / total as f64 * 100.0, bytes(used), bytes(total));
     if let Some(need) = shm.need.filter(|n| *n > 0) {
         let more = if short { ", more than is free" } else { "" };
-        text.push_str(&match detail {
-            Detail::Full => format!("  the loaders need {} in flight{more}", bytes(need)),
-            Detail::Compact | Detail::Minimal => format!("  need {}{more}", bytes(need)),
-        });
+        text.push_str(&format!("  the loaders need {} in flight{more}", bytes(need)));
     }
-    if let (Detail::Full, Some(s)) = (detail, &shm.sharing_strategy) {
+    if let Some(s) = &shm.sharing_strategy {
         text.push_str(&format!("  {}", ctx.clean(s)));
     }
-    push_fitted(&mut spans, &text, Style::new(), w, ctx);
-    Line::from(spans)
+    after_bar(spans, &text, w)
 }
 
 fn flag(v: Option<bool>) -> &'static str {
@@ -368,7 +322,6 @@ fn environment_lines(
     env: &FrameworkEnvironment,
     gpu: u32,
     w: usize,
-    detail: Detail,
 ) {
     let t = &ctx.theme;
     let s = |v: &Option<String>| v.as_deref().map_or_else(|| NA.into(), |v| ctx.clean(v));
@@ -388,46 +341,18 @@ fn environment_lines(
     let unsupported = device.and_then(|d| d.arch_supported) == Some(false);
     if let Some(d) = device {
         let cap = d.capability.as_deref().map_or_else(|| NA.into(), |c| ctx.clean(c));
-        versions.push_str(&match (d.arch_supported, detail) {
-            (Some(true), Detail::Full) => format!("  capability {cap}: in the wheel"),
-            (Some(true), _) => format!("  cc {cap} ok"),
-            (Some(false), Detail::Full) => format!("  capability {cap}: NOT in the wheel's arch list"),
-            (Some(false), _) => format!("  cc {cap} NOT IN WHEEL"),
-            (None, _) => format!("  capability {cap}"),
+        versions.push_str(&match d.arch_supported {
+            Some(true) => format!("  capability {cap}: in the wheel"),
+            Some(false) => format!("  capability {cap}: NOT in the wheel's arch list"),
+            None => format!("  capability {cap}"),
         });
     }
     let style = if unsupported { t.crit } else { Style::new() };
-    if detail != Detail::Full {
-        out.push(text_line(ctx, "env", &format!("{versions}  {}", numerics_short(ctx, env)), style, w));
-        return;
-    }
-    out.extend(wrapped(ctx, "env", &versions, style, w, 2));
+    out.extend(wrapped(ctx, "env", &versions, style, w));
     if unsupported && let Some(flags) = &env.arch_flags {
-        out.extend(wrapped(ctx, "", &format!("the wheel has code for {}", ctx.clean(flags)), style, w, 2));
+        out.extend(wrapped(ctx, "", &format!("the wheel has code for {}", ctx.clean(flags)), style, w));
     }
-    out.extend(wrapped(ctx, "", &numerics_text(ctx, env), Style::new(), w, 2));
-}
-
-/// TF32 for matmuls (cuDNN's is on by default) and autocast's dtype, in
-/// a few words.
-fn numerics_short(ctx: &Ctx, env: &FrameworkEnvironment) -> String {
-    let tf32 = match (&env.fp32_precision_matmul, env.matmul_tf32) {
-        (Some(p), _) => format!("fp32 matmul {}", ctx.clean(p)),
-        (None, Some(true)) => "TF32 on".into(),
-        (None, Some(false)) => "TF32 off".into(),
-        (None, None) => format!("TF32 {NA}"),
-    };
-    match env.autocast.as_ref().filter(|a| a.entries > 0) {
-        Some(a) => {
-            let dtype = a.dtype.as_deref().map(|d| match d.strip_prefix("torch.").unwrap_or(d) {
-                "bfloat16" => "bf16",
-                "float16" | "half" => "fp16",
-                other => other,
-            });
-            format!("{tf32}  autocast {}", dtype.map_or_else(|| NA.into(), |d| ctx.clean(d)))
-        }
-        None => tf32,
-    }
+    out.extend(wrapped(ctx, "", &numerics_text(ctx, env), Style::new(), w));
 }
 
 /// TF32, the fp32 precision, cuDNN's choices, autocast and GradScaler.
@@ -481,31 +406,27 @@ fn label(text: &str, style: Style) -> Span<'static> {
     Span::styled(format!("{text:<LABEL$}"), style)
 }
 
-/// `text` after `spans`, cut so the line stays within `w`.
-fn push_fitted(spans: &mut Vec<Span<'static>>, text: &str, style: Style, w: usize, ctx: &Ctx) {
+/// `text` after the label and bar in `spans`, wrapped at word
+/// boundaries: the first part beside the bar, the rest under the value
+/// column.
+fn after_bar(mut spans: Vec<Span<'static>>, text: &str, w: usize) -> Vec<Line<'static>> {
     let used: usize = spans.iter().map(Span::width).sum();
-    spans.push(Span::styled(fit(text, w.saturating_sub(used), ctx.sym.cut), style));
+    let room = w.saturating_sub(LABEL).max(1);
+    // The bar stands for the first line's indent, as wide as it is.
+    let indent = " ".repeat((used.saturating_sub(LABEL) + 1).min(room.saturating_sub(1)));
+    let options = textwrap::Options::new(room).initial_indent(&indent).break_words(true);
+    let mut parts = textwrap::wrap(text.trim_start(), options).into_iter();
+    let first = parts.next().map(|p| p.get(indent.len()..).unwrap_or_default().to_string()).unwrap_or_default();
+    spans.push(Span::raw(format!(" {first}")));
+    let mut lines = vec![Line::from(spans)];
+    lines.extend(parts.map(|p| Line::from(vec![label("", Style::new()), Span::raw(p.into_owned())])));
+    lines
 }
 
-/// A label and a value in one line, cut to fit.
-fn text_line(ctx: &Ctx, name: &str, value: &str, style: Style, w: usize) -> Line<'static> {
-    let mut spans = vec![label(name, ctx.theme.label)];
-    push_fitted(&mut spans, value, style, w, ctx);
-    Line::from(spans)
-}
-
-/// A label and a value wrapped beside it, in at most `max` lines (the
-/// last cut).
-fn wrapped(ctx: &Ctx, name: &str, value: &str, style: Style, w: usize, max: usize) -> Vec<Line<'static>> {
+/// A label and a value wrapped beside it, at word boundaries.
+fn wrapped(ctx: &Ctx, name: &str, value: &str, style: Style, w: usize) -> Vec<Line<'static>> {
     let room = w.saturating_sub(LABEL);
-    let mut parts = wrap(value, room);
-    if parts.len() > max {
-        parts.truncate(max);
-        if let Some(last) = parts.last_mut() {
-            *last = fit(&format!("{last} {}", ctx.sym.ellipsis), room, ctx.sym.cut);
-        }
-    }
-    parts
+    wrap(value, room)
         .into_iter()
         .enumerate()
         .map(|(i, part)| {

@@ -73,10 +73,21 @@ fn empty_reason(ctx: &Ctx, snap: &Snapshot) -> String {
         _ if !s.filter.is_empty() => {
             format!("  no process matches \"{}\" (Esc clears the filter)", ctx.clean(&s.filter))
         }
-        _ if s.focus_mig.is_some() => "  no process on this MIG device (0 shows all GPUs)".into(),
-        _ if s.focus.is_some() => "  no process on this GPU (0 shows all GPUs)".into(),
+        _ if s.focus_mig.is_some() => format!("  no process on this MIG device ({})", unfocus(s.focus, true)),
+        _ if s.focus.is_some() => format!("  no process on this GPU ({})", unfocus(s.focus, false)),
         _ if !snap.sources.nvml.ok => "  no process list without NVML".into(),
         _ => "  no GPU processes".into(),
+    }
+}
+
+/// The keys that show every GPU again (`update::focus_index`): the
+/// focused GPU's digit (the whole GPU first, from one of its MIG
+/// devices), or Tab past the last GPU where the index has no digit.
+fn unfocus(focus: Option<u32>, mig: bool) -> String {
+    match focus {
+        Some(g @ 0..=9) if mig => format!("{g} shows the whole GPU, {g} again all GPUs"),
+        Some(g @ 0..=9) => format!("{g} again shows all GPUs"),
+        _ => "Tab past the last GPU shows all GPUs".into(),
     }
 }
 

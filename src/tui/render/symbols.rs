@@ -29,6 +29,9 @@ pub struct Symbols {
     pub ascending: &'static str,
     pub descending: &'static str,
     pub dot: &'static str,
+    /// More text above / below what a view shows.
+    pub up: &'static str,
+    pub down: &'static str,
     /// The process tree: a branch, the last branch, a line past a branch
     /// that goes on, and nothing past a last one.
     pub tree: [&'static str; 4],
@@ -53,6 +56,8 @@ pub const UNICODE: Symbols = Symbols {
     ascending: "▲",
     descending: "▼",
     dot: "·",
+    up: "↑",
+    down: "↓",
     tree: ["├─ ", "└─ ", "│  ", "   "],
     border: border::PLAIN,
 };
@@ -75,6 +80,8 @@ pub const ASCII: Symbols = Symbols {
     ascending: "^",
     descending: "v",
     dot: "|",
+    up: "^",
+    down: "v",
     tree: ["|- ", "`- ", "|  ", "   "],
     border: border::Set {
         top_left: "+",
