@@ -182,7 +182,7 @@ pub fn main() -> ExitCode {
             };
             serve(&cli, options).map(|()| exit::OK)
         }
-        Some(Command::Fleet(args)) => fleet(&cli, args).map(|()| exit::OK),
+        Some(Command::Fleet(args)) => fleet(&cli, args),
         Some(Command::Probe { action: ProbeAction::Path }) => {
             inject::probe_path().map_err(AppError::Inject).and_then(|p| print(&format!("{}\n", p.display())))
         }
@@ -225,7 +225,7 @@ pub fn main() -> ExitCode {
 
 /// `gpuscope fleet`: no NVML here; the nodes' exporters (or a Prometheus)
 /// are the source, read on the same kind of runtime as the other modes.
-fn fleet(cli: &Cli, args: &crate::cli::FleetArgs) -> Result<(), AppError> {
+fn fleet(cli: &Cli, args: &crate::cli::FleetArgs) -> Result<u8, AppError> {
     use crate::fleet::{self, Headless};
     let settings = Settings::resolve(cli)?;
     let (interval, timeout) = (settings.interval, settings.timeout);
@@ -241,7 +241,10 @@ fn fleet(cli: &Cli, args: &crate::cli::FleetArgs) -> Result<(), AppError> {
         let rx = fleet::start(args, interval, timeout)?;
         match mode {
             Some(mode) => fleet::headless(rx, mode, interval, timeout).await,
-            None => fleet::view::run(rx, tui::TuiOptions::from_env(&settings)).await.map_err(fleet::FleetError::Output),
+            None => fleet::view::run(rx, tui::TuiOptions::from_env(&settings))
+                .await
+                .map(|()| crate::exit::OK)
+                .map_err(fleet::FleetError::Output),
         }
     });
     runtime.shutdown_background();

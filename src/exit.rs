@@ -11,6 +11,12 @@ pub const USAGE: u8 = 2;
 /// The driver did not answer before the deadline (`--timeout`): a hung
 /// NVML call. Above `check`'s 2, so `[ $? -ge 2 ]` counts it critical.
 pub const DRIVER_SILENT: u8 = 3;
+/// `fleet -1` / `fleet --json`: some hosts did not answer with a current
+/// snapshot (down, stale, or not within --timeout); others did.
+pub const FLEET_SOME_DOWN: u8 = 1;
+/// `fleet -1` / `fleet --json`: no host answered with a current snapshot.
+/// As a silent driver's 3: nothing current was read.
+pub const FLEET_NONE_ANSWERING: u8 = 3;
 /// `check`: warnings are active.
 pub const CHECK_WARNING: u8 = 1;
 /// `check`: critical alerts are active.
@@ -36,7 +42,8 @@ pub const MEANINGS: &[(u8, &str)] = &[
         FAILURE,
         "Something failed while running (an output error other than a closed pipe; a probe that did not \
          answer). check: warnings are active; check --health: a GPU's health is a warning (--npd: a GPU is \
-         critical, node-problem-detector's NonOK). select: fewer devices fit than were asked for.",
+         critical, node-problem-detector's NonOK). select: fewer devices fit than were asked for. fleet -1 / \
+         --json: some hosts are down or stale (not every host answered with a current snapshot).",
     ),
     (
         USAGE,
@@ -44,7 +51,11 @@ pub const MEANINGS: &[(u8, &str)] = &[
          check: critical alerts are active; check --health: a GPU's health is critical (--npd: Unknown, as \
          is 3).",
     ),
-    (DRIVER_SILENT, "The driver did not answer within --timeout: a hung NVML call."),
+    (
+        DRIVER_SILENT,
+        "The driver did not answer within --timeout: a hung NVML call. fleet -1 / --json: no host answered \
+         with a current snapshot (every one down or stale).",
+    ),
     (CANNOT_EXECUTE, "run: the command exists but could not be started."),
     (
         NOT_FOUND,
@@ -70,6 +81,8 @@ mod tests {
             NPD_OK,
             NPD_NON_OK,
             SELECT_SHORT,
+            FLEET_SOME_DOWN,
+            FLEET_NONE_ANSWERING,
             CANNOT_EXECUTE,
             NOT_FOUND,
         ] {

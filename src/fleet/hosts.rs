@@ -84,6 +84,14 @@ pub fn parse(text: &str) -> Result<HostSpec, String> {
         None => (Scheme::Http, t),
     };
     let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.chars().any(char::is_whitespace) {
+        return Err(format!(
+            "{t:?}: one host per line in a hosts file (on the command line, separate hosts with commas)"
+        ));
+    }
+    if rest.contains('/') {
+        return Err(format!("{t:?}: a path is not taken: HOST:PORT or https://HOST:PORT only"));
+    }
     let (host, port) = split_port(rest).map_err(|why| format!("{t:?}: {why}"))?;
     if host.is_empty() {
         return Err(format!("{t:?}: no host name"));
@@ -113,6 +121,26 @@ fn split_port(s: &str) -> Result<(&str, u16), String> {
         Some((h, p)) => Ok((h, port(p)?)),
         None => Ok((s, DEFAULT_PORT)),
     }
+}
+
+/// The list without the hosts named again (the same host and port, the
+/// name's case aside, whatever the scheme), the first naming kept; and a
+/// note for each one dropped. Answers are matched to hosts by name: a host
+/// listed twice would wait for an answer that went to its twin.
+pub fn dedup(list: Vec<HostSpec>) -> (Vec<HostSpec>, Vec<String>) {
+    let (mut seen, mut noted) = (std::collections::HashSet::new(), std::collections::HashSet::new());
+    let mut notes = Vec::new();
+    let mut kept = Vec::with_capacity(list.len());
+    for h in list {
+        let key = (h.host.to_ascii_lowercase(), h.port);
+        if !seen.contains(&key) {
+            seen.insert(key);
+            kept.push(h);
+        } else if noted.insert(key) {
+            notes.push(format!("{} is listed more than once: it is read once", h.authority()));
+        }
+    }
+    (kept, notes)
 }
 
 /// A comma-separated list, as the command line takes it.
@@ -163,6 +191,8 @@ mod tests {
         assert!(parse("ftp://x").unwrap_err().contains("scheme"));
         assert!(parse("a b").is_err());
         assert!(parse(":10983").unwrap_err().contains("no host"));
+        let path = parse("http://node:18801/gpuscope").unwrap_err();
+        assert!(path.contains("a path is not taken: HOST:PORT or https://HOST:PORT only"), "{path}");
         let tls = parse("https://node:9000").unwrap();
         assert_eq!((tls.scheme, tls.to_string().as_str()), (Scheme::Https, "https://node:9000"));
     }
@@ -175,6 +205,19 @@ mod tests {
         assert_eq!(parse_file_text("hosts", text).unwrap().len(), 2);
         let err = parse_file_text("hosts", "node1\nnode 2\n").unwrap_err();
         assert!(err.starts_with("hosts, line 2: "), "{err}");
+        let two = parse_file_text("hosts", "node1:1 node2:2\n").unwrap_err();
+        assert!(two.contains("one host per line"), "{two}");
+    }
+
+    /// The same host and port named twice (case, scheme or the default
+    /// port aside) is read once, with one note.
+    #[test]
+    fn a_host_named_twice_is_read_once() {
+        let list = parse_list(&["node1,NODE1:10983,https://node1,node2:9,node1:9".into()]).unwrap();
+        let (kept, notes) = dedup(list);
+        let kept: Vec<String> = kept.iter().map(ToString::to_string).collect();
+        assert_eq!(kept, ["node1:10983", "node2:9", "node1:9"]);
+        assert_eq!(notes, ["NODE1:10983 is listed more than once: it is read once"]);
     }
 
     #[test]

@@ -47,8 +47,9 @@ pub fn short_age(ms: u64) -> String {
     crate::tui::render::duration_short(ms)
 }
 
-/// The hosts from the command line and `--hosts-file`, in that order.
-pub fn host_list(args: &FleetArgs) -> Result<Vec<hosts::HostSpec>, FleetError> {
+/// The hosts from the command line and `--hosts-file`, in that order,
+/// each once; and a note for each host named again.
+pub fn host_list(args: &FleetArgs) -> Result<(Vec<hosts::HostSpec>, Vec<String>), FleetError> {
     let mut list = hosts::parse_list(&args.hosts).map_err(FleetError::Usage)?;
     if let Some(path) = &args.hosts_file {
         list.extend(hosts::read_file(path).map_err(FleetError::Usage)?);
@@ -61,7 +62,7 @@ pub fn host_list(args: &FleetArgs) -> Result<Vec<hosts::HostSpec>, FleetError> {
             "{h}: https:// needs --ca PATH, the CA that signed the nodes' certificates (gpuscope does not read the system's trust store)"
         )));
     }
-    Ok(list)
+    Ok(hosts::dedup(list))
 }
 
 pub fn client(args: &FleetArgs, timeout: Duration) -> Result<client::Client, FleetError> {
@@ -76,14 +77,13 @@ pub fn client(args: &FleetArgs, timeout: Duration) -> Result<client::Client, Fle
     client::Client::new(timeout, token.as_deref(), tls).map_err(FleetError::Usage)
 }
 
+/// The token, from a file held to `serve`'s rule for a secret (a regular
+/// file, ours or root's, out of reach of group and others).
 fn read_token(path: &std::path::Path) -> Result<String, FleetError> {
-    use std::io::Read;
+    use crate::serve::files::{self, Kind};
     let name = path.display();
-    let file = std::fs::File::open(path).map_err(|e| FleetError::Usage(format!("--token-file {name}: {e}")))?;
-    let mut text = String::new();
-    file.take(64 * 1024)
-        .read_to_string(&mut text)
-        .map_err(|e| FleetError::Usage(format!("--token-file {name}: {e}")))?;
+    let bytes = files::read("--token-file", path, Kind::Secret).map_err(|e| FleetError::Usage(e.to_string()))?;
+    let text = String::from_utf8(bytes).map_err(|_| FleetError::Usage(format!("--token-file {name}: not text")))?;
     let token = text.trim().to_string();
     if token.is_empty() {
         return Err(FleetError::Usage(format!("--token-file {name}: empty")));
@@ -102,7 +102,10 @@ pub fn start(args: &FleetArgs, interval: Duration, timeout: Duration) -> Result<
         warn_of_clear_text_token(args, [&endpoint.spec]);
         return Ok(prometheus::spawn(endpoint, client, interval));
     }
-    let list = host_list(args)?;
+    let (list, notes) = host_list(args)?;
+    for note in notes {
+        eprintln!("gpuscope: note: {note}");
+    }
     warn_of_clear_text_token(args, &list);
     Ok(poll::spawn_direct(&list, &client, interval))
 }
@@ -150,36 +153,57 @@ pub enum Headless {
     Table,
 }
 
-/// `--json`, `--json --watch`, `-1`. A one-shot waits for every host's
-/// first attempt; a stream writes what is known at each interval, so a
-/// slow host never holds back the lines.
+/// The exit status of a one-shot: every host answering with a current
+/// snapshot, some not (down, stale or not in time), or none.
+pub fn exit_status(fleet: &Fleet) -> u8 {
+    let answering = fleet.hosts.iter().filter(|h| h.status == HostStatus::Ok).count();
+    match answering {
+        n if n == fleet.hosts.len() => crate::exit::OK,
+        0 => crate::exit::FLEET_NONE_ANSWERING,
+        _ => crate::exit::FLEET_SOME_DOWN,
+    }
+}
+
+/// `--json`, `--json --watch`, `-1`, and the exit status (`exit_status`
+/// of a one-shot; a stream's is 0). A one-shot waits for every host's
+/// first attempt, and so does a stream's first line; after it, a stream
+/// writes what is known at each interval, so a slow host never holds
+/// back the lines.
 pub async fn headless(
     mut rx: FleetRx,
     mode: Headless,
     interval: Duration,
     timeout: Duration,
-) -> Result<(), FleetError> {
+) -> Result<u8, FleetError> {
     match mode {
         Headless::Json => {
             let fleet = first_round(&mut rx, timeout).await;
             let mut doc = crate::output::json::to_vec_pretty(fleet.as_ref()).map_err(FleetError::Output)?;
             doc.push(b'\n');
-            write(|out| out.write_all(&doc)).map(drop)
+            write(|out| out.write_all(&doc)).map(|_| exit_status(&fleet))
         }
         Headless::Table => {
             let fleet = first_round(&mut rx, timeout).await;
-            write(|out| out.write_all(table::render(&fleet, poll::now_ms()).as_bytes())).map(drop)
+            write(|out| out.write_all(table::render(&fleet, poll::now_ms()).as_bytes())).map(|_| exit_status(&fleet))
         }
-        Headless::JsonStream { count } => stream(rx, count, interval).await,
+        Headless::JsonStream { count } => stream(rx, count, interval, timeout).await.map(|()| crate::exit::OK),
     }
 }
 
-async fn stream(rx: FleetRx, count: Option<u64>, interval: Duration) -> Result<(), FleetError> {
-    let mut ticks = tokio::time::interval(interval);
+async fn stream(mut rx: FleetRx, count: Option<u64>, interval: Duration, timeout: Duration) -> Result<(), FleetError> {
     let mut written = 0u64;
+    // The first line waits for the first round, as a one-shot does: a
+    // line of hosts all `waiting` says nothing.
+    let mut first = Some(first_round(&mut rx, timeout).await);
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     while count.is_none_or(|c| written < c) {
-        ticks.tick().await;
-        let fleet = rx.borrow().clone();
+        let fleet = match first.take() {
+            Some(fleet) => fleet,
+            None => {
+                ticks.tick().await;
+                rx.borrow().clone()
+            }
+        };
         let mut line = crate::output::json::to_vec(fleet.as_ref()).map_err(FleetError::Output)?;
         line.push(b'\n');
         if write(|out| out.write_all(&line))? == Delivered::ReaderGone {

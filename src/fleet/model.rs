@@ -130,13 +130,21 @@ pub struct Answer {
     pub snapshot: Arc<Snapshot>,
     pub summary: Summary,
     pub capped: Option<Capped>,
+    /// How old the snapshot was when the node sent it, by the node's own
+    /// clock (`poll::node_age_ms`); 0 where the node did not say.
+    pub node_age_ms: u64,
 }
 
 impl Answer {
     /// Linear in what the node sent: every figure is read once.
     pub fn of(mut snap: Snapshot) -> Self {
         let capped = cap(&mut snap);
-        Self { summary: summarize(&snap), capped, snapshot: Arc::new(snap) }
+        Self { summary: summarize(&snap), capped, snapshot: Arc::new(snap), node_age_ms: 0 }
+    }
+
+    /// The answer of a snapshot that was `node_age_ms` old when sent.
+    pub fn aged(self, node_age_ms: u64) -> Self {
+        Self { node_age_ms, ..self }
     }
 }
 
@@ -213,13 +221,18 @@ pub struct HostState {
     /// As the user named it (`node1:10983`), or Prometheus's `instance`.
     pub host: String,
     pub status: HostStatus,
-    /// Why the newest attempt failed; `null` after a success.
+    /// Why the newest attempt failed, or why its snapshot is stale though
+    /// it answers; `null` while it is `ok`.
     pub error: Option<String>,
     /// When this host last answered, unix milliseconds; `null`: never.
     pub last_ok_unix_ms: Option<u64>,
     /// The first failure of the current run of failures; `null` while it answers.
     pub failing_since_unix_ms: Option<u64>,
-    /// Milliseconds since the snapshot below was received; `null` without one.
+    /// When the node took the snapshot below, on this machine's clock: its
+    /// arrival less the age the node gave it (`poll::node_age_ms`), so the
+    /// two clocks need not agree; `null` without one.
+    pub snapshot_unix_ms: Option<u64>,
+    /// Milliseconds since the node took the snapshot below; `null` without one.
     pub age_ms: Option<u64>,
     /// The newest snapshot this host gave, kept while it is stale.
     #[serde(serialize_with = "shared")]
@@ -258,6 +271,7 @@ impl HostState {
             error: None,
             last_ok_unix_ms: None,
             failing_since_unix_ms: None,
+            snapshot_unix_ms: None,
             age_ms: None,
             snapshot: None,
             capped: None,
@@ -277,6 +291,7 @@ impl HostState {
         self.snapshot = Some(answer.snapshot);
         self.summary = Some(answer.summary);
         self.capped = answer.capped;
+        self.snapshot_unix_ms = Some(now_ms.saturating_sub(answer.node_age_ms));
         self.last_ok_unix_ms = Some(now_ms);
         self.failing_since_unix_ms = None;
         self.error = None;
@@ -289,13 +304,26 @@ impl HostState {
         self.status = if self.snapshot.is_some() { HostStatus::Stale } else { HostStatus::Unreachable };
     }
 
-    /// Ages as of `now_ms`; an answer older than `stale_after_ms` is stale
-    /// even without a failure (a host whose request still hangs).
+    /// Ages as of `now_ms`. A snapshot older than `stale_after_ms` is
+    /// stale even without a failure, and says why: a host whose request
+    /// still hangs, or one that answers with an old snapshot (its driver
+    /// hung, its collection stopped).
     pub fn refresh(&mut self, now_ms: u64, stale_after_ms: u64) {
-        self.age_ms = self.last_ok_unix_ms.map(|t| now_ms.saturating_sub(t));
-        if self.status == HostStatus::Ok && self.age_ms.is_some_and(|a| a > stale_after_ms) {
-            self.status = HostStatus::Stale;
-        }
+        self.age_ms = self.snapshot_unix_ms.map(|t| now_ms.saturating_sub(t));
+        let answering = matches!(self.status, HostStatus::Ok | HostStatus::Stale) && self.failing_since_unix_ms.is_none();
+        let Some(age) = self.age_ms.filter(|a| *a > stale_after_ms && answering) else { return };
+        let quiet = now_ms.saturating_sub(self.last_ok_unix_ms.unwrap_or(now_ms));
+        let short = crate::fleet::short_age;
+        self.status = HostStatus::Stale;
+        self.error = Some(if quiet > stale_after_ms {
+            format!("no answer for {}", short(quiet))
+        } else {
+            format!(
+                "the snapshot is {} old: the node answers, but its collection has stopped (a hung driver? \
+                 see its /healthz)",
+                short(age)
+            )
+        });
     }
 
     /// "ok", "stale 12s", "down 5s" (never answered), "waiting".
@@ -304,7 +332,7 @@ impl HostState {
         match self.status {
             HostStatus::Waiting => "waiting".into(),
             HostStatus::Ok => "ok".into(),
-            HostStatus::Stale => format!("stale {}", since(self.last_ok_unix_ms)),
+            HostStatus::Stale => format!("stale {}", since(self.snapshot_unix_ms)),
             HostStatus::Unreachable => format!("down {}", since(self.failing_since_unix_ms)),
         }
     }
@@ -482,6 +510,30 @@ mod tests {
         assert_eq!(h.health, None, "not judged");
         h.health = judged(&[Some(Severity::Warning)]);
         assert_eq!(super::super::table::health_text(&h).as_deref(), Some("health warning: GPU 0: GPU 0's reason"));
+    }
+
+    /// The QA's hung node: it answers every interval, with a snapshot 18 s
+    /// old by its own clock. Stale, its age the snapshot's, and why; ok
+    /// again with a current one.
+    #[test]
+    fn a_node_answering_with_an_old_snapshot_is_stale_and_says_why() {
+        let mut h = HostState::new("n".into());
+        h.answered(Answer::of(snapshot(1, &[None], [])).aged(18_000), 100_000);
+        h.refresh(100_000, 3000);
+        assert_eq!((h.status, h.age_ms, h.snapshot_unix_ms), (HostStatus::Stale, Some(18_000), Some(82_000)));
+        assert_eq!(h.status_text(100_000), "stale 18s");
+        let why = h.error.as_deref().unwrap();
+        assert!(why.starts_with("the snapshot is 18s old: the node answers, but its collection has stopped"), "{why}");
+        h.answered(Answer::of(snapshot(1, &[None], [])).aged(200), 101_000);
+        h.refresh(101_000, 3000);
+        assert_eq!((h.status, h.error.as_deref(), h.age_ms), (HostStatus::Ok, None, Some(200)));
+        // No answer since: stale for that, not for the snapshot's age.
+        h.refresh(105_000, 3000);
+        assert_eq!((h.status, h.error.as_deref()), (HostStatus::Stale, Some("no answer for 4.0s")));
+        // A failure's reason is kept.
+        h.failed("cannot connect: refused".into(), 106_000);
+        h.refresh(107_000, 3000);
+        assert_eq!(h.error.as_deref(), Some("cannot connect: refused"));
     }
 
     proptest! {

@@ -75,16 +75,37 @@ async fn poll_host(spec: HostSpec, client: Client, interval: Duration, tx: mpsc:
 /// network is slow.
 async fn attempt(spec: &HostSpec, client: &Client) -> Result<Answer, String> {
     let work = async {
-        let body = client.get(spec, "/snapshot").await.map_err(|e| e.to_string())?;
+        let reply = client.get_reply(spec, "/snapshot").await.map_err(|e| e.to_string())?;
         // Up to `MAX_BODY` of JSON is tens of milliseconds of work: on a
         // thread of its own, so that neither the view nor the other hosts
         // (one runtime thread for all) wait for it.
-        tokio::task::spawn_blocking(move || parse_snapshot(&body))
+        tokio::task::spawn_blocking(move || {
+            let answer = parse_snapshot(&reply.body)?;
+            let age = node_age_ms(&reply.headers, answer.snapshot.time.time_unix_ms);
+            Ok(answer.aged(age))
+        })
             .await
             .map_err(|e| format!("reading the answer: {e}"))?
     };
     let timeout = client.timeout();
     tokio::time::timeout(timeout, work).await.unwrap_or_else(|_| Err(FetchError::Timeout(timeout).to_string()))
+}
+
+/// How old a node's snapshot was when the node sent it, by the node's own
+/// clock, so that this machine's clock need not agree with it: the age
+/// `serve` states (`gpuscope-snapshot-age`, seconds), else the snapshot's
+/// time against the answer's `Date` (whole seconds: up to one less), else
+/// 0 (as old as the answer).
+pub fn node_age_ms(headers: &hyper::HeaderMap, snapshot_unix_ms: u64) -> u64 {
+    let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    let stated = text(crate::serve::SNAPSHOT_AGE_HEADER).and_then(|t| t.trim().parse::<f64>().ok());
+    if let Some(secs) = stated.filter(|s| s.is_finite() && *s >= 0.0) {
+        // A node's figure is bounded, not trusted: `as` saturates.
+        return (secs * 1000.0) as u64;
+    }
+    let date = text(hyper::header::DATE.as_str()).and_then(|t| httpdate::parse_http_date(t).ok());
+    date.and_then(|d| d.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX).saturating_sub(snapshot_unix_ms))
 }
 
 /// A `/snapshot` body: the schema this gpuscope reads, cut to the caps and
@@ -164,6 +185,28 @@ pub fn apply(fleet: &mut Fleet, outcome: Outcome, now: u64) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> hyper::HeaderMap {
+        pairs.iter().map(|(k, v)| (hyper::header::HeaderName::from_static(k), v.parse().unwrap())).collect()
+    }
+
+    /// The node's own figure first, then its `Date`, then nothing: a
+    /// node whose clock is an hour off is judged by its own clock.
+    #[test]
+    fn a_snapshot_s_age_is_the_node_s_own() {
+        // Sun, 06 Nov 1994 08:49:37 GMT, as unix milliseconds.
+        let date_ms = 784_111_777_000;
+        let stated = headers(&[("gpuscope-snapshot-age", "18.250"), ("date", "Sun, 06 Nov 1994 08:49:37 GMT")]);
+        assert_eq!(node_age_ms(&stated, 0), 18_250);
+        let dated = headers(&[("date", "Sun, 06 Nov 1994 08:49:37 GMT")]);
+        assert_eq!(node_age_ms(&dated, date_ms - 18_000), 18_000);
+        assert_eq!(node_age_ms(&dated, date_ms + 500), 0, "a snapshot after its answer's Date is new");
+        assert_eq!(node_age_ms(&headers(&[]), 0), 0);
+        for bad in ["-1", "NaN", "inf", "soon"] {
+            assert_eq!(node_age_ms(&headers(&[("gpuscope-snapshot-age", bad), ("date", "x")]), 0), 0, "{bad}");
+        }
+        assert_eq!(node_age_ms(&headers(&[("gpuscope-snapshot-age", "1e300")]), 0), u64::MAX);
+    }
 
     proptest! {
         #[test]

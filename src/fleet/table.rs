@@ -7,8 +7,10 @@ use crate::tui::render::{bytes_short, clean_text, fit_text};
 
 pub const WIDTH: usize = 80;
 
+/// `s` in a column `w` wide, cut with `~` to leave at least one space
+/// before the next column.
 fn cell(s: &str, w: usize) -> String {
-    let s = fit_text(&clean_text(s, true), w, "~");
+    let s = fit_text(&clean_text(s, true), w.saturating_sub(1), "~");
     format!("{s:<w$}")
 }
 
@@ -146,6 +148,19 @@ fn job_text(job: &Job) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A host name of 25 characters or more is cut, and a space always
+    /// parts it from its status.
+    #[test]
+    fn a_long_host_name_never_runs_into_its_status() {
+        let mut h = HostState::new("gpu-node-017.cluster.example.org:10983".into());
+        h.failed("cannot connect: Connection refused (os error 111)".into(), 1000);
+        let line = host_line(&h, 6000);
+        assert!(line.starts_with("gpu-node-017.cluster.ex~ down 5.0s "), "{line}");
+        let mut h = HostState::new("x".repeat(25));
+        h.failed("no answer within 2s".into(), 0);
+        assert!(host_line(&h, 0).starts_with(&format!("{}~ down", "x".repeat(23))), "{}", host_line(&h, 0));
+    }
 
     fn job(data_wait: [Option<f64>; 2]) -> Job {
         let rank = |r: u32, data_wait| RankEntry {

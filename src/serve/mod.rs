@@ -16,6 +16,8 @@ mod state;
 pub(crate) mod tls;
 mod web;
 
+pub use routes::SNAPSHOT_AGE_HEADER;
+
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;

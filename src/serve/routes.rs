@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use axum::Router;
 use axum::extract::State;
 use axum::http::header::{ACCEPT, CONTENT_TYPE};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
@@ -64,9 +64,16 @@ async fn scrape(State(s): State<Shared>, headers: HeaderMap) -> Response {
     ([(CONTENT_TYPE, format.content_type())], body).into_response()
 }
 
+/// The age of the snapshot `/snapshot` answers with, in seconds, as
+/// `gpuscope_snapshot_age_seconds` says it: a reader (`fleet`) tells a
+/// node whose collection has stopped (a hung driver) from one that is
+/// current, whatever the two machines' clocks say.
+pub const SNAPSHOT_AGE_HEADER: &str = "gpuscope-snapshot-age";
+
 async fn snapshot(State(s): State<Shared>) -> Response {
     let Some(entry) = s.latest.borrow().clone() else { return not_yet() };
-    ([(CONTENT_TYPE, "application/json")], entry.json().clone()).into_response()
+    let age = format!("{:.3}", entry.age(SystemTime::now()).as_secs_f64());
+    ([(CONTENT_TYPE, "application/json"), (HeaderName::from_static(SNAPSHOT_AGE_HEADER), age.as_str())], entry.json().clone()).into_response()
 }
 
 async fn healthz(State(s): State<Shared>) -> Response {

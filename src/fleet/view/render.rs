@@ -24,7 +24,10 @@ pub fn draw(frame: &mut Frame, view: &ViewState, clock: &Clock) {
     let now = clock.now_ms();
     if let Screen::Host { host, local } = &view.screen {
         crate::tui::render::draw(frame, local, clock);
-        let state = view.fleet.hosts.iter().find(|h| &h.host == host).map_or_else(String::new, |h| h.status_text(now));
+        let state = view.fleet.hosts.iter().find(|h| &h.host == host).map_or_else(String::new, |h| {
+            let why = h.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+            format!("{}{why}", h.status_text(now))
+        });
         let text = cell(view, &format!(" fleet: {host} ({state})  Esc back to the fleet  q quit"), area.width as usize);
         put(
             frame,
@@ -110,6 +113,9 @@ const MEMORY_W: usize = 20;
 const SM_W: usize = 10;
 /// From this width the SM activity column fits with a memory bar of 16.
 const SM_FROM: usize = 100;
+/// Less room than this beside a stale host's figures, and its reason
+/// takes the place of its memory and alerts.
+const REASON_W: usize = 40;
 
 fn host_lines(view: &ViewState, w: usize, body_h: usize, now: u64) -> Vec<Line<'static>> {
     let hosts = view.hosts();
@@ -149,10 +155,28 @@ fn host_line(view: &ViewState, h: &HostState, selected: bool, widths: [usize; 2]
         Span::raw(mark.to_string()),
         Span::raw(format!("{} ", cell(view, &h.host, HOST_W - 1))),
         Span::styled(cell(view, &h.status_text(now), 13), status_style),
-        Span::raw(cell(view, &busy_text(h), 10)),
+    ];
+    let dim = Style::new().add_modifier(Modifier::DIM);
+    let room = |spans: &[Span]| w.saturating_sub(spans.iter().map(Span::width).sum::<usize>());
+    // A host without figures (down, or none yet) gives their room to why.
+    if h.summary.is_none() {
+        if let Some(why) = h.error.as_deref().filter(|_| room(&spans) > 3) {
+            spans.push(Span::styled(cell(view, why, room(&spans)), dim));
+        }
+        return finish(Line::from(spans), selected);
+    }
+    spans.push(Span::raw(cell(view, &busy_text(h), 10)));
+    // A stale host's reason, where the old figures would leave it too
+    // little room, takes the place of its memory and alerts.
+    let beside = room(&spans).saturating_sub(sm_w + MEMORY_W + bar_w + 1 + 6 + 2);
+    if let Some(why) = h.error.as_deref().filter(|_| beside < REASON_W && room(&spans) > 3) {
+        spans.push(Span::styled(cell(view, why, room(&spans)), dim));
+        return finish(Line::from(spans), selected);
+    }
+    spans.extend([
         Span::raw(cell(view, &sm_active_text(h), sm_w)),
         Span::raw(cell(view, &memory_text(h), MEMORY_W)),
-    ];
+    ]);
     if bar_w > 0 {
         spans.push(Span::styled(bar(view, h, bar_w), color(view, Color::Cyan)));
         spans.push(Span::raw(" "));
@@ -165,9 +189,12 @@ fn host_line(view: &ViewState, h: &HostState, selected: bool, widths: [usize; 2]
     let note = h.error.clone().or_else(|| h.capped.map(|c| c.text()));
     if let Some(note) = note.filter(|_| w > used + 3) {
         let text = format!("  {}", cell(view, &note, w - used - 2));
-        spans.push(Span::styled(text, Style::new().add_modifier(Modifier::DIM)));
+        spans.push(Span::styled(text, dim));
     }
-    let line = Line::from(spans);
+    finish(Line::from(spans), selected)
+}
+
+fn finish(line: Line<'static>, selected: bool) -> Line<'static> {
     if selected { line.style(Style::new().add_modifier(Modifier::REVERSED)) } else { line }
 }
 
