@@ -26,13 +26,18 @@ fn serve_tls(sim: &Sim, pki: &Pki, token: &Path) -> Server {
     Server::start(sim.gpuscope(), &[&args[..], &["--token-file", token]].concat())
 }
 
-fn fleet(hosts: &str, ca: &Path, token: &Path) -> Value {
+/// The one-shot's document; its exit status must be `status` (0 all
+/// answering, 1 some not, 3 none).
+fn fleet(hosts: &str, ca: &Path, token: &Path, status: i32) -> Value {
     let (ca, token) = (ca.to_str().unwrap(), token.to_str().unwrap());
     let out = gpuscope()
         .args(["fleet", hosts, "--json", "--timeout", "10s", "--ca", ca, "--token-file", token])
         .output()
         .unwrap();
-    assert_success(&out);
+    if status == 0 {
+        assert_success(&out);
+    }
+    assert_eq!(out.status.code(), Some(status), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -55,7 +60,7 @@ fn https_nodes_with_the_right_ca_and_token_answer_and_every_failure_is_named() {
     let url = format!("https://localhost:{}", server.addr.port());
     let list = format!("{url},https://127.0.0.1:{},https://{}", misnamed.addr.port(), plain.addr);
 
-    let v = fleet(&list, &pki.ca, &token);
+    let v = fleet(&list, &pki.ca, &token, 1);
     assert_eq!(v["hosts"][0]["host"], url.as_str());
     assert_eq!((&v["hosts"][0]["status"], &v["hosts"][0]["error"]), (&"ok".into(), &Value::Null), "{v:#}");
     assert!(v["hosts"][0]["snapshot"]["gpus"].as_array().unwrap().len() == 1, "{v:#}");
@@ -66,15 +71,22 @@ fn https_nodes_with_the_right_ca_and_token_answer_and_every_failure_is_named() {
     let names = dir.path().join("both.pem");
     let bundle = [std::fs::read_to_string(&pki.ca).unwrap(), std::fs::read_to_string(&elsewhere.ca).unwrap()];
     std::fs::write(&names, bundle.concat()).unwrap();
-    let v = fleet(&list, &names, &token);
+    let v = fleet(&list, &names, &token, 1);
     assert_eq!(v["hosts"][0]["status"], "ok", "a bundle of two CAs: {v:#}");
     assert!(error(&v, 1).contains("certificate name mismatch"), "{v:#}");
 
-    let v = fleet(&url, &other.ca, &token);
+    let v = fleet(&url, &other.ca, &token, 3);
     let e = error(&v, 0);
     assert!(e.starts_with("TLS: certificate not trusted: UnknownIssuer"), "{e}");
-    let v = fleet(&url, &pki.ca, &wrong_token);
+    let v = fleet(&url, &pki.ca, &wrong_token, 3);
     assert_eq!(error(&v, 0), "HTTP 401: the bearer token was not accepted", "{v:#}");
+    let v = fleet(&url, &pki.ca, &token, 0);
+    assert_eq!(v["hosts"][0]["status"], "ok", "{v:#}");
+
+    // Plain http:// to a TLS node: hyper's "invalid HTTP version parsed" said plainly.
+    let v = fleet(&server.addr.to_string(), &pki.ca, &token, 3);
+    let e = error(&v, 0);
+    assert_eq!(e, format!("the node answered with TLS: use https://{} (with --ca)", server.addr), "{v:#}");
 }
 
 #[test]

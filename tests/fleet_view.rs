@@ -91,6 +91,10 @@ fn hosts_with_a_stale_and_a_down_one() {
     let small = frame(&v, 80, 24);
     assert!(small.contains("stale 12s") && small.contains("down 30s"), "{small}");
     assert!(small.contains("4 hosts, 2 answering"), "{small}");
+    // At 80 columns the reasons are there: the down host's in the room of
+    // figures it has not, the stale host's in place of its old memory.
+    assert!(small.contains("down 30s     cannot connect: Connection refused"), "{small}");
+    assert!(small.contains("stale 12s    1/1       no answer within 2s"), "{small}");
     insta::assert_snapshot!("fleet_hosts_80x24", small);
     insta::assert_snapshot!("fleet_hosts_200x50", frame(&v, 200, 50));
 }
@@ -104,7 +108,12 @@ fn wide_enough_the_hosts_show_their_sm_activity() {
     let wide = frame(&v, 120, 10);
     assert!(line(&wide, "HOST").contains("GPUS BUSY SM ACTIVE MEMORY"), "{wide}");
     assert!(line(&wide, "node-a").contains(" 2/2       46%       122.0G"), "the mean of 62.5 and 30: {wide}");
-    assert!(line(&wide, "node-b").contains(" 1/1       12%       "), "{wide}");
+    // A stale host's reason takes the place of its old figures until
+    // there is room for both.
+    assert!(line(&wide, "node-b").contains(" 1/1       no answer within 2s"), "{wide}");
+    let wider = frame(&v, 200, 10);
+    assert!(line(&wider, "node-b").contains(" 1/1       12%       "), "{wider}");
+    assert!(line(&wider, "node-b").ends_with("no answer within 2s"), "{wider}");
     assert!(line(&wide, "node-d").contains(" 4/4       n/a       "), "{wide}");
     let narrow = frame(&v, 99, 10);
     assert!(!narrow.contains("SM ACTIVE") && !narrow.contains("46%"), "{narrow}");
@@ -162,7 +171,7 @@ fn enter_shows_the_host_in_the_dashboards_widgets_and_esc_comes_back() {
     assert!(matches!(&v.screen, Screen::Host { host, .. } if host == "node-b:10983"));
     let shown = frame(&v, 120, 40);
     assert!(shown.contains("node01") && shown.contains("Processes"), "{shown}");
-    assert!(shown.contains("fleet: node-b:10983 (stale 12s)"), "{shown}");
+    assert!(shown.contains("fleet: node-b:10983 (stale 12s: no answer within 2s)"), "{shown}");
     // Keys that would act on this machine are refused there.
     press(&mut v, KeyCode::Char('K'));
     assert!(!frame(&v, 120, 40).contains("Send signal"), "no kill on a remote host");
@@ -172,7 +181,11 @@ fn enter_shows_the_host_in_the_dashboards_widgets_and_esc_comes_back() {
     press(&mut v, KeyCode::Down);
     press(&mut v, KeyCode::Enter);
     assert!(matches!(v.screen, Screen::Hosts));
-    assert!(frame(&v, 100, 20).contains("never answered"));
+    let said = frame(&v, 100, 20);
+    assert!(
+        said.contains("node-c.example.org:10983: nothing to show (it has never answered: cannot connect"),
+        "{said}"
+    );
 }
 
 #[test]

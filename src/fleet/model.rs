@@ -310,7 +310,8 @@ impl HostState {
     /// hung, its collection stopped).
     pub fn refresh(&mut self, now_ms: u64, stale_after_ms: u64) {
         self.age_ms = self.snapshot_unix_ms.map(|t| now_ms.saturating_sub(t));
-        let answering = matches!(self.status, HostStatus::Ok | HostStatus::Stale) && self.failing_since_unix_ms.is_none();
+        let answering =
+            matches!(self.status, HostStatus::Ok | HostStatus::Stale) && self.failing_since_unix_ms.is_none();
         let Some(age) = self.age_ms.filter(|a| *a > stale_after_ms && answering) else { return };
         let quiet = now_ms.saturating_sub(self.last_ok_unix_ms.unwrap_or(now_ms));
         let short = crate::fleet::short_age;

@@ -84,8 +84,8 @@ async fn attempt(spec: &HostSpec, client: &Client) -> Result<Answer, String> {
             let age = node_age_ms(&reply.headers, answer.snapshot.time.time_unix_ms);
             Ok(answer.aged(age))
         })
-            .await
-            .map_err(|e| format!("reading the answer: {e}"))?
+        .await
+        .map_err(|e| format!("reading the answer: {e}"))?
     };
     let timeout = client.timeout();
     tokio::time::timeout(timeout, work).await.unwrap_or_else(|_| Err(FetchError::Timeout(timeout).to_string()))

@@ -73,7 +73,11 @@ pub const SNAPSHOT_AGE_HEADER: &str = "gpuscope-snapshot-age";
 async fn snapshot(State(s): State<Shared>) -> Response {
     let Some(entry) = s.latest.borrow().clone() else { return not_yet() };
     let age = format!("{:.3}", entry.age(SystemTime::now()).as_secs_f64());
-    ([(CONTENT_TYPE, "application/json"), (HeaderName::from_static(SNAPSHOT_AGE_HEADER), age.as_str())], entry.json().clone()).into_response()
+    (
+        [(CONTENT_TYPE, "application/json"), (HeaderName::from_static(SNAPSHOT_AGE_HEADER), age.as_str())],
+        entry.json().clone(),
+    )
+        .into_response()
 }
 
 async fn healthz(State(s): State<Shared>) -> Response {

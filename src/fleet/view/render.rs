@@ -173,10 +173,7 @@ fn host_line(view: &ViewState, h: &HostState, selected: bool, widths: [usize; 2]
         spans.push(Span::styled(cell(view, why, room(&spans)), dim));
         return finish(Line::from(spans), selected);
     }
-    spans.extend([
-        Span::raw(cell(view, &sm_active_text(h), sm_w)),
-        Span::raw(cell(view, &memory_text(h), MEMORY_W)),
-    ]);
+    spans.extend([Span::raw(cell(view, &sm_active_text(h), sm_w)), Span::raw(cell(view, &memory_text(h), MEMORY_W))]);
     if bar_w > 0 {
         spans.push(Span::styled(bar(view, h, bar_w), color(view, Color::Cyan)));
         spans.push(Span::raw(" "));

@@ -204,14 +204,14 @@ impl ViewState {
     }
 
     fn expand(&mut self) -> Flow {
-        let Some(host) =
-            self.hosts().get(self.selected).map(|h| (h.host.clone(), h.snapshot.clone(), h.error.clone()))
+        let Some(host) = self.hosts().get(self.selected).map(|h| (h.host.clone(), h.snapshot.clone(), h.error.clone()))
         else {
             return Flow::Same;
         };
         let (name, snap, error) = host;
         let Some(snap) = snap else {
-            let why = error.map_or_else(|| "it has not answered yet".to_string(), |e| format!("it has never answered: {e}"));
+            let why =
+                error.map_or_else(|| "it has not answered yet".to_string(), |e| format!("it has never answered: {e}"));
             self.status = Some(format!("{name}: nothing to show ({why})"));
             return Flow::Redraw;
         };
