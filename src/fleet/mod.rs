@@ -104,7 +104,7 @@ pub fn start(args: &FleetArgs, interval: Duration, timeout: Duration) -> Result<
     }
     let (list, notes) = host_list(args)?;
     for note in notes {
-        eprintln!("gpuscope: note: {note}");
+        crate::output::stderr::say!("gpuscope: note: {note}");
     }
     warn_of_clear_text_token(args, &list);
     Ok(poll::spawn_direct(&list, &client, interval))
@@ -113,7 +113,7 @@ pub fn start(args: &FleetArgs, interval: Duration, timeout: Duration) -> Result<
 fn warn_of_clear_text_token<'a>(args: &FleetArgs, hosts: impl IntoIterator<Item = &'a hosts::HostSpec>) {
     if args.token_file.is_some() {
         for warning in hosts::clear_text_token_warnings(hosts) {
-            eprintln!("gpuscope: warning: {warning}");
+            crate::output::stderr::say!("gpuscope: warning: {warning}");
         }
     }
 }
