@@ -722,7 +722,7 @@ fn replay(cli: &Cli, path: &std::path::Path, as_json: bool) -> Result<u8, AppErr
         let mut out = io::stdout().lock();
         return match recording::print_json(path, analyzer, &mut out) {
             Ok(summary) => {
-                eprintln!("gpuscope: {}: {summary}", path.display());
+                eprintln!("gpuscope: {}: {} snapshots, {}", path.display(), summary.snapshots, summary.skipped);
                 Ok(exit::OK)
             }
             Err(recording::StreamError::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(exit::OK),
@@ -734,7 +734,7 @@ fn replay(cli: &Cli, path: &std::path::Path, as_json: bool) -> Result<u8, AppErr
     if let Some(header) = &rec.header {
         recording::warn_if_newer(path, header);
     }
-    eprintln!("gpuscope: {}: {}", path.display(), rec.summary());
+    eprintln!("gpuscope: {}: {} snapshots, {}", path.display(), rec.len(), rec.skipped);
     let runtime = runtime()?;
     let options = tui::TuiOptions::from_env(&settings);
     let result = runtime.block_on(tui::replay(rec, settings.history.clone(), settings.alerts.clone(), options));

@@ -1,9 +1,6 @@
 //! Opens a recording for replay. Only an index stays in memory (time,
 //! offset and length per snapshot line), so a day at 1 Hz costs a couple of
-//! megabytes; snapshots are parsed again when they are shown. Both ways of
-//! reading (the dashboard's index and `replay --json`'s stream) go through
-//! one [`Scan`], so they count snapshots and skipped lines by one rule: a
-//! snapshot is a line that reads as one, whole. A `.zst` file is
+//! megabytes; snapshots are parsed when they are shown. A `.zst` file is
 //! decompressed once into an anonymous temporary file, which makes seeking
 //! backwards as cheap as forwards. The dashboard seeks, so it needs a
 //! regular file; `stream` reads anything once, front to back, for
@@ -59,21 +56,19 @@ pub enum OpenError {
     Write { path: PathBuf, source: io::Error },
 }
 
-/// The fields every snapshot has: a line with them that does not read as a
-/// snapshot is one this gpuscope cannot read, not a foreign line.
+/// The two fields the index needs; serde skips the rest of the line.
 #[derive(Deserialize)]
 struct Stamp {
     #[allow(dead_code)]
     schema_version: u32,
-    #[allow(dead_code)]
     time_unix_ms: u64,
 }
 
-/// What a line of a recording is: the one rule both readers count by.
+/// What a line of a recording is.
 enum Kind {
     Blank,
     Header(Header),
-    Snapshot(Box<Snapshot>),
+    Stamped(u64),
     Skip(fn(&mut Skipped)),
 }
 
@@ -91,62 +86,12 @@ fn classify(line: &Line, first: bool) -> Kind {
     {
         return Kind::Header(h);
     }
-    if !line.complete {
-        return Kind::Skip(|s| s.torn += 1);
-    }
-    match serde_json::from_slice::<Snapshot>(body) {
-        Ok(snap) => Kind::Snapshot(Box::new(snap)),
-        Err(_) if serde_json::from_slice::<Stamp>(body).is_ok() => Kind::Skip(|s| s.unreadable += 1),
+    match serde_json::from_slice::<Stamp>(body) {
+        Ok(_) if !line.complete => Kind::Skip(|s| s.torn += 1),
+        Ok(s) => Kind::Stamped(s.time_unix_ms),
+        Err(_) if !line.complete => Kind::Skip(|s| s.torn += 1),
         Err(_) => Kind::Skip(|s| s.foreign += 1),
     }
-}
-
-/// What a [`Scan`] found: the header, or a snapshot with where its line is.
-enum Found {
-    Header(Header),
-    Snapshot { offset: u64, len: u32, snap: Box<Snapshot> },
-}
-
-/// A recording read line by line, counting every line it passes over.
-struct Scan<R> {
-    reader: R,
-    line: Line,
-    offset: u64,
-    first: bool,
-    skipped: Skipped,
-}
-
-impl<R: std::io::BufRead> Scan<R> {
-    fn new(reader: R) -> Self {
-        Self { reader, line: Line::default(), offset: 0, first: true, skipped: Skipped::default() }
-    }
-
-    fn next(&mut self) -> io::Result<Option<Found>> {
-        while lines::next_line(&mut self.reader, &mut self.line, MAX_LINE)? {
-            let start = self.offset;
-            self.offset += self.line.consumed;
-            let kind = classify(&self.line, self.first);
-            if !matches!(kind, Kind::Blank) {
-                self.first = false;
-            }
-            match kind {
-                Kind::Blank => {}
-                Kind::Header(h) => return Ok(Some(Found::Header(h))),
-                Kind::Snapshot(snap) => {
-                    let len = u32::try_from(trim(&self.line.bytes).len()).unwrap_or(u32::MAX);
-                    return Ok(Some(Found::Snapshot { offset: start, len, snap }));
-                }
-                Kind::Skip(count) => count(&mut self.skipped),
-            }
-        }
-        Ok(None)
-    }
-}
-
-/// Nothing in the file says it is a recording: no header, no snapshot, not
-/// even one this gpuscope cannot read.
-fn foreign(header: Option<&Header>, snapshots: u64, skipped: &Skipped) -> bool {
-    header.is_none() && snapshots == 0 && skipped.unreadable == 0
 }
 
 impl Recording {
@@ -171,24 +116,35 @@ impl Recording {
         let mut rec = Self { path: path.to_path_buf(), header: None, entries: Vec::new(), skipped, zstd, data };
         rec.skipped.too_long = too_long;
         rec.index().map_err(io_err)?;
-        if foreign(rec.header.as_ref(), rec.entries.len() as u64, &rec.skipped) {
+        if rec.entries.is_empty() && rec.header.is_none() {
             return Err(OpenError::Foreign { path: path.to_path_buf(), why: "no gpuscope snapshot in it".into() });
         }
         Ok(rec)
     }
 
     fn index(&mut self) -> io::Result<()> {
-        let mut scan = Scan::new(BufReader::new(&self.data));
-        while let Some(found) = scan.next()? {
-            match found {
-                Found::Header(h) => self.header = Some(h),
-                Found::Snapshot { offset, len, snap } => {
-                    self.entries.push(Entry { time_ms: snap.time.time_unix_ms, offset, len });
-                }
+        let mut reader = BufReader::new(&self.data);
+        let mut line = Line::default();
+        let mut offset = 0u64;
+        let mut first = true;
+        while lines::next_line(&mut reader, &mut line, MAX_LINE)? {
+            let start = offset;
+            offset += line.consumed;
+            let kind = classify(&line, first);
+            if !matches!(kind, Kind::Blank) {
+                first = false;
+            }
+            match kind {
+                Kind::Blank => {}
+                Kind::Header(h) => self.header = Some(h),
+                Kind::Stamped(time_ms) => self.entries.push(Entry {
+                    time_ms,
+                    offset: start,
+                    len: u32::try_from(trim(&line.bytes).len()).unwrap_or(u32::MAX),
+                }),
+                Kind::Skip(count) => count(&mut self.skipped),
             }
         }
-        // The spool already counted the lines too long to keep.
-        self.skipped = Skipped { too_long: self.skipped.too_long + scan.skipped.too_long, ..scan.skipped };
         Ok(())
     }
 
@@ -196,11 +152,6 @@ impl Recording {
     #[cfg(test)]
     pub(super) fn data_bytes(&self) -> u64 {
         self.data.metadata().map_or(0, |m| m.len())
-    }
-
-    /// What opening found, as `replay --json`'s stream reports it.
-    pub fn summary(&self) -> Summary {
-        Summary { header: self.header.clone(), snapshots: self.entries.len() as u64, skipped: self.skipped }
     }
 
     pub fn len(&self) -> usize {
@@ -211,8 +162,8 @@ impl Recording {
         self.entries.is_empty()
     }
 
-    /// The snapshot at position `i`; `Err` only when reading the file
-    /// fails (every indexed line was read as a snapshot when it was opened).
+    /// The snapshot at position `i`; `Err` when that line, although it has
+    /// a time stamp, is not a snapshot this gpuscope can read.
     pub fn get(&self, i: usize) -> io::Result<Snapshot> {
         let e = self.entries.get(i).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "past the end"))?;
         let mut buf = vec![0; e.len as usize];
@@ -252,42 +203,43 @@ fn spool(reader: &mut dyn std::io::BufRead) -> io::Result<(File, u64)> {
 }
 
 /// What a pass over a recording found.
-#[derive(Debug, Default, Clone, PartialEq)]
+#[derive(Debug, Default)]
 pub struct Summary {
     pub header: Option<Header>,
     pub snapshots: u64,
     pub skipped: Skipped,
 }
 
-/// "3 snapshots, 2 lines skipped (1 torn last line, 1 not a snapshot)":
-/// what both replays say of a file on standard error.
-impl std::fmt::Display for Summary {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} snapshots, {}", self.snapshots, self.skipped)
-    }
-}
-
 /// Reads `path` once, front to back, handing each snapshot to `each`: works
 /// on pipes and FIFOs, plain or zstd, and holds one line at a time.
 pub fn stream(path: &Path, mut each: impl FnMut(Snapshot) -> io::Result<()>) -> Result<Summary, StreamError> {
     let io_err = |source| OpenError::Io { path: path.to_path_buf(), source };
-    let input = lines::open(path).map_err(io_err)?;
+    let mut input = lines::open(path).map_err(io_err)?;
     let mut summary = Summary::default();
-    let mut scan = Scan::new(input.reader);
-    while let Some(found) = scan.next().map_err(io_err)? {
-        match found {
-            Found::Header(h) => {
+    let mut line = Line::default();
+    let mut first = true;
+    while lines::next_line(&mut input.reader, &mut line, MAX_LINE).map_err(io_err)? {
+        let kind = classify(&line, first);
+        if !matches!(kind, Kind::Blank) {
+            first = false;
+        }
+        match kind {
+            Kind::Blank => {}
+            Kind::Header(h) => {
                 warn_if_newer(path, &h);
                 summary.header = Some(h);
             }
-            Found::Snapshot { snap, .. } => {
-                summary.snapshots += 1;
-                each(*snap).map_err(StreamError::Output)?;
-            }
+            Kind::Stamped(_) => match serde_json::from_slice::<Snapshot>(trim(&line.bytes)) {
+                Ok(snap) => {
+                    summary.snapshots += 1;
+                    each(snap).map_err(StreamError::Output)?;
+                }
+                Err(_) => summary.skipped.unreadable += 1,
+            },
+            Kind::Skip(count) => count(&mut summary.skipped),
         }
     }
-    summary.skipped = scan.skipped;
-    if foreign(summary.header.as_ref(), summary.snapshots, &summary.skipped) {
+    if summary.header.is_none() && summary.snapshots == 0 && summary.skipped.unreadable == 0 {
         let why = "no gpuscope snapshot in it".into();
         return Err(StreamError::Open(OpenError::Foreign { path: path.to_path_buf(), why }));
     }
