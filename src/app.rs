@@ -213,11 +213,13 @@ pub fn main() -> ExitCode {
         Err(AppError::Settings(SettingsError::Query(e @ QueryError::UnknownField(_)))) => {
             // Where and how nvidia-smi says it, for scripts that look.
             let _ = print(&format!("{e}\n\n"));
-            eprintln!("gpuscope: --help-query-gpu and --help-query-compute-apps list the fields gpuscope answers");
+            crate::output::stderr::say!(
+                "gpuscope: --help-query-gpu and --help-query-compute-apps list the fields gpuscope answers"
+            );
             ExitCode::from(exit::USAGE)
         }
         Err(e) => {
-            eprintln!("gpuscope: {e}");
+            crate::output::stderr::say!("gpuscope: {e}");
             ExitCode::from(e.exit_code())
         }
     }
@@ -277,7 +279,7 @@ fn clap_exit(e: &clap::Error) -> u8 {
     if !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         let _ = e.print();
         if let Some(hint) = foreign_hint(e) {
-            eprintln!("\n  hint: {hint}");
+            crate::output::stderr::say!("\n  hint: {hint}");
         }
         return exit::USAGE;
     }
@@ -286,7 +288,7 @@ fn clap_exit(e: &clap::Error) -> u8 {
     match print(&text) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("gpuscope: {err}");
+            crate::output::stderr::say!("gpuscope: {err}");
             err.exit_code()
         }
     }
@@ -409,14 +411,14 @@ fn run_job(cli: &Cli, command: &[std::ffi::OsString], report: Option<&std::path:
         duration.as_secs_f64(),
         interval,
     );
-    eprint!("{}", done.text());
+    crate::output::stderr::write(format_args!("{}", done.text()));
     if let Some(path) = report {
         let written = serde_json::to_vec_pretty(&done).map_err(io::Error::other).and_then(|mut json| {
             json.push(b'\n');
             std::fs::write(path, json)
         });
         if let Err(e) = written {
-            eprintln!("gpuscope: cannot write the report to {}: {e}", path.display());
+            crate::output::stderr::say!("gpuscope: cannot write the report to {}: {e}", path.display());
         }
     }
     Ok(exit.status)
@@ -576,13 +578,13 @@ fn select(cli: &Cli, args: &crate::cli::SelectArgs) -> Result<u8, AppError> {
     };
     let outcome = pick::choose(&snap, &criteria);
     let Some(picked) = outcome.chosen(criteria.count) else {
-        eprintln!("gpuscope: {}", outcome.shortfall(&criteria));
+        crate::output::stderr::say!("gpuscope: {}", outcome.shortfall(&criteria));
         return Ok(exit::SELECT_SHORT);
     };
     match pick::render(&picked, args.format) {
         Ok(line) => print(&line),
         Err(why) => {
-            eprintln!("gpuscope: {why}");
+            crate::output::stderr::say!("gpuscope: {why}");
             Ok(exit::USAGE)
         }
     }
@@ -593,7 +595,7 @@ fn select(cli: &Cli, args: &crate::cli::SelectArgs) -> Result<u8, AppError> {
 fn check_silent(silence: &Silence, seen: Option<&check::Watched>) -> Result<u8, AppError> {
     let none = check::Watched { last: None, last_at: None, silent: true };
     let text = check::report(seen.unwrap_or(&none), Duration::ZERO, Some(&silence.to_string()));
-    eprintln!("gpuscope: {silence}");
+    crate::output::stderr::say!("gpuscope: {silence}");
     print(&text)?;
     Ok(exit::DRIVER_SILENT)
 }
@@ -626,7 +628,7 @@ fn record(
     // Before collection: a refused file costs nothing.
     let target = recording::Target::open(path, existing)?;
     if let Some(note) = &target.note {
-        eprintln!("gpuscope: {note}");
+        crate::output::stderr::say!("gpuscope: {note}");
     }
     let started = Instant::now();
     // Replayed as JSON, a recording shows every reading.
@@ -641,7 +643,7 @@ fn record(
     let (newest, calls) = (headless.rx.clone(), headless.calls.clone());
     let written = headless.finish(HOOKS_AT_EXIT, |rx, _| recording::record(rx, target, duration));
     let written = written.map_err(|source| AppError::Record { path: path.to_path_buf(), source })?;
-    eprintln!("gpuscope: recorded {written} snapshots to {}", path.display());
+    crate::output::stderr::say!("gpuscope: recorded {written} snapshots to {}", path.display());
     // The recording stops on time whatever the driver does; a driver that
     // had stopped answering by then is reported, like a check's.
     let last = newest.borrow().clone();
@@ -722,7 +724,12 @@ fn replay(cli: &Cli, path: &std::path::Path, as_json: bool) -> Result<u8, AppErr
         let mut out = io::stdout().lock();
         return match recording::print_json(path, analyzer, &mut out) {
             Ok(summary) => {
-                eprintln!("gpuscope: {}: {} snapshots, {}", path.display(), summary.snapshots, summary.skipped);
+                crate::output::stderr::say!(
+                    "gpuscope: {}: {} snapshots, {}",
+                    path.display(),
+                    summary.snapshots,
+                    summary.skipped
+                );
                 Ok(exit::OK)
             }
             Err(recording::StreamError::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(exit::OK),
@@ -734,7 +741,7 @@ fn replay(cli: &Cli, path: &std::path::Path, as_json: bool) -> Result<u8, AppErr
     if let Some(header) = &rec.header {
         recording::warn_if_newer(path, header);
     }
-    eprintln!("gpuscope: {}: {} snapshots, {}", path.display(), rec.len(), rec.skipped);
+    crate::output::stderr::say!("gpuscope: {}: {} snapshots, {}", path.display(), rec.len(), rec.skipped);
     let runtime = runtime()?;
     let options = tui::TuiOptions::from_env(&settings);
     let result = runtime.block_on(tui::replay(rec, settings.history.clone(), settings.alerts.clone(), options));
@@ -797,7 +804,7 @@ fn collector(settings: &Settings, feeds: Feeds, calls: &Calls) -> Result<Collect
             let opened = open_gpus(settings, calls)?;
             // Said before the output, where a script's log keeps it.
             if let Some(why) = &opened.2 {
-                eprintln!("gpuscope: {why}; showing simulated GPUs");
+                crate::output::stderr::say!("gpuscope: {why}; showing simulated GPUs");
             }
             opened
         }

@@ -1,6 +1,9 @@
 //! gpuscope: a terminal dashboard for NVIDIA GPUs that tells the truth
 //! about GPU memory. See ARCHITECTURE.md for how the parts fit.
 
+// A closed stderr must not panic: `output::stderr::say!` instead.
+#![deny(clippy::print_stderr)]
+
 pub mod analysis;
 pub mod app;
 pub mod check;

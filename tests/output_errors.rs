@@ -78,3 +78,26 @@ fn check_keeps_its_verdict_when_the_reader_is_gone() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(2), "a lost GPU stays critical: {}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A stderr whose reader has gone (`2>&1 | head -1` after the first line)
+/// does not turn a usage error (exit 2) or a hint into a panic (101), nor
+/// does a full one.
+#[test]
+fn a_closed_or_full_stderr_changes_no_exit_status() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let sim = Sim::new("[[gpu]]\n");
+    // `-c` is nvidia-smi's: gpuscope says so in a hint after clap's error.
+    for args in [vec!["-c".to_string()], vec!["--no-such-flag".to_string()]] {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe(2) writes.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: pipe(2) just opened both; each is owned once.
+        let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        drop(reader);
+        let out = sim.gpuscope().args(&args).stdout(Stdio::null()).stderr(Stdio::from(writer)).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?} into a closed pipe");
+        let full = OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let out = sim.gpuscope().args(&args).stdout(Stdio::null()).stderr(full).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?} into /dev/full");
+    }
+}

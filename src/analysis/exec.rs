@@ -229,10 +229,12 @@ fn kill_group(child: &mut Child) {
 pub fn finish_hooks(wait: Duration) -> Counts {
     let counts = POOL.finish(wait);
     if counts.killed > 0 || counts.dropped > 0 {
-        eprintln!(
+        crate::output::stderr::say!(
             "gpuscope: [alerts] exec: {} runs finished, {} killed (time limit or exit), {} not run (queue full, \
              not startable, or exiting)",
-            counts.finished, counts.killed, counts.dropped
+            counts.finished,
+            counts.killed,
+            counts.dropped
         );
     }
     counts

@@ -110,7 +110,7 @@ pub fn start(args: &FleetArgs, interval: Duration, timeout: Duration) -> Result<
 fn warn_of_clear_text_token<'a>(args: &FleetArgs, hosts: impl IntoIterator<Item = &'a hosts::HostSpec>) {
     if args.token_file.is_some() {
         for warning in hosts::clear_text_token_warnings(hosts) {
-            eprintln!("gpuscope: warning: {warning}");
+            crate::output::stderr::say!("gpuscope: warning: {warning}");
         }
     }
 }

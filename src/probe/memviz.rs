@@ -213,7 +213,7 @@ fn wait(channel: &ProbeChannel, id: &str, patience: Duration) -> Result<String, 
                     return Err(MemvizError::Probe { pid, why: answer.error.unwrap_or_else(|| "failed".into()) });
                 }
                 _ if !told => {
-                    eprintln!("gpuscope: process {pid} is recording its allocation history...");
+                    crate::output::stderr::say!("gpuscope: process {pid} is recording its allocation history...");
                     told = true;
                 }
                 _ => {}

@@ -259,7 +259,7 @@ pub enum StreamError {
 /// not know are ignored, and snapshots it cannot read are counted.
 pub fn warn_if_newer(path: &Path, header: &Header) {
     if header.schema_version > SCHEMA_VERSION {
-        eprintln!(
+        crate::output::stderr::say!(
             "gpuscope: warning: {} was written by gpuscope {} (schema {}); this gpuscope reads schema \
              {SCHEMA_VERSION}: fields it does not know are ignored and snapshots it cannot read are skipped",
             path.display(),

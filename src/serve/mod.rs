@@ -131,16 +131,18 @@ pub async fn run(
     let mut term = signal(SignalKind::terminate()).map_err(ServeError::Signal)?;
     let mut int = signal(SignalKind::interrupt()).map_err(ServeError::Signal)?;
     if let Some(warning) = exposure_warning(&options) {
-        eprintln!("gpuscope: warning: {warning}");
+        crate::output::stderr::say!("gpuscope: warning: {warning}");
     }
     // Said before the address, which scripts and tests wait for as the
     // sign that start-up is over.
     if simulated {
-        eprintln!("gpuscope: the GPUs are simulated (--demo): every figure served is made up (gpuscope_simulated 1)");
+        crate::output::stderr::say!(
+            "gpuscope: the GPUs are simulated (--demo): every figure served is made up (gpuscope_simulated 1)"
+        );
     }
     let scheme = if tls.is_some() { "https" } else { "http" };
     let page = if options.web { format!("; the web page: {scheme}://{local}/") } else { String::new() };
-    eprintln!("gpuscope: serving {scheme}://{local}/metrics (also /snapshot and /healthz{page})");
+    crate::output::stderr::say!("gpuscope: serving {scheme}://{local}/metrics (also /snapshot and /healthz{page})");
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop = async move {

@@ -57,7 +57,7 @@ impl InjectError {
 pub fn probe_path() -> Result<PathBuf, InjectError> {
     let placed = place::place(&[PROBE, SITE]).map_err(InjectError::Place)?;
     if let Some(w) = placed.warning {
-        eprintln!("gpuscope: {w}");
+        crate::output::stderr::say!("gpuscope: {w}");
     }
     Ok(placed.dir.join(PROBE.name))
 }
@@ -73,7 +73,7 @@ pub fn command(command: &[OsString]) -> Result<Command, InjectError> {
     let mut cmd = Command::new(program);
     cmd.args(args);
     for line in prepare(program, args, &mut cmd) {
-        eprintln!("gpuscope: {line}");
+        crate::output::stderr::say!("gpuscope: {line}");
     }
     Ok(cmd)
 }

@@ -7,7 +7,7 @@
 //! all but the maximum clocks, the per-process samples, the settings and
 //! the PCIe link;
 //! a query what its fields show (`query::gpu_fields::wants`); the
-//! dashboard the per-process samples (its SM% and GMBW% columns) and the
+//! dashboard the per-process samples (its UTIL% and GMBW% columns) and the
 //! activity counters, and the clocks and PCIe rates only while it shows
 //! them (`sources::OnScreen`); `check`, whose report is the alerts, the
 //! activity counters alone (two rules read them).
