@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::config::{AlertsConfig, HistoryConfig};
+use crate::analysis::config::{AlertsConfig, HistoryConfig, Refusal};
 use crate::analysis::resolve_program;
 use crate::util::bounds;
 
@@ -45,6 +45,36 @@ pub enum ConfigError {
     Invalid { path: PathBuf, message: String },
 }
 
+/// A refusal of a well-formed setting, led by the line of the first of its
+/// keys the file sets ("line 4: [alerts.starved] max_utilization = 500: ...")
+/// as toml's own errors are; without a line where the file sets none of them.
+fn with_line(text: &str, refusal: &Refusal) -> String {
+    let line = refusal.keys.iter().find_map(|key| key_line(text, key));
+    match line {
+        Some(n) => format!("line {n}: {refusal}"),
+        None => refusal.to_string(),
+    }
+}
+
+/// The line (from 1) where `text` sets the dotted `key`.
+fn key_line(text: &str, key: &str) -> Option<usize> {
+    let doc = toml::de::DeTable::parse(text).ok()?;
+    let mut table = doc.get_ref();
+    let mut parts = key.split('.').peekable();
+    while let Some(part) = parts.next() {
+        let (k, v) = table.iter().find(|(k, _)| k.get_ref().as_ref() == part)?;
+        if parts.peek().is_none() {
+            let start = k.span().start;
+            return Some(text.get(..start)?.matches('\n').count() + 1);
+        }
+        match v.get_ref() {
+            toml::de::DeValue::Table(t) => table = t,
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// Where the config lives when `--config` is not given:
 /// `$XDG_CONFIG_HOME/gpuscope/config.toml` (usually `~/.config/...`).
 pub fn default_path() -> Option<PathBuf> {
@@ -60,8 +90,8 @@ impl Config {
         bounds::INTERVAL.check(config.interval).map_err(|e| {
             invalid(format!("interval = {:?} {e}", humantime::format_duration(config.interval).to_string()))
         })?;
-        bounds::CONFIG_SPAN.check(config.history.window).map_err(|e| invalid(format!("history.window {e}")))?;
-        config.alerts.validate().map_err(invalid)?;
+        let refusal = config.history.validate().and_then(|()| config.alerts.validate());
+        refusal.map_err(|r| invalid(with_line(text, &r)))?;
         // Checked now: a hook that cannot run would otherwise fail
         // silently, at the first alert.
         if let Some(program) = config.alerts.exec.first() {
@@ -141,7 +171,7 @@ mod tests {
             ("alerts.tensor_idle", "min_sm_active = 30.0"),
         ] {
             let msg = parse(&format!("[{table}]\n{pair}\n")).unwrap_err().to_string();
-            assert!(msg.contains(&format!("{table}: need")), "{pair}: {msg}");
+            assert!(msg.contains(&format!("[{table}] need")), "{pair}: {msg}");
         }
         let msg = parse("[alerts]\nexec = [\"/nonexistent/notify\"]\n").unwrap_err().to_string();
         assert!(msg.contains("/nonexistent/notify"), "{msg}");
@@ -188,7 +218,7 @@ mod tests {
         let msg = parse("interval = \"9223372036854775807s\"").unwrap_err().to_string();
         assert!(msg.contains("interval") && msg.contains("at most 1day"), "{msg}");
         let msg = parse("[history]\nwindow = \"500000000y\"").unwrap_err().to_string();
-        assert!(msg.contains("history.window") && msg.contains("at most 30days"), "{msg}");
+        assert!(msg.contains("[history] window") && msg.contains("at most 30days"), "{msg}");
         for (table, key) in [
             ("alerts", "exec_min_interval"),
             ("alerts.fragmentation", "window"),
@@ -200,8 +230,83 @@ mod tests {
             ("alerts.tensor_idle", "window"),
         ] {
             let msg = parse(&format!("[{table}]\n{key} = \"400days\"")).unwrap_err().to_string();
-            assert!(msg.contains(&format!("{table}.{key}")) && msg.contains("at most 30days"), "{msg}");
+            assert!(msg.contains(&format!("[{table}] {key} = ")) && msg.contains("at most 30days"), "{msg}");
+            assert!(msg.contains("line 2: "), "{msg}");
         }
+    }
+
+    #[test]
+    fn thresholds_out_of_range_are_refused_with_key_value_and_range() {
+        for (text, expect) in [
+            (
+                "[alerts.memory_pressure]\nwarn_free_percent = 150\ncritical_free_percent = 120\nclear_free_percent = 200\n",
+                "line 2: [alerts.memory_pressure] warn_free_percent = 150: must be a percentage from 0 to 100",
+            ),
+            (
+                "[alerts.starved]\nmax_utilization = 500\n",
+                "line 2: [alerts.starved] max_utilization = 500: must be a percentage from 0 to 100",
+            ),
+            (
+                "\n[alerts.sm_idle]\nmin_utilization = -10\n",
+                "line 3: [alerts.sm_idle] min_utilization = -10: must be a percentage from 0 to 100",
+            ),
+            (
+                "[alerts.sm_idle]\nmin_utilization = nan\n",
+                "[alerts.sm_idle] min_utilization = NaN: must be a percentage",
+            ),
+            ("[alerts.tensor_idle]\nmax_tensor_active = inf\n", "max_tensor_active = inf: must be a percentage"),
+            (
+                "[alerts.starved]\nmin_data_wait = 20.0\n",
+                "[alerts.starved] min_data_wait = 20: must be a share from 0 to 1",
+            ),
+            (
+                "[alerts.shm_full]\nused_share = -0.5\n",
+                "[alerts.shm_full] used_share = -0.5: must be a share from 0 to 1",
+            ),
+            ("[alerts.leak]\nmin_r2 = 1.5\n", "[alerts.leak] min_r2 = 1.5: must be a share from 0 to 1"),
+            (
+                "[alerts.fragmentation]\nenter = nan\n",
+                "[alerts.fragmentation] enter = NaN: must be a share from 0 to 1",
+            ),
+            // Dotted keys at the top level point at their own line too.
+            (
+                "interval = \"1s\"\nalerts.starved.clear_utilization = 101\n",
+                "line 2: [alerts.starved] clear_utilization = 101",
+            ),
+            (
+                "[alerts.leak]\nmin_growth_mib = 18446744073709551615\n",
+                "[alerts.leak] min_growth_mib = 18446744073709551615: must be from 0 to 16777216 (MiB, 16 TiB)",
+            ),
+        ] {
+            let msg = parse(text).unwrap_err().to_string();
+            assert!(msg.starts_with("config file /etc/gpuscope.toml: "), "{msg}");
+            assert!(msg.contains(expect), "{text:?}: {msg}");
+        }
+        // The extremes themselves are fine.
+        parse("[alerts.sm_idle]\nmin_utilization = 100\nclear_utilization = 0\nmax_sm_active = 0\n").unwrap();
+    }
+
+    #[test]
+    fn misordered_thresholds_are_refused_with_their_values() {
+        let msg = parse("[alerts.memory_pressure]\nwarn_free_percent = 1.0\n").unwrap_err().to_string();
+        assert!(
+            msg.contains(
+                "line 2: [alerts.memory_pressure] need critical_free_percent (2) <= warn_free_percent (1) \
+                 <= clear_free_percent (6)"
+            ),
+            "{msg}"
+        );
+        let msg = parse("[alerts.fragmentation]\nenter = 0.1\nexit = 0.2\n").unwrap_err().to_string();
+        assert!(msg.contains("line 3: [alerts.fragmentation] need exit (0.2) <= enter (0.1)"), "{msg}");
+        let msg = parse("[alerts.starved]\nmax_utilization = 50\n").unwrap_err().to_string();
+        assert!(msg.contains("[alerts.starved] need max_utilization (50) <= clear_utilization (40)"), "{msg}");
+    }
+
+    #[test]
+    fn the_history_window_must_be_at_least_a_minute() {
+        let msg = parse("[history]\nwindow = \"0s\"\n").unwrap_err().to_string();
+        assert!(msg.contains("line 2: [history] window = \"0s\": must be at least 1m"), "{msg}");
+        assert_eq!(parse("[history]\nwindow = \"1m\"\n").unwrap().history.window, Duration::from_secs(60));
     }
 
     #[test]

@@ -213,8 +213,8 @@ async fn plus_and_minus_change_the_pollers_interval() {
     for _ in 0..6 {
         d.press(KeyCode::Char('-'));
     }
-    d.shows("every 0.1s").await;
-    assert_eq!(control.interval(), Duration::from_millis(100), "halving stops at 100ms");
+    d.shows("every 100ms").await;
+    assert_eq!(control.interval(), Duration::from_millis(100), "the ladder stops at 100ms");
     d.quit().await;
 }
 

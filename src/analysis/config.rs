@@ -314,9 +314,98 @@ impl Default for HealthConfig {
     }
 }
 
+/// A setting the config file may not hold: the keys it is about (dotted,
+/// `alerts.starved.max_utilization`, the first one set in the file is where
+/// the error points) and what is wrong, naming the key as a user writes it
+/// (`[alerts.starved] max_utilization = 500: must be a percentage from 0 to
+/// 100`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub keys: Vec<String>,
+    pub message: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// `[alerts.starved] max_utilization` for `alerts.starved.max_utilization`.
+fn as_written(key: &str) -> String {
+    match key.rsplit_once('.') {
+        Some((table, name)) => format!("[{table}] {name}"),
+        None => key.to_string(),
+    }
+}
+
+/// What a threshold counts and so the range it must fall in.
+#[derive(Debug, Clone, Copy)]
+enum Scale {
+    /// 0 to 100.
+    Percent,
+    /// 0 to 1: a share of time, of memory, or a fit quality.
+    Share,
+}
+
+fn check_number(table: &str, key: &str, value: f64, scale: Scale) -> Result<(), Refusal> {
+    let (max, what) = match scale {
+        Scale::Percent => (100.0, "a percentage from 0 to 100"),
+        Scale::Share => (1.0, "a share from 0 to 1"),
+    };
+    // NaN fails the range check too: it is in no range.
+    if (0.0..=max).contains(&value) {
+        return Ok(());
+    }
+    let key = format!("{table}.{key}");
+    Err(Refusal { message: format!("{} = {value}: must be {what}", as_written(&key)), keys: vec![key] })
+}
+
+/// `[table] need a (1) <= b (2)`: thresholds out of order, with their values.
+fn check_order(table: &str, chain: &[(&str, f64)]) -> Result<(), Refusal> {
+    if chain.windows(2).all(|w| w[0].1 <= w[1].1) {
+        return Ok(());
+    }
+    let need: Vec<String> = chain.iter().map(|(k, v)| format!("{k} ({v})")).collect();
+    Err(Refusal {
+        keys: chain.iter().map(|(k, _)| format!("{table}.{k}")).collect(),
+        message: format!("[{table}] need {}", need.join(" <= ")),
+    })
+}
+
+fn check_span(key: &str, span: Duration, bounds: crate::util::bounds::Bounds) -> Result<(), Refusal> {
+    bounds.check(span).map(drop).map_err(|e| Refusal {
+        message: format!("{} = {:?}: {e}", as_written(key), humantime::format_duration(span).to_string()),
+        keys: vec![key.to_string()],
+    })
+}
+
+/// The most memory a size threshold may name: 16 TiB, beyond any GPU's, and
+/// small enough that the rules' byte arithmetic cannot overflow.
+pub const MAX_MIB: u64 = 16 << 20;
+
+fn check_mib(key: &str, mib: u64) -> Result<(), Refusal> {
+    if mib <= MAX_MIB {
+        return Ok(());
+    }
+    Err(Refusal {
+        message: format!("{} = {mib}: must be from 0 to {MAX_MIB} (MiB, 16 TiB)", as_written(key)),
+        keys: vec![key.to_string()],
+    })
+}
+
+impl HistoryConfig {
+    pub fn validate(&self) -> Result<(), Refusal> {
+        check_span("history.window", self.window, crate::util::bounds::HISTORY_WINDOW)
+    }
+}
+
 impl AlertsConfig {
-    /// Thresholds that contradict each other are refused at load time.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Every threshold within its range (percentages 0 to 100, shares 0 to
+    /// 1, never NaN), every span within `bounds::CONFIG_SPAN`, and the
+    /// thresholds of each rule in an order it can raise and clear by.
+    pub fn validate(&self) -> Result<(), Refusal> {
+        use Scale::{Percent, Share};
         let spans = [
             ("alerts.exec_min_interval", self.exec_min_interval),
             ("alerts.fragmentation.window", self.fragmentation.window),
@@ -330,43 +419,80 @@ impl AlertsConfig {
             ("alerts.xid.window", self.xid.window),
             ("alerts.health.hold", self.health.hold),
         ];
-        for (name, span) in spans {
-            crate::util::bounds::CONFIG_SPAN.check(span).map_err(|e| format!("{name} {e}"))?;
+        for (key, span) in spans {
+            check_span(key, span, crate::util::bounds::CONFIG_SPAN)?;
         }
-        let f = &self.fragmentation;
-        if !(0.0..=1.0).contains(&f.enter) || !(0.0..=1.0).contains(&f.exit) || f.exit > f.enter {
-            return Err(format!("alerts.fragmentation: need 0 <= exit ({}) <= enter ({}) <= 1", f.exit, f.enter));
+        let sizes = [
+            ("alerts.fragmentation.min_reserved_mib", self.fragmentation.min_reserved_mib),
+            ("alerts.fragmentation.min_inactive_split_mib", self.fragmentation.min_inactive_split_mib),
+            ("alerts.leak.min_growth_mib", self.leak.min_growth_mib),
+            ("alerts.starved.min_process_memory_mib", self.starved.min_process_memory_mib),
+        ];
+        for (key, mib) in sizes {
+            check_mib(key, mib)?;
         }
-        let p = &self.memory_pressure;
-        if !(p.critical_free_percent <= p.warn_free_percent && p.warn_free_percent <= p.clear_free_percent) {
-            return Err("alerts.memory_pressure: need critical <= warn <= clear".into());
+        let (f, l, p, s, m, b, t) = (
+            &self.fragmentation,
+            &self.leak,
+            &self.memory_pressure,
+            &self.starved,
+            &self.shm_full,
+            &self.sm_idle,
+            &self.tensor_idle,
+        );
+        let numbers = [
+            ("alerts.fragmentation", "enter", f.enter, Share),
+            ("alerts.fragmentation", "exit", f.exit, Share),
+            ("alerts.leak", "min_r2", l.min_r2, Share),
+            ("alerts.memory_pressure", "warn_free_percent", p.warn_free_percent, Percent),
+            ("alerts.memory_pressure", "critical_free_percent", p.critical_free_percent, Percent),
+            ("alerts.memory_pressure", "clear_free_percent", p.clear_free_percent, Percent),
+            ("alerts.starved", "max_utilization", s.max_utilization, Percent),
+            ("alerts.starved", "clear_utilization", s.clear_utilization, Percent),
+            ("alerts.starved", "min_data_wait", s.min_data_wait, Share),
+            ("alerts.starved", "clear_data_wait", s.clear_data_wait, Share),
+            ("alerts.shm_full", "used_share", m.used_share, Share),
+            ("alerts.shm_full", "clear_share", m.clear_share, Share),
+            ("alerts.sm_idle", "min_utilization", b.min_utilization, Percent),
+            ("alerts.sm_idle", "max_sm_active", b.max_sm_active, Percent),
+            ("alerts.sm_idle", "clear_utilization", b.clear_utilization, Percent),
+            ("alerts.sm_idle", "clear_sm_active", b.clear_sm_active, Percent),
+            ("alerts.tensor_idle", "min_sm_active", t.min_sm_active, Percent),
+            ("alerts.tensor_idle", "max_tensor_active", t.max_tensor_active, Percent),
+            ("alerts.tensor_idle", "clear_sm_active", t.clear_sm_active, Percent),
+            ("alerts.tensor_idle", "clear_tensor_active", t.clear_tensor_active, Percent),
+        ];
+        for (table, key, value, scale) in numbers {
+            check_number(table, key, value, scale)?;
         }
-        let s = &self.starved;
-        if s.max_utilization > s.clear_utilization {
-            return Err("alerts.starved: need max_utilization <= clear_utilization".into());
-        }
-        if !(0.0..=1.0).contains(&s.clear_data_wait) || !(s.clear_data_wait..=1.0).contains(&s.min_data_wait) {
-            return Err("alerts.starved: need 0 <= clear_data_wait <= min_data_wait <= 1".into());
-        }
-        let m = &self.shm_full;
-        if !(0.0..=1.0).contains(&m.clear_share) || !(m.clear_share..=1.0).contains(&m.used_share) {
-            return Err("alerts.shm_full: need 0 <= clear_share <= used_share <= 1".into());
-        }
-        let b = &self.sm_idle;
-        if b.clear_utilization > b.min_utilization || b.max_sm_active > b.clear_sm_active {
-            return Err("alerts.sm_idle: need clear_utilization <= min_utilization and \
-                        max_sm_active <= clear_sm_active"
-                .into());
-        }
-        let t = &self.tensor_idle;
-        if t.clear_sm_active > t.min_sm_active || t.max_tensor_active > t.clear_tensor_active {
-            return Err("alerts.tensor_idle: need clear_sm_active <= min_sm_active and \
-                        max_tensor_active <= clear_tensor_active"
-                .into());
-        }
-        if !(0.0..=1.0).contains(&self.leak.min_r2) {
-            return Err("alerts.leak: min_r2 must be between 0 and 1".into());
-        }
+        check_order("alerts.fragmentation", &[("exit", f.exit), ("enter", f.enter)])?;
+        check_order(
+            "alerts.memory_pressure",
+            &[
+                ("critical_free_percent", p.critical_free_percent),
+                ("warn_free_percent", p.warn_free_percent),
+                ("clear_free_percent", p.clear_free_percent),
+            ],
+        )?;
+        check_order(
+            "alerts.starved",
+            &[("max_utilization", s.max_utilization), ("clear_utilization", s.clear_utilization)],
+        )?;
+        check_order("alerts.starved", &[("clear_data_wait", s.clear_data_wait), ("min_data_wait", s.min_data_wait)])?;
+        check_order("alerts.shm_full", &[("clear_share", m.clear_share), ("used_share", m.used_share)])?;
+        check_order(
+            "alerts.sm_idle",
+            &[("clear_utilization", b.clear_utilization), ("min_utilization", b.min_utilization)],
+        )?;
+        check_order("alerts.sm_idle", &[("max_sm_active", b.max_sm_active), ("clear_sm_active", b.clear_sm_active)])?;
+        check_order(
+            "alerts.tensor_idle",
+            &[("clear_sm_active", t.clear_sm_active), ("min_sm_active", t.min_sm_active)],
+        )?;
+        check_order(
+            "alerts.tensor_idle",
+            &[("max_tensor_active", t.max_tensor_active), ("clear_tensor_active", t.clear_tensor_active)],
+        )?;
         Ok(())
     }
 }

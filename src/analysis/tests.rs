@@ -590,6 +590,7 @@ mod properties {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::analysis::config::MAX_MIB;
     use crate::history::MAX_POINTS;
 
     fn step() -> impl Strategy<Value = (u64, f64, u32, bool, u64, u64, u64, u64)> {
@@ -603,6 +604,61 @@ mod properties {
             0u64..20,
             0u64..5,
         )
+    }
+
+    /// A threshold as a share of its range: mostly within it, its ends,
+    /// and anything at all (NaN, infinities, out of range).
+    fn unit() -> impl Strategy<Value = f64> {
+        prop_oneof![200 => 0.0f64..=1.0, 5 => Just(0.0), 5 => Just(1.0), 1 => any::<f64>()]
+    }
+
+    fn span() -> impl Strategy<Value = Duration> {
+        prop_oneof![
+            4 => Just(Duration::ZERO),
+            90 => (0u64..600_000).prop_map(Duration::from_millis),
+            4 => (0u64..=30 * 86_400).prop_map(Duration::from_secs),
+            1 => any::<u64>().prop_map(Duration::from_secs),
+        ]
+    }
+
+    /// Thresholds from `units` (percentages scaled to 100); `sorted` puts
+    /// each rule's pairs in the order the validator asks for, so that most
+    /// configs pass it.
+    fn config_from(u: &[f64], sorted: bool, spans: &[Duration], mibs: &[u64]) -> AlertsConfig {
+        let pair = |a: f64, b: f64| if sorted && b < a { (b, a) } else { (a, b) };
+        let mut c = AlertsConfig::default();
+        (c.fragmentation.exit, c.fragmentation.enter) = pair(u[0], u[1]);
+        c.leak.min_r2 = u[2];
+        let mut pressure = [u[3] * 100.0, u[4] * 100.0, u[5] * 100.0];
+        if sorted {
+            pressure.sort_by(f64::total_cmp);
+        }
+        let p = &mut c.memory_pressure;
+        [p.critical_free_percent, p.warn_free_percent, p.clear_free_percent] = pressure;
+        (c.starved.max_utilization, c.starved.clear_utilization) = pair(u[6] * 100.0, u[7] * 100.0);
+        (c.starved.clear_data_wait, c.starved.min_data_wait) = pair(u[8], u[9]);
+        (c.shm_full.clear_share, c.shm_full.used_share) = pair(u[10], u[11]);
+        (c.sm_idle.clear_utilization, c.sm_idle.min_utilization) = pair(u[12] * 100.0, u[13] * 100.0);
+        (c.sm_idle.max_sm_active, c.sm_idle.clear_sm_active) = pair(u[14] * 100.0, u[15] * 100.0);
+        (c.tensor_idle.clear_sm_active, c.tensor_idle.min_sm_active) = pair(u[16] * 100.0, u[17] * 100.0);
+        (c.tensor_idle.max_tensor_active, c.tensor_idle.clear_tensor_active) = pair(u[18] * 100.0, u[19] * 100.0);
+        c.exec_min_interval = spans[0];
+        c.fragmentation.window = spans[1];
+        c.alloc_retry.hold = spans[2];
+        c.oom.hold = spans[3];
+        c.leak.window = spans[4];
+        c.memory_pressure.duration = spans[5];
+        c.starved.window = spans[6];
+        c.sm_idle.window = spans[7];
+        c.tensor_idle.window = spans[8];
+        c.xid.window = spans[9];
+        c.health.hold = spans[10];
+        c.fragmentation.min_reserved_mib = mibs[0];
+        c.fragmentation.min_inactive_split_mib = mibs[1];
+        c.leak.min_growth_mib = mibs[2];
+        c.starved.min_process_memory_mib = mibs[3];
+        c.fragmentation.min_samples = 0;
+        c
     }
 
     proptest! {
@@ -627,6 +683,34 @@ mod properties {
                 keys.sort();
                 keys.dedup();
                 prop_assert_eq!(keys.len(), n, "one change per alert per sample");
+                prop_assert!(a.history_points() <= 2 * MAX_POINTS);
+            }
+        }
+
+        /// Whatever thresholds the validator lets through (extremes, zero
+        /// windows, the largest sizes), the rules neither panic nor
+        /// overflow on any finite input, in debug builds too.
+        #[test]
+        fn any_config_the_validator_accepts_runs(
+            units in prop::collection::vec(unit(), 20),
+            sorted in prop::bool::weighted(0.9),
+            spans in prop::collection::vec(span(), 12),
+            mibs in prop::collection::vec(prop_oneof![30 => 0..=MAX_MIB, 5 => Just(MAX_MIB), 1 => any::<u64>()], 4),
+            steps in prop::collection::vec((step(), prop::option::of(0.0f64..=100.0)), 1..80),
+        ) {
+            let config = config_from(&units, sorted, &spans, &mibs);
+            let history = HistoryConfig { window: spans[11] };
+            if config.validate().is_err() || history.validate().is_err() {
+                return Ok(());
+            }
+            let mut a = Analyzer::new(&history, config);
+            let mut w = World::new();
+            for ((dt, free, util, lost, alloc, reserved, retries, ooms), sm) in steps {
+                w.t_ms += dt;
+                (w.free_pct, w.util, w.lost, w.sm, w.tensor) = (free, util, lost, sm, sm.map(|s| 100.0 - s));
+                w.proc = Some(Proc { allocated: alloc, reserved, split: reserved / 3, retries, ooms, ..Proc::default() });
+                let mut snap = w.snapshot();
+                a.observe(&mut snap);
                 prop_assert!(a.history_points() <= 2 * MAX_POINTS);
             }
         }

@@ -59,9 +59,9 @@ pub enum Action {
     TogglePause,
     Kill,
     Confirm,
-    /// `+`: double the interval.
+    /// `+`: the next longer interval on `update::KEY_LADDER`.
     Slower,
-    /// `-`: halve it.
+    /// `-`: the next shorter.
     Faster,
     /// `m`: the selected process's live segment map.
     SegmentMap,

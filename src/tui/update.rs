@@ -12,11 +12,36 @@ use crate::tui::rows::RowKey;
 use crate::tui::rows::{SORTABLE, Sort};
 use crate::tui::state::{Confirm, DetailView, State, View};
 
-/// How far `-` and `+` take the interval: narrower than `--interval`'s
+/// The intervals `+` and `-` step through, so that every step can be taken
+/// back and each reads as a round value. Narrower than `--interval`'s
 /// bounds (`bounds::INTERVAL`), because a key pressed a few times too often
 /// should not make the dashboard itself the machine's busiest process.
-pub const KEY_FASTEST: Duration = Duration::from_millis(100);
-pub const KEY_SLOWEST: Duration = Duration::from_secs(60);
+pub const KEY_LADDER: [Duration; 10] = [
+    Duration::from_millis(100),
+    Duration::from_millis(250),
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(5),
+    Duration::from_secs(10),
+    Duration::from_secs(15),
+    Duration::from_secs(30),
+    Duration::from_secs(60),
+];
+pub const KEY_FASTEST: Duration = KEY_LADDER[0];
+pub const KEY_SLOWEST: Duration = KEY_LADDER[KEY_LADDER.len() - 1];
+
+/// The next rung of `KEY_LADDER` above (`slower`) or below `from`; an
+/// interval off the ladder (`--interval 1.5s`) goes to the nearest rung that
+/// way. Past either end, `from` itself: a key never moves the interval the
+/// other way from what was asked.
+pub fn interval_step(from: Duration, slower: bool) -> Duration {
+    let next = match slower {
+        true => KEY_LADDER.iter().find(|&&d| d > from),
+        false => KEY_LADDER.iter().rev().find(|&&d| d < from),
+    };
+    next.copied().unwrap_or(from)
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Effect {
@@ -137,8 +162,8 @@ pub fn apply(state: &mut State, action: Action, now_ms: u64) -> Option<Effect> {
                 return Some(Effect::Signal(c.target, c.signal));
             }
         }
-        Action::Slower => return change_interval(state, (state.interval * 2).min(KEY_SLOWEST).max(state.interval)),
-        Action::Faster => return change_interval(state, (state.interval / 2).max(KEY_FASTEST).min(state.interval)),
+        Action::Slower => return change_interval(state, interval_step(state.interval, true)),
+        Action::Faster => return change_interval(state, interval_step(state.interval, false)),
     }
     None
 }
@@ -383,23 +408,62 @@ mod tests {
     }
 
     #[test]
-    fn the_interval_doubles_and_halves_within_bounds() {
+    fn the_interval_steps_along_the_ladder_within_bounds() {
         let mut s = state(Duration::from_secs(1));
         assert_eq!(apply(&mut s, Action::Slower, 0), Some(Effect::SetInterval(Duration::from_secs(2))));
-        for _ in 0..10 {
+        for _ in 0..20 {
             apply(&mut s, Action::Slower, 0);
         }
         assert_eq!(s.interval, KEY_SLOWEST);
         assert_eq!(apply(&mut s, Action::Slower, 0), None, "nothing to change at the maximum");
         let mut s = state(Duration::from_secs(1));
-        for _ in 0..10 {
+        for _ in 0..20 {
             apply(&mut s, Action::Faster, 0);
         }
         assert_eq!(s.interval, KEY_FASTEST);
-        // Below the dashboard's floor (`--interval 10ms`), `-` never lengthens it.
+        // Below the ladder (`--interval 10ms`), `-` never lengthens it and
+        // `+` goes to its first rung.
         let mut s = state(Duration::from_millis(10));
         assert_eq!(apply(&mut s, Action::Faster, 0), None);
-        assert_eq!(apply(&mut s, Action::Slower, 0), Some(Effect::SetInterval(Duration::from_millis(20))));
+        assert_eq!(apply(&mut s, Action::Slower, 0), Some(Effect::SetInterval(KEY_FASTEST)));
+        // Above it (`--interval 5m`), `+` never shortens it.
+        let mut s = state(Duration::from_secs(300));
+        assert_eq!(apply(&mut s, Action::Slower, 0), None);
+        assert_eq!(apply(&mut s, Action::Faster, 0), Some(Effect::SetInterval(KEY_SLOWEST)));
+    }
+
+    #[test]
+    fn every_step_of_the_interval_can_be_taken_back() {
+        // At either end the first key has nothing to do.
+        for &rung in &KEY_LADDER[..KEY_LADDER.len() - 1] {
+            let mut s = state(rung);
+            apply(&mut s, Action::Slower, 0);
+            apply(&mut s, Action::Faster, 0);
+            assert_eq!(s.interval, rung, "+ then - from {rung:?}");
+        }
+        for &rung in &KEY_LADDER[1..] {
+            let mut s = state(rung);
+            apply(&mut s, Action::Faster, 0);
+            apply(&mut s, Action::Slower, 0);
+            assert_eq!(s.interval, rung, "- then + from {rung:?}");
+        }
+        // From 1s to the cap and back down, the way QA walked it.
+        let mut s = state(Duration::from_secs(1));
+        let mut up = vec![];
+        while apply(&mut s, Action::Slower, 0).is_some() {
+            up.push(s.status.clone().unwrap());
+        }
+        assert_eq!(up.last().map(String::as_str), Some("interval 1m"));
+        let mut down = vec![];
+        while s.interval > Duration::from_secs(1) {
+            apply(&mut s, Action::Faster, 0);
+            down.push(s.status.clone().unwrap());
+        }
+        assert_eq!(s.interval, Duration::from_secs(1));
+        assert_eq!(down, ["interval 30s", "interval 15s", "interval 10s", "interval 5s", "interval 2s", "interval 1s"]);
+        // Off the ladder (`--interval 1.5s`): the next rung each way.
+        assert_eq!(interval_step(Duration::from_millis(1500), true), Duration::from_secs(2));
+        assert_eq!(interval_step(Duration::from_millis(1500), false), Duration::from_secs(1));
     }
 
     /// GPUs at indices 0 and 3 with UUIDs, as `state` has them, placed by
@@ -537,14 +601,20 @@ mod tests {
     fn the_interval_reads_as_people_say_it() {
         let mut s = state(Duration::from_millis(1875));
         apply(&mut s, Action::Faster, 0);
-        assert_eq!(s.status.as_deref(), Some("interval 0.9s"), "not 937ms 500us");
-        apply(&mut s, Action::Slower, 0);
-        apply(&mut s, Action::Slower, 0);
-        assert_eq!(s.status.as_deref(), Some("interval 3.8s"));
-        let fast = state(Duration::from_millis(10));
-        assert_eq!(crate::tui::render::interval_text(fast.interval), "10ms");
-        assert_eq!(crate::tui::render::interval_text(Duration::from_secs(1)), "1s");
-        assert_eq!(crate::tui::render::interval_text(Duration::from_secs(60)), "1m");
+        assert_eq!(s.status.as_deref(), Some("interval 1s"), "the rung below, not 937ms 500us");
+        for rung in KEY_LADDER {
+            let text = crate::tui::render::interval_text(rung);
+            assert!(
+                ["100ms", "250ms", "500ms", "1s", "2s", "5s", "10s", "15s", "30s", "1m"].contains(&text.as_str()),
+                "{text}"
+            );
+        }
+        let text = crate::tui::render::interval_text;
+        assert_eq!(text(Duration::from_millis(10)), "10ms");
+        assert_eq!(text(Duration::from_millis(937)), "937ms");
+        assert_eq!(text(Duration::from_millis(3750)), "3.75s", "exact, not rounded to 3.8s");
+        assert_eq!(text(Duration::from_millis(1875)), "1.875s");
+        assert_eq!(text(Duration::from_secs(60)), "1m");
     }
 
     #[test]

@@ -25,6 +25,11 @@ pub const RECORD_DURATION: Bounds = Bounds { min: Duration::from_millis(1), max:
 pub const TIMEOUT: Bounds = Bounds { min: Duration::from_millis(100), max: DAY };
 /// Windows, holds and minimum intervals in the config file.
 pub const CONFIG_SPAN: Bounds = Bounds { min: Duration::ZERO, max: DAY.saturating_mul(30) };
+/// The config's `[history] window`, how far back the charts reach: at least
+/// a minute (the history keeps two minutes of one-second buckets anyway, so
+/// a shorter chart only hides data; a zero one draws nothing), at most
+/// `CONFIG_SPAN`'s 30 days.
+pub const HISTORY_WINDOW: Bounds = Bounds { min: Duration::from_secs(60), max: DAY.saturating_mul(30) };
 
 impl Bounds {
     /// `Err` is a message without the name of the setting, which the caller
@@ -111,7 +116,7 @@ mod tests {
         /// an error, and never panics.
         #[test]
         fn parsed_durations_are_within_bounds(n in any::<u64>(), unit in prop::sample::select(vec!["ns", "ms", "s", "m", "h", "d", "w", "y"])) {
-            for bounds in [INTERVAL, CHECK_WINDOW, RECORD_DURATION, TIMEOUT, CONFIG_SPAN] {
+            for bounds in [INTERVAL, CHECK_WINDOW, RECORD_DURATION, TIMEOUT, CONFIG_SPAN, HISTORY_WINDOW] {
                 if let Ok(d) = bounds.parse(&format!("{n}{unit}")) {
                     prop_assert!(bounds.min <= d && d <= bounds.max);
                 }

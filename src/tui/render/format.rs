@@ -7,15 +7,15 @@ pub fn bytes_short(b: u64) -> String {
 }
 
 /// "0.4s", "12s", "3m12s", "10m", "2h03m", "5d02h".
-/// An interval as people say it: "0.9s", "2s", "10ms" (not humantime's
-/// "937ms 500us" after halving 1.875s).
+/// An interval as people say it, to the millisecond and never rounded:
+/// "250ms", "2s", "1.875s" (not humantime's "1s 875ms").
 pub fn interval(d: std::time::Duration) -> String {
     let ms = d.as_millis();
     match ms {
-        0..100 => format!("{ms}ms"),
-        100..60_000 => {
-            let text = format!("{:.1}", d.as_secs_f64());
-            format!("{}s", text.strip_suffix(".0").unwrap_or(&text))
+        0..1000 => format!("{ms}ms"),
+        1000..60_000 => {
+            let text = format!("{}.{:03}", ms / 1000, ms % 1000);
+            format!("{}s", text.trim_end_matches('0').trim_end_matches('.'))
         }
         _ => duration_short(u64::try_from(ms).unwrap_or(u64::MAX)),
     }
