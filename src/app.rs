@@ -379,6 +379,7 @@ fn run_job(cli: &Cli, command: &[std::ffi::OsString], report: Option<&std::path:
     use crate::run_report::{Gathered, ReportExit};
     let mut settings = Settings::resolve(cli)?;
     settings.interval = cli.interval.unwrap_or(RUN_INTERVAL);
+    let interval = settings.interval;
     // A report that cannot be written must be said before a long job,
     // not after it.
     if let Some(path) = report {
@@ -407,7 +408,7 @@ fn run_job(cli: &Cli, command: &[std::ffi::OsString], report: Option<&std::path:
     };
     let exit = ReportExit { status: ended.exit_status(), code, signal };
     let words = command.iter().map(|w| w.to_string_lossy().into_owned()).collect();
-    let interval = cli.interval.unwrap_or(RUN_INTERVAL).as_secs_f64();
+    let interval = interval.as_secs_f64();
     let done = gathered.lock().unwrap_or_else(std::sync::PoisonError::into_inner).finish(
         words,
         exit,
@@ -416,9 +417,11 @@ fn run_job(cli: &Cli, command: &[std::ffi::OsString], report: Option<&std::path:
     );
     crate::output::stderr::write(format_args!("{}", done.text()));
     if let Some(path) = report {
-        let written = serde_json::to_vec_pretty(&done).map_err(io::Error::other).and_then(|mut json| {
+        let written = serde_json::to_vec_pretty(&done).map_err(|e| e.to_string()).and_then(|mut json| {
             json.push(b'\n');
-            std::fs::write(path, json)
+            let mut file =
+                crate::util::own_files::open_ours(path, std::fs::OpenOptions::new().write(true).create(true))?;
+            file.set_len(0).and_then(|()| io::Write::write_all(&mut file, &json)).map_err(|e| e.to_string())
         });
         if let Err(e) = written {
             crate::output::stderr::say!("gpuscope: cannot write the report to {}: {e}", path.display());
@@ -428,8 +431,10 @@ fn run_job(cli: &Cli, command: &[std::ffi::OsString], report: Option<&std::path:
 }
 
 /// Whether `path` can take the report: its folder exists and lets us
-/// create a file, or the file is there and may be written. Nothing is
-/// created or truncated here: a job that fails to start leaves no file.
+/// create a file, or a regular file of this user's is there and may be
+/// written (what `own_files::open_ours` will accept at the end: never a
+/// link). Nothing is created or truncated here: a job that fails to start
+/// leaves no file.
 fn check_writable(path: &std::path::Path) -> Result<(), String> {
     use std::os::unix::ffi::OsStrExt as _;
     let access = |p: &std::path::Path, mode| {
@@ -437,8 +442,15 @@ fn check_writable(path: &std::path::Path) -> Result<(), String> {
         // SAFETY: a valid NUL-terminated path; access(2) only reads it.
         if unsafe { libc::access(c.as_ptr(), mode) } == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
     };
-    match std::fs::metadata(path) {
+    match std::fs::symlink_metadata(path) {
         Ok(m) if m.is_dir() => Err("is a directory".into()),
+        Ok(m) if m.file_type().is_symlink() => {
+            Err("is a symbolic link, and gpuscope does not write through links".into())
+        }
+        Ok(m) if !m.is_file() => Err("is not a regular file (a FIFO, a device or a socket)".into()),
+        Ok(m) if std::os::unix::fs::MetadataExt::uid(&m) != crate::util::current_uid() => {
+            Err(format!("belongs to uid {}, not to this user", std::os::unix::fs::MetadataExt::uid(&m)))
+        }
         Ok(_) => access(path, libc::W_OK).map_err(|e| format!("cannot write it: {e}")),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
@@ -489,29 +501,14 @@ fn check(cli: &Cli, window: Option<Duration>, judge: &check::Judge<'_>) -> Resul
     // A health check judges the first snapshot (its slow readings taken):
     // it must fit a Slurm prolog and node-problem-detector's 5 s default.
     let window = window.unwrap_or(if judge.health() { Duration::ZERO } else { check::WINDOW });
-    let started = Instant::now();
-    let window_end = bounds::later(started, window);
-    let deadline = bounds::later(window_end, settings.timeout);
     // Its report is the alerts, whose rules read what every output gets.
     // A check of one snapshot ends before any driver event could come:
     // it starts no listener (nor leaves one half-loaded at exit).
     let wanted = Wanted { events: !window.is_zero(), ..Wanted::ALERTS };
-    let headless = match Headless::start(&settings, deadline, Feeds::streaming(wanted)) {
-        Ok(started) => started,
-        Err(AppError::DriverSilent(silence)) => return check_silent(&silence, None),
-        Err(e) => return Err(e),
+    let seen = match watch_window(&settings, window, wanted)? {
+        Ok(seen) => seen,
+        Err(silent) => return Ok(silent),
     };
-    let calls = headless.calls.clone();
-    // Older than an interval at the window's end, the newest snapshot is
-    // late: wait for the next (a slow tick only costs that wait), up to the
-    // deadline, and call the driver silent only when none has come by then.
-    let fresh_within = settings.interval;
-    let seen =
-        headless.finish(HOOKS_ONE_SHOT, |rx, _| check::watch_for(rx, window_end.into(), fresh_within, deadline.into()));
-    if seen.silent {
-        let since = seen.last_at.map_or(started, tokio::time::Instant::into_std);
-        return check_silent(&Silence::new(since, &calls), Some(&seen));
-    }
     let Some(snap) = &seen.last else { return Err(AppError::PollerStopped) };
     let (text, code) = match judge {
         check::Judge::Alerts(fail_on) => (check::report(&seen, window, None), check::exit_code(&snap.alerts, fail_on)),
@@ -520,6 +517,32 @@ fn check(cli: &Cli, window: Option<Duration>, judge: &check::Judge<'_>) -> Resul
     };
     print(&text)?;
     Ok(code)
+}
+
+/// `check`'s and `doctor`'s watch: snapshots from now for `window`, then
+/// up to `--timeout` for a late one. Older than an interval at the
+/// window's end, the newest snapshot is late: the next is waited for (a
+/// slow tick only costs that wait), and the driver is called silent only
+/// when none has come by the deadline; then `Err` holds the exit status
+/// `check_silent` gave, its report printed.
+fn watch_window(settings: &Settings, window: Duration, wanted: Wanted) -> Result<Result<check::Watched, u8>, AppError> {
+    let started = Instant::now();
+    let window_end = bounds::later(started, window);
+    let deadline = bounds::later(window_end, settings.timeout);
+    let headless = match Headless::start(settings, deadline, Feeds::streaming(wanted)) {
+        Ok(started) => started,
+        Err(AppError::DriverSilent(silence)) => return check_silent(&silence, None).map(Err),
+        Err(e) => return Err(e),
+    };
+    let calls = headless.calls.clone();
+    let fresh_within = settings.interval;
+    let seen =
+        headless.finish(HOOKS_ONE_SHOT, |rx, _| check::watch_for(rx, window_end.into(), fresh_within, deadline.into()));
+    if seen.silent {
+        let since = seen.last_at.map_or(started, tokio::time::Instant::into_std);
+        return check_silent(&Silence::new(since, &calls), Some(&seen)).map(Err);
+    }
+    Ok(Ok(seen))
 }
 
 /// How long `doctor` watches, and its longest tick: two readings at least,
@@ -532,23 +555,12 @@ const DOCTOR_TICK: Duration = Duration::from_secs(1);
 fn doctor(cli: &Cli, pids: &[u32], json: bool) -> Result<u8, AppError> {
     let mut settings = Settings::resolve(cli)?;
     settings.interval = settings.interval.min(DOCTOR_TICK);
-    let started = Instant::now();
-    let window_end = bounds::later(started, DOCTOR_WATCH);
-    let deadline = bounds::later(window_end, settings.timeout);
-    let headless = match Headless::start(&settings, deadline, Feeds::streaming(Wanted::ALL)) {
-        Ok(started) => started,
-        Err(AppError::DriverSilent(silence)) => return check_silent(&silence, None),
-        Err(e) => return Err(e),
+    let seen = match watch_window(&settings, DOCTOR_WATCH, Wanted::ALL)? {
+        Ok(seen) => seen,
+        Err(silent) => return Ok(silent),
     };
-    let calls = headless.calls.clone();
-    let seen = headless
-        .finish(HOOKS_ONE_SHOT, |rx, _| check::watch_for(rx, window_end.into(), settings.interval, deadline.into()));
-    if seen.silent {
-        let since = seen.last_at.map_or(started, tokio::time::Instant::into_std);
-        return check_silent(&Silence::new(since, &calls), Some(&seen));
-    }
     let Some(snap) = &seen.last else { return Err(AppError::PollerStopped) };
-    let report = crate::doctor::diagnose(snap, pids);
+    let report = crate::doctor::diagnose_with(snap, pids, &settings.alerts);
     if json {
         print(&(serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"))?;
     } else {

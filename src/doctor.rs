@@ -9,16 +9,14 @@
 
 use serde::Serialize;
 
+use crate::analysis::config::{AlertsConfig, FragmentationConfig, SmIdleConfig};
 use crate::analysis::input_cause;
 use crate::model::{Gpu, Process, Severity, Snapshot};
 use crate::util::units::bytes;
 
-/// Shares at which a finding is raised; the `starved` alert's defaults.
-const DATA_WAIT_WARN: f64 = 0.20;
+/// The data-wait share at which the finding is critical (the warning's
+/// is the `starved` alert's, as configured).
 const DATA_WAIT_CRITICAL: f64 = 0.50;
-const SHM_FULL: f64 = 0.90;
-const FRAGMENTED: f64 = 0.30;
-const FRAGMENTED_MIN_RESERVED: u64 = 2 << 30;
 
 /// One thing worth changing.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -63,8 +61,15 @@ impl Report {
 }
 
 /// Diagnoses the processes `pids` name (every probed process, and every
-/// GPU process where none is probed, when empty).
+/// GPU process where none is probed, when empty), at the alerts' default
+/// thresholds.
 pub fn diagnose(snap: &Snapshot, pids: &[u32]) -> Report {
+    diagnose_with(snap, pids, &AlertsConfig::default())
+}
+
+/// As `diagnose`, at the thresholds the user set for the alerts: a finding
+/// and the alert it stands beside (`same_as_alert`) judge alike.
+pub fn diagnose_with(snap: &Snapshot, pids: &[u32], config: &AlertsConfig) -> Report {
     let chosen: Vec<&Process> = if pids.is_empty() {
         let probed: Vec<&Process> =
             snap.processes.iter().filter(|p| p.allocator.is_some() || p.input.is_some()).collect();
@@ -75,13 +80,13 @@ pub fn diagnose(snap: &Snapshot, pids: &[u32]) -> Report {
     let mut findings = Vec::new();
     for p in &chosen {
         let gpu = p.gpus.first().and_then(|g| snap.gpus.iter().find(|x| x.index == g.index));
-        input(snap, p, gpu, &mut findings);
+        input(snap, p, gpu, config, &mut findings);
         environment(p, &mut findings);
-        memory(p, &mut findings);
+        memory(p, &config.fragmentation, &mut findings);
     }
     let gpus: Vec<u32> = chosen.iter().flat_map(|p| p.gpus.iter().map(|g| g.index)).collect();
     for gpu in snap.gpus.iter().filter(|g| gpus.contains(&g.index)) {
-        activity(gpu, &mut findings);
+        activity(gpu, &config.sm_idle, &mut findings);
     }
     let mut not_judged = Vec::new();
     let unprobed: Vec<u32> =
@@ -142,7 +147,8 @@ fn same_as_alert(f: &Finding, a: &crate::model::Alert) -> bool {
     f.code == code && (f.pid == a.pid || (a.pid.is_none() && f.gpu == a.gpu))
 }
 
-fn input(snap: &Snapshot, p: &Process, gpu: Option<&Gpu>, out: &mut Vec<Finding>) {
+fn input(snap: &Snapshot, p: &Process, gpu: Option<&Gpu>, config: &AlertsConfig, out: &mut Vec<Finding>) {
+    let shm_full = config.shm_full.used_share;
     let at = |severity, code, title: String, evidence: String, fix: String| Finding {
         severity,
         code,
@@ -161,7 +167,7 @@ fn input(snap: &Snapshot, p: &Process, gpu: Option<&Gpu>, out: &mut Vec<Finding>
             f.message.clone().unwrap_or_default(),
             input_cause::SHM_FIX.into(),
         ));
-    } else if let Some(e) = input_cause::shared_memory(p, SHM_FULL) {
+    } else if let Some(e) = input_cause::shared_memory(p, shm_full) {
         out.push(at(
             Severity::Warning,
             "shm_full",
@@ -182,10 +188,10 @@ fn input(snap: &Snapshot, p: &Process, gpu: Option<&Gpu>, out: &mut Vec<Finding>
         ));
     }
     let Some((share, loader)) = input_cause::slowest_loader(p) else { return };
-    if share < DATA_WAIT_WARN {
+    if share < config.starved.min_data_wait {
         return;
     }
-    let why = input_cause::explain(snap, p, loader, gpu, SHM_FULL);
+    let why = input_cause::explain(snap, p, loader, gpu, shm_full);
     let severity = if share >= DATA_WAIT_CRITICAL { Severity::Critical } else { Severity::Warning };
     let rate = loader.batches_per_s.map(|r| format!("{r:.1} batches/s; ")).unwrap_or_default();
     out.push(at(
@@ -218,7 +224,7 @@ fn environment(p: &Process, out: &mut Vec<Finding>) {
     }
 }
 
-fn memory(p: &Process, out: &mut Vec<Finding>) {
+fn memory(p: &Process, config: &FragmentationConfig, out: &mut Vec<Finding>) {
     let Some(alloc) = p.allocator.as_ref() else { return };
     for d in &alloc.devices {
         let finding = |severity, code, title: String, evidence: String, fix: &str| Finding {
@@ -249,8 +255,8 @@ fn memory(p: &Process, out: &mut Vec<Finding>) {
             ));
         }
         if let (Some(frag), Some(reserved)) = (d.fragmentation, d.reserved)
-            && frag >= FRAGMENTED
-            && reserved >= FRAGMENTED_MIN_RESERVED
+            && frag >= config.enter
+            && reserved >= config.min_reserved_mib << 20
         {
             out.push(finding(
                 Severity::Warning,
@@ -263,10 +269,10 @@ fn memory(p: &Process, out: &mut Vec<Finding>) {
     }
 }
 
-fn activity(gpu: &Gpu, out: &mut Vec<Finding>) {
+fn activity(gpu: &Gpu, config: &SmIdleConfig, out: &mut Vec<Finding>) {
     let (Some(util), Some(a)) = (gpu.utilization.gpu, gpu.activity.as_ref()) else { return };
     let Some(sm) = a.sm_active else { return };
-    if util >= 80 && sm < 25.0 {
+    if f64::from(util) >= config.min_utilization && sm < config.max_sm_active {
         out.push(Finding {
             severity: Severity::Warning,
             code: "sm_idle",

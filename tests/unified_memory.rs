@@ -15,6 +15,9 @@ use serde_json::Value;
 use serve_common::{Server, promtool_check, sample};
 
 const SCENARIO: &str = r#"
+# GB10 ships with R580, the first driver that answers the addressing mode.
+driver_version = "580.65.06"
+
 [[gpu]]
 name = "NVIDIA GB10"
 uuid = "GPU-gb10"

@@ -81,7 +81,12 @@ impl HealthState {
             let listening = status.is_some_and(|s| s.listening && !s.not_on.contains(&key));
             let kept = self.gpus.entry(key.clone()).or_default();
             kept.nvlink.see(nvlink_total(gpu.nvlink_errors.as_ref()), now_ms);
-            kept.pcie_replays.see(pcie_replay_count(gpu), now_ms);
+            // The PCIe replay counter (`nvmlDeviceGetPcieReplayCounter`):
+            // link-level retries of transfers that arrived wrong; growing,
+            // the link is failing. Read where the output asks for the PCIe
+            // link (JSON, recordings, the exporter); elsewhere the check is
+            // listed as not made (`unchecked`).
+            kept.pcie_replays.see(gpu.pcie_link.replay_counter, now_ms);
             gpu.health = Some(verdict(gpu, kept, now_ms, listening, config));
             seen.push(key);
         }
@@ -94,14 +99,6 @@ fn nvlink_total(errors: Option<&NvLinkErrors>) -> Option<u64> {
     let e = errors?;
     let parts = [e.crc_flit, e.crc_data, e.replay, e.recovery];
     parts.iter().any(Option::is_some).then(|| parts.iter().flatten().fold(0u64, |sum, v| sum.saturating_add(*v)))
-}
-
-/// The PCIe replay counter (`nvmlDeviceGetPcieReplayCounter`): link-level
-/// retries of transfers that arrived wrong; growing, the link is failing.
-/// Read where the output asks for the PCIe link (JSON, recordings, the
-/// exporter); elsewhere the check is listed as not made (`unchecked`).
-fn pcie_replay_count(gpu: &Gpu) -> Option<u64> {
-    gpu.pcie_link.replay_counter
 }
 
 fn verdict(gpu: &Gpu, kept: &Kept, now_ms: u64, listening: bool, config: &AlertsConfig) -> Health {
@@ -161,7 +158,7 @@ fn verdict(gpu: &Gpu, kept: &Kept, now_ms: u64, listening: bool, config: &Alerts
         ),
         None => unchecked.push(HealthCode::RecoveryAction),
     }
-    let window_ms = u64::try_from(config.xid.window.as_millis()).unwrap_or(u64::MAX);
+    let window_ms = super::rules::window_ms(config.xid.window);
     let recent_critical = gpu
         .driver_events
         .iter()
@@ -208,7 +205,7 @@ fn verdict(gpu: &Gpu, kept: &Kept, now_ms: u64, listening: bool, config: &Alerts
         }
         None => unchecked.push(HealthCode::HwSlowdown),
     }
-    let hold_ms = u64::try_from(config.health.hold.as_millis()).unwrap_or(u64::MAX);
+    let hold_ms = super::rules::window_ms(config.health.hold);
     if kept.nvlink.recent(now_ms, hold_ms) {
         reason(
             HealthCode::NvlinkErrors,
@@ -302,7 +299,7 @@ mod tests {
         let mut kept = Kept::default();
         let mut tick = |count: u64, at_ms: u64| {
             g.pcie_link.replay_counter = Some(count);
-            kept.pcie_replays.see(pcie_replay_count(&g), at_ms);
+            kept.pcie_replays.see(g.pcie_link.replay_counter, at_ms);
             verdict(&g, &kept, at_ms, true, &AlertsConfig::default())
         };
         let first = tick(40, NOW_MS);

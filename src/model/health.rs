@@ -298,9 +298,14 @@ impl HealthCode {
 impl Health {
     /// The worst of `reasons`, which are sorted most severe first.
     pub fn from_reasons(mut reasons: Vec<HealthReason>, unchecked: Vec<HealthCode>) -> Self {
-        reasons.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.code.cmp(&b.code)));
+        Self::sort_reasons(&mut reasons);
         let verdict = reasons.first().map_or(HealthVerdict::Ok, |r| r.severity.into());
         Self { verdict, reasons, unchecked }
+    }
+
+    /// Most severe first, then by code: the order every view lists them in.
+    pub fn sort_reasons(reasons: &mut [HealthReason]) {
+        reasons.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.code.cmp(&b.code)));
     }
 }
 

@@ -165,6 +165,20 @@ pub enum LoaderFailureKind {
 }
 
 impl LoaderFailureKind {
+    /// The JSON word, for a label, without serializing.
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::ShmExhausted => "shm_exhausted",
+            Self::BusError => "bus_error",
+            Self::WorkerKilled => "worker_killed",
+            Self::WorkerExited => "worker_exited",
+            Self::TooManyOpenFiles => "too_many_open_files",
+            Self::WorkerException => "worker_exception",
+            Self::Timeout => "timeout",
+            Self::Other => "other",
+        }
+    }
+
     /// The kinds that end the workers because of shared memory.
     pub fn is_shm(self) -> bool {
         matches!(self, Self::ShmExhausted | Self::BusError)
@@ -270,4 +284,18 @@ pub struct GradScalerUse {
     pub count: Option<u32>,
     /// One of them is enabled.
     pub enabled: Option<bool>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LoaderFailureKind::*;
+
+    #[test]
+    fn the_kind_label_is_the_json_word() {
+        let all =
+            [ShmExhausted, BusError, WorkerKilled, WorkerExited, TooManyOpenFiles, WorkerException, Timeout, Other];
+        for kind in all {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.word(), "{kind:?}");
+        }
+    }
 }

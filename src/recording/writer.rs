@@ -4,12 +4,12 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use super::reader::rewound;
 use super::{FORMAT, Header, OpenError, Recording, is_zstd};
 use crate::model::{SCHEMA_VERSION, Snapshot};
+use crate::util::own_files::open_ours;
 
 enum Sink {
     Plain(BufWriter<File>),
@@ -86,34 +86,6 @@ impl Target {
             let _ = std::fs::remove_file(path);
         }
     }
-}
-
-/// `--force` and `--append` open what is there once, and only as a
-/// regular file of this user's: never through a link planted at the path
-/// (a root cron job's `record --force /tmp/x` would otherwise wipe any file
-/// of the system), never another user's file, and never blocking: opening
-/// a FIFO another user planted in a shared directory would wait for a
-/// reader forever, before any `--timeout` runs. Nothing is truncated until
-/// the checks pass.
-fn open_ours(path: &Path, options: &mut OpenOptions) -> Result<File, String> {
-    use std::os::unix::fs::MetadataExt;
-    let file = options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC).open(path).map_err(|e| {
-        match e.raw_os_error() {
-            Some(libc::ELOOP) => "it is a symbolic link, and gpuscope does not write through links".to_string(),
-            // O_WRONLY | O_NONBLOCK on a FIFO with no reader.
-            Some(libc::ENXIO) => "it is a FIFO, not a regular file".to_string(),
-            _ => e.to_string(),
-        }
-    })?;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    if !meta.file_type().is_file() {
-        return Err("it is not a regular file (a FIFO, a device or a socket)".into());
-    }
-    let me = crate::util::current_uid();
-    if meta.uid() != me {
-        return Err(format!("it belongs to uid {}, not to this user (uid {me})", meta.uid()));
-    }
-    Ok(file)
 }
 
 /// `--force`: the file at `path` itself, emptied once it proves ours.

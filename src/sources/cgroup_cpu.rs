@@ -34,14 +34,12 @@ pub struct Limit {
     quota_cpus: Option<f64>,
 }
 
-/// A cgroup's files are a few short lines; far more is not the kernel's.
-const SMALL_FILE: usize = 64 * 1024;
 /// More levels than any runtime nests (a Kubernetes container is 4 deep).
 const MAX_DEPTH: usize = 32;
 
 /// `/proc/PID/cgroup`; `None` once the process is gone.
 pub fn cgroup_of(proc_root: &Path, pid: u32) -> Option<String> {
-    String::from_utf8(procstat::read_up_to(&procstat::pid_file(proc_root, pid, "cgroup"), SMALL_FILE).ok()?).ok()
+    procstat::read_small_text(&procstat::pid_file(proc_root, pid, "cgroup"))
 }
 
 /// Finds the cgroup whose quota binds the process whose
@@ -100,7 +98,7 @@ fn cpu_cgroup(text: &str) -> Option<(u8, &str, &str)> {
 /// The quota set on this cgroup itself, in CPUs; `None` for none (or the
 /// root, which has no such file).
 fn quota_of(dir: &Path, version: u8) -> Option<f64> {
-    let read = |name: &str| read_small(&dir.join(name));
+    let read = |name: &str| procstat::read_small_text(&dir.join(name));
     if version == 2 {
         return parse_max(&read("cpu.max")?);
     }
@@ -161,7 +159,7 @@ impl Throttling {
         if let Some(done) = self.read.get(&limit.dir) {
             return Some(done.clone());
         }
-        let text = read_small(&limit.dir.join("cpu.stat"))?;
+        let text = procstat::read_small_text(&limit.dir.join("cpu.stat"))?;
         let now_counters = parse_stat(&text, limit.version);
         let before = self.last.insert(limit.dir.clone(), (now, now_counters));
         let delta = |a: Option<u64>, b: Option<u64>| b?.checked_sub(a?);
@@ -195,10 +193,6 @@ impl Throttling {
         let read = std::mem::take(&mut self.read);
         self.last.retain(|dir, _| read.contains_key(dir));
     }
-}
-
-fn read_small(path: &Path) -> Option<String> {
-    String::from_utf8(procstat::read_up_to(path, SMALL_FILE).ok()?).ok()
 }
 
 #[cfg(test)]

@@ -59,8 +59,6 @@ const MAX_PINS: usize = 8;
 /// `torch.multiprocessing._set_thread_name`).
 pub const WORKER_NAME: &str = "pt_data_worker";
 pub const PIN_NAME: &str = "pt_data_pin";
-/// `children` is a list of PIDs, `status` a few KiB.
-const SMALL_FILE: usize = 64 * 1024;
 /// A `stat` line: 52 numbers of at most 20 digits and a name of at most
 /// 64 bytes, well within this (a line cut short parses as nothing).
 const STAT_MAX: usize = 2048;
@@ -587,7 +585,7 @@ fn read_stat(dir: &Path) -> Option<(TaskStat, Option<String>)> {
 /// (CONFIG_PROC_CHILDREN) or the process is gone.
 fn children(proc_root: &Path, pid: u32) -> Vec<u32> {
     let path = procstat::pid_file(proc_root, pid, "task").join(pid.to_string()).join("children");
-    procstat::read_up_to(&path, SMALL_FILE).map(|raw| parse_children(&raw)).unwrap_or_default()
+    procstat::read_up_to(&path, procstat::SMALL_TEXT).map(|raw| parse_children(&raw)).unwrap_or_default()
 }
 
 fn parse_children(raw: &[u8]) -> Vec<u32> {
@@ -596,7 +594,7 @@ fn parse_children(raw: &[u8]) -> Vec<u32> {
 }
 
 fn read_status(dir: &Path) -> Option<Status> {
-    let raw = procstat::read_up_to(&dir.join("status"), SMALL_FILE).ok()?;
+    let raw = procstat::read_up_to(&dir.join("status"), procstat::SMALL_TEXT).ok()?;
     Some(parse_status(&String::from_utf8_lossy(&raw)))
 }
 

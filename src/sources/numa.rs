@@ -66,9 +66,6 @@ pub struct Topology {
 /// More nodes than any machine has (the kernel's MAX_NUMNODES is 1024).
 const MAX_NODES: usize = 1024;
 
-/// A sysfs file of a few words.
-const SMALL_FILE: usize = 64 * 1024;
-
 impl Topology {
     /// `None` where sysfs shows no nodes (mounted elsewhere, or hidden).
     pub fn read(sys_root: &Path) -> Option<Self> {
@@ -79,7 +76,7 @@ impl Topology {
             let Some(node) = name.to_str().and_then(|n| n.strip_prefix("node")).and_then(|n| n.parse().ok()) else {
                 continue;
             };
-            let Some(text) = read_small(&dir.join(name).join("cpulist")) else { continue };
+            let Some(text) = procstat::read_small_text(&dir.join(name).join("cpulist")) else { continue };
             let Some(cpus) = CpuList::parse(&text) else { continue };
             nodes.push((node, cpus, text.trim().to_owned()));
             if nodes.len() >= MAX_NODES {
@@ -108,7 +105,7 @@ impl Topology {
 /// ("00000000:1B:00.0"); `None` where sysfs says -1 (the firmware gave no
 /// affinity, as on a one-node machine) or cannot say.
 pub fn pci_node(sys_root: &Path, bus_id: &str) -> Option<u32> {
-    let text = read_small(&pci_device_dir(sys_root, bus_id)?.join("numa_node"))?;
+    let text = procstat::read_small_text(&pci_device_dir(sys_root, bus_id)?.join("numa_node"))?;
     parse_node(&text)
 }
 
@@ -121,11 +118,6 @@ fn pci_device_dir(sys_root: &Path, bus_id: &str) -> Option<PathBuf> {
 /// `numa_node`: a node number, or -1 for none.
 fn parse_node(text: &str) -> Option<u32> {
     text.trim().parse::<i64>().ok().and_then(|n| u32::try_from(n).ok())
-}
-
-fn read_small(path: &Path) -> Option<String> {
-    let raw = procstat::read_up_to(path, SMALL_FILE).ok()?;
-    String::from_utf8(raw).ok()
 }
 
 #[cfg(test)]

@@ -58,6 +58,15 @@ pub fn read_up_to(path: &Path, limit: usize) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// A small text file of the kernel's (`/proc`, `/sys`, cgroupfs): at most
+/// `SMALL_TEXT` bytes of UTF-8, else `None`.
+pub fn read_small_text(path: &Path) -> Option<String> {
+    String::from_utf8(read_up_to(path, SMALL_TEXT).ok()?).ok()
+}
+
+/// Larger than any of the small files gpuscope reads; more is not one.
+pub const SMALL_TEXT: usize = 64 * 1024;
+
 /// "No such process": the file is gone, or (for a process reaped after
 /// the open) its reads fail with ESRCH.
 pub fn gone(e: &io::Error) -> bool {

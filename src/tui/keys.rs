@@ -163,16 +163,14 @@ fn segments(code: KeyCode) -> Option<Action> {
     })
 }
 
-/// Scrolling the details, as in less and htop: a line, a page (Space
-/// too), the top and the end (vim's `g` and `G` too).
+/// Scrolling the details, as in less and htop: the dashboard's keys move
+/// a line, a page and to either end; Space pages too, and vim's `g` and
+/// `G` go to the top and the end.
 fn detail(code: KeyCode) -> Option<Action> {
     Some(match code {
-        KeyCode::Up | KeyCode::Char('k') => Action::Move(-1),
-        KeyCode::Down | KeyCode::Char('j') => Action::Move(1),
-        KeyCode::PageUp => Action::Page(-1),
-        KeyCode::PageDown | KeyCode::Char(' ') => Action::Page(1),
-        KeyCode::Home | KeyCode::Char('g') => Action::First,
-        KeyCode::End | KeyCode::Char('G') => Action::Last,
+        KeyCode::Char(' ') => Action::Page(1),
+        KeyCode::Char('g') => Action::First,
+        KeyCode::Char('G') => Action::Last,
         _ => return None,
     })
 }

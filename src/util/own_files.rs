@@ -6,9 +6,10 @@
 //! boards' maximum clocks (`sources::nvml::boards`).
 
 use std::ffi::{OsStr, OsString};
+use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 
 use crate::util::current_uid;
 use crate::util::dirfd::{DirFd, random_hex};
@@ -157,6 +158,34 @@ fn replace(dir: &DirFd, name: &OsStr, p: &Payload) -> io::Result<()> {
         let _ = dir.unlink(&tmp);
     }
     result
+}
+
+/// A file the user named for gpuscope to write (`record --force` and
+/// `--append`, `run --report`), opened once, and only as a regular file of
+/// this user's: never through a link planted at the path
+/// (a root cron job's `record --force /tmp/x` would otherwise wipe any file
+/// of the system), never another user's file, and never blocking: opening
+/// a FIFO another user planted in a shared directory would wait for a
+/// reader forever, before any `--timeout` runs. Nothing is truncated until
+/// the checks pass.
+pub fn open_ours(path: &Path, options: &mut OpenOptions) -> Result<File, String> {
+    let file = options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC).open(path).map_err(|e| {
+        match e.raw_os_error() {
+            Some(libc::ELOOP) => "it is a symbolic link, and gpuscope does not write through links".to_string(),
+            // O_WRONLY | O_NONBLOCK on a FIFO with no reader.
+            Some(libc::ENXIO) => "it is a FIFO, not a regular file".to_string(),
+            _ => e.to_string(),
+        }
+    })?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.file_type().is_file() {
+        return Err("it is not a regular file (a FIFO, a device or a socket)".into());
+    }
+    let me = current_uid();
+    if meta.uid() != me {
+        return Err(format!("it belongs to uid {}, not to this user (uid {me})", meta.uid()));
+    }
+    Ok(file)
 }
 
 #[cfg(test)]

@@ -24,6 +24,8 @@ const SINCE: &[(&str, u32)] = &[
     ("nvmlGpmMigSampleGet", 520),
     ("nvmlGpmMetricsGet", 520),
     ("nvmlDeviceGetProcessesUtilizationInfo", 550),
+    // First in the 13.0 header (R580); drivers before it lack the symbol.
+    ("nvmlDeviceGetAddressingMode", 580),
 ];
 
 /// NVML 12.8 (driver R570) is the first header with

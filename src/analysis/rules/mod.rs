@@ -193,7 +193,7 @@ fn window_means<const K: usize>(
     if short { Err(Verdict::Hold) } else { Ok(means) }
 }
 
-fn window_ms(window: std::time::Duration) -> u64 {
+pub(crate) fn window_ms(window: std::time::Duration) -> u64 {
     u64::try_from(window.as_millis()).unwrap_or(u64::MAX)
 }
 

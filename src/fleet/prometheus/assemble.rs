@@ -176,7 +176,7 @@ fn gpus(series: &[&Sample], interval_ms: u64) -> Vec<Gpu> {
         }
     }
     for h in gpus.values_mut().filter_map(|g| g.health.as_mut()) {
-        h.reasons.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.code.cmp(&b.code)));
+        Health::sort_reasons(&mut h.reasons);
     }
     let mut gpus: Vec<Gpu> = gpus.into_values().collect();
     process_utilization(series, &mut gpus);

@@ -9,7 +9,7 @@
 
 use super::process::Who;
 use super::{counter, gauge, info};
-use crate::model::{DataLoaderStats, FrameworkEnvironment, InputPipeline, LoaderFailureKind};
+use crate::model::{DataLoaderStats, FrameworkEnvironment, InputPipeline};
 use crate::serve::encode::{Def, Encoder, Value};
 use crate::serve::labels;
 
@@ -105,20 +105,6 @@ static LOADER: [(&Def, LoaderReading); 6] = [
     (&LOADER_READY, |l| l.batches_ready.map(Value::Int)),
 ];
 
-/// A failure kind's `kind` label: the JSON's word.
-fn word(kind: LoaderFailureKind) -> &'static str {
-    match kind {
-        LoaderFailureKind::ShmExhausted => "shm_exhausted",
-        LoaderFailureKind::BusError => "bus_error",
-        LoaderFailureKind::WorkerKilled => "worker_killed",
-        LoaderFailureKind::WorkerExited => "worker_exited",
-        LoaderFailureKind::TooManyOpenFiles => "too_many_open_files",
-        LoaderFailureKind::WorkerException => "worker_exception",
-        LoaderFailureKind::Timeout => "timeout",
-        LoaderFailureKind::Other => "other",
-    }
-}
-
 /// The versions, bounded and made visible like every label a process
 /// supplies (the probe's reader has done so already; a label is where
 /// it must hold).
@@ -151,7 +137,7 @@ pub(super) fn write(enc: &mut Encoder, who: &[Who]) {
         // Only the kinds that happened: eight zeros for each probed process
         // would be most of its series and say little.
         let mut counts = std::collections::BTreeMap::new();
-        input.failures.iter().for_each(|f| *counts.entry(word(f.kind)).or_insert(0u64) += 1);
+        input.failures.iter().for_each(|f| *counts.entry(f.kind.word()).or_insert(0u64) += 1);
         for (kind, n) in counts {
             let mut labels = labels.to_vec();
             labels.push(("kind", kind));
@@ -177,20 +163,5 @@ pub(super) fn write(enc: &mut Encoder, who: &[Who]) {
         let mut labels = w.process_labels().to_vec();
         labels.extend(versions.iter().map(|(name, v)| (*name, v.as_ref())));
         f.sample(&labels, Some(1u64));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_kind_label_is_the_json_word() {
-        use LoaderFailureKind::*;
-        let all =
-            [ShmExhausted, BusError, WorkerKilled, WorkerExited, TooManyOpenFiles, WorkerException, Timeout, Other];
-        for kind in all {
-            assert_eq!(serde_json::to_value(kind).unwrap(), word(kind), "{kind:?}");
-        }
     }
 }

@@ -400,7 +400,7 @@ pub fn read_gpu(dev: &Device<'_>, st: &mut DeviceStatic, calls: &Calls, kept: bo
 const ATS: u32 = nvml_wrapper_sys::bindings::nvmlDeviceAddressingModeType_t_NVML_DEVICE_ADDRESSING_MODE_ATS;
 
 /// nvml-wrapper has no call for it: the library's own symbol
-/// (`nvmlDeviceGetAddressingMode`, R575 and later; a driver without it
+/// (`nvmlDeviceGetAddressingMode`, R580 and later; a driver without it
 /// leaves the board's kind unknown, so it is never taken for unified).
 fn addressing_mode(dev: &Device<'_>) -> Result<u32, NvmlError> {
     use nvml_wrapper::error::nvml_try;

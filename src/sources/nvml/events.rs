@@ -62,8 +62,8 @@ const NO_INSTANCE: u32 = 0xFFFF_FFFF;
 /// stop (it does within `WAIT_MS`) without waiting for it.
 pub struct Listener {
     shared: Arc<Shared>,
-    /// The UUIDs it was started for (`None`: every GPU).
-    watched: Option<Vec<String>>,
+    /// The UUIDs it was started for.
+    watched: Vec<String>,
 }
 
 #[derive(Default)]
@@ -93,24 +93,25 @@ pub struct Heard {
 }
 
 impl Listener {
-    /// Starts listening on the GPUs `watched` names (every GPU for
-    /// `None`); what cannot be started is said in the status, once.
-    pub fn start(spec: &LibrarySpec, watched: Option<Vec<String>>) -> Self {
+    /// Starts listening on the GPUs `watched` names; what cannot be
+    /// started is said in the status, once.
+    pub fn start(spec: &LibrarySpec, watched: Vec<String>) -> Self {
         let shared = Arc::new(Shared::default());
         let (spec, their, only) = (spec.clone(), Arc::clone(&shared), watched.clone());
         let started = std::thread::Builder::new()
             .name("gpuscope-events".into())
             .stack_size(STACK)
-            .spawn(move || run(&spec, only.as_deref(), &their));
+            .spawn(move || run(&spec, &only, &their));
         if let Err(e) = started {
-            shared.give_up(format!("no thread to listen on: {e}"), watched.clone().unwrap_or_default());
+            shared.give_up(format!("no thread to listen on: {e}"), watched.clone());
         }
         Self { shared, watched }
     }
 
-    /// Whether it was started for these GPUs.
-    pub fn watches(&self, watched: Option<&[String]>) -> bool {
-        self.watched.as_deref() == watched
+    /// Whether it was started for these GPUs (compared without copying:
+    /// this is asked every tick).
+    pub fn watches<'a>(&self, watched: impl Iterator<Item = &'a str>) -> bool {
+        self.watched.iter().map(String::as_str).eq(watched)
     }
 
     /// What was heard since the last call, and the status.
@@ -120,7 +121,7 @@ impl Listener {
         let mut status = inbox.status.clone().unwrap_or_else(|| EventsStatus {
             listening: false,
             unavailable: Some("starting to listen".into()),
-            not_on: self.watched.clone().unwrap_or_default(),
+            not_on: self.watched.clone(),
         });
         if inbox.dropped > 0 {
             let dropped = format!("{} events dropped: more came between two ticks than gpuscope keeps", inbox.dropped);
@@ -154,21 +155,19 @@ impl Shared {
     }
 }
 
-fn run(spec: &LibrarySpec, watched: Option<&[String]>, shared: &Shared) {
-    let all = || watched.map(<[String]>::to_vec).unwrap_or_default();
+fn run(spec: &LibrarySpec, watched: &[String], shared: &Shared) {
     let nvml = match library::load_aside(spec) {
         Ok(nvml) => nvml,
-        Err(e) => return shared.give_up(format!("NVML could not be opened to listen: {e}"), all()),
+        Err(e) => return shared.give_up(format!("NVML could not be opened to listen: {e}"), watched.to_vec()),
     };
     listen(&nvml, watched, shared);
     // The set is freed inside `listen`, before this session shuts down.
 }
 
-fn listen(nvml: &Nvml, watched: Option<&[String]>, shared: &Shared) {
-    let all = || watched.map(<[String]>::to_vec).unwrap_or_default();
+fn listen(nvml: &Nvml, watched: &[String], shared: &Shared) {
     let set = match nvml.create_event_set() {
         Ok(set) => set,
-        Err(e) => return shared.give_up(format!("the driver has no event sets ({})", describe(&e)), all()),
+        Err(e) => return shared.give_up(format!("the driver has no event sets ({})", describe(&e)), watched.to_vec()),
     };
     let (registered, refused) = register(nvml, &set, watched);
     let lines: Vec<&str> = refused.iter().map(|(_, why)| why.as_str()).collect();
@@ -225,20 +224,21 @@ type Refused = (String, String);
 /// Registers the watched GPUs' wanted events on `set`: each GPU's handle
 /// (as an address, to know the GPU of an event) with its key, and each
 /// GPU that refused with a line that says why.
-fn register(nvml: &Nvml, set: &EventSet<'_>, watched: Option<&[String]>) -> (Vec<(usize, String)>, Vec<Refused>) {
+fn register(nvml: &Nvml, set: &EventSet<'_>, watched: &[String]) -> (Vec<(usize, String)>, Vec<Refused>) {
     let (mut registered, mut refused) = (Vec::new(), Vec::new());
     let count = match nvml.device_count() {
         Ok(n) => n,
         Err(e) => {
             let why = format!("the GPUs could not be listed ({})", describe(&e));
-            return (registered, watched.unwrap_or_default().iter().map(|k| (k.clone(), why.clone())).collect());
+            return (registered, watched.iter().map(|k| (k.clone(), why.clone())).collect());
         }
     };
     for index in 0..count {
         let Ok(dev) = nvml.device_by_index(index) else { continue };
         let uuid = dev.uuid().ok();
-        if let (Some(only), Some(uuid)) = (watched, &uuid)
-            && !only.contains(uuid)
+        // A GPU whose UUID cannot be read is registered still.
+        if let Some(uuid) = &uuid
+            && !watched.contains(uuid)
         {
             continue;
         }

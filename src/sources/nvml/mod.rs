@@ -854,9 +854,10 @@ impl NvmlSource {
         if !self.wanted.events {
             return None;
         }
-        let watched: Vec<String> = self.watched.iter().filter_map(|d| d.uuid.clone()).collect();
-        if self.events.as_ref().is_none_or(|l| !l.watches(Some(&watched))) {
-            self.events = Some(events::Listener::start(&self.spec, Some(watched)));
+        let uuids = || self.watched.iter().filter_map(|d| d.uuid.as_deref());
+        if self.events.as_ref().is_none_or(|l| !l.watches(uuids())) {
+            let watched = uuids().map(str::to_owned).collect();
+            self.events = Some(events::Listener::start(&self.spec, watched));
         }
         let (heard, status) = self.events.as_ref()?.take();
         self.event_log.add(heard);

@@ -47,9 +47,15 @@ pub fn read(proc_root: &Path, pid: u32, reader: u32) -> Option<PodNames> {
 fn namespace(root: &Path) -> Option<String> {
     let root = rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).ok()?;
     let how = ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS;
-    let fd = rustix::fs::openat2(&root, NAMESPACE_FILE, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty(), how).ok()?;
+    // Non-blocking, and only a regular file: a FIFO the container put
+    // there must not hold the tick.
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let file = std::fs::File::from(rustix::fs::openat2(&root, NAMESPACE_FILE, flags, Mode::empty(), how).ok()?);
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
     let mut text = Vec::new();
-    crate::util::bounded_read::read_into(std::fs::File::from(fd), &mut text, 256, None).ok()?;
+    crate::util::bounded_read::read_into(file, &mut text, 256, None).ok()?;
     k8s_name(std::str::from_utf8(&text).ok()?.trim(), 63)
 }
 

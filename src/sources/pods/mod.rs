@@ -93,6 +93,10 @@ pub struct PodNamer {
     proc_root: PathBuf,
     reader: u32,
     watch: Option<kubelet::Watch>,
+    /// When the socket was last found missing: looked for again only
+    /// after `kubelet::REFRESH`, not with every tick (gpuscope in a pod
+    /// without the socket mounted would stat it every second).
+    missing_since: Option<std::time::Instant>,
     named: IntMap<u32, Named>,
 }
 
@@ -101,7 +105,7 @@ impl PodNamer {
     /// seen, and only where the socket is there) and the container files
     /// under `proc_root`, read as `reader` (an effective uid).
     pub fn new(socket: PathBuf, proc_root: PathBuf, reader: u32) -> Self {
-        Self { socket, proc_root, reader, watch: None, named: IntMap::default() }
+        Self { socket, proc_root, reader, watch: None, missing_since: None, named: IntMap::default() }
     }
 
     /// This machine's: the kubelet's socket, `/proc`, gpuscope's own uid.
@@ -115,8 +119,14 @@ impl PodNamer {
             self.named.clear();
             return;
         }
-        if self.watch.is_none() && self.socket.exists() {
-            self.watch = kubelet::Watch::start(self.socket.clone());
+        let look = self.missing_since.is_none_or(|t| t.elapsed() >= kubelet::REFRESH);
+        if self.watch.is_none() && look {
+            if self.socket.exists() {
+                self.watch = kubelet::Watch::start(self.socket.clone());
+                self.missing_since = None;
+            } else {
+                self.missing_since = Some(std::time::Instant::now());
+            }
         }
         let (generation, claims) = self.watch.as_ref().map(kubelet::Watch::latest).unwrap_or_default();
         let mut seen = IntMap::default();

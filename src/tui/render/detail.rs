@@ -40,11 +40,12 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &Ctx, snap: &Snapshot, view: Det
     let mut body = Vec::new();
     match process {
         Some(p) => {
-            let (head, tail) = fields(ctx, snap, p, key);
+            let why = pipeline::cause_of(snap, p, key.gpu);
+            let (head, tail) = fields(ctx, snap, p, key, why.as_ref());
             for (label, value) in head {
                 body.extend(field(ctx, label, &value, text_w));
             }
-            body.extend(pipeline::lines(ctx, snap, p, key.gpu, text_w));
+            body.extend(pipeline::lines(ctx, snap, p, key.gpu, text_w, why.as_ref()));
             for (label, value) in tail {
                 body.extend(field(ctx, label, &value, text_w));
             }
@@ -151,7 +152,13 @@ fn field<'a>(ctx: &Ctx, label: &str, value: &str, w: usize) -> Vec<Line<'a>> {
 /// activity), and those after it.
 type Fields = Vec<(&'static str, String)>;
 
-fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey) -> (Fields, Fields) {
+fn fields(
+    ctx: &Ctx,
+    snap: &Snapshot,
+    p: &Process,
+    key: RowKey,
+    why: Option<&crate::analysis::input_cause::Explained>,
+) -> (Fields, Fields) {
     let mut lines = vec![("command", ctx.clean(p.command.as_deref().or(p.name.as_deref()).unwrap_or("n/a")))];
     let started = p.start_time.as_ref().map(|t| duration_short(ctx.now_ms.saturating_sub(t.time_unix_ms)));
     lines.push((
@@ -225,7 +232,7 @@ fn fields(ctx: &Ctx, snap: &Snapshot, p: &Process, key: RowKey) -> (Fields, Fiel
         }
         lines.extend(post_mortem(ctx, snap, a, key.gpu));
     }
-    let hints = hints::for_process(snap, p, device, key, &pipeline::said(snap, p, key.gpu));
+    let hints = hints::for_process(snap, p, device, key, &pipeline::said(snap, p, why));
     for (i, h) in hints.iter().enumerate() {
         lines.push((if i == 0 { "hints" } else { "" }, format!("{} {}", ctx.sym.dot, ctx.clean(h))));
     }

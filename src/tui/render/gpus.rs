@@ -16,7 +16,7 @@ use crate::tui::render::Ctx;
 use crate::tui::render::bar::{self, Segment};
 use crate::tui::render::format::{activity, bytes_short, percent};
 use crate::tui::render::mig;
-use crate::tui::render::text::{left, right, spread, width, wrap};
+use crate::tui::render::text::{left, right, spans_width, spread, width, wrap};
 use crate::tui::term::Lines;
 use crate::util::units::{bytes_pair, push_fixed};
 
@@ -231,17 +231,17 @@ fn full_lines<'a>(
         Span::raw(power),
         Span::styled(format!("  {}", gpu.performance_state.as_deref().unwrap_or("")), t.dim),
     ];
-    let spans_w = |spans: &[Span]| spans.iter().map(Span::width).sum::<usize>();
+
     // Made only where some GPU has activity: six strings a GPU a frame.
     let activity = active.then(|| activity_spans(ctx, gpu.activity.as_ref(), busy_but_idle(gpu)));
-    let activity_w = |i: usize| activity.as_ref().map_or(0, |a| spans_w(&a[i]));
+    let activity_w = |i: usize| activity.as_ref().map_or(0, |a| spans_width(&a[i]));
     let link = nvlink(ctx, gpu);
     let link_w = link.as_ref().map_or(0, |(span, _)| span.width());
     // SM activity whenever some GPU has it; then, each where it leaves a
     // readable name, tensor, DRAM and NVLink, or NVLink first when a link
     // is down.
     let (tensor_w, dram_w) = (activity_w(1), activity_w(2));
-    let mut used = spans_w(&util) + spans_w(&rest) + power_gap + activity_w(0);
+    let mut used = spans_width(&util) + spans_width(&rest) + power_gap + activity_w(0);
     // A health that is not ok comes first, the board needing attention:
     // beside a shorter name than the rest are allowed.
     let health = health(ctx, gpu);
@@ -465,7 +465,7 @@ fn compact_line<'a>(ctx: &Ctx, snap: &Snapshot, gpu: &Gpu, widths: (usize, usize
     spans.push(temp);
     spans.push(Span::raw(format!(" {:>9} ", power(gpu))));
     let text = memory_text(gpu);
-    let used: usize = spans.iter().map(Span::width).sum();
+    let used = spans_width(&spans);
     let bar_w = w.saturating_sub(used + 3 + text_w);
     if let Some((segments, total)) = bar::gpu_segments(gpu, ctx.sym, t).filter(|_| bar_w >= 4) {
         spans.push(Span::raw("["));

@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 
 use crate::model::{Gpu, MigDevice, Snapshot};
 use crate::tui::render::bar::{self, Segment};
-use crate::tui::render::text::{left, width};
+use crate::tui::render::text::{left, spans_width, width};
 use crate::tui::render::{Ctx, gpus};
 use crate::util::units::bytes_pair;
 
@@ -62,14 +62,14 @@ fn line<'a>(
         // As many as leave the bar its least, SM first; utilisation is
         // the parent's, so nothing here is "busy but idle".
         for cell in gpus::activity_spans(ctx, m.activity.as_ref(), false) {
-            let used: usize = spans.iter().map(Span::width).sum();
-            if cell.iter().map(Span::width).sum::<usize>() + used + rest + 4 <= w {
+            let used = spans_width(&spans);
+            if spans_width(&cell) + used + rest + 4 <= w {
                 spans.extend(cell);
             }
         }
         spans.push(Span::raw(" "));
     }
-    let used: usize = spans.iter().map(Span::width).sum();
+    let used = spans_width(&spans);
     let bar_w = w.saturating_sub(used + rest);
     if let Some((segments, total)) = segments(ctx, m).filter(|_| bar_w >= 4) {
         spans.push(Span::raw("["));

@@ -20,7 +20,7 @@ use crate::model::{
 use crate::tui::render::Ctx;
 use crate::tui::render::bar::{Segment, bar};
 use crate::tui::render::format::{NA, duration_short, interval, or_na};
-use crate::tui::render::text::wrap;
+use crate::tui::render::text::{spans_width, wrap};
 use crate::util::units::bytes;
 
 /// The label column, as the rest of the detail view has it.
@@ -32,10 +32,18 @@ const BAR: usize = 20;
 /// The section's lines for `p` on GPU `gpu`, at most `w` columns each;
 /// nothing where the process's probe reports neither its input nor its
 /// environment (no probe, JAX, a probe older than these figures).
-pub fn lines(ctx: &Ctx, snap: &Snapshot, p: &Process, gpu: u32, w: usize) -> Vec<Line<'static>> {
+/// `why` is `cause_of`'s answer for the same process and GPU.
+pub fn lines(
+    ctx: &Ctx,
+    snap: &Snapshot,
+    p: &Process,
+    gpu: u32,
+    w: usize,
+    why: Option<&input_cause::Explained>,
+) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     if let Some(input) = p.input.as_deref() {
-        input_lines(&mut out, ctx, snap, p, input, gpu, w);
+        input_lines(&mut out, ctx, snap, p, input, why, w);
     }
     if let Some(env) = p.environment.as_deref() {
         environment_lines(&mut out, ctx, p, env, gpu, w);
@@ -49,11 +57,11 @@ fn input_lines(
     snap: &Snapshot,
     p: &Process,
     input: &InputPipeline,
-    gpu: u32,
+    why: Option<&input_cause::Explained>,
     w: usize,
 ) {
     let t = &ctx.theme;
-    let loader = input_cause::slowest_loader(p).map(|(_, l)| l).or_else(|| input.loaders.first());
+    let loader = shown_loader(p, input);
     match loader {
         Some(l) => out.extend(wait_line(ctx, input, l, w)),
         None => {
@@ -65,7 +73,7 @@ fn input_lines(
             out.extend(wrapped(ctx, "data wait", &format!("{NA}: {why}"), Style::new(), w));
         }
     }
-    if let Some(why) = cause(snap, p, loader, gpu) {
+    if let Some(why) = why {
         let style = if why.cause == input_cause::Cause::SharedMemory { t.crit } else { t.warn };
         let evidence = ctx.clean(&why.evidence);
         let fix = ctx.clean(&why.fix);
@@ -87,6 +95,18 @@ fn input_lines(
         let style = if f.kind.is_shm() { t.crit } else { t.warn };
         out.extend(wrapped(ctx, "failure", &text, style, w));
     }
+}
+
+/// The loader the section shows: the one the thread waits for most.
+fn shown_loader<'a>(p: &'a Process, input: &'a InputPipeline) -> Option<&'a DataLoaderStats> {
+    input_cause::slowest_loader(p).map(|(_, l)| l).or_else(|| input.loaders.first())
+}
+
+/// The cause the section names for `p` on `gpu`, worked out once a frame
+/// for both the section (`lines`) and the hints (`said`).
+pub fn cause_of(snap: &Snapshot, p: &Process, gpu: u32) -> Option<input_cause::Explained> {
+    let input = p.input.as_deref()?;
+    cause(snap, p, shown_loader(p, input), gpu)
 }
 
 /// The cause is worth a line where the thread waits at least the
@@ -120,10 +140,9 @@ fn cause(snap: &Snapshot, p: &Process, loader: Option<&DataLoaderStats>, gpu: u3
 /// The alert kinds the section says in full for `p` on `gpu`: the
 /// hints need not repeat them. A `shm_full` that says workers died stays
 /// there: it is the post-mortem's headline.
-pub fn said(snap: &Snapshot, p: &Process, gpu: u32) -> Vec<AlertKind> {
-    let Some(input) = p.input.as_deref() else { return Vec::new() };
-    let loader = input_cause::slowest_loader(p).map(|(_, l)| l).or_else(|| input.loaders.first());
-    match cause(snap, p, loader, gpu) {
+/// `why` is `cause_of`'s answer.
+pub fn said(snap: &Snapshot, p: &Process, why: Option<&input_cause::Explained>) -> Vec<AlertKind> {
+    match why {
         Some(why) if why.cause == input_cause::Cause::SharedMemory => {
             let died = snap
                 .alerts
@@ -410,7 +429,7 @@ fn label(text: &str, style: Style) -> Span<'static> {
 /// boundaries: the first part beside the bar, the rest under the value
 /// column.
 fn after_bar(mut spans: Vec<Span<'static>>, text: &str, w: usize) -> Vec<Line<'static>> {
-    let used: usize = spans.iter().map(Span::width).sum();
+    let used = spans_width(&spans);
     let room = w.saturating_sub(LABEL).max(1);
     // The bar stands for the first line's indent, as wide as it is.
     let indent = " ".repeat((used.saturating_sub(LABEL) + 1).min(room.saturating_sub(1)));
